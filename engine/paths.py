@@ -1,0 +1,39 @@
+"""Where the cockpit keeps its files: platform dirs, overridable by environment variables.
+
+SOL_COCKPIT_CONFIG_DIR   user profiles and settings  (default: platformdirs user config dir)
+SOL_COCKPIT_DATA_DIR     results store, checklist    (default: platformdirs user data dir)
+SOL_COCKPIT_CACHE_DIR    compiled-kernel cache       (default: platformdirs user cache dir)
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+APP = "sol-cockpit"
+
+
+def _dir(env: str, kind: str) -> Path:
+    override = os.environ.get(env, "").strip()
+    if override:
+        return Path(override).expanduser()
+    import platformdirs
+
+    return Path(getattr(platformdirs, f"user_{kind}_dir")(APP, appauthor=False))
+
+
+def config_dir() -> Path:
+    return _dir("SOL_COCKPIT_CONFIG_DIR", "config")
+
+
+def data_dir() -> Path:
+    return _dir("SOL_COCKPIT_DATA_DIR", "data")
+
+
+def cache_dir() -> Path:
+    return _dir("SOL_COCKPIT_CACHE_DIR", "cache")
+
+
+def store_path() -> Path:
+    override = os.environ.get("SOL_COCKPIT_STORE", "").strip()
+    return Path(override).expanduser() if override else data_dir() / "results.sqlite"

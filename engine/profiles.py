@@ -1,0 +1,209 @@
+"""Hardware profiles: datasheet peaks and limits as validated TOML, built in and per user.
+
+Built-in profiles live in the ``profiles`` package (``profiles/*.toml``); user profiles (e.g. the
+ones ``tui calibrate`` writes) live in ``<config dir>/profiles`` and win over built-ins of the same
+name. A malformed user profile is reported and skipped, never fatal for the others.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from engine.errors import InputError
+from engine.paths import config_dir
+from engine.tomlio import load_toml
+
+BUILTIN_DIR = Path(__file__).resolve().parent.parent / "profiles"
+
+
+class PeakTflops(BaseModel):
+    """Dense (no sparsity) peak throughput per input dtype, TFLOP/s, with fp32 accumulation
+    for the tensor-core types unless the profile's notes say otherwise."""
+
+    model_config = ConfigDict(extra="forbid")
+    fp32: float = Field(gt=0)
+    """Plain fp32 FMA throughput (CUDA cores)."""
+    tf32: float = Field(gt=0)
+    """Tensor cores, tf32 inputs."""
+    bf16: float = Field(gt=0)
+    """Tensor cores, bf16 inputs, fp32 accumulate."""
+    fp16: float = Field(gt=0)
+    """Tensor cores, fp16 inputs, fp32 accumulate."""
+    fp8: float | None = Field(default=None, gt=0)
+    """Tensor cores, fp8 inputs; absent where the architecture has no fp8."""
+
+
+class Profile(BaseModel):
+    """One GPU model's datasheet peaks and limits (or measured ceilings, for calibrated ones)."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")
+    """Short identifier used on the command line, e.g. h100-sxm."""
+    display_name: str
+    """Marketing name, e.g. 'NVIDIA H100 SXM5 80GB'."""
+    aliases: list[str] = []
+    """Other names accepted by --profile (e.g. h100)."""
+    compute_capability: str = Field(pattern=r"^\d+\.\d+$")
+    """CUDA compute capability, e.g. '9.0'."""
+    sm_count: int = Field(gt=0)
+    """Streaming multiprocessors."""
+    peak_tflops: PeakTflops
+    """Dense peak TFLOP/s per dtype."""
+    memory_bandwidth_gbps: float = Field(gt=0)
+    """Peak DRAM bandwidth, GB/s (10^9 bytes per second)."""
+    memory_gb: float = Field(gt=0)
+    """Device memory, GB."""
+    l2_mb: float = Field(gt=0)
+    """L2 cache, MB."""
+    shared_memory_per_sm_bytes: int = Field(gt=0)
+    """Shared memory per multiprocessor, bytes."""
+    shared_memory_per_block_bytes: int = Field(gt=0)
+    """Largest dynamic shared memory one block may opt in to, bytes."""
+    registers_per_sm: int = Field(gt=0)
+    """32-bit registers per multiprocessor."""
+    max_threads_per_block: int = Field(default=1024, gt=0)
+    """Threads per block limit."""
+    power_w: float = Field(gt=0)
+    """Board power limit (TDP), W."""
+    nvml_name_patterns: list[str] = []
+    """Regular expressions matched (case-insensitively) against the NVML device name."""
+    source: str
+    """Where the figures come from (datasheet, whitepaper, or a calibration run)."""
+    notes: str = ""
+    """Anything a reader must know about the figures."""
+    measured: bool = False
+    """True for calibrated profiles: peaks measured on this machine, not datasheet figures."""
+    base_profile: str | None = None
+    """For calibrated profiles: the datasheet profile this one was measured against."""
+
+    @field_validator("nvml_name_patterns")
+    @classmethod
+    def _patterns_compile(cls, v: list[str]) -> list[str]:
+        for p in v:
+            try:
+                re.compile(p)
+            except re.error as exc:
+                raise ValueError(f"pattern {p!r} is not a valid regular expression: {exc}") from None
+        return v
+
+    @property
+    def cc(self) -> tuple[int, int]:
+        major, minor = self.compute_capability.split(".")
+        return int(major), int(minor)
+
+    def peak_flops(self, dtype: str) -> float:
+        """Peak FLOP/s for ``dtype`` (bf16, fp16, fp32, tf32, fp8)."""
+        val = getattr(self.peak_tflops, dtype, None)
+        if val is None:
+            raise InputError(f"profile {self.name} has no peak for dtype {dtype}")
+        return float(val) * 1e12
+
+    @property
+    def bandwidth_bytes_per_s(self) -> float:
+        return self.memory_bandwidth_gbps * 1e9
+
+    def matches_device_name(self, device_name: str) -> bool:
+        return any(re.search(p, device_name, re.IGNORECASE) for p in self.nvml_name_patterns)
+
+
+@dataclass
+class ProfileSet:
+    """All profiles that loaded, and the problems of those that did not."""
+
+    profiles: dict[str, Profile] = field(default_factory=dict)
+    origins: dict[str, Path] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+    def names(self) -> list[str]:
+        return sorted(self.profiles)
+
+    def get(self, name: str) -> Profile:
+        """Look a profile up by name or alias; unknown -> InputError listing the known ones."""
+        key = name.strip().lower()
+        if key in self.profiles:
+            return self.profiles[key]
+        for prof in self.profiles.values():
+            if key in (a.lower() for a in prof.aliases):
+                return prof
+        known = ", ".join(
+            p.name + (f" ({', '.join(p.aliases)})" if p.aliases else "")
+            for p in sorted(self.profiles.values(), key=lambda p: p.name)
+        )
+        raise InputError(f"unknown profile {name!r}; known profiles: {known}",
+                         fix="pick one of the known profiles, or save a calibrated one with `tui calibrate`")
+
+    def detect(self, device_name: str) -> Profile | None:
+        """The profile whose NVML name patterns match ``device_name``, most specific pattern first.
+        Measured (calibrated) profiles are never picked by detection: they are chosen by name."""
+        best: tuple[int, Profile] | None = None
+        for prof in self.profiles.values():
+            if prof.measured:
+                continue
+            for pat in prof.nvml_name_patterns:
+                if re.search(pat, device_name, re.IGNORECASE):
+                    score = len(pat)
+                    if best is None or score > best[0]:
+                        best = (score, prof)
+        return best[1] if best else None
+
+
+def user_profiles_dir() -> Path:
+    return config_dir() / "profiles"
+
+
+def _format_error(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"])
+        parts.append(f"{loc}: {err['msg'].removeprefix('Value error, ')}")
+    return "; ".join(parts)
+
+
+def load_profile_file(path: Path) -> Profile:
+    """Load one profile TOML; InputError naming the file and the field on any problem."""
+    data = load_toml(path, "profile")
+    try:
+        return Profile.model_validate(data)
+    except ValidationError as exc:
+        raise InputError(f"profile {path}: {_format_error(exc)}",
+                         fix="correct the field named above (see profiles/h100-sxm.toml for a valid profile)") from None
+
+
+def load_profiles(user_dir: Path | None = None, include_user: bool = True) -> ProfileSet:
+    """Built-in profiles plus user profiles. A built-in that fails is a bug and raises; a user
+    profile that fails is recorded in ``errors`` and skipped."""
+    ps = ProfileSet()
+    for path in sorted(BUILTIN_DIR.glob("*.toml")):
+        prof = load_profile_file(path)
+        ps.profiles[prof.name] = prof
+        ps.origins[prof.name] = path
+    if include_user:
+        udir = user_dir if user_dir is not None else user_profiles_dir()
+        if udir.is_dir():
+            for path in sorted(udir.glob("*.toml")):
+                try:
+                    prof = load_profile_file(path)
+                except InputError as exc:
+                    ps.errors.append(str(exc.message))
+                    continue
+                ps.profiles[prof.name] = prof
+                ps.origins[prof.name] = path
+    return ps
+
+
+def save_user_profile(profile: Profile, user_dir: Path | None = None) -> Path:
+    """Write ``profile`` as TOML into the user profile dir, atomically. Returns the path."""
+    import tomli_w
+
+    udir = user_dir if user_dir is not None else user_profiles_dir()
+    udir.mkdir(parents=True, exist_ok=True)
+    path = udir / f"{profile.name}.toml"
+    tmp = path.with_suffix(".toml.tmp")
+    tmp.write_text(tomli_w.dumps(profile.model_dump(mode="json", exclude_none=True)), encoding="utf-8")
+    os.replace(tmp, path)
+    return path

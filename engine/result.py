@@ -1,0 +1,154 @@
+"""The result of one run: what happened, how long it took, whether it was right, how close to SOL."""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+class RunStatus(str, enum.Enum):
+    ok = "ok"
+    incorrect = "incorrect"
+    invalid = "invalid"            # rejected by validation before compiling
+    compile_error = "compile_error"
+    launch_error = "launch_error"  # launch failure, illegal address, other CUDA errors
+    timeout = "timeout"
+    cancelled = "cancelled"
+    crashed = "crashed"            # the engine process died without a result
+    unavailable = "unavailable"    # no usable backend
+
+
+class Timing(BaseModel):
+    """CUDA-event times over the timed runs, after the warm-up, in milliseconds."""
+
+    median_ms: float
+    p10_ms: float
+    p90_ms: float
+    mean_ms: float
+    min_ms: float
+    samples: int
+
+
+class Correctness(BaseModel):
+    """Output checked against a higher-precision reference."""
+
+    correct: bool
+    max_abs_err: float
+    max_rel_err: float
+    """Largest |out - ref| / (|ref| + scale), scale = rms(ref)."""
+    normwise_rel_err: float
+    """||out - ref|| / ||ref||."""
+    nan_count: int = 0
+    inf_count: int = 0
+    unwritten_count: int = 0
+    """Elements still holding the poison value after the run."""
+    rtol: float
+    checked_elements: int
+    note: str = ""
+
+
+class PeerResult(BaseModel):
+    """A peer implementation timed on the same inputs in the same run."""
+
+    name: str
+    label: str
+    timing: Timing | None = None
+    tflops: float | None = None
+    gbps: float | None = None
+    sol_pct: float | None = None
+    correct: bool | None = None
+    error: str | None = None
+    baseline: bool = False
+    """The unfused framework baseline used for the SOL-ExecBench score."""
+
+
+class Fingerprint(BaseModel):
+    """Everything that makes two runs comparable or not."""
+
+    host: str = ""
+    gpu_name: str | None = None
+    gpu_uuid: str | None = None
+    driver_version: str | None = None
+    cuda_driver_version: str | None = None
+    cuda_runtime_version: str | None = None
+    nvrtc_version: str | None = None
+    cupy_version: str | None = None
+    compute_capability: str | None = None
+    arch: str | None = None
+    profile: str = ""
+    profile_measured: bool = False
+    backend: str = ""
+    kernel_source_sha256: str | None = None
+    engine_version: str = ""
+
+
+class RunResult(BaseModel):
+    """One run's outcome. ``simulated`` is true for every result of the simulated backend."""
+
+    run_id: int | None = None
+    status: RunStatus
+    simulated: bool
+    task: dict[str, Any]
+    profile: str
+    error: str | None = None
+    error_kind: str | None = None
+    timing: Timing | None = None
+    sol: dict[str, Any] | None = None
+    """engine.sol.SolFigures as a dict (t_sol_ms, tflops, gbps, sol_pct, bound, ...)."""
+    correctness: Correctness | None = None
+    peers: list[PeerResult] = Field(default_factory=list)
+    solexec_score: float | None = None
+    baseline_ms: float | None = None
+    launch: dict[str, Any] = Field(default_factory=dict)
+    """Geometry and resources: grid, block, shared memory, registers, spills."""
+    validity: dict[str, Any] = Field(default_factory=dict)
+    """Conditions during the run: clocks, throttle reasons seen, other processes on the GPU."""
+    fingerprint: Fingerprint = Field(default_factory=Fingerprint)
+    log: list[str] = Field(default_factory=list)
+    matched_rules: list[dict[str, Any]] = Field(default_factory=list)
+    """Troubleshooting rules the error matched (id, title, cause, fix)."""
+    started_at: str | None = None
+    wall_s: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status is RunStatus.ok
+
+    def summary_json(self) -> dict[str, Any]:
+        """The stable JSON shape of ``tui bench --json``."""
+        sol = self.sol or {}
+        t = self.timing
+        return {
+            "status": self.status.value,
+            "simulated": self.simulated,
+            "run_id": self.run_id,
+            "kernel": self.task.get("kernel"),
+            "shape": self.task.get("shape"),
+            "dtype": self.task.get("dtype"),
+            "knobs": {k: self.task.get(k) for k in ("block_size", "memory_pipelining", "fusion")},
+            "profile": self.profile,
+            "t_sol_ms": sol.get("t_sol_ms"),
+            "time_ms": None if t is None else {"median": t.median_ms, "p10": t.p10_ms, "p90": t.p90_ms},
+            "tflops": sol.get("tflops"),
+            "gbps": sol.get("gbps"),
+            "sol_pct": sol.get("sol_pct"),
+            "compute_util_pct": sol.get("compute_util_pct"),
+            "bandwidth_util_pct": sol.get("bandwidth_util_pct"),
+            "bound": sol.get("bound"),
+            "flops": sol.get("flops"),
+            "bytes": sol.get("bytes"),
+            "correct": None if self.correctness is None else self.correctness.correct,
+            "max_abs_err": None if self.correctness is None else self.correctness.max_abs_err,
+            "normwise_rel_err": None if self.correctness is None else self.correctness.normwise_rel_err,
+            "solexec_score": self.solexec_score,
+            "baseline_ms": self.baseline_ms,
+            "peers": [p.model_dump(mode="json") for p in self.peers],
+            "error": self.error,
+            "error_kind": self.error_kind,
+            "matched_rules": self.matched_rules,
+            "launch": self.launch,
+            "validity": self.validity,
+            "fingerprint": self.fingerprint.model_dump(mode="json"),
+        }

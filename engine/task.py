@@ -1,0 +1,243 @@
+"""The task: which kernel, on which shapes, with which knobs, and how to measure it.
+
+Sources, lowest to highest precedence: defaults, a TOML task file, the environment variables
+``BLOCK_SIZE`` and ``MEMORY_PIPELINING`` (as deployment manifests pass them), command-line flags.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from engine.errors import InputError
+from engine.tomlio import load_toml
+
+
+class DType(str, enum.Enum):
+    """Element type of the inputs and output; accumulation is always fp32."""
+
+    bf16 = "bf16"
+    fp16 = "fp16"
+    fp32 = "fp32"
+
+    @property
+    def itemsize(self) -> int:
+        return 4 if self is DType.fp32 else 2
+
+
+class BackendName(str, enum.Enum):
+    auto = "auto"
+    cuda = "cuda"
+    sim = "sim"
+
+
+class Fault(str, enum.Enum):
+    """A fault to inject, so that every failure path can be exercised on purpose."""
+
+    none = "none"
+    compile_error = "compile_error"
+    launch_failure = "launch_failure"
+    illegal_address = "illegal_address"
+    hang = "hang"
+    nan = "nan"
+
+
+def parse_pipelining(value: Any) -> int:
+    """``off``/``0`` -> 0 (synchronous loads); an integer >= 2 -> that many async-copy stages."""
+    if isinstance(value, bool):
+        raise ValueError("expected 'off' or a number of stages")
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text in ("off", "none", "false", "no", "0", "sync"):
+            return 0
+        try:
+            value = int(text)
+        except ValueError:
+            raise ValueError(f"expected 'off' or a number of stages, got {value!r}") from None
+    if not isinstance(value, int):
+        raise ValueError(f"expected 'off' or a number of stages, got {value!r}")
+    if value == 1:
+        raise ValueError("1 stage cannot overlap copies with compute: use 'off' or 2 or more stages")
+    if value < 0:
+        raise ValueError(f"must be 'off' or >= 2, got {value}")
+    return value
+
+
+class TaskSpec(BaseModel):
+    """One benchmark task. Every field has a default; the default task is the seeds' case:
+    attention output projection + residual add, batch 16 x seq 512 x hidden 2560, bf16."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    kernel: str = "gemm_residual"
+    """Kernel name, as listed by ``tui kernels`` (e.g. gemm_residual, add_rmsnorm)."""
+    shape: dict[str, int] = Field(default_factory=lambda: {"m": 16 * 512, "n": 2560, "k": 2560})
+    """Problem dimensions by name; the kernel spec says which (gemm: m, n, k; or batch, seq, hidden)."""
+    dtype: DType = DType.bf16
+    """Input/output element type (bf16, fp16, fp32); accumulation is fp32."""
+    block_size: str | None = None
+    """BLOCK_SIZE: the tile shape, e.g. '128x128' or '128x256x64' (kernel default when unset)."""
+    memory_pipelining: int | None = None
+    """MEMORY_PIPELINING: 0 = off (synchronous loads) or the number of async-copy stages (>= 2)."""
+    fusion: bool = True
+    """Fuse the epilogue (residual add) into the kernel; off = the kernel and a separate add."""
+    warmup: int = Field(default=10, ge=0, le=100_000)
+    """Untimed launches before measuring (module load, clocks, caches)."""
+    iterations: int = Field(default=100, ge=1, le=1_000_000)
+    """Timed launches; median, p10 and p90 are taken over them."""
+    device: int = Field(default=0, ge=0, le=63)
+    """GPU index as CUDA enumerates it (after CUDA_VISIBLE_DEVICES)."""
+    backend: BackendName = BackendName.auto
+    """auto (CUDA when a driver and device answer, else the simulated device), cuda or sim."""
+    verify: bool = True
+    """Check the output against a higher-precision reference."""
+    peers: bool = True
+    """Time the peer implementations (cuBLAS, CuPy) on the same inputs in the same run."""
+    seed: int = Field(default=0, ge=0)
+    """Seed for the N(0,1) inputs and for the simulated device's noise."""
+    timeout_s: float = Field(default=300.0, gt=0, le=86_400)
+    """Wall-clock limit for the whole run; the engine process is killed when it passes."""
+    fault: Fault = Fault.none
+    """Deliberately inject a fault (tests and rehearsals): compile_error, launch_failure, ..."""
+
+    @field_validator("memory_pipelining", mode="before")
+    @classmethod
+    def _pipelining(cls, v: Any) -> int | None:
+        return None if v is None else parse_pipelining(v)
+
+    @field_validator("block_size", mode="before")
+    @classmethod
+    def _block_size(cls, v: Any) -> str | None:
+        if v is None:
+            return None
+        if isinstance(v, bool):
+            raise ValueError("expected a tile shape such as '128x128'")
+        if isinstance(v, int):
+            return str(v)
+        if isinstance(v, (list, tuple)):
+            return "x".join(str(int(x)) for x in v)
+        text = str(v).strip().lower().replace("*", "x").replace(",", "x").replace(" ", "")
+        if not text:
+            return None
+        return text
+
+    @field_validator("shape", mode="before")
+    @classmethod
+    def _shape(cls, v: Any) -> dict[str, int]:
+        if isinstance(v, str):
+            return parse_shape_text(v)
+        if isinstance(v, Mapping):
+            out: dict[str, int] = {}
+            for key, val in v.items():
+                if isinstance(val, bool) or not isinstance(val, int):
+                    raise ValueError(f"dimension {key!r} must be an integer, got {val!r}")
+                if val <= 0:
+                    raise ValueError(f"dimension {key!r} must be positive, got {val}")
+                out[str(key).lower()] = val
+            return out
+        raise ValueError("expected a table of dimensions, e.g. {m = 8192, n = 2560, k = 2560}")
+
+    def label(self) -> str:
+        dims = "x".join(f"{v}" for v in self.shape.values())
+        return f"{self.kernel} {dims} {self.dtype.value}"
+
+
+def parse_shape_text(text: str) -> dict[str, int]:
+    """'m=8192,n=2560,k=2560' -> named dims; '8192,2560,2560' or '16x512x2560' -> positional dims,
+    which the kernel spec names (a gemm reads 3 as m,n,k and 'BxSxH' style as batch,seq,hidden)."""
+    text = text.strip().lower()
+    if not text:
+        raise ValueError("empty shape")
+    if "=" in text:
+        out: dict[str, int] = {}
+        for part in text.replace(";", ",").split(","):
+            if not part.strip():
+                continue
+            key, _, val = part.partition("=")
+            try:
+                out[key.strip()] = int(val)
+            except ValueError:
+                raise ValueError(f"dimension {key.strip()!r}: {val.strip()!r} is not an integer") from None
+        return out
+    sep = "x" if "x" in text else ","
+    try:
+        nums = [int(p) for p in text.split(sep) if p.strip()]
+    except ValueError:
+        raise ValueError(f"cannot read shape {text!r}: use e.g. 8192,2560,2560 or m=8192,n=2560,k=2560") from None
+    return {f"_{i}": n for i, n in enumerate(nums)}
+
+
+def _format_validation_error(exc: ValidationError, source: str) -> str:
+    lines = []
+    for err in exc.errors():
+        field = ".".join(str(p) for p in err["loc"]) or "task"
+        value = err.get("input")
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            known = ", ".join(TaskSpec.model_fields)
+            msg = f"unknown field (known: {known})"
+            lines.append(f"{source}: {field}: {msg}")
+        else:
+            lines.append(f"{source}: {field}={value!r}: {msg}")
+    return "; ".join(lines)
+
+
+ENV_KNOBS = {"BLOCK_SIZE": "block_size", "MEMORY_PIPELINING": "memory_pipelining"}
+
+
+def resolve_task(
+    task_file: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> TaskSpec:
+    """Merge defaults < task file < env (BLOCK_SIZE, MEMORY_PIPELINING) < overrides (CLI/TUI).
+
+    Raises InputError naming the source and field of the first bad value."""
+    data: dict[str, Any] = {}
+    if task_file is not None:
+        raw = load_toml(Path(task_file), "task file")
+        raw = raw.get("task", raw)
+        try:
+            TaskSpec.model_validate(raw)
+        except ValidationError as exc:
+            raise InputError(_format_validation_error(exc, f"task file {task_file}")) from None
+        data.update(raw)
+    env = os.environ if env is None else env
+    for var, field in ENV_KNOBS.items():
+        if env.get(var, "").strip():
+            data[field] = env[var]
+            try:
+                TaskSpec.model_validate({field: env[var]})
+            except ValidationError as exc:
+                raise InputError(_format_validation_error(exc, f"environment {var}")) from None
+    for key, val in (overrides or {}).items():
+        if val is not None:
+            data[key] = val
+    try:
+        return TaskSpec.model_validate(data)
+    except ValidationError as exc:
+        raise InputError(_format_validation_error(exc, "task")) from None
+
+
+def task_to_toml_dict(task: TaskSpec) -> dict[str, Any]:
+    """The task as a TOML-ready dict (unset knobs left out, enums as strings)."""
+    d = task.model_dump(mode="json", exclude_none=True)
+    if d.get("fault") == "none":
+        d.pop("fault")
+    return d
+
+
+def save_task(task: TaskSpec, path: Path) -> None:
+    """Write the task as TOML atomically (a crash never leaves half a file)."""
+    import tomli_w
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(tomli_w.dumps(task_to_toml_dict(task)), encoding="utf-8")
+    os.replace(tmp, path)

@@ -1,0 +1,23 @@
+"""Kernels as data: ``<name>.cu`` templates plus ``<name>.py`` specs. No UI, no I/O, no cupy."""
+
+from __future__ import annotations
+
+import importlib
+
+from kernels.spec import KernelSpec
+
+# name -> module that defines SPEC
+_REGISTRY = {
+    "gemm_residual": "kernels.gemm_residual",
+}
+
+
+def kernel_names() -> list[str]:
+    return list(_REGISTRY)
+
+
+def get_spec(name: str) -> KernelSpec:
+    """The spec for ``name``; KeyError listing the known kernels when unknown."""
+    if name not in _REGISTRY:
+        raise KeyError(f"unknown kernel {name!r}; known kernels: {', '.join(_REGISTRY)}")
+    return importlib.import_module(_REGISTRY[name]).SPEC

@@ -1,0 +1,219 @@
+"""The contract every kernel spec fulfils: kernels are data plus a small Python description.
+
+A spec declares its parameter space and constraints (checked against a profile's limits before
+anything compiles), renders its CUDA source with knob values as validated integers only, names the
+buffers and launches one run needs, counts FLOPs and bytes, gives a higher-precision reference and
+its peers. It does no I/O and imports neither cupy nor any UI; array work takes an array module
+``xp`` (numpy or cupy) from the caller.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+KERNEL_DIR = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class DeviceLimits:
+    """The limits a kernel must fit, taken from a profile (or read off the device)."""
+
+    compute_capability: tuple[int, int]
+    sm_count: int
+    shared_memory_per_block_bytes: int
+    shared_memory_per_sm_bytes: int
+    registers_per_sm: int = 65536
+    max_threads_per_block: int = 1024
+    profile: str = ""
+
+    @classmethod
+    def from_profile(cls, profile: Any) -> DeviceLimits:
+        return cls(
+            compute_capability=profile.cc,
+            sm_count=profile.sm_count,
+            shared_memory_per_block_bytes=profile.shared_memory_per_block_bytes,
+            shared_memory_per_sm_bytes=profile.shared_memory_per_sm_bytes,
+            registers_per_sm=profile.registers_per_sm,
+            max_threads_per_block=profile.max_threads_per_block,
+            profile=profile.name,
+        )
+
+    @property
+    def arch(self) -> str:
+        """NVRTC target: the device's own architecture; sm_90a on Hopper for wgmma/setmaxnreg."""
+        major, minor = self.compute_capability
+        suffix = "a" if (major, minor) == (9, 0) else ""
+        return f"sm_{major}{minor}{suffix}"
+
+
+@dataclass(frozen=True)
+class Violation:
+    """A knob or shape that breaks a limit: names the field, the value, and the limit."""
+
+    field: str
+    value: Any
+    message: str
+    limit: str = ""
+
+    ENV_NAMES = {"block_size": "BLOCK_SIZE", "memory_pipelining": "MEMORY_PIPELINING"}
+
+    def __str__(self) -> str:
+        name = self.ENV_NAMES.get(self.field, self.field)
+        text = f"{name}={self.value}: {self.message}"
+        return f"{text} (limit: {self.limit})" if self.limit else text
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """A device buffer one run needs. Inputs are filled with N(0,1); outputs are poisoned."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: Literal["bf16", "fp16", "fp32"]
+    role: Literal["input", "output", "scratch"]
+
+
+@dataclass(frozen=True)
+class TensorMapArg:
+    """A TMA tensor map (CUtensorMap, 128 bytes) over a 2-D row-major buffer, passed by value
+    (``const __grid_constant__ CUtensorMap``). The backend encodes it with
+    cuTensorMapEncodeTiled for the buffer's device address; box sizes are in elements."""
+
+    buffer: str
+    rows: int
+    cols: int
+    box_rows: int
+    box_cols: int
+    swizzle_bytes: int = 128
+    """0 (none), 32, 64 or 128: the shared-memory swizzle the consumer expects."""
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One kernel launch. ``args`` holds buffer names (str), int32 scalars (int) and tensor maps."""
+
+    function: str
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_mem_bytes: int
+    args: tuple[str | int | TensorMapArg, ...]
+
+
+@dataclass(frozen=True)
+class Build:
+    """Everything needed to compile and launch one configuration."""
+
+    source: str
+    functions: tuple[str, ...]
+    launches: tuple[Launch, ...]
+    options: tuple[str, ...] = ()
+    info: dict[str, Any] = field(default_factory=dict)
+    """Resolved knobs and geometry for display: tile, stages, path (e.g. 'mma.sync+cp.async')."""
+
+    @property
+    def source_sha256(self) -> str:
+        return hashlib.sha256(self.source.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class PeerSpec:
+    """A peer implementation timed on the same inputs. ``run(xp, blas, inputs, out)`` writes
+    ``out``; ``blas`` is the backend's cuBLAS wrapper (``gemm_nt``). ``baseline`` marks the
+    unfused framework baseline (T_b of the SOL-ExecBench score)."""
+
+    name: str
+    label: str
+    run: Callable[..., None]
+    baseline: bool = False
+    dtypes: tuple[str, ...] = ("bf16", "fp16", "fp32")
+
+
+class KernelSpec(ABC):
+    """Base class for a kernel's spec. Subclasses set the class attributes and implement the rest."""
+
+    name: str = ""
+    title: str = ""
+    description: str = ""
+    dims: tuple[str, ...] = ()
+    """Names of the shape's dimensions, in positional order."""
+    dtypes: tuple[str, ...] = ("bf16", "fp16", "fp32")
+    default_shape: dict[str, int] = {}
+    output: str = "out"
+    """Name of the output buffer that verification checks."""
+
+    def read_source(self, filename: str) -> str:
+        return (KERNEL_DIR / filename).read_text(encoding="utf-8")
+
+    # --- shape and knobs -------------------------------------------------------------------
+    def normalize_shape(self, shape: dict[str, int]) -> dict[str, int]:
+        """Map positional ('_0', '_1', ...) or aliased dimensions onto ``dims``; raise ValueError
+        naming the problem when the shape cannot be read."""
+        if all(k.startswith("_") for k in shape) and shape:
+            vals = [shape[k] for k in sorted(shape, key=lambda s: int(s[1:]))]
+            if len(vals) != len(self.dims):
+                raise ValueError(f"{self.name} takes {len(self.dims)} dimensions "
+                                 f"({', '.join(self.dims)}), got {len(vals)}")
+            return dict(zip(self.dims, vals))
+        missing = [d for d in self.dims if d not in shape]
+        extra = [d for d in shape if d not in self.dims]
+        if missing or extra:
+            raise ValueError(f"{self.name} takes dimensions {', '.join(self.dims)}"
+                             + (f"; missing {', '.join(missing)}" if missing else "")
+                             + (f"; unknown {', '.join(extra)}" if extra else ""))
+        return {d: shape[d] for d in self.dims}
+
+    @abstractmethod
+    def block_size_options(self, limits: DeviceLimits, dtype: str) -> list[str]:
+        """BLOCK_SIZE values that fit these limits for this dtype, best default first."""
+
+    @abstractmethod
+    def pipelining_options(self, limits: DeviceLimits, dtype: str, block_size: str) -> list[int]:
+        """MEMORY_PIPELINING values (0 = off, or stage counts) that fit with this BLOCK_SIZE."""
+
+    @abstractmethod
+    def default_knobs(self, limits: DeviceLimits, dtype: str) -> tuple[str, int]:
+        """(BLOCK_SIZE, MEMORY_PIPELINING) used when the task leaves them unset."""
+
+    @abstractmethod
+    def check(self, task: Any, limits: DeviceLimits) -> list[Violation]:
+        """Every constraint, checked before compiling: dtype, shape rules, shared memory for the
+        tile and stage count against the per-block limit, threads per block, divisibility."""
+
+    # --- arithmetic ------------------------------------------------------------------------
+    @abstractmethod
+    def flops(self, shape: dict[str, int]) -> int:
+        """FLOPs counted for SOL (the arithmetic the roofline's compute term is about)."""
+
+    @abstractmethod
+    def bytes_moved(self, shape: dict[str, int], dtype: str) -> int:
+        """Fewest bytes through device memory: each input read once, each output written once."""
+
+    # --- running ---------------------------------------------------------------------------
+    @abstractmethod
+    def buffers(self, task: Any) -> list[Buffer]:
+        """The buffers one run needs (inputs, outputs, scratch)."""
+
+    @abstractmethod
+    def build(self, task: Any, limits: DeviceLimits) -> Build:
+        """Render the source for the task's knobs (integers only) and plan the launches."""
+
+    @abstractmethod
+    def reference(self, xp: Any, inputs: dict[str, Any]) -> Any:
+        """The output computed in higher precision (float64 on ``xp``)."""
+
+    @abstractmethod
+    def rtol(self, dtype: str) -> float:
+        """Elementwise relative tolerance for this dtype (scaled by rms(ref), see Correctness)."""
+
+    def peers(self, task: Any) -> list[PeerSpec]:
+        """Peer implementations to time alongside; none by default."""
+        return []
+
+    def sim_efficiency(self, task: Any, limits: DeviceLimits) -> float:
+        """For the simulated device only: the fraction of SOL these knobs plausibly reach (0..1)."""
+        return 0.6
