@@ -1,0 +1,268 @@
+// out[M,N] = A[M,K] @ W[N,K]^T + R[M,N]   (row-major; fp32 accumulation, one rounding at the end)
+//
+// Rendered by kernels/gemm_residual.py, which prepends integer #defines only:
+//   GR_DTYPE   0 = bf16, 1 = fp16, 2 = fp32
+//   GR_BM, GR_BN, GR_BK   block tile (BK: 32 for the tensor-core path, 8 for fp32)
+//   GR_WARPS_M, GR_WARPS_N   warps per block along M and N (tensor-core path)
+//   GR_STAGES  0 = synchronous loads (no overlap), >= 2 = cp.async stages
+//   GR_FUSE    1 = residual added in the epilogue, 0 = GEMM writes A@W^T (a separate add follows)
+// This file holds the shared helpers, the bf16/fp16 mma.sync kernel and the elementwise add;
+// gemm_residual_fp32.cu (appended for fp32) holds the SIMT FFMA kernel.
+// No CUDA headers: NVRTC needs none of them, conversions are inline PTX.
+
+typedef unsigned short u16;
+typedef unsigned int u32;
+
+#if GR_DTYPE == 2
+typedef float elem_t;
+#else
+typedef u16 elem_t;
+#endif
+
+__device__ __forceinline__ u32 smem_addr(const void* p) {
+    u32 r;
+    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(r) : "l"(p));
+    return r;
+}
+
+// 16-byte async copy global -> shared; src_bytes = 0 zero-fills (rows/columns out of range).
+__device__ __forceinline__ void cp_async16(u32 dst, const void* src, int src_bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(dst), "l"(src), "r"(src_bytes));
+}
+// 4-byte async copy (cp.async.ca: .cg takes 16 bytes only); used to transpose fp32 tiles.
+__device__ __forceinline__ void cp_async4(u32 dst, const void* src, int src_bytes) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" :: "r"(dst), "l"(src), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N)); }
+
+// Two floats -> packed pair (lo in the low half), round to nearest even.
+__device__ __forceinline__ u32 pack2(float lo, float hi) {
+    u32 r;
+#if GR_DTYPE == 0
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+#else
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+#endif
+    return r;
+}
+__device__ __forceinline__ float lo2f(u32 v) {
+#if GR_DTYPE == 0
+    return __int_as_float(v << 16);
+#else
+    float f;
+    asm("{ .reg .b16 l, h; mov.b32 {l, h}, %1; cvt.f32.f16 %0, l; }" : "=f"(f) : "r"(v));
+    return f;
+#endif
+}
+__device__ __forceinline__ float hi2f(u32 v) {
+#if GR_DTYPE == 0
+    return __int_as_float(v & 0xffff0000u);
+#else
+    float f;
+    asm("{ .reg .b16 l, h; mov.b32 {l, h}, %1; cvt.f32.f16 %0, h; }" : "=f"(f) : "r"(v));
+    return f;
+#endif
+}
+
+// ------------------------------------------------------------------------------------------
+// Fusion off: out = out + r, 16 bytes per thread per step, grid-stride.
+extern "C" __global__ void __launch_bounds__(256)
+residual_add(elem_t* __restrict__ out, const elem_t* __restrict__ r, int M, int N) {
+    const size_t nvec = (size_t)M * (size_t)N * sizeof(elem_t) / 16;
+    uint4* o = reinterpret_cast<uint4*>(out);
+    const uint4* rv = reinterpret_cast<const uint4*>(r);
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < nvec;
+         i += (size_t)gridDim.x * blockDim.x) {
+        uint4 x = o[i];
+        const uint4 y = rv[i];
+#if GR_DTYPE == 2
+        x.x = __float_as_uint(__uint_as_float(x.x) + __uint_as_float(y.x));
+        x.y = __float_as_uint(__uint_as_float(x.y) + __uint_as_float(y.y));
+        x.z = __float_as_uint(__uint_as_float(x.z) + __uint_as_float(y.z));
+        x.w = __float_as_uint(__uint_as_float(x.w) + __uint_as_float(y.w));
+#else
+        x.x = pack2(lo2f(x.x) + lo2f(y.x), hi2f(x.x) + hi2f(y.x));
+        x.y = pack2(lo2f(x.y) + lo2f(y.y), hi2f(x.y) + hi2f(y.y));
+        x.z = pack2(lo2f(x.z) + lo2f(y.z), hi2f(x.z) + hi2f(y.z));
+        x.w = pack2(lo2f(x.w) + lo2f(y.w), hi2f(x.w) + hi2f(y.w));
+#endif
+        o[i] = x;
+    }
+}
+
+#if GR_DTYPE != 2
+// ------------------------------------------------------------------------------------------
+// Tensor-core path: mma.sync.m16n8k16, ldmatrix from padded shared memory, cp.async stages.
+#define GR_THREADS (GR_WARPS_M * GR_WARPS_N * 32)
+#define GR_WM (GR_BM / GR_WARPS_M)          // warp tile rows
+#define GR_WN (GR_BN / GR_WARPS_N)          // warp tile cols
+#define GR_MT (GR_WM / 16)                  // m16 tiles per warp
+#define GR_NT (GR_WN / 8)                   // n8 tiles per warp
+#define GR_LDS (GR_BK + 8)                  // smem row stride in elements (+16 B: no bank conflicts)
+#define GR_NBUF (GR_STAGES == 0 ? 1 : GR_STAGES)
+#define GR_STAGE_ELEMS ((GR_BM + GR_BN) * GR_LDS)
+#define GR_LDC (GR_BN + 8)                  // epilogue tile row stride in elements
+#define GR_CHUNKS (GR_BK / 8)               // 16-byte chunks per tile row
+
+#if GR_DTYPE == 0
+#define GR_MMA "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+#else
+#define GR_MMA "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+#endif
+
+// Copy one BK-slice of the A and W tiles into stage buffer `st` (rows/K beyond range: zeros).
+__device__ __forceinline__ void load_tile(u16* st, const u16* __restrict__ a, const u16* __restrict__ w,
+                                          int m0, int n0, int k0, int M, int N, int K, int tid) {
+    u16* as = st;
+    u16* bs = st + GR_BM * GR_LDS;
+#pragma unroll
+    for (int i = 0; i < GR_BM * GR_CHUNKS / GR_THREADS; ++i) {
+        const int e = tid + i * GR_THREADS, row = e / GR_CHUNKS, col = (e % GR_CHUNKS) * 8;
+        const bool ok = (m0 + row < M) && (k0 + col < K);
+        const u16* src = ok ? a + (size_t)(m0 + row) * K + k0 + col : a;
+#if GR_STAGES == 0
+        uint4 v = make_uint4(0, 0, 0, 0);
+        if (ok) v = *reinterpret_cast<const uint4*>(src);
+        *reinterpret_cast<uint4*>(as + row * GR_LDS + col) = v;
+#else
+        cp_async16(smem_addr(as + row * GR_LDS + col), src, ok ? 16 : 0);
+#endif
+    }
+#pragma unroll
+    for (int i = 0; i < GR_BN * GR_CHUNKS / GR_THREADS; ++i) {
+        const int e = tid + i * GR_THREADS, row = e / GR_CHUNKS, col = (e % GR_CHUNKS) * 8;
+        const bool ok = (n0 + row < N) && (k0 + col < K);
+        const u16* src = ok ? w + (size_t)(n0 + row) * K + k0 + col : w;
+#if GR_STAGES == 0
+        uint4 v = make_uint4(0, 0, 0, 0);
+        if (ok) v = *reinterpret_cast<const uint4*>(src);
+        *reinterpret_cast<uint4*>(bs + row * GR_LDS + col) = v;
+#else
+        cp_async16(smem_addr(bs + row * GR_LDS + col), src, ok ? 16 : 0);
+#endif
+    }
+}
+
+// All BK/16 k-steps of one stage: ldmatrix fragments, then MT x NT mma.sync.
+__device__ __forceinline__ void compute_tile(const u16* st, float (&acc)[GR_MT][GR_NT][4],
+                                             int wm, int wn, int lane) {
+    const u16* as = st + (wm * GR_WM) * GR_LDS;
+    const u16* bs = st + GR_BM * GR_LDS + (wn * GR_WN) * GR_LDS;
+#pragma unroll
+    for (int kk = 0; kk < GR_BK; kk += 16) {
+        u32 af[GR_MT][4], bf[GR_NT][2];
+#pragma unroll
+        for (int mt = 0; mt < GR_MT; ++mt) {
+            const u32 p = smem_addr(as + (mt * 16 + (lane & 15)) * GR_LDS + kk + (lane >> 4) * 8);
+            asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                         : "=r"(af[mt][0]), "=r"(af[mt][1]), "=r"(af[mt][2]), "=r"(af[mt][3]) : "r"(p));
+        }
+#pragma unroll
+        for (int nt = 0; nt < GR_NT; nt += 2) {
+            const int row = nt * 8 + (lane & 7) + ((lane >> 4) << 3);
+            const u32 p = smem_addr(bs + row * GR_LDS + kk + ((lane >> 3) & 1) * 8);
+            asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                         : "=r"(bf[nt][0]), "=r"(bf[nt][1]), "=r"(bf[nt + 1][0]), "=r"(bf[nt + 1][1])
+                         : "r"(p));
+        }
+#pragma unroll
+        for (int mt = 0; mt < GR_MT; ++mt) {
+#pragma unroll
+            for (int nt = 0; nt < GR_NT; ++nt) {
+                float* c = acc[mt][nt];
+                asm volatile(GR_MMA "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                             : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                             : "r"(af[mt][0]), "r"(af[mt][1]), "r"(af[mt][2]), "r"(af[mt][3]),
+                               "r"(bf[nt][0]), "r"(bf[nt][1]));
+            }
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(GR_THREADS, 1)
+gemm_residual_mma(const u16* __restrict__ a, const u16* __restrict__ w, const u16* __restrict__ r,
+                  u16* __restrict__ out, int M, int N, int K) {
+    extern __shared__ __align__(128) unsigned char smem_raw[];
+    u16* smem = reinterpret_cast<u16*>(smem_raw);
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int wm = warp / GR_WARPS_N, wn = warp % GR_WARPS_N;
+    const int n0 = blockIdx.x * GR_BN, m0 = blockIdx.y * GR_BM;
+    const int ktiles = (K + GR_BK - 1) / GR_BK;
+
+    float acc[GR_MT][GR_NT][4];
+#pragma unroll
+    for (int i = 0; i < GR_MT; ++i)
+#pragma unroll
+        for (int j = 0; j < GR_NT; ++j)
+#pragma unroll
+            for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.f;
+
+#if GR_STAGES == 0
+    for (int kt = 0; kt < ktiles; ++kt) {
+        load_tile(smem, a, w, m0, n0, kt * GR_BK, M, N, K, tid);
+        __syncthreads();
+        compute_tile(smem, acc, wm, wn, lane);
+        __syncthreads();
+    }
+#else
+#pragma unroll
+    for (int s = 0; s < GR_STAGES - 1; ++s) {
+        if (s < ktiles) load_tile(smem + s * GR_STAGE_ELEMS, a, w, m0, n0, s * GR_BK, M, N, K, tid);
+        cp_async_commit();
+    }
+    for (int kt = 0; kt < ktiles; ++kt) {
+        cp_async_wait<GR_STAGES - 2>();
+        __syncthreads();  // tile kt visible to all; everyone is done with tile kt-1's buffer
+        const int nk = kt + GR_STAGES - 1;
+        if (nk < ktiles)
+            load_tile(smem + (nk % GR_STAGES) * GR_STAGE_ELEMS, a, w, m0, n0, nk * GR_BK, M, N, K, tid);
+        cp_async_commit();
+        compute_tile(smem + (kt % GR_STAGES) * GR_STAGE_ELEMS, acc, wm, wn, lane);
+    }
+    cp_async_wait<0>();
+#endif
+    __syncthreads();  // pipeline buffers are reused as the epilogue tile
+
+    // Epilogue: (R tile ->) smem, add in fp32 and round once into smem, 16-byte coalesced stores.
+    u16* cs = smem;
+    constexpr int CCH = GR_BN / 8;  // 16-byte chunks per tile row
+#if GR_FUSE
+    for (int e = tid; e < GR_BM * CCH; e += GR_THREADS) {
+        const int row = e / CCH, col = (e % CCH) * 8;
+        if (m0 + row < M && n0 + col < N)
+            *reinterpret_cast<uint4*>(cs + row * GR_LDC + col) =
+                *reinterpret_cast<const uint4*>(r + (size_t)(m0 + row) * N + n0 + col);
+    }
+    __syncthreads();
+#endif
+    const int g = lane >> 2, t2 = (lane & 3) * 2;
+#pragma unroll
+    for (int mt = 0; mt < GR_MT; ++mt) {
+#pragma unroll
+        for (int nt = 0; nt < GR_NT; ++nt) {
+            const int col = wn * GR_WN + nt * 8 + t2;
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int row = wm * GR_WM + mt * 16 + g + h * 8;
+                u32* p = reinterpret_cast<u32*>(cs + row * GR_LDC + col);
+                float x0 = acc[mt][nt][2 * h], x1 = acc[mt][nt][2 * h + 1];
+#if GR_FUSE
+                const u32 rv = *p;  // garbage outside M/N: those elements are never stored
+                x0 += lo2f(rv);
+                x1 += hi2f(rv);
+#endif
+                *p = pack2(x0, x1);
+            }
+        }
+    }
+    __syncthreads();
+    for (int e = tid; e < GR_BM * CCH; e += GR_THREADS) {
+        const int row = e / CCH, col = (e % CCH) * 8;
+        if (m0 + row < M && n0 + col < N)
+            *reinterpret_cast<uint4*>(out + (size_t)(m0 + row) * N + n0 + col) =
+                *reinterpret_cast<const uint4*>(cs + row * GR_LDC + col);
+    }
+}
+#endif

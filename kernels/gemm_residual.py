@@ -1,0 +1,316 @@
+"""The headline kernel: attention output projection fused with the residual add.
+
+``out[M, N] = A[M, K] @ W[N, K]^T + R[M, N]`` (all row-major), fp32 accumulation, one rounding at
+the end. bf16/fp16 run on tensor cores (``mma.sync.m16n8k16`` fed by ``ldmatrix`` from padded shared
+memory and multistage 16-byte ``cp.async``), the portable path for sm_80, sm_89 and sm_90. fp32 runs a
+true-fp32 SIMT FFMA kernel (no TF32). Any M >= 1 works (rows are predicated; out-of-range loads are
+zero-filled); N and K must be multiples of 8 (16-byte rows), any such value works (tile tails are
+predicated too).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from kernels.spec import Buffer, Build, DeviceLimits, KernelSpec, Launch, PeerSpec, Violation
+
+# Tensor-core tiles (BM, BN, BK) -> warps (along M, along N); best default first.
+MMA_TILES: dict[tuple[int, int, int], tuple[int, int]] = {
+    (128, 256, 32): (2, 4),
+    (256, 128, 32): (4, 2),
+    (128, 128, 32): (2, 4),
+    (128, 64, 32): (2, 2),
+    (64, 128, 32): (2, 2),
+    (64, 64, 32): (2, 2),
+}
+# fp32 SIMT tiles (BM, BN, BK): (BM/8) x (BN/8) threads, 8x8 outputs each; best default first.
+FP32_TILES: tuple[tuple[int, int, int], ...] = ((128, 128, 8), (128, 64, 8), (64, 128, 8), (64, 64, 8))
+STAGE_CHOICES = (4, 3, 2, 0)
+"""MEMORY_PIPELINING values offered, deepest first (0 = synchronous loads)."""
+DTYPE_CODE = {"bf16": 0, "fp16": 1, "fp32": 2}
+ITEMSIZE = {"bf16": 2, "fp16": 2, "fp32": 4}
+_TILE_RE = re.compile(r"^(\d{1,4})x(\d{1,4})(?:x(\d{1,3}))?$")
+_INT32_MAX = 2**31 - 1
+
+
+def _dtype(task: Any) -> str:
+    return str(getattr(task.dtype, "value", task.dtype))
+
+
+def _tile_text(tile: tuple[int, int, int]) -> str:
+    return f"{tile[0]}x{tile[1]}" if tile[2] == 32 else f"{tile[0]}x{tile[1]}x{tile[2]}"
+
+
+class GemmResidualSpec(KernelSpec):
+    """GEMM with the residual add fused into its epilogue (or, fusion off, added by a second kernel)."""
+
+    name = "gemm_residual"
+    title = "GEMM + residual (attention output projection)"
+    description = "out = A @ W^T + R; tensor cores (mma.sync + cp.async) for bf16/fp16, FFMA for fp32"
+    dims = ("m", "n", "k")
+    default_shape = {"m": 16 * 512, "n": 2560, "k": 2560}
+
+    # --- shape and knobs -------------------------------------------------------------------
+    def normalize_shape(self, shape: dict[str, int]) -> dict[str, int]:
+        """Accept m/n/k, positional dims, or batch/seq/hidden (m = batch*seq, n = k = hidden)."""
+        if shape and set(shape) <= {"batch", "seq", "hidden"}:
+            missing = [d for d in ("batch", "seq", "hidden") if d not in shape]
+            if missing:
+                raise ValueError(f"{self.name}: batch/seq/hidden form needs {', '.join(missing)}")
+            return {"m": shape["batch"] * shape["seq"], "n": shape["hidden"], "k": shape["hidden"]}
+        return super().normalize_shape(shape)
+
+    def tiles(self, dtype: str) -> list[tuple[int, int, int]]:
+        """The whole tile space for ``dtype``, best default first (before any limits)."""
+        return list(FP32_TILES) if dtype == "fp32" else list(MMA_TILES)
+
+    def threads(self, dtype: str, tile: tuple[int, int, int]) -> int:
+        """Threads per block for ``tile``."""
+        if dtype == "fp32":
+            return tile[0] * tile[1] // 64
+        wm, wn = MMA_TILES[tile]
+        return wm * wn * 32
+
+    def smem_bytes(self, dtype: str, tile: tuple[int, int, int], stages: int) -> int:
+        """Dynamic shared memory: the stage buffers (one when stages = 0) and, for the tensor-core
+        path, the epilogue tile that reuses them (BM x (BN+8) elements)."""
+        bm, bn, bk = tile
+        bufs = max(1, stages)
+        if dtype == "fp32":
+            return bufs * 8 * (bm + 4 + bn + 4) * 4
+        return max(bufs * (bm + bn) * (bk + 8) * 2, bm * (bn + 8) * 2)
+
+    def parse_block_size(self, text: str, dtype: str) -> tuple[int, int, int] | None:
+        """'BMxBN' or 'BMxBNxBK' -> (BM, BN, BK), BK defaulting to 32 (8 for fp32); None if unreadable."""
+        m = _TILE_RE.match(str(text).strip().lower())
+        if not m:
+            return None
+        bk = int(m.group(3)) if m.group(3) else (8 if dtype == "fp32" else 32)
+        return int(m.group(1)), int(m.group(2)), bk
+
+    def block_size_options(self, limits: DeviceLimits, dtype: str) -> list[str]:
+        """Tiles whose two-stage pipeline fits the per-block shared memory and thread limits."""
+        if dtype not in DTYPE_CODE:
+            return []
+        return [_tile_text(t) for t in self.tiles(dtype)
+                if self.smem_bytes(dtype, t, 2) <= limits.shared_memory_per_block_bytes
+                and self.threads(dtype, t) <= limits.max_threads_per_block]
+
+    def pipelining_options(self, limits: DeviceLimits, dtype: str, block_size: str) -> list[int]:
+        """Stage counts (deepest first, 0 = off last) whose shared memory fits with this tile."""
+        tile = self.parse_block_size(block_size, dtype)
+        if dtype not in DTYPE_CODE or tile is None or tile not in self.tiles(dtype):
+            return []
+        return [s for s in STAGE_CHOICES
+                if self.smem_bytes(dtype, tile, s) <= limits.shared_memory_per_block_bytes]
+
+    def default_knobs(self, limits: DeviceLimits, dtype: str) -> tuple[str, int]:
+        """The best tile that fits, with the deepest pipeline that fits (at most 4 stages)."""
+        opts = self.block_size_options(limits, dtype)
+        if not opts:
+            raise ValueError(f"{self.name}: no tile fits {limits.shared_memory_per_block_bytes} bytes "
+                             "of shared memory per block")
+        stages = self.pipelining_options(limits, dtype, opts[0])
+        return opts[0], stages[0]
+
+    def _resolve(self, task: Any, limits: DeviceLimits) -> tuple[tuple[int, int, int], int]:
+        dtype = _dtype(task)
+        bs_default, st_default = self.default_knobs(limits, dtype)
+        bs = task.block_size if task.block_size is not None else bs_default
+        tile = self.parse_block_size(bs, dtype)
+        if tile is None:
+            raise ValueError(f"BLOCK_SIZE={bs!r} is not BMxBN or BMxBNxBK")
+        if task.memory_pipelining is not None:
+            stages = task.memory_pipelining
+        else:
+            fits = self.pipelining_options(limits, dtype, bs)
+            stages = fits[0] if fits else st_default
+        return tile, stages
+
+    def check(self, task: Any, limits: DeviceLimits) -> list[Violation]:
+        """dtype, shape (dims present, N and K multiples of 8, int32 range), BLOCK_SIZE syntax and
+        tile space, MEMORY_PIPELINING offered, shared memory and threads per block against limits."""
+        out: list[Violation] = []
+        dtype = _dtype(task)
+        if dtype not in DTYPE_CODE:
+            return [Violation("dtype", dtype, "unknown dtype", "bf16, fp16 or fp32")]
+        try:
+            shape = self.normalize_shape(dict(task.shape))
+        except ValueError as exc:
+            out.append(Violation("shape", dict(task.shape), str(exc), "m, n, k or batch, seq, hidden"))
+            shape = None
+        if shape is not None:
+            for d in ("m", "n", "k"):
+                if not 1 <= shape[d] <= _INT32_MAX:
+                    out.append(Violation(f"shape.{d}", shape[d], f"{d} must be in 1..{_INT32_MAX}",
+                                         "int32 kernel arguments"))
+            for d in ("n", "k"):
+                if shape[d] % 8:
+                    out.append(Violation(f"shape.{d}", shape[d],
+                                         f"{d} must be a multiple of 8 (rows are copied in 16-byte pieces)",
+                                         "multiple of 8"))
+        bs = task.block_size if task.block_size is not None else None
+        tile = None
+        if bs is not None:
+            tile = self.parse_block_size(bs, dtype)
+            allowed = ", ".join(_tile_text(t) for t in self.tiles(dtype))
+            if tile is None:
+                out.append(Violation("block_size", bs, "expected a tile BMxBN or BMxBNxBK", allowed))
+            elif tile not in self.tiles(dtype):
+                out.append(Violation("block_size", bs, f"tile not offered for {dtype}", allowed))
+                tile = None
+        else:
+            opts = self.block_size_options(limits, dtype)
+            tile = self.parse_block_size(opts[0], dtype) if opts else None
+            if tile is None:
+                out.append(Violation("block_size", None, "no tile fits this device's limits",
+                                     f"{limits.shared_memory_per_block_bytes} bytes shared memory per block"))
+        stages = task.memory_pipelining
+        if stages is not None and stages not in STAGE_CHOICES:
+            out.append(Violation("memory_pipelining", stages, "stage count not offered",
+                                 "off (0), 2, 3 or 4"))
+            stages = None
+        if tile is not None:
+            if stages is None:
+                fits = self.pipelining_options(limits, dtype, _tile_text(tile))
+                stages = fits[0] if fits else 2
+            need = self.smem_bytes(dtype, tile, stages)
+            if need > limits.shared_memory_per_block_bytes:
+                field = "memory_pipelining" if task.memory_pipelining is not None else "block_size"
+                value = stages if field == "memory_pipelining" else _tile_text(tile)
+                out.append(Violation(field, value,
+                                     f"tile {_tile_text(tile)} with {stages or 'off'} stages needs "
+                                     f"{need} bytes of shared memory per block",
+                                     f"{limits.shared_memory_per_block_bytes} bytes"))
+            threads = self.threads(dtype, tile)
+            if threads > limits.max_threads_per_block:
+                out.append(Violation("block_size", _tile_text(tile), f"needs {threads} threads per block",
+                                     f"{limits.max_threads_per_block} threads"))
+            if shape is not None and math.ceil(shape["m"] / tile[0]) > 65535:
+                out.append(Violation("shape.m", shape["m"], f"m needs more than 65535 row blocks of {tile[0]}",
+                                     f"m <= {65535 * tile[0]}"))
+        return out
+
+    # --- arithmetic ------------------------------------------------------------------------
+    def flops(self, shape: dict[str, int]) -> int:
+        """2*M*N*K: the matmul only; the residual add (M*N adds) is negligible and on other pipes."""
+        s = self.normalize_shape(shape)
+        return 2 * s["m"] * s["n"] * s["k"]
+
+    def bytes_moved(self, shape: dict[str, int], dtype: str) -> int:
+        """A, W and R read once, out written once."""
+        s = self.normalize_shape(shape)
+        return ITEMSIZE[dtype] * (s["m"] * s["k"] + s["n"] * s["k"] + 2 * s["m"] * s["n"])
+
+    # --- running ---------------------------------------------------------------------------
+    def buffers(self, task: Any) -> list[Buffer]:
+        """a[M,K], w[N,K], r[M,N] inputs; out[M,N] output."""
+        s = self.normalize_shape(dict(task.shape))
+        dt = _dtype(task)
+        m, n, k = s["m"], s["n"], s["k"]
+        return [Buffer("a", (m, k), dt, "input"), Buffer("w", (n, k), dt, "input"),
+                Buffer("r", (m, n), dt, "input"), Buffer("out", (m, n), dt, "output")]
+
+    def render(self, dtype: str, tile: tuple[int, int, int], stages: int, fusion: bool) -> str:
+        """The CUDA source for these knobs: integer #defines, then the kernel text."""
+        bm, bn, bk = tile
+        wm, wn = MMA_TILES.get(tile, (0, 0)) if dtype != "fp32" else (0, 0)
+        defines = {"GR_DTYPE": DTYPE_CODE[dtype], "GR_BM": int(bm), "GR_BN": int(bn), "GR_BK": int(bk),
+                   "GR_WARPS_M": int(wm), "GR_WARPS_N": int(wn), "GR_STAGES": int(stages),
+                   "GR_FUSE": int(bool(fusion))}
+        head = "".join(f"#define {k} {v}\n" for k, v in defines.items())
+        src = head + self.read_source("gemm_residual.cu")
+        if dtype == "fp32":
+            src += "\n" + self.read_source("gemm_residual_fp32.cu")
+        return src
+
+    def build(self, task: Any, limits: DeviceLimits) -> Build:
+        """Render the source and plan the GEMM launch (plus the add launch when fusion is off)."""
+        problems = self.check(task, limits)
+        if problems:
+            raise ValueError("; ".join(str(p) for p in problems))
+        dtype = _dtype(task)
+        tile, stages = self._resolve(task, limits)
+        s = self.normalize_shape(dict(task.shape))
+        m, n, k = s["m"], s["n"], s["k"]
+        fusion = bool(task.fusion)
+        threads = self.threads(dtype, tile)
+        smem = self.smem_bytes(dtype, tile, stages)
+        gemm = "gemm_residual_fp32" if dtype == "fp32" else "gemm_residual_mma"
+        grid = (math.ceil(n / tile[1]), math.ceil(m / tile[0]), 1)
+        launches = [Launch(gemm, grid, (threads, 1, 1), smem, ("a", "w", "r", "out", m, n, k))]
+        functions = [gemm]
+        if not fusion:
+            nvec = m * n * ITEMSIZE[dtype] // 16
+            blocks = max(1, min(math.ceil(nvec / 256), limits.sm_count * 16))
+            launches.append(Launch("residual_add", (blocks, 1, 1), (256, 1, 1), 0, ("out", "r", m, n)))
+            functions.append("residual_add")
+        path = "ffma" if dtype == "fp32" else "mma.sync"
+        path += "+cp.async" if stages else "+sync-loads"
+        info = {"tile": "x".join(map(str, tile)), "stages": stages, "path": path, "threads": threads,
+                "shared_mem_bytes": smem, "grid": grid, "fusion": fusion}
+        if dtype != "fp32":
+            info["warps"] = "{}x{}".format(*MMA_TILES[tile])
+        return Build(source=self.render(dtype, tile, stages, fusion), functions=tuple(functions),
+                     launches=tuple(launches), options=("-std=c++17",), info=info)
+
+    def reference(self, xp: Any, inputs: dict[str, Any]) -> Any:
+        """float64 ``a @ w.T + r`` on ``xp``."""
+        a = inputs["a"].astype(xp.float64)
+        w = inputs["w"].astype(xp.float64)
+        r = inputs["r"].astype(xp.float64)
+        return a @ w.T + r
+
+    def rtol(self, dtype: str) -> float:
+        """bf16 1.6e-2, fp16 2e-3, fp32 1e-4 (scaled by |ref| + rms(ref) by the caller)."""
+        return {"bf16": 1.6e-2, "fp16": 2e-3, "fp32": 1e-4}[dtype]
+
+    def peers(self, task: Any) -> list[PeerSpec]:
+        """CuPy matmul then add (the unfused baseline), cuBLAS with beta=1 on a copy of R, and
+        cuBLAS GEMM alone (beta=0). The last omits R, so its output is not the reference's: it is
+        timed as the GEMM's floor and its correctness is not meaningful."""
+        return [
+            PeerSpec("cupy_matmul_add", "CuPy matmul + add (unfused)", _peer_matmul_add, baseline=True),
+            PeerSpec("cublas_gemm_beta1", "cuBLAS gemmEx, residual via beta=1", _peer_gemm_beta1),
+            PeerSpec("cublas_gemm", "cuBLAS gemmEx GEMM alone (beta=0)", _peer_gemm_alone),
+        ]
+
+    def sim_efficiency(self, task: Any, limits: DeviceLimits) -> float:
+        """Fraction of SOL for the simulated device. Model: a path ceiling (mma.sync reaches about
+        0.62 of the dense tensor peak on Hopper, less where wgmma is absent from the peak; FFMA 0.72
+        of fp32 peak) x tile reuse (sqrt of the tile's arithmetic intensity BM*BN/(BM+BN) over
+        128x256's) x pipelining (off 0.55, 2 stages 0.85, 3 0.95, 4 1.0) x wave quantisation over
+        the SMs x 0.85 when fusion is off (a second pass over out and R)."""
+        dtype = _dtype(task)
+        try:
+            tile, stages = self._resolve(task, limits)
+            s = self.normalize_shape(dict(task.shape))
+        except ValueError:
+            return 0.05
+        ceiling = 0.72 if dtype == "fp32" else (0.62 if limits.compute_capability >= (9, 0) else 0.78)
+        ai = tile[0] * tile[1] / (tile[0] + tile[1])
+        f_tile = min(1.0, math.sqrt(ai / (128 * 256 / 384)))
+        f_pipe = {0: 0.55, 2: 0.85, 3: 0.95}.get(stages, 1.0)
+        ctas = math.ceil(s["m"] / tile[0]) * math.ceil(s["n"] / tile[1])
+        f_wave = ctas / (math.ceil(ctas / limits.sm_count) * limits.sm_count)
+        f_fuse = 1.0 if task.fusion else 0.85
+        return max(0.01, min(0.95, ceiling * f_tile * f_pipe * f_wave * f_fuse))
+
+
+def _peer_matmul_add(xp: Any, blas: Any, inputs: dict[str, Any], out: Any) -> None:
+    xp.matmul(inputs["a"], inputs["w"].T, out=out)
+    xp.add(out, inputs["r"], out=out)
+
+
+def _peer_gemm_beta1(xp: Any, blas: Any, inputs: dict[str, Any], out: Any) -> None:
+    out[...] = inputs["r"]
+    blas.gemm_nt(inputs["a"], inputs["w"], out, alpha=1.0, beta=1.0)
+
+
+def _peer_gemm_alone(xp: Any, blas: Any, inputs: dict[str, Any], out: Any) -> None:
+    blas.gemm_nt(inputs["a"], inputs["w"], out, alpha=1.0, beta=0.0)
+
+
+SPEC = GemmResidualSpec()
