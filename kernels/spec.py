@@ -131,6 +131,8 @@ class PeerSpec:
     run: Callable[..., None]
     baseline: bool = False
     dtypes: tuple[str, ...] = ("bf16", "fp16", "fp32")
+    verify: bool = True
+    """False for peers that compute only part of the function (e.g. the GEMM without R)."""
 
 
 class KernelSpec(ABC):

@@ -1,0 +1,72 @@
+"""What every backend shares: the emitter for stage events and the run context."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.events import Event, LogEvent, ProgressEvent, StageEvent
+from engine.profiles import Profile
+from engine.task import TaskSpec
+from kernels.spec import KernelSpec
+
+
+class RunFailure(Exception):
+    """A failure inside a run that becomes a result (not a crash): status + error text."""
+
+    def __init__(self, status: str, message: str, error_kind: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.error_kind = error_kind or status
+
+
+@dataclass
+class Emitter:
+    """Sends typed events to the caller and keeps the stage timings and the log."""
+
+    send: Callable[[Event], None]
+    log: list[str] = field(default_factory=list)
+    _t0: dict[str, float] = field(default_factory=dict)
+    current: str | None = None
+
+    def start(self, stage: str, detail: str = "") -> None:
+        self.current = stage
+        self._t0[stage] = time.perf_counter()
+        self.send(StageEvent(stage=stage, state="start", detail=detail))
+
+    def done(self, stage: str, detail: str = "") -> None:
+        el = time.perf_counter() - self._t0.get(stage, time.perf_counter())
+        self.send(StageEvent(stage=stage, state="done", detail=detail, elapsed_s=el))
+
+    def skip(self, stage: str, detail: str) -> None:
+        self.send(StageEvent(stage=stage, state="skip", detail=detail))
+
+    def fail(self, stage: str, detail: str) -> None:
+        el = time.perf_counter() - self._t0.get(stage, time.perf_counter())
+        self.send(StageEvent(stage=stage, state="fail", detail=detail[:500], elapsed_s=el))
+
+    def progress(self, stage: str, done: int, total: int) -> None:
+        self.send(ProgressEvent(stage=stage, done=done, total=total))
+
+    def info(self, message: str, level: str = "info") -> None:
+        self.log.append(message)
+        self.send(LogEvent(level=level, message=message))
+
+
+@dataclass
+class RunContext:
+    """The inputs of one run inside the engine process."""
+
+    task: TaskSpec
+    profile: Profile
+    spec: KernelSpec
+    emit: Emitter
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def progress_every(total: int) -> int:
+    """Emit progress about 20 times per stage, never more often than every launch."""
+    return max(1, total // 20)

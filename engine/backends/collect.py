@@ -1,0 +1,74 @@
+"""Turning a run's raw measurements into a RunResult with SOL figures; shared by all backends."""
+
+from __future__ import annotations
+
+import socket
+from datetime import datetime, timezone
+from typing import Any
+
+from engine import __version__
+from engine.result import Correctness, Fingerprint, PeerResult, RunResult, RunStatus, Timing
+from engine.sol import sol_figures, solexec_score
+from engine.task import TaskSpec
+
+
+def peak_flops_for(profile: Any, dtype: str) -> float:
+    return profile.peak_flops(dtype)
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def base_fingerprint(profile: Any, backend: str, source_sha: str | None) -> Fingerprint:
+    return Fingerprint(host=socket.gethostname(), profile=profile.name, profile_measured=profile.measured,
+                       backend=backend, kernel_source_sha256=source_sha, engine_version=__version__)
+
+
+def peer_figures(peer: PeerResult, flops: int, nbytes: int, profile: Any, dtype: str) -> PeerResult:
+    if peer.timing is not None:
+        f = sol_figures(flops, nbytes, peak_flops_for(profile, dtype), profile.bandwidth_bytes_per_s,
+                        peer.timing.median_ms)
+        peer.tflops, peer.gbps, peer.sol_pct = f.tflops, f.gbps, f.sol_pct
+    return peer
+
+
+def finish(
+    *,
+    task: TaskSpec,
+    profile: Any,
+    spec: Any,
+    simulated: bool,
+    timing: Timing,
+    correctness: Correctness | None,
+    peers: list[PeerResult],
+    launch: dict[str, Any],
+    validity: dict[str, Any],
+    fingerprint: Fingerprint,
+    log: list[str],
+    started_at: str,
+) -> RunResult:
+    """Compute SOL figures, the SOL-ExecBench score against the baseline peer, and the status."""
+    shape = spec.normalize_shape(task.shape)
+    dtype = task.dtype.value
+    flops, nbytes = spec.flops(shape), spec.bytes_moved(shape, dtype)
+    fig = sol_figures(flops, nbytes, peak_flops_for(profile, dtype), profile.bandwidth_bytes_per_s,
+                      timing.median_ms)
+    peers = [peer_figures(p, flops, nbytes, profile, dtype) for p in peers]
+    baseline = next((p for p in peers if p.baseline and p.timing is not None), None)
+    score = None
+    if baseline is not None:
+        score = solexec_score(timing.median_ms, baseline.timing.median_ms, fig.t_sol_ms)
+    status = RunStatus.ok if correctness is None or correctness.correct else RunStatus.incorrect
+    error = None
+    if status is RunStatus.incorrect and correctness is not None:
+        c = correctness
+        error = (f"output does not match the reference: max rel err {c.max_rel_err:.3g} > rtol {c.rtol:.3g}, "
+                 f"{c.nan_count} NaN, {c.inf_count} Inf, {c.unwritten_count} unwritten elements")
+    return RunResult(
+        status=status, simulated=simulated, task=task.model_dump(mode="json") | {"shape": shape},
+        profile=profile.name, error=error, error_kind="incorrect" if error else None, timing=timing,
+        sol=fig.to_dict(), correctness=correctness, peers=peers, solexec_score=score,
+        baseline_ms=None if baseline is None else baseline.timing.median_ms, launch=launch,
+        validity=validity, fingerprint=fingerprint, log=log, started_at=started_at,
+    )

@@ -1,0 +1,429 @@
+"""The CUDA backend: the only engine module that imports cupy. Runs inside the engine process.
+
+NVRTC compiles for the device's own architecture (sm_90a on Hopper) straight to a cubin, so there
+is no PTX for the driver to fall back on; the loaded function's binary version is checked against
+the device. Times come from CUDA events around each launch after the warm-up."""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+import cupy as cp
+import numpy as np
+from cupy.cuda import cublas, driver, runtime
+from cupy_backends.cuda.libs import nvrtc
+
+from engine.backends.base import RunContext, RunFailure, progress_every
+from engine.backends.collect import base_fingerprint, finish, now_iso
+from engine.backends.cuda_support import (
+    COMPILE_ERROR_LINE,
+    FAULT_MODES,
+    FAULT_SOURCE,
+    POISON_BITS,
+    cache_key,
+    cache_load,
+    cache_store,
+    parse_ptxas_log,
+)
+from engine.result import PeerResult, RunResult
+from engine.timing import timing_stats
+from engine.verify import compare
+from kernels.spec import DeviceLimits, TensorMapArg
+
+_CUDA_ERRORS: tuple[type[BaseException], ...] = (runtime.CUDARuntimeError, driver.CUDADriverError)
+
+try:  # a real bfloat16 dtype lets CuPy's own matmul run as a peer
+    import ml_dtypes
+
+    _BF16: Any = np.dtype(ml_dtypes.bfloat16)
+    cp.zeros(1, dtype=_BF16)
+except Exception:
+    _BF16 = None
+
+_STORAGE = {"bf16": np.uint16, "fp16": np.float16, "fp32": np.float32}
+_BITS = {"bf16": np.uint16, "fp16": np.uint16, "fp32": np.uint32}
+
+_f32_to_bf16 = cp.ElementwiseKernel(
+    "float32 x", "uint16 y",
+    "unsigned int u = __float_as_uint(x); u += 0x7FFFu + ((u >> 16) & 1u); y = (unsigned short)(u >> 16);",
+    "sol_f32_to_bf16")
+_bf16_to_f64 = cp.ElementwiseKernel(
+    "uint16 b", "float64 y", "y = (double)__uint_as_float(((unsigned int)b) << 16);", "sol_bf16_to_f64")
+
+
+def device_limits(index: int, profile_name: str) -> tuple[DeviceLimits, dict[str, Any]]:
+    p = runtime.getDeviceProperties(index)
+    lim = DeviceLimits(
+        compute_capability=(int(p["major"]), int(p["minor"])), sm_count=int(p["multiProcessorCount"]),
+        shared_memory_per_block_bytes=int(p["sharedMemPerBlockOptin"]),
+        shared_memory_per_sm_bytes=int(p["sharedMemPerMultiprocessor"]),
+        registers_per_sm=int(p["regsPerMultiprocessor"]), max_threads_per_block=int(p["maxThreadsPerBlock"]),
+        profile=profile_name)
+    return lim, p
+
+
+def to_storage(x32: Any, dtype: str) -> Any:
+    if dtype == "bf16":
+        return _f32_to_bf16(x32)
+    return x32.astype(_STORAGE[dtype])
+
+
+def to_f64(x: Any, dtype: str) -> Any:
+    return _bf16_to_f64(x) if dtype == "bf16" else x.astype(cp.float64)
+
+
+def native_view(x: Any, dtype: str) -> Any:
+    """The array as CuPy's own dtype (for peers); None when CuPy has no bfloat16 here."""
+    if dtype != "bf16":
+        return x
+    return None if _BF16 is None else x.view(_BF16)
+
+
+class Blas:
+    """cuBLAS through CuPy's bindings: c[M,N] = alpha * a[M,K] @ w[N,K]^T + beta * c, fp32 compute."""
+
+    _TYPES = {"bf16": runtime.CUDA_R_16BF, "fp16": runtime.CUDA_R_16F, "fp32": runtime.CUDA_R_32F}
+
+    def __init__(self, dtype: str) -> None:
+        self.dtype = dtype
+
+    def gemm_nt(self, a: Any, w: Any, c: Any, alpha: float = 1.0, beta: float = 0.0) -> None:
+        m, k = a.shape
+        n = w.shape[0]
+        handle = cp.cuda.device.get_cublas_handle()
+        cublas.setStream(handle, cp.cuda.get_current_stream().ptr)
+        cublas.setPointerMode(handle, cublas.CUBLAS_POINTER_MODE_HOST)
+        al, be = np.array(alpha, np.float32), np.array(beta, np.float32)
+        t = self._TYPES[self.dtype]
+        # Row-major C = A W^T is column-major C^T = W A^T: op(W)=T (ld K), op(A)=N (ld K), ldc N.
+        cublas.gemmEx(handle, cublas.CUBLAS_OP_T, cublas.CUBLAS_OP_N, n, m, k, al.ctypes.data,
+                      w.data.ptr, t, k, a.data.ptr, t, k, be.ctypes.data, c.data.ptr, t, n,
+                      cublas.CUBLAS_COMPUTE_32F, cublas.CUBLAS_GEMM_DEFAULT)
+
+
+def compile_cubin(source: str, options: list[str], em: Any) -> tuple[bytes, str, bool]:
+    """NVRTC straight to a cubin for the exact arch; cached by source + options + NVRTC version."""
+    ver = nvrtc.getVersion()
+    key = cache_key(source, options, ver)
+    hit = cache_load(key)
+    if hit is not None:
+        return hit[0], hit[1], True
+    prog = nvrtc.createProgram(source, "kernel.cu", [], [])
+    try:
+        try:
+            nvrtc.compileProgram(prog, options)
+        except nvrtc.NVRTCError as exc:
+            log = nvrtc.getProgramLog(prog)
+            raise RunFailure("compile_error", f"{exc}\n{log}".strip(), "nvrtc_compile") from None
+        log = nvrtc.getProgramLog(prog)
+        cubin = nvrtc.getCUBIN(prog)
+    finally:
+        nvrtc.destroyProgram(prog)
+    cache_store(key, cubin, log)
+    return cubin, log, False
+
+
+class _Sampler(threading.Thread):
+    """Samples NVML every 50 ms while the kernel runs: clocks and throttle reasons seen."""
+
+    def __init__(self, pci_bus_id: str) -> None:
+        super().__init__(daemon=True)
+        self.pci = pci_bus_id
+        self.stop = threading.Event()
+        self.samples: list[dict[str, Any]] = []
+
+    def run(self) -> None:
+        try:
+            from engine import nvml
+
+            idx = nvml.index_for_pci_bus_id(self.pci)
+            if idx is None:
+                return
+            while not self.stop.is_set():
+                s = nvml.sample(idx)
+                self.samples.append({"sm_clock_mhz": s.sm_clock_mhz, "mem_clock_mhz": s.mem_clock_mhz,
+                                     "throttle_mask": s.throttle_mask, "temperature_c": s.temperature_c,
+                                     "power_w": s.power_w})
+                self.stop.wait(0.05)
+        except Exception:  # telemetry is advisory: never fail a run for it
+            return
+
+
+class CudaBackend:
+    name = "cuda"
+    simulated = False
+
+    def run(self, ctx: RunContext) -> RunResult:
+        task, spec, profile, em = ctx.task, ctx.spec, ctx.profile, ctx.emit
+        started = now_iso()
+        dtype = task.dtype.value
+        try:
+            cp.cuda.Device(task.device).use()
+            limits, props = device_limits(task.device, profile.name)
+        except _CUDA_ERRORS as exc:
+            raise RunFailure("launch_error", f"cannot open GPU {task.device}: {exc}", "device") from None
+        try:
+            return self._run(ctx, limits, props, dtype, started)
+        except _CUDA_ERRORS as exc:
+            stage = em.current or "load"
+            msg = f"{type(exc).__name__}: {exc}"
+            em.fail(stage, msg)
+            raise RunFailure("launch_error", msg, "cuda_error") from None
+        except cp.cuda.memory.OutOfMemoryError as exc:
+            em.fail(em.current or "inputs", str(exc))
+            raise RunFailure("launch_error", f"cupy.cuda.memory.OutOfMemoryError: {exc}", "out_of_memory") from None
+
+    def _run(self, ctx: RunContext, limits: DeviceLimits, props: dict[str, Any], dtype: str,
+             started: str) -> RunResult:
+        task, spec, profile, em = ctx.task, ctx.spec, ctx.profile, ctx.emit
+        violations = spec.check(task, limits)
+        if violations:
+            raise RunFailure("invalid", "; ".join(str(v) for v in violations) + " (on this device)", "constraint")
+
+        # --- compile -----------------------------------------------------------------------
+        em.start("compile", f"NVRTC for {limits.arch}")
+        build = spec.build(task, limits)
+        source = build.source + FAULT_SOURCE
+        if task.fault.value == "compile_error":
+            source += COMPILE_ERROR_LINE
+        options = [f"--gpu-architecture={limits.arch}", "-Xptxas=-v", *build.options]
+        try:
+            cubin, log, cached = compile_cubin(source, options, em)
+        except RunFailure as exc:
+            em.fail("compile", exc.message)
+            raise
+        resources = parse_ptxas_log(log)
+        for fn, r in resources.items():
+            if r.get("spill_store_bytes") or r.get("spill_load_bytes"):
+                em.info(f"{fn}: {r.get('spill_store_bytes')} B spill stores, {r.get('spill_load_bytes')} B spill loads",
+                        "warning")
+        em.done("compile", ("cached cubin" if cached else "compiled") + f" for {limits.arch}")
+
+        # --- load --------------------------------------------------------------------------
+        em.start("load")
+        module = cp.cuda.function.Module()
+        module.load(cubin)
+        funcs = {name: module.get_function(name) for name in (*build.functions, "sol_fault_kernel")}
+        want = limits.compute_capability[0] * 10 + limits.compute_capability[1]
+        for name in build.functions:
+            got = driver.funcGetAttribute(driver.CU_FUNC_ATTRIBUTE_BINARY_VERSION, funcs[name].ptr)
+            if got != want:
+                raise RunFailure("compile_error", f"{name}: loaded binary is sm_{got}, device is sm_{want} "
+                                 "(refusing a silent fallback)", "arch_fallback")
+        for ln in build.launches:
+            if ln.shared_mem_bytes > 48 * 1024:
+                driver.funcSetAttribute(funcs[ln.function].ptr,
+                                        driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                        ln.shared_mem_bytes)
+        for name in build.functions:
+            resources.setdefault(name, {})["registers"] = driver.funcGetAttribute(
+                driver.CU_FUNC_ATTRIBUTE_NUM_REGS, funcs[name].ptr)
+            resources[name]["local_bytes"] = driver.funcGetAttribute(
+                driver.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, funcs[name].ptr)
+        em.done("load", ", ".join(f"{n}: {resources[n].get('registers')} regs" for n in build.functions))
+
+        # --- inputs ------------------------------------------------------------------------
+        em.start("inputs")
+        rng = cp.random.default_rng(task.seed)
+        buffers = spec.buffers(task)
+        in_bytes = sum(int(np.prod(b.shape)) * (4 if dtype == "fp32" else 2) for b in buffers if b.role == "input")
+        l2 = int(props.get("l2CacheSize", 0)) or int(profile.l2_mb * 2**20)
+        n_sets = 1 if in_bytes >= l2 else min(16, -(-3 * l2 // max(in_bytes, 1)))
+        sets: list[dict[str, Any]] = []
+        for _ in range(n_sets):
+            s = {}
+            for b in buffers:
+                if b.role == "input":
+                    s[b.name] = to_storage(rng.standard_normal(b.shape, dtype=cp.float32), dtype)
+            sets.append(s)
+        outs = {b.name: cp.empty(b.shape, dtype=_STORAGE[dtype]) for b in buffers if b.role != "input"}
+        flag = cp.zeros(1, dtype=cp.int32)
+        cp.cuda.Device().synchronize()
+        em.done("inputs", f"N(0,1), {n_sets} rotating set(s) of {in_bytes / 2**20:.1f} MiB (L2 {l2 / 2**20:.0f} MiB)")
+
+        def launch_args(ln: Any, bufs: dict[str, Any]) -> tuple[Any, ...]:
+            args: list[Any] = []
+            for a in ln.args:
+                if isinstance(a, str):
+                    args.append(bufs[a])
+                elif isinstance(a, TensorMapArg):
+                    from engine.backends.tensormap import encode_arg
+
+                    args.append(encode_arg(a, bufs[a.buffer], dtype))
+                else:
+                    args.append(np.int32(a))
+            return tuple(args)
+
+        plans = []
+        for s in sets:
+            bufs = {**s, **outs}
+            plans.append([(funcs[ln.function], ln.grid, ln.block, launch_args(ln, bufs), ln.shared_mem_bytes)
+                          for ln in build.launches])
+
+        def run_once(i: int) -> None:
+            for fn, grid, block, args, smem in plans[i % n_sets]:
+                fn(grid, block, args, shared_mem=smem)
+
+        # --- warm-up -----------------------------------------------------------------------
+        sampler = _Sampler(runtime.deviceGetPCIBusId(task.device))
+        sampler.start()
+        em.start("warmup")
+        if task.fault.value in FAULT_MODES:
+            em.info(f"injecting fault {task.fault.value} (task fault field)", "warning")
+            funcs["sol_fault_kernel"]((1,), (1,), (flag, np.int32(FAULT_MODES[task.fault.value])))
+            cp.cuda.Device().synchronize()
+        step = progress_every(max(task.warmup, 1))
+        for i in range(task.warmup):
+            run_once(i)
+            if (i + 1) % step == 0:
+                cp.cuda.Device().synchronize()
+                em.progress("warmup", i + 1, task.warmup)
+        cp.cuda.Device().synchronize()
+        em.done("warmup", f"{task.warmup} launches")
+
+        # --- timed runs --------------------------------------------------------------------
+        em.start("timed")
+        times: list[float] = []
+        step = progress_every(task.iterations)
+        chunk: list[tuple[Any, Any]] = []
+        for i in range(task.iterations):
+            ev0, ev1 = cp.cuda.Event(), cp.cuda.Event()
+            ev0.record()
+            run_once(i)
+            ev1.record()
+            chunk.append((ev0, ev1))
+            if (i + 1) % step == 0 or i + 1 == task.iterations:
+                ev1.synchronize()
+                times += [cp.cuda.get_elapsed_time(a, b) for a, b in chunk]
+                chunk = []
+                em.progress("timed", i + 1, task.iterations)
+        sampler.stop.set()
+        timing = timing_stats(times)
+        em.done("timed", f"median {timing.median_ms:.4f} ms over {timing.samples}")
+
+        # --- verify ------------------------------------------------------------------------
+        correctness = None
+        bits = _BITS[dtype]
+        if task.verify:
+            em.start("verify")
+            out = outs[spec.output]
+            out.view(bits).fill(POISON_BITS[dtype])
+            run_once(0)
+            if task.fault.value == "nan":
+                out.view(bits)[..., ::97] = {"bf16": 0x7FC0, "fp16": 0x7E00, "fp32": 0x7FC00000}[dtype]
+            cp.cuda.Device().synchronize()
+            unwritten = int((out.view(bits) == POISON_BITS[dtype]).sum())
+            inputs64 = {k: to_f64(v, dtype) for k, v in sets[0].items()}
+            ref = spec.reference(cp, inputs64)
+            correctness = compare(cp, to_f64(out, dtype), ref, spec.rtol(dtype), unwritten)
+            del inputs64, ref
+            em.done("verify", "ok" if correctness.correct else
+                    f"MISMATCH max rel {correctness.max_rel_err:.3g}, {correctness.nan_count} NaN, {unwritten} unwritten")
+        else:
+            em.skip("verify", "verification off")
+
+        # --- peers -------------------------------------------------------------------------
+        peers: list[PeerResult] = []
+        if task.peers:
+            em.start("peers")
+            peers = self._peers(task, spec, sets[0], outs[spec.output], dtype, em)
+            em.done("peers", f"{len(peers)} peer(s)")
+        else:
+            em.skip("peers", "peers off")
+
+        # --- collect -----------------------------------------------------------------------
+        em.start("collect")
+        fp = base_fingerprint(profile, "cuda", build.source_sha256)
+        fp.gpu_name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+        fp.compute_capability = f"{limits.compute_capability[0]}.{limits.compute_capability[1]}"
+        fp.arch = limits.arch
+        dv, rv = runtime.driverGetVersion(), runtime.runtimeGetVersion()
+        fp.cuda_driver_version = f"{dv // 1000}.{(dv % 1000) // 10}"
+        fp.cuda_runtime_version = f"{rv // 1000}.{(rv % 1000) // 10}"
+        nv = nvrtc.getVersion()
+        fp.nvrtc_version = f"{nv[0]}.{nv[1]}"
+        fp.cupy_version = cp.__version__
+        validity = self._validity(sampler, fp)
+        launch = {"functions": list(build.functions), "info": build.info, "arch": limits.arch,
+                  "resources": resources, "input_sets": n_sets,
+                  "launches": [{"function": ln.function, "grid": ln.grid, "block": ln.block,
+                                "shared_mem_bytes": ln.shared_mem_bytes} for ln in build.launches]}
+        res = finish(task=task, profile=profile, spec=spec, simulated=False, timing=timing,
+                     correctness=correctness, peers=peers, launch=launch, validity=validity,
+                     fingerprint=fp, log=em.log, started_at=started)
+        em.done("collect")
+        return res
+
+    def _peers(self, task: Any, spec: Any, inputs: dict[str, Any], out: Any, dtype: str, em: Any) -> list[PeerResult]:
+        blas = Blas(dtype)
+        native = {k: native_view(v, dtype) for k, v in inputs.items()}
+        nout = native_view(out, dtype)
+        results = []
+        iters = max(5, min(task.iterations, 100))
+        for p in spec.peers(task):
+            if dtype not in p.dtypes:
+                continue
+            pr = PeerResult(name=p.name, label=p.label, baseline=p.baseline)
+            try:
+                if nout is None or any(v is None for v in native.values()):
+                    # cuBLAS works on raw pointers; only CuPy's own ops need its bfloat16 dtype
+                    if "cupy" in p.name:
+                        raise RuntimeError("CuPy has no bfloat16 dtype here (install ml_dtypes)")
+                    ins, o = inputs, out
+                else:
+                    ins, o = native, nout
+                for _ in range(max(3, task.warmup)):
+                    p.run(cp, blas, ins, o)
+                cp.cuda.Device().synchronize()
+                times = []
+                for _ in range(iters):
+                    e0, e1 = cp.cuda.Event(), cp.cuda.Event()
+                    e0.record()
+                    p.run(cp, blas, ins, o)
+                    e1.record()
+                    e1.synchronize()
+                    times.append(cp.cuda.get_elapsed_time(e0, e1))
+                pr.timing = timing_stats(times)
+                if p.verify and task.verify:
+                    out.view(_BITS[dtype]).fill(POISON_BITS[dtype])
+                    p.run(cp, blas, ins, o)
+                    cp.cuda.Device().synchronize()
+                    ref = spec.reference(cp, {k: to_f64(v, dtype) for k, v in inputs.items()})
+                    pr.correct = compare(cp, to_f64(out, dtype), ref, spec.rtol(dtype)).correct
+            except Exception as exc:  # a failing peer is reported, never fatal to our run
+                pr.error = f"{type(exc).__name__}: {exc}"
+                em.info(f"peer {p.name} failed: {pr.error}", "warning")
+            results.append(pr)
+        return results
+
+    @staticmethod
+    def _validity(sampler: _Sampler, fp: Any) -> dict[str, Any]:
+        v: dict[str, Any] = {}
+        s = sampler.samples
+        if s:
+            from engine import nvml
+
+            mask = 0
+            for x in s:
+                mask |= x.get("throttle_mask") or 0
+            clocks = [x["sm_clock_mhz"] for x in s if x.get("sm_clock_mhz")]
+            v.update(samples=len(s), throttle_reasons_seen=nvml.decode_throttle(mask & ~0x1),
+                     harmful_throttle=bool(mask & nvml.HARMFUL_THROTTLE_MASK),
+                     sm_clock_mhz_min=min(clocks) if clocks else None,
+                     sm_clock_mhz_max=max(clocks) if clocks else None,
+                     temperature_c_max=max((x["temperature_c"] or 0) for x in s),
+                     power_w_max=max((x["power_w"] or 0) for x in s))
+            try:
+                idx = nvml.index_for_pci_bus_id(sampler.pci)
+                if idx is not None:
+                    others = [p for p in nvml.compute_processes(idx) if p["pid"] != os.getpid()]
+                    v["other_processes"] = others
+                    info = nvml.device_info(idx)
+                    if info:
+                        fp.gpu_uuid = info.uuid
+                    fp.driver_version = nvml.driver_version()
+            except Exception:
+                pass
+        return v

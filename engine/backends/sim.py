@@ -1,0 +1,175 @@
+"""The simulated device: for machines without a GPU, rehearsals and tests. Never evidence of GPU
+behaviour: every result says ``simulated: true`` and is labelled SIMULATED wherever shown.
+
+Timings are deterministic for a task (seeded), derived from the profile's roofline and the
+kernel spec's efficiency model for the knobs, so changing a knob changes the result plausibly.
+Verification runs for real on a slice of the output computed on the CPU, so the verification
+code path (tolerances, NaN/Inf, poison) is the same one the CUDA backend uses. Faults can be
+injected through the task's ``fault`` field."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+
+import numpy as np
+
+from engine.backends.base import RunContext, RunFailure, progress_every
+from engine.backends.collect import base_fingerprint, finish, now_iso
+from engine.result import PeerResult, RunResult
+from engine.sol import t_sol_ms
+from engine.timing import timing_stats
+from engine.verify import compare
+from kernels.spec import DeviceLimits
+
+SIM_ROWS = 64
+"""Rows of the output the simulated device actually computes and verifies on the CPU."""
+
+PEER_EFFICIENCY = {"baseline": 0.48, "other": 0.67}
+
+
+def _stage_delay() -> float:
+    try:
+        return float(os.environ.get("SOL_SIM_DELAY", "0.05"))
+    except ValueError:
+        return 0.05
+
+
+def round_to(x: np.ndarray, dtype: str) -> np.ndarray:
+    """Round float32 values to ``dtype`` and return them widened to float32 again."""
+    x = np.asarray(x, dtype=np.float32)
+    if dtype == "fp16":
+        return x.astype(np.float16).astype(np.float32)
+    if dtype == "bf16":
+        u = x.view(np.uint32).astype(np.uint64)
+        u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
+        return u.astype(np.uint32).view(np.float32)
+    return x
+
+
+def task_seed(task) -> int:
+    key = task.model_dump_json(exclude={"iterations", "warmup", "timeout_s", "peers", "verify"})
+    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "little") ^ task.seed
+
+
+class SimBackend:
+    name = "sim"
+    simulated = True
+
+    def run(self, ctx: RunContext) -> RunResult:
+        task, spec, profile, em = ctx.task, ctx.spec, ctx.profile, ctx.emit
+        started = now_iso()
+        delay = _stage_delay()
+        limits = DeviceLimits.from_profile(profile)
+        shape = spec.normalize_shape(task.shape)
+        dtype = task.dtype.value
+        rng = np.random.default_rng(task_seed(task) % 2**63)
+
+        em.start("compile", f"SIMULATED: rendering {spec.name} for {limits.arch}")
+        build = spec.build(task, limits)
+        time.sleep(delay)
+        if task.fault.value == "compile_error":
+            msg = (f"{spec.name}.cu(1): error: identifier \"SOL_INJECTED_FAULT\" is undefined\n"
+                   "1 error detected in the compilation of \"gemm_residual.cu\".\n"
+                   "NVRTC_ERROR_COMPILATION (6) [SIMULATED fault injection]")
+            em.fail("compile", msg)
+            raise RunFailure("compile_error", msg, "nvrtc_compile")
+        em.done("compile", f"SIMULATED {build.info.get('path', '')}")
+
+        em.start("load")
+        time.sleep(delay / 2)
+        em.done("load", f"{len(build.launches)} launch(es)")
+
+        em.start("inputs")
+        m = min(shape.get("m", shape[spec.dims[0]]), SIM_ROWS)
+        small = dict(shape)
+        small[spec.dims[0]] = m
+        host_inputs = {}
+        for buf in spec.buffers(task.model_copy(update={"shape": small})):
+            if buf.role == "input":
+                host_inputs[buf.name] = round_to(rng.standard_normal(buf.shape, dtype=np.float32), dtype)
+        time.sleep(delay / 2)
+        em.done("inputs", f"SIMULATED N(0,1), {m} rows computed on the CPU")
+
+        eff = max(1e-3, min(0.99, spec.sim_efficiency(task, limits)))
+        t_sol = t_sol_ms(spec.flops(shape), spec.bytes_moved(shape, dtype),
+                         profile.peak_flops(dtype), profile.bandwidth_bytes_per_s)
+        t_model = t_sol / eff
+
+        em.start("warmup")
+        if task.fault.value in ("launch_failure", "illegal_address", "hang"):
+            self._fault(task.fault.value, em)
+        for i in range(task.warmup):
+            if (i + 1) % progress_every(task.warmup) == 0:
+                em.progress("warmup", i + 1, task.warmup)
+        time.sleep(delay / 2)
+        em.done("warmup", f"{task.warmup} launches")
+
+        em.start("timed")
+        samples = t_model * rng.lognormal(0.0, 0.015, size=task.iterations)
+        samples[rng.random(task.iterations) < 0.03] *= 1.12  # occasional slow launches
+        step = progress_every(task.iterations)
+        for i in range(task.iterations):
+            if (i + 1) % step == 0 or i + 1 == task.iterations:
+                em.progress("timed", i + 1, task.iterations)
+                time.sleep(delay / 20)
+        timing = timing_stats(samples)
+        em.done("timed", f"median {timing.median_ms:.4f} ms (SIMULATED)")
+
+        correctness = None
+        if task.verify:
+            em.start("verify")
+            out = spec.reference(np, host_inputs).astype(np.float32)
+            out = round_to(out, dtype).astype(np.float64)
+            if task.fault.value == "nan":
+                out.flat[:: max(1, out.size // 7)] = np.nan
+            ref = spec.reference(np, {k: v.astype(np.float64) for k, v in host_inputs.items()})
+            correctness = compare(np, out, ref, spec.rtol(dtype),
+                                  note=f"SIMULATED: {m} rows computed on the CPU")
+            em.done("verify", "ok" if correctness.correct else "MISMATCH")
+        else:
+            em.skip("verify", "verification off")
+
+        peers: list[PeerResult] = []
+        if task.peers:
+            em.start("peers")
+            for p in spec.peers(task):
+                if dtype not in p.dtypes:
+                    continue
+                pe = PEER_EFFICIENCY["baseline" if p.baseline else "other"]
+                ps = (t_sol / pe) * rng.lognormal(0.0, 0.015, size=max(5, task.iterations // 2))
+                peers.append(PeerResult(name=p.name, label=p.label + " [SIMULATED]",
+                                        timing=timing_stats(ps), baseline=p.baseline,
+                                        correct=True if p.verify else None))
+            em.done("peers", f"{len(peers)} peer(s)")
+        else:
+            em.skip("peers", "peers off")
+
+        em.start("collect")
+        launch = {"functions": list(build.functions), "info": build.info, "arch": limits.arch,
+                  "launches": [{"function": ln.function, "grid": ln.grid, "block": ln.block,
+                                "shared_mem_bytes": ln.shared_mem_bytes} for ln in build.launches]}
+        fp = base_fingerprint(profile, "sim", build.source_sha256)
+        fp.gpu_name = f"SIMULATED {profile.display_name}"
+        fp.compute_capability = profile.compute_capability
+        fp.arch = limits.arch
+        res = finish(task=task, profile=profile, spec=spec, simulated=True, timing=timing,
+                     correctness=correctness, peers=peers, launch=launch,
+                     validity={"note": "SIMULATED: no clocks, throttling or other processes"},
+                     fingerprint=fp, log=em.log, started_at=started)
+        em.done("collect")
+        return res
+
+    @staticmethod
+    def _fault(kind: str, em) -> None:
+        if kind == "hang":
+            em.info("SIMULATED fault: the kernel never returns (hang)", "warning")
+            while True:
+                time.sleep(1.0)
+        if kind == "launch_failure":
+            msg = "cudaErrorLaunchFailure: unspecified launch failure [SIMULATED fault injection]"
+        else:
+            msg = "cudaErrorIllegalAddress: an illegal memory access was encountered [SIMULATED fault injection]"
+        em.fail("warmup", msg)
+        raise RunFailure("launch_error", msg, kind)

@@ -1,0 +1,171 @@
+"""`tui bench`: validate, run one task in the engine process, print the result, store it."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from engine.cli.output import fmt, print_json, stderr_console, stdout_console
+from engine.events import Event, LogEvent, ProgressEvent, StageEvent
+from engine.result import RunResult
+from engine.runner import prepare, run_prepared
+from engine.task import resolve_task
+
+
+def _fusion(value: str) -> bool:
+    return value.lower() in ("1", "on", "true", "yes")
+
+
+def add_task_args(p: argparse.ArgumentParser) -> None:
+    """Task flags shared by commands that run kernels (flags win over env and the task file)."""
+    p.add_argument("--task", type=Path, help="TOML task file (lowest precedence after defaults)")
+    p.add_argument("--kernel", help="kernel name (tui kernels lists them)")
+    p.add_argument("--shape", help="e.g. m=8192,n=2560,k=2560 or batch=16,seq=512,hidden=2560 or 8192,2560,2560")
+    p.add_argument("--dtype", choices=["bf16", "fp16", "fp32"])
+    p.add_argument("--block-size", dest="block_size", help="BLOCK_SIZE tile shape, e.g. 128x128 (env BLOCK_SIZE)")
+    p.add_argument("--pipelining", dest="memory_pipelining",
+                   help="MEMORY_PIPELINING: off or a number of stages (env MEMORY_PIPELINING)")
+    p.add_argument("--fusion", dest="fusion", action="store_true", default=None, help="fused epilogue (default)")
+    p.add_argument("--no-fusion", dest="fusion", action="store_false", help="GEMM, then a separate add kernel")
+    p.add_argument("--warmup", type=int, help="warm-up launches (default 10)")
+    p.add_argument("--iterations", type=int, help="timed launches (default 100)")
+    p.add_argument("--backend", choices=["auto", "cuda", "sim"], help="default auto")
+    p.add_argument("--profile", help="hardware profile name or alias (default: detected from the GPU)")
+    p.add_argument("--device", type=int, help="GPU index (default 0)")
+    p.add_argument("--timeout", dest="timeout_s", type=float, help="wall-clock limit in seconds (default 300)")
+    p.add_argument("--seed", type=int, help="input seed (default 0)")
+    p.add_argument("--no-verify", dest="verify", action="store_false", default=None, help="skip verification")
+    p.add_argument("--no-peers", dest="peers", action="store_false", default=None, help="skip peers")
+    p.add_argument("--fault", choices=["none", "compile_error", "launch_failure", "illegal_address", "hang", "nan"],
+                   help="inject a fault (rehearsals and tests)")
+
+
+TASK_FIELDS = ("kernel", "shape", "dtype", "block_size", "memory_pipelining", "fusion", "warmup", "iterations",
+               "backend", "device", "timeout_s", "seed", "verify", "peers", "fault")
+
+
+def task_from_args(args: argparse.Namespace) -> Any:
+    overrides = {f: getattr(args, f, None) for f in TASK_FIELDS}
+    return resolve_task(args.task, os.environ, overrides)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("bench", help="run one kernel task: compile, time, verify, compare with peers")
+    add_task_args(p)
+    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    p.add_argument("--store", type=Path, help="results store path (env SOL_COCKPIT_STORE)")
+    p.add_argument("--no-store", action="store_true", help="do not save the result")
+    p.set_defaults(func=run)
+
+
+class Progress:
+    """Stage progress on stderr: a live bar on a terminal, plain lines otherwise."""
+
+    def __init__(self) -> None:
+        self.console = stderr_console()
+        self.tty = sys.stderr.isatty()
+        self._bar: Any = None
+        self._task_id: Any = None
+
+    def __enter__(self) -> Progress:
+        if self.tty:
+            from rich.progress import BarColumn, Progress as RichProgress, TextColumn
+
+            self._bar = RichProgress(TextColumn("{task.description:<10}"), BarColumn(), TextColumn("{task.fields[detail]}"),
+                                     console=self.console, transient=True)
+            self._bar.start()
+            self._task_id = self._bar.add_task("compile", total=None, detail="")
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+    def __call__(self, ev: Event) -> None:
+        if isinstance(ev, StageEvent):
+            if self._bar is not None:
+                self._bar.update(self._task_id, description=ev.stage, detail=ev.detail[:60], total=None, completed=0)
+                if ev.state == "fail":
+                    self.console.print(f"[red]{ev.stage} failed[/]: {ev.detail}")
+            elif ev.state in ("done", "fail", "skip"):
+                self.console.print(f"[{ev.stage}] {ev.state} {ev.detail}".rstrip())
+        elif isinstance(ev, ProgressEvent) and self._bar is not None:
+            self._bar.update(self._task_id, total=ev.total, completed=ev.done, detail=f"{ev.done}/{ev.total}")
+        elif isinstance(ev, LogEvent) and ev.level != "info":
+            self.console.print(f"{ev.level}: {ev.message}")
+
+
+def print_result(res: RunResult, notices: list[str]) -> None:
+    from rich.table import Table
+
+    con = stdout_console()
+    if res.simulated:
+        con.print("[reverse bold yellow] SIMULATED [/] timings come from the roofline model, not from a GPU")
+    t = res.task
+    con.print(f"[bold]{t.get('kernel')}[/] shape={t.get('shape')} dtype={t.get('dtype')} "
+              f"BLOCK_SIZE={t.get('block_size')} MEMORY_PIPELINING={t.get('memory_pipelining') or 'off'} "
+              f"fusion={'on' if t.get('fusion') else 'off'} profile={res.profile}")
+    if res.status.value != "ok" and res.timing is None:
+        con.print(f"[red]status: {res.status.value}[/]  {res.error}")
+        for r in res.matched_rules:
+            con.print(f"  [yellow]rule {r.get('id')}[/]: {r.get('title')} -- fix: {r.get('fix')}")
+        return
+    sol = res.sol or {}
+    tab = Table(title=f"status: {res.status.value}" + ("  [SIMULATED]" if res.simulated else ""))
+    for col in ("implementation", "median ms", "p10", "p90", "TFLOP/s", "GB/s", "SOL %", "correct"):
+        tab.add_column(col, justify="right" if col != "implementation" else "left")
+    c = res.correctness
+    tm = res.timing
+    tab.add_row("ours (" + str(res.launch.get("info", {}).get("path", t.get("kernel"))) + ")",
+                fmt(tm.median_ms, ".4f"), fmt(tm.p10_ms, ".4f"), fmt(tm.p90_ms, ".4f"), fmt(sol.get("tflops"), ".1f"),
+                fmt(sol.get("gbps"), ".0f"), fmt(sol.get("sol_pct"), ".1f"),
+                "-" if c is None else ("yes" if c.correct else "[red]NO[/]"))
+    for p in res.peers:
+        if p.timing is None:
+            tab.add_row(p.label, "[red]failed[/]", "", "", "", "", "", p.error or "")
+            continue
+        tab.add_row(p.label + (" (baseline)" if p.baseline else ""), fmt(p.timing.median_ms, ".4f"),
+                    fmt(p.timing.p10_ms, ".4f"), fmt(p.timing.p90_ms, ".4f"), fmt(p.tflops, ".1f"),
+                    fmt(p.gbps, ".0f"), fmt(p.sol_pct, ".1f"),
+                    "-" if p.correct is None else ("yes" if p.correct else "[red]NO[/]"))
+    con.print(tab)
+    con.print(f"T_SOL {sol.get('t_sol_ms', 0):.4f} ms ({sol.get('sol_bound')}-bound by the roofline); measured bound: "
+              f"{sol.get('bound')}; compute {fmt(sol.get('compute_util_pct'), '.1f')} % / bandwidth "
+              f"{fmt(sol.get('bandwidth_util_pct'), '.1f')} % of {res.profile} peaks; SOL-ExecBench score "
+              f"{fmt(res.solexec_score, '.3f')}")
+    if c is not None:
+        con.print(f"verification: max abs err {c.max_abs_err:.3g}, max rel err {c.max_rel_err:.3g} (rtol {c.rtol:g}), "
+                  f"normwise {c.normwise_rel_err:.3g}, NaN {c.nan_count}, Inf {c.inf_count}, unwritten {c.unwritten_count}"
+                  + (f" -- {c.note}" if c.note else ""))
+    v = res.validity
+    if v.get("throttle_reasons_seen"):
+        con.print(f"[yellow]clocks throttled during the run:[/] {', '.join(v['throttle_reasons_seen'])}")
+    if v.get("other_processes"):
+        con.print(f"[yellow]other processes on the GPU:[/] {v['other_processes']}")
+    if res.error:
+        con.print(f"[red]{res.error}[/]")
+    if res.run_id is not None:
+        con.print(f"stored as run {res.run_id}")
+
+
+def run(args: argparse.Namespace) -> int:
+    from engine.store import ResultStore
+
+    task = task_from_args(args)
+    prep = prepare(task, args.profile)
+    err = stderr_console()
+    for n in prep.notices:
+        err.print(f"[yellow]{n}[/]")
+    store = None if args.no_store else ResultStore(args.store)
+    with Progress() as progress:
+        res = run_prepared(prep, on_event=progress, store=store)
+    if args.json:
+        out = res.summary_json()
+        out["notices"] = prep.notices
+        print_json(out)
+    else:
+        print_result(res, prep.notices)
+    return 0 if res.ok else 1

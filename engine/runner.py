@@ -1,0 +1,212 @@
+"""Running a task: validate in the calling process, execute in a spawned engine process.
+
+The calling process (the cockpit or the CLI) never creates a CUDA context. A CUDA fault poisons
+only the engine process; a hung kernel is killed at the wall-clock timeout; a cancel kills it too.
+Either way the caller gets a RunResult and can start the next run at once."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.backends.collect import base_fingerprint, now_iso
+from engine.backends.select import choose_backend
+from engine.errors import InputError
+from engine.events import Event, StageEvent, event_from_dict
+from engine.profiles import Profile, ProfileSet, load_profiles
+from engine.result import RunResult, RunStatus
+from engine.task import TaskSpec
+from kernels import get_spec
+from kernels.spec import DeviceLimits
+
+DEFAULT_SIM_PROFILE = "h100-sxm"
+
+
+@dataclass
+class PreparedRun:
+    """A validated task, its profile and backend: ready to run."""
+
+    task: TaskSpec
+    profile: Profile
+    backend: str
+    notices: list[str] = field(default_factory=list)
+    """Things the user must see: fallbacks to the simulated device, profile/device mismatch."""
+    device_name: str | None = None
+    detected_profile: str | None = None
+
+    @property
+    def simulated(self) -> bool:
+        return self.backend == "sim"
+
+
+def resolve_profile(profiles: ProfileSet, requested: str | None, device_name: str | None,
+                    simulated: bool) -> tuple[Profile, str | None, list[str]]:
+    """The profile to use, the detected one, and notices (a --profile that disagrees with the
+    detected device is a visible warning, not an error: the user may mean it)."""
+    notices: list[str] = []
+    detected = profiles.detect(device_name) if device_name else None
+    if requested:
+        prof = profiles.get(requested)
+        if detected is not None and prof.name != detected.name and prof.base_profile != detected.name:
+            notices.append(f"WARNING: --profile {prof.name} does not match the detected device "
+                           f"'{device_name}' (profile {detected.name}); SOL figures use {prof.name}'s peaks")
+        elif device_name and detected is None and not simulated:
+            notices.append(f"WARNING: no built-in profile matches '{device_name}'; using {prof.name} as asked")
+        return prof, detected.name if detected else None, notices
+    if detected is not None:
+        return detected, detected.name, notices
+    if device_name and not simulated:
+        raise InputError(f"no profile matches the device '{device_name}'",
+                         fix=f"pass --profile NAME (known: {', '.join(profiles.names())}) or run `tui calibrate`")
+    return profiles.get(DEFAULT_SIM_PROFILE), None, notices
+
+
+def prepare(task: TaskSpec, profile_name: str | None = None, profiles: ProfileSet | None = None,
+            backend_choice: Any = None) -> PreparedRun:
+    """Validate everything before anything compiles. Raises InputError (naming the field, the
+    value and the limit) or BackendUnavailable (naming the driver problem and the fix)."""
+    try:
+        spec = get_spec(task.kernel)
+    except KeyError as exc:
+        raise InputError(f"kernel={task.kernel!r}: {exc.args[0]}") from None
+    profiles = profiles or load_profiles()
+    choice = backend_choice or choose_backend(task.backend.value, task.device)
+    notices = [choice.notice] if choice.notice else []
+    profile, detected, more = resolve_profile(profiles, profile_name, choice.device_name, choice.name == "sim")
+    notices += more
+    try:
+        shape = spec.normalize_shape(task.shape)
+    except ValueError as exc:
+        raise InputError(f"shape={task.shape}: {exc}") from None
+    dtype = task.dtype.value
+    if dtype not in spec.dtypes:
+        raise InputError(f"dtype={dtype}: {spec.name} supports {', '.join(spec.dtypes)}")
+    limits = DeviceLimits.from_profile(profile)
+    bs_default, pl_default = spec.default_knobs(limits, dtype)
+    update: dict[str, Any] = {"shape": shape}
+    if task.block_size is None:
+        update["block_size"] = bs_default
+    if task.memory_pipelining is None:
+        update["memory_pipelining"] = pl_default
+    task = task.model_copy(update=update)
+    violations = spec.check(task, limits)
+    if violations:
+        raise InputError("; ".join(str(v) for v in violations),
+                         fix=f"BLOCK_SIZE options on {profile.name}: {', '.join(spec.block_size_options(limits, dtype))}")
+    return PreparedRun(task=task, profile=profile, backend=choice.name, notices=notices,
+                       device_name=choice.device_name, detected_profile=detected)
+
+
+def _kill(proc: Any) -> None:
+    if proc.is_alive():
+        proc.terminate()
+        proc.join(3)
+    if proc.is_alive():
+        proc.kill()
+        proc.join(3)
+
+
+def _failed(prep: PreparedRun, status: RunStatus, error: str, kind: str, started: str, t0: float,
+            log: list[str]) -> RunResult:
+    return RunResult(status=status, simulated=prep.simulated, task=prep.task.model_dump(mode="json"),
+                     profile=prep.profile.name, error=error, error_kind=kind, log=log, started_at=started,
+                     wall_s=time.monotonic() - t0,
+                     fingerprint=base_fingerprint(prep.profile, prep.backend, None))
+
+
+def run_prepared(prep: PreparedRun, on_event: Callable[[Event], None] | None = None,
+                 cancel: threading.Event | None = None, store: Any = None) -> RunResult:
+    """Run in a spawned engine process; block until it finishes, times out or is cancelled.
+    Safe to call from a worker thread. Saves the result in ``store`` when given."""
+    ctx = mp.get_context("spawn")
+    recv_conn, send_conn = ctx.Pipe(duplex=False)
+    payload = {"task": prep.task.model_dump(mode="json"), "profile": prep.profile.model_dump(mode="json"),
+               "backend": prep.backend}
+    proc = ctx.Process(target=_child_entry, args=(payload, send_conn), daemon=True, name="sol-engine")
+    started, t0 = now_iso(), time.monotonic()
+    proc.start()
+    send_conn.close()
+    deadline = t0 + prep.task.timeout_s
+    result: RunResult | None = None
+    stage = "compile"
+    log: list[str] = []
+    try:
+        while result is None:
+            if cancel is not None and cancel.is_set():
+                _kill(proc)
+                result = _failed(prep, RunStatus.cancelled, f"cancelled by the user during {stage}",
+                                 "cancelled", started, t0, log)
+                break
+            if time.monotonic() > deadline:
+                _kill(proc)
+                result = _failed(prep, RunStatus.timeout,
+                                 f"timed out after {prep.task.timeout_s:g} s during {stage}: the engine "
+                                 "process was killed (a hung kernel, or a run longer than the timeout)",
+                                 "timeout", started, t0, log)
+                break
+            try:
+                ready = recv_conn.poll(0.05)
+            except (EOFError, OSError):
+                ready = True
+            if not ready:
+                if not proc.is_alive() and not recv_conn.poll(0):
+                    proc.join(1)
+                    result = _failed(prep, RunStatus.crashed,
+                                     f"the engine process died during {stage} (exit code {proc.exitcode})",
+                                     "crashed", started, t0, log)
+                continue
+            try:
+                msg = recv_conn.recv()
+            except (EOFError, OSError):
+                proc.join(2)
+                result = _failed(prep, RunStatus.crashed,
+                                 f"the engine process died during {stage} (exit code {proc.exitcode})",
+                                 "crashed", started, t0, log)
+                break
+            if msg.get("type") == "event":
+                ev = event_from_dict(msg["event"])
+                if isinstance(ev, StageEvent):
+                    stage = ev.stage
+                elif getattr(ev, "message", None):
+                    log.append(ev.message)
+                if on_event is not None:
+                    on_event(ev)
+            elif msg.get("type") == "result":
+                result = RunResult.model_validate(msg["result"])
+    finally:
+        recv_conn.close()
+        if proc.is_alive():
+            proc.join(5)
+        _kill(proc)
+    result.wall_s = time.monotonic() - t0
+    if result.error:
+        result.matched_rules = match_rules(result.error)
+    if store is not None:
+        store.save(result)
+    return result
+
+
+def match_rules(error_text: str) -> list[dict[str, Any]]:
+    """Troubleshooting rules matching a run's error text, best first (empty when none match)."""
+    try:
+        from engine.troubleshoot import match_text
+    except ImportError:
+        return []
+    return [m.to_dict() for m in match_text(error_text)][:5]
+
+
+def _child_entry(payload: dict[str, Any], conn: Any) -> None:
+    from engine.worker import child_main
+
+    child_main(payload, conn)
+
+
+def run_task(task: TaskSpec, profile_name: str | None = None, on_event: Callable[[Event], None] | None = None,
+             cancel: threading.Event | None = None, store: Any = None) -> tuple[PreparedRun, RunResult]:
+    """prepare() then run_prepared(): the whole flow for scripts and tests."""
+    prep = prepare(task, profile_name)
+    return prep, run_prepared(prep, on_event=on_event, cancel=cancel, store=store)

@@ -1,0 +1,63 @@
+"""The engine process: runs one task and reports over a pipe. Started with multiprocessing's
+"spawn" method (never fork: a forked child would inherit a CUDA context's broken state).
+
+Messages to the parent are dicts: {"type": "event", "event": {...}} while running, then exactly one
+{"type": "result", "result": {...}}. If the process dies before that (a segfault, a kill), the
+parent notices the closed pipe and reports a crash."""
+
+from __future__ import annotations
+
+import traceback
+from typing import Any
+
+
+def child_main(payload: dict[str, Any], conn: Any) -> None:
+    """Entry point of the engine process."""
+    # Imports happen here, in the child, so that the parent never loads cupy.
+    from engine.backends.base import Emitter, RunContext, RunFailure
+    from engine.backends.collect import base_fingerprint, now_iso
+    from engine.profiles import Profile
+    from engine.result import RunResult, RunStatus
+    from engine.task import TaskSpec
+    from kernels import get_spec
+
+    def send(ev: Any) -> None:
+        try:
+            conn.send({"type": "event", "event": ev.model_dump(mode="json")})
+        except (BrokenPipeError, OSError):
+            pass
+
+    task = TaskSpec.model_validate(payload["task"])
+    profile = Profile.model_validate(payload["profile"])
+    backend_name = payload["backend"]
+    spec = get_spec(task.kernel)
+    em = Emitter(send=send)
+    started = now_iso()
+    try:
+        if backend_name == "cuda":
+            from engine.backends.cuda import CudaBackend
+
+            backend: Any = CudaBackend()
+        else:
+            from engine.backends.sim import SimBackend
+
+            backend = SimBackend()
+        result = backend.run(RunContext(task=task, profile=profile, spec=spec, emit=em))
+    except RunFailure as exc:
+        result = RunResult(status=RunStatus(exc.status), simulated=backend_name == "sim",
+                           task=task.model_dump(mode="json"), profile=profile.name, error=exc.message,
+                           error_kind=exc.error_kind, log=em.log, started_at=started,
+                           fingerprint=base_fingerprint(profile, backend_name, None))
+    except BaseException as exc:  # anything else is a crash of the run, reported with its text
+        stage = em.current or "compile"
+        text = f"{type(exc).__name__}: {exc}"
+        em.fail(stage, text)
+        result = RunResult(status=RunStatus.crashed, simulated=backend_name == "sim",
+                           task=task.model_dump(mode="json"), profile=profile.name, error=text,
+                           error_kind=type(exc).__name__,
+                           log=em.log + traceback.format_exc().splitlines()[-12:], started_at=started,
+                           fingerprint=base_fingerprint(profile, backend_name, None))
+    try:
+        conn.send({"type": "result", "result": result.model_dump(mode="json")})
+    finally:
+        conn.close()

@@ -1,0 +1,22 @@
+"""The `tui` console command: a headless subcommand goes to the engine's CLI; no subcommand opens
+the cockpit (Textual is imported only then)."""
+
+from __future__ import annotations
+
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    from engine.cli.main import COMMANDS
+    from engine.cli.main import main as cli_main
+
+    if any(a in COMMANDS for a in argv[:1]) or argv[:1] in (["-h"], ["--help"], ["--version"]):
+        return cli_main(argv)
+    from tui.app import run_app
+
+    return run_app(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
