@@ -36,7 +36,12 @@ class CompileReport:
     arch: str
     log: str
     functions: dict[str, FunctionReport] = field(default_factory=dict)
-    cubin_bytes: int = 0
+    cubin: bytes = field(default=b"", repr=False)
+    """The compiled image (empty on failure): loadable with cupy.RawModule(path=...) or cuModuleLoadData."""
+
+    @property
+    def cubin_bytes(self) -> int:
+        return len(self.cubin)
 
     @property
     def spills(self) -> bool:
@@ -85,5 +90,4 @@ def compile_cubin(source: str, arch: str, options: tuple[str, ...] = (), name: s
         cubin = nvrtc.getCUBIN(prog) if ok else b""
     finally:
         nvrtc.destroyProgram(prog)
-    return CompileReport(ok=ok, arch=arch, log=log, functions=parse_ptxas_log(log),
-                         cubin_bytes=len(cubin))
+    return CompileReport(ok=ok, arch=arch, log=log, functions=parse_ptxas_log(log), cubin=cubin)

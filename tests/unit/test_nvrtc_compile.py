@@ -1,0 +1,76 @@
+"""Every valid gemm_residual knob combination compiles through NVRTC, with no register spills.
+
+Runs on a CPU-only machine: CuPy's NVRTC compiles to a cubin without a GPU. For each profile's
+architecture (sm_90a H200, sm_80 A100, sm_89 L40S) it builds every dtype x BLOCK_SIZE x
+MEMORY_PIPELINING x fusion that the spec offers under that profile's limits, compiles them in a
+thread pool (NVRTC releases the GIL), and checks ptxas' report for each function.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+pytest.importorskip("cupy_backends.cuda.libs.nvrtc", reason="CuPy's NVRTC is not importable")
+
+import tomllib  # noqa: E402
+
+from kernels.gemm_residual import SPEC  # noqa: E402
+from kernels.nvrtc_check import compile_cubin  # noqa: E402
+from kernels.spec import DeviceLimits  # noqa: E402
+
+PROFILES = Path(__file__).resolve().parents[2] / "profiles"
+
+
+def _limits(profile: str) -> DeviceLimits:
+    data = tomllib.loads((PROFILES / f"{profile}.toml").read_text(encoding="utf-8"))
+    major, minor = (int(x) for x in data["compute_capability"].split("."))
+    return DeviceLimits((major, minor), data["sm_count"], data["shared_memory_per_block_bytes"],
+                        data["shared_memory_per_sm_bytes"], data["registers_per_sm"],
+                        data.get("max_threads_per_block", 1024), data["name"])
+
+
+def _variants(limits: DeviceLimits):
+    for dtype in SPEC.dtypes:
+        for bs in SPEC.block_size_options(limits, dtype):
+            for stages in SPEC.pipelining_options(limits, dtype, bs):
+                for fusion in (True, False):
+                    task = SimpleNamespace(shape={"m": 1571, "n": 2560, "k": 2560}, dtype=dtype,
+                                           block_size=bs, memory_pipelining=stages, fusion=fusion)
+                    assert SPEC.check(task, limits) == [], (dtype, bs, stages)
+                    yield f"{dtype} {bs} st={stages} fuse={int(fusion)}", SPEC.build(task, limits)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("profile", ["h200", "a100-sxm-80gb", "l40s"])
+def test_every_variant_compiles_without_spills(profile: str) -> None:
+    limits = _limits(profile)
+    variants = list(_variants(limits))
+    assert len(variants) >= 40
+
+    def one(item):
+        label, build = item
+        return label, build, compile_cubin(build.source, limits.arch, build.options)
+
+    with ThreadPoolExecutor(max(2, os.cpu_count() or 2)) as pool:
+        results = list(pool.map(one, variants))
+    problems = []
+    for label, build, rep in results:
+        if not rep.ok:
+            problems.append(f"{label}: compile failed for {limits.arch}:\n{rep.log[-1500:]}")
+            continue
+        for fn in build.functions:
+            if fn not in rep.functions:
+                problems.append(f"{label}: no ptxas report for {fn}")
+                continue
+            r = rep.functions[fn]
+            if "0 bytes spill stores" not in rep.log or r.spill_store_bytes or r.spill_load_bytes:
+                problems.append(f"{label}: {fn} spills ({r.spill_store_bytes} B stores, "
+                                f"{r.spill_load_bytes} B loads, {r.registers} registers)")
+            if r.stack_frame_bytes:
+                problems.append(f"{label}: {fn} has a {r.stack_frame_bytes}-byte stack frame")
+    assert not problems, "\n".join(problems)
