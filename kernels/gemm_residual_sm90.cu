@@ -1,0 +1,386 @@
+// Hopper-native GEMM + residual: out[M,N] = A[M,K] @ W[N,K]^T + R[M,N]   (sm_90a)
+//
+// TMA (cp.async.bulk.tensor, 128B swizzle) -> mbarrier pipeline of STAGES slots -> wgmma
+// (m64nBNk16, fp32 accumulators in registers). Warp-specialised: warpgroup 0 is the producer
+// (one thread issues TMA; setmaxnreg.dec), warpgroups 1..NUM_CONSUMERS are consumers
+// (setmaxnreg.inc), each owning BM/NUM_CONSUMERS rows of the BM x BN tile. Persistent grid:
+// CTA b takes tiles b, b + gridDim.x, ...; tiles are numbered N-fastest so the CTAs in flight
+// share A row panels and the whole W in L2. The residual tile is prefetched into L2 by the
+// producer (cp.async.bulk.prefetch.tensor) when it starts the tile's loads, read in the
+// epilogue, added in fp32 and rounded once.
+//
+// STAGES == 1 is MEMORY_PIPELINING=off: the producer waits for the consumers to free the only
+// slot before it issues the next load, so copies and math never overlap.
+//
+// The Python spec prepends the knobs as #defines of validated integers:
+//   BM, BN, BK (64), STAGES, NUM_CONSUMERS, IS_BF16, FUSE, TMAP_GLOBAL.
+// No headers: NVRTC compiles this on a machine without the CUDA toolkit.
+
+#if !defined(BM) || !defined(BN) || !defined(BK) || !defined(STAGES) || !defined(NUM_CONSUMERS)
+#error "the spec must define BM, BN, BK, STAGES, NUM_CONSUMERS"
+#endif
+#if BK != 64
+#error "BK must be 64: one 128-byte swizzle row of 16-bit elements"
+#endif
+#if BN != 128 && BN != 256
+#error "BN must be 128 or 256"
+#endif
+
+#define WG_M (BM / NUM_CONSUMERS)
+#define M_ITERS (WG_M / 64)
+#define ACC_N (BN / 2)
+#define THREADS (128 * (NUM_CONSUMERS + 1))
+#define A_TILE_BYTES (BM * BK * 2)
+#define B_TILE_BYTES (BN * BK * 2)
+#define STAGE_BYTES (A_TILE_BYTES + B_TILE_BYTES)
+
+#if WG_M % 64 != 0
+#error "each consumer warpgroup needs a multiple of 64 rows"
+#endif
+
+#if IS_BF16
+#define WG_AB "bf16"
+#else
+#define WG_AB "f16"
+#endif
+
+struct __align__(64) TmaDesc {
+    unsigned long long v[16];
+};
+
+#if TMAP_GLOBAL
+#define TMAP_PARAM(name) const TmaDesc* __restrict__ name
+#define TMAP_ADDR(name) ((unsigned long long)(name))
+#else
+#define TMAP_PARAM(name) const __grid_constant__ TmaDesc name
+#define TMAP_ADDR(name) ((unsigned long long)(&name))
+#endif
+
+__device__ __forceinline__ unsigned smem_u32(const void* p) {
+    unsigned long long a;
+    asm("cvta.to.shared.u64 %0, %1;" : "=l"(a) : "l"(p));
+    return (unsigned)a;
+}
+
+__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+
+__device__ __forceinline__ void mbar_expect_tx(unsigned bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
+                 : "memory");
+}
+
+__device__ __forceinline__ void mbar_arrive(unsigned bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
+    unsigned done;
+    do {
+        asm volatile(
+            "{\n.reg .pred p;\n"
+            "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+            "selp.u32 %0, 1, 0, p;\n}\n"
+            : "=r"(done)
+            : "r"(bar), "r"(parity)
+            : "memory");
+    } while (!done);
+}
+
+__device__ __forceinline__ void tma_load_2d(unsigned dst, unsigned long long tmap, int c0, int c1,
+                                            unsigned bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+        " [%0], [%1, {%2, %3}], [%4];" ::"r"(dst),
+        "l"(tmap), "r"(c0), "r"(c1), "r"(bar)
+        : "memory");
+}
+
+__device__ __forceinline__ void tma_prefetch_l2_2d(unsigned long long tmap, int c0, int c1) {
+    asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global [%0, {%1, %2}];" ::"l"(tmap), "r"(c0),
+                 "r"(c1)
+                 : "memory");
+}
+
+// wgmma shared-memory descriptor for a K-major tile written by TMA with 128B swizzle:
+// rows of 128 bytes, 8-row (1024-byte) swizzle atoms stacked along M/N (SBO = 1024).
+__device__ __forceinline__ unsigned long long smem_desc(unsigned saddr) {
+    unsigned long long d = (unsigned long long)((saddr & 0x3FFFF) >> 4);
+    d |= 1ull << 16;                           // LBO: unused for swizzled K-major
+    d |= (unsigned long long)(1024 >> 4) << 32;  // SBO
+    d |= 1ull << 62;                           // 128B swizzle
+    return d;
+}
+
+__device__ __forceinline__ void wgmma_fence() {
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_commit() {
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+__device__ __forceinline__ void fence_reg(float& r) {
+    asm volatile("" : "+f"(r)::"memory");
+}
+
+__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], unsigned long long da,
+                                                unsigned long long db, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\n"
+        "setp.ne.b32 p, %130, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32." WG_AB "." WG_AB " "
+        "{"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+        "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+        "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+        "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+        "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+        "}, %128, %129, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+          "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+          "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+          "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+          "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+          "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+          "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+          "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+          "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+        : "l"(da), "l"(db), "r"(scale_d));
+}
+
+__device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], unsigned long long da,
+                                                unsigned long long db, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\n"
+        "setp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32." WG_AB "." WG_AB " "
+        "{"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+        "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "l"(da), "l"(db), "r"(scale_d));
+}
+
+
+#if BN == 256
+#define WGMMA wgmma_m64n256k16
+#else
+#define WGMMA wgmma_m64n128k16
+#endif
+
+// Two fp32 -> packed 16-bit pair, rounded to nearest even; lo is the lower address.
+__device__ __forceinline__ unsigned pack2(float lo, float hi) {
+    unsigned r;
+#if IS_BF16
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+#else
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+#endif
+    return r;
+}
+
+__device__ __forceinline__ void unpack2(unsigned v, float& lo, float& hi) {
+#if IS_BF16
+    asm("mov.b32 %0, %1;" : "=f"(lo) : "r"(v << 16));
+    asm("mov.b32 %0, %1;" : "=f"(hi) : "r"(v & 0xFFFF0000u));
+#else
+    asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\ncvt.f32.f16 %0, l;\ncvt.f32.f16 %1, h;\n}\n"
+        : "=f"(lo), "=f"(hi)
+        : "r"(v));
+#endif
+}
+
+__device__ __forceinline__ unsigned ld_residual(const unsigned* p) {
+    unsigned v;
+    asm volatile("ld.global.nc.L1::no_allocate.b32 %0, [%1];" : "=r"(v) : "l"(p));
+    return v;
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
+gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r),
+                   const unsigned short* __restrict__ r, unsigned short* __restrict__ out, int M,
+                   int N, int K) {
+    extern __shared__ unsigned char smem_raw[];
+    const unsigned base = (smem_u32(smem_raw) + 1023u) & ~1023u;  // swizzle atoms need 1024 B
+    const unsigned full_bar = base + STAGES * STAGE_BYTES;
+    const unsigned empty_bar = full_bar + STAGES * 8;
+
+    const int num_m = (M + BM - 1) / BM;
+    const int num_n = (N + BN - 1) / BN;
+    const int num_tiles = num_m * num_n;
+    const int num_kb = (K + BK - 1) / BK;
+
+    const int wg = threadIdx.x / 128;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < STAGES; ++s) {
+            mbar_init(full_bar + 8 * s, 1);
+            mbar_init(empty_bar + 8 * s, NUM_CONSUMERS * 4);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+
+    if (wg == 0) {
+        // ---------------- producer warpgroup ----------------
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+        if (threadIdx.x == 0) {
+            const unsigned long long a_map = TMAP_ADDR(tm_a);
+            const unsigned long long w_map = TMAP_ADDR(tm_w);
+            asm volatile("prefetch.tensormap [%0];" ::"l"(a_map) : "memory");
+            asm volatile("prefetch.tensormap [%0];" ::"l"(w_map) : "memory");
+#if FUSE
+            const unsigned long long r_map = TMAP_ADDR(tm_r);
+#endif
+            int stage = 0;
+            unsigned phase = 0;
+            for (int tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
+                const int m0 = (tile / num_n) * BM;
+                const int n0 = (tile % num_n) * BN;
+#if FUSE
+                tma_prefetch_l2_2d(r_map, n0, m0);
+#endif
+                for (int kb = 0; kb < num_kb; ++kb) {
+                    mbar_wait(empty_bar + 8 * stage, phase ^ 1u);
+                    const unsigned fb = full_bar + 8 * stage;
+                    mbar_expect_tx(fb, STAGE_BYTES);
+                    const unsigned sa = base + stage * STAGE_BYTES;
+                    tma_load_2d(sa, a_map, kb * BK, m0, fb);
+                    tma_load_2d(sa + A_TILE_BYTES, w_map, kb * BK, n0, fb);
+                    if (++stage == STAGES) {
+                        stage = 0;
+                        phase ^= 1u;
+                    }
+                }
+            }
+        }
+    } else {
+        // ---------------- consumer warpgroups ----------------
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+        const int cw = wg - 1;
+        const int warp = (threadIdx.x % 128) / 32;
+        const int lane = threadIdx.x % 32;
+        int stage = 0;
+        unsigned phase = 0;
+        float acc[M_ITERS][ACC_N];
+
+        for (int tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
+            const int m0 = (tile / num_n) * BM;
+            const int n0 = (tile % num_n) * BN;
+            int prev_stage = 0;
+            for (int kb = 0; kb < num_kb; ++kb) {
+                mbar_wait(full_bar + 8 * stage, phase);
+                const unsigned sa = base + stage * STAGE_BYTES + cw * WG_M * 128;
+                const unsigned sb = base + stage * STAGE_BYTES + A_TILE_BYTES;
+                wgmma_fence();
+#pragma unroll
+                for (int k = 0; k < BK / 16; ++k) {
+#pragma unroll
+                    for (int mi = 0; mi < M_ITERS; ++mi) {
+                        WGMMA(acc[mi], smem_desc(sa + mi * 64 * 128 + k * 32), smem_desc(sb + k * 32),
+                              (kb | k) != 0);
+                    }
+                }
+                wgmma_commit();
+#if STAGES == 1
+                wgmma_wait<0>();
+                if (lane == 0) mbar_arrive(empty_bar + 8 * stage);
+#else
+                wgmma_wait<1>();
+                if (kb > 0 && lane == 0) mbar_arrive(empty_bar + 8 * prev_stage);
+#endif
+                prev_stage = stage;
+                if (++stage == STAGES) {
+                    stage = 0;
+                    phase ^= 1u;
+                }
+            }
+#if STAGES > 1
+            wgmma_wait<0>();
+            if (lane == 0) mbar_arrive(empty_bar + 8 * prev_stage);
+#endif
+#pragma unroll
+            for (int mi = 0; mi < M_ITERS; ++mi) {
+#pragma unroll
+                for (int i = 0; i < ACC_N; ++i) fence_reg(acc[mi][i]);
+            }
+
+            // ---------------- epilogue: + R in fp32, round once, store ----------------
+#pragma unroll
+            for (int mi = 0; mi < M_ITERS; ++mi) {
+#pragma unroll
+                for (int half = 0; half < 2; ++half) {
+                    const int row = m0 + cw * WG_M + mi * 64 + warp * 16 + (lane >> 2) + half * 8;
+                    if (row < M) {
+                        const size_t off = (size_t)row * N + n0 + (lane & 3) * 2;
+#if FUSE
+                        unsigned rv[BN / 8];
+#pragma unroll
+                        for (int j = 0; j < BN / 8; ++j) {
+                            rv[j] = (n0 + j * 8 < N) ? ld_residual((const unsigned*)(r + off + j * 8)) : 0u;
+                        }
+#endif
+#pragma unroll
+                        for (int j = 0; j < BN / 8; ++j) {
+                            if (n0 + j * 8 < N) {
+                                float v0 = acc[mi][j * 4 + half * 2];
+                                float v1 = acc[mi][j * 4 + half * 2 + 1];
+#if FUSE
+                                float r0, r1;
+                                unpack2(rv[j], r0, r1);
+                                v0 += r0;
+                                v1 += r1;
+#endif
+                                *(unsigned*)(out + off + j * 8) = pack2(v0, v1);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+// Fusion off: out += r after the GEMM-only kernel (FUSE=0), 8 elements (16 bytes) per step.
+extern "C" __global__ void residual_add_inplace(unsigned short* __restrict__ out,
+                                                const unsigned short* __restrict__ r, int M, int N) {
+    const size_t total8 = (size_t)M * N / 8;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total8;
+         i += (size_t)gridDim.x * blockDim.x) {
+        uint4 o = ((const uint4*)out)[i];
+        const uint4 q = ((const uint4*)r)[i];
+        unsigned* op = (unsigned*)&o;
+        const unsigned* qp = (const unsigned*)&q;
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            float a0, a1, b0, b1;
+            unpack2(op[e], a0, a1);
+            unpack2(qp[e], b0, b1);
+            op[e] = pack2(a0 + b0, a1 + b1);
+        }
+        ((uint4*)out)[i] = o;
+    }
+}

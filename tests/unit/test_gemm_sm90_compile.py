@@ -1,0 +1,147 @@
+"""Every valid knob combination of the Hopper gemm_residual path compiles for sm_90a through NVRTC
+with no spills, honours setmaxnreg, and its SASS carries HGMMA (warpgroup MMA) and UTMALDG (TMA).
+No GPU needed: NVRTC compiles to a cubin on a CPU-only machine. Skipped without CuPy's NVRTC;
+the SASS part is skipped without cuobjdump (CUDA toolkit, or the nvidia-cuda-cuobjdump and
+nvidia-cuda-nvdisasm wheels)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kernels import gemm_residual_sm90 as sm90
+from kernels.spec import DeviceLimits
+
+nvrtc = pytest.importorskip("cupy_backends.cuda.libs.nvrtc")
+
+H200 = DeviceLimits(compute_capability=(9, 0), sm_count=132,
+                    shared_memory_per_block_bytes=232448, shared_memory_per_sm_bytes=233472,
+                    profile="h200")
+
+
+def _combos() -> list[tuple[str, int, str, bool]]:
+    out = []
+    for dtype in sm90.DTYPES:
+        for bs in sm90.block_size_options(H200, dtype):
+            for st in sm90.pipelining_options(H200, dtype, bs):
+                out.append((bs, st, dtype, True))
+            out.append((bs, 4 if 4 in sm90.pipelining_options(H200, dtype, bs) else 2, dtype, False))
+    return out
+
+
+COMBOS = _combos()
+
+
+def _compile(source: str) -> tuple[str, bytes]:
+    prog = nvrtc.createProgram(source, "gemm_residual_sm90.cu", [], [])
+    try:
+        nvrtc.compileProgram(prog, [*sm90.options(H200), "-Xptxas=-v"])
+    except Exception as exc:  # noqa: BLE001 - NVRTCError carries the log separately
+        pytest.fail(f"NVRTC failed: {exc}\n{nvrtc.getProgramLog(prog)}")
+    log = nvrtc.getProgramLog(prog)
+    cubin = nvrtc.getCUBIN(prog)
+    return log, _complete_elf(cubin)
+
+
+def _complete_elf(cubin: bytes) -> bytes:
+    """CuPy's getCUBIN drops the last byte (it treats the image as a C string); pad the ELF back
+    to the end of its program-header table so that cuobjdump accepts it."""
+    if cubin[:4] != b"\x7fELF":
+        return cubin
+    phoff = int.from_bytes(cubin[0x20:0x28], "little")
+    phentsize = int.from_bytes(cubin[0x36:0x38], "little")
+    phnum = int.from_bytes(cubin[0x38:0x3A], "little")
+    shoff = int.from_bytes(cubin[0x28:0x30], "little")
+    shentsize = int.from_bytes(cubin[0x3A:0x3C], "little")
+    shnum = int.from_bytes(cubin[0x3C:0x3E], "little")
+    end = max(phoff + phentsize * phnum, shoff + shentsize * shnum)
+    return cubin + b"\0" * max(0, end - len(cubin))
+
+
+def _cuobjdump() -> str | None:
+    found = shutil.which("cuobjdump")
+    if found:
+        return found
+    candidates = [Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "bin" / "cuobjdump"]
+    for p in sys.path:
+        candidates.append(Path(p) / "nvidia" / "cu13" / "bin" / "cuobjdump")
+    for c in candidates:
+        if c.is_file() and os.access(c, os.X_OK):
+            return str(c)
+    return None
+
+
+@pytest.mark.parametrize("block_size,stages,dtype,fuse", COMBOS,
+                         ids=[f"{b}-s{s}-{d}-{'fused' if f else 'unfused'}" for b, s, d, f in COMBOS])
+def test_compiles_without_spills(block_size: str, stages: int, dtype: str, fuse: bool) -> None:
+    log, cubin = _compile(sm90.render(block_size, stages, dtype, fuse))
+    assert cubin[:4] == b"\x7fELF"
+    frames = re.findall(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads",
+                        log)
+    assert frames, log
+    for frame, stores, loads in frames:
+        assert (int(frame), int(stores), int(loads)) == (0, 0, 0), log
+    assert "C7508" not in log, f"setmaxnreg ignored:\n{log}"
+    assert "serialized" not in log.lower(), f"wgmma serialised:\n{log}"
+
+
+@pytest.mark.parametrize("block_size", list(sm90.TILES))
+def test_sass_has_hgmma_and_tma(block_size: str, tmp_path: Path) -> None:
+    tool = _cuobjdump()
+    if tool is None:
+        pytest.skip("cuobjdump not found (CUDA toolkit or the nvidia-cuda-cuobjdump wheel)")
+    _, cubin = _compile(sm90.render(block_size, 4 if block_size != "128x128" else 6, "bf16", True))
+    path = tmp_path / "k.cubin"
+    path.write_bytes(cubin)
+    env = dict(os.environ)
+    env["PATH"] = str(Path(tool).parent) + os.pathsep + env.get("PATH", "")  # nvdisasm beside it
+    proc = subprocess.run([tool, "--dump-sass", str(path)], capture_output=True, text=True,
+                          env=env, timeout=120)
+    if proc.returncode != 0 and "nvdisasm" in proc.stderr:
+        pytest.skip("cuobjdump needs nvdisasm, not found")
+    assert proc.returncode == 0, proc.stderr
+    sass = proc.stdout
+    bm, bn, consumers = sm90.parse_block_size(block_size)
+    hgmma = re.findall(r"HGMMA\.64x(\d+)x16\.F32\.BF16", sass)
+    assert hgmma, "no HGMMA: the kernel is not on the warpgroup-MMA path"
+    assert {int(n) for n in hgmma} == {bn}
+    # one HGMMA per k16 step per 64-row slab of a consumer warpgroup
+    assert len(hgmma) == (sm90.BK // 16) * (bm // consumers // 64)
+    assert "UTMALDG.2D" in sass
+    assert "USETMAXREG" in sass
+    assert not re.search(r"\b(LDL|STL)\b", sass), "local-memory traffic in the SASS"
+
+
+def test_options_and_smem_limits() -> None:
+    assert sm90.block_size_options(H200, "bf16") == ["128x256", "128x128", "256x128"]
+    assert sm90.pipelining_options(H200, "bf16", "128x256") == [0, 2, 3, 4]
+    assert sm90.pipelining_options(H200, "bf16", "128x128x64") == [0, 2, 3, 4, 5, 6, 7]
+    assert sm90.smem_bytes("128x256", 4, "bf16") <= H200.shared_memory_per_block_bytes
+    assert sm90.block_size_options(H200, "fp32") == []
+    assert not sm90.supported(H200, "fp32", {"m": 8, "n": 8, "k": 8})
+    assert sm90.supported(H200, "bf16", {"m": 7976, "n": 2560, "k": 2560})
+    h100_like = DeviceLimits((8, 0), 108, 166912, 167936)
+    assert not sm90.supported(h100_like, "bf16")
+
+
+def test_check_names_the_field() -> None:
+    from types import SimpleNamespace
+
+    ok = SimpleNamespace(shape={"m": 1571, "n": 2560, "k": 2560}, dtype="bf16",
+                         block_size="128x256", memory_pipelining=4)
+    assert sm90.check(ok, H200) == []
+    too_deep = SimpleNamespace(shape={"m": 8192, "n": 2560, "k": 2560}, dtype="bf16",
+                               block_size="128x256", memory_pipelining=5)
+    assert [v.field for v in sm90.check(too_deep, H200)] == ["memory_pipelining"]
+    odd = SimpleNamespace(shape={"m": 5, "n": 2564, "k": 2560}, dtype="bf16",
+                          block_size="128x128", memory_pipelining=0)
+    assert [v.field for v in sm90.check(odd, H200)] == ["shape.n"]
+    wrong_tile = SimpleNamespace(shape={"m": 5, "n": 256, "k": 256}, dtype="bf16",
+                                 block_size="64x64", memory_pipelining=2)
+    assert [v.field for v in sm90.check(wrong_tile, H200)] == ["block_size"]
