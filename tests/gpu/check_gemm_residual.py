@@ -32,6 +32,7 @@ OUT = Path(os.environ.get("OUT") or tempfile.mkdtemp())
 DTYPES = ("bf16", "fp16", "fp32")
 _modules: dict[str, cp.RawModule] = {}
 _cubins: dict[str, bytes] = {}
+_CUBIN_DIR = Path(tempfile.mkdtemp(prefix="gemm_residual_cubins_"))
 
 
 def limits() -> DeviceLimits:
@@ -55,11 +56,21 @@ def compile_build(build, arch):
             if not rep.ok:
                 raise RuntimeError(f"compile failed: {rep.log[-2000:]}")
             _cubins[key] = rep.cubin
-        path = OUT / f"k_{key[:16]}.cubin"
+        path = _CUBIN_DIR / f"k_{key[:16]}.cubin"  # RawModule loads lazily: the file must stay
         path.write_bytes(_cubins.pop(key))
-        _modules[key] = cp.RawModule(path=str(path))
-        path.unlink()
+        mod = cp.RawModule(path=str(path))
+        for fn in build.functions:
+            mod.get_function(fn)
+        _modules[key] = mod
     return _modules[key]
+
+
+def safe_module(build, arch):
+    try:
+        return compile_build(build, arch)
+    except Exception as exc:
+        print("LOAD ERROR", build.info, repr(exc)[:300], flush=True)
+        return None
 
 
 def to_dev(x64, dtype):
@@ -70,12 +81,13 @@ def to_dev(x64, dtype):
     if dtype == "fp16":
         return x32.astype(cp.float16)
     b = x32.view(cp.uint32)
-    return ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(cp.uint16)
+    u = cp.uint32
+    return ((b + u(0x7FFF) + ((b >> u(16)) & u(1))) >> u(16)).astype(cp.uint16)
 
 
 def to_f64(x, dtype):
     if dtype == "bf16":
-        return (x.astype(cp.uint32) << 16).view(cp.float32).astype(cp.float64)
+        return (x.astype(cp.uint32) << cp.uint32(16)).view(cp.float32).astype(cp.float64)
     return x.astype(cp.float64)
 
 
@@ -105,6 +117,16 @@ def launch_all(mod, build, bufs):
 
 
 def check(build, mod, dtype, ins, ref):
+    try:
+        return _check(build, mod, dtype, ins, ref)
+    except Exception as exc:  # record and go on: one bad variant must not hide the others
+        print("ERROR", build.info, repr(exc)[:300], flush=True)
+        return False, float("nan"), -1
+
+
+def _check(build, mod, dtype, ins, ref):
+    if mod is None:
+        raise RuntimeError("no module")
     poison(ins["out"], dtype)
     launch_all(mod, build, ins)
     cp.cuda.runtime.deviceSynchronize()
@@ -161,10 +183,13 @@ def time_dtype(dt, lim, arch, quick, shape):
         if key in seen:
             continue
         seen.add(key)
-        mod = compile_build(b, arch)
-        ms = time_fn(lambda b=b, mod=mod: launch_all(mod, b, ins))
-        rows.append({"dtype": dt, "what": f"ours {key[0]} st={key[1]} fuse={int(fu)}"
-                     + (" (default)" if bs is None else ""), "ms": ms, "tflops": flops / ms / 1e9})
+        what = f"ours {key[0]} st={key[1]} fuse={int(fu)}" + (" (default)" if bs is None else "")
+        try:
+            mod = compile_build(b, arch)
+            ms = time_fn(lambda b=b, mod=mod: launch_all(mod, b, ins))
+            rows.append({"dtype": dt, "what": what, "ms": ms, "tflops": flops / ms / 1e9})
+        except Exception as exc:
+            rows.append({"dtype": dt, "what": what, "error": repr(exc)[:200]})
 
     def beta1():
         ins["out"][...] = ins["r"]
@@ -215,7 +240,7 @@ def main() -> int:
         for c in combos:
             if c[0] != dt:
                 continue
-            ok, rel, nan = check(c[4], compile_build(c[4], arch), dt, ins, ref)
+            ok, rel, nan = check(c[4], safe_module(c[4], arch), dt, ins, ref)
             fails += not ok
             log["sweep"].append({"dtype": dt, "bs": c[1], "stages": c[2], "fusion": c[3], "ok": ok,
                                  "max_err_over_rms": rel, "nan": nan})
@@ -229,7 +254,7 @@ def main() -> int:
             for fu in (True, False):
                 b = SPEC.build(task(dt, m, n, k, fusion=fu), lim)
                 ins = make_inputs(dt, m, n, k, seed=1000 + i)
-                ok, rel, nan = check(b, compile_build(b, arch), dt, ins, reference(dt, ins))
+                ok, rel, nan = check(b, safe_module(b, arch), dt, ins, reference(dt, ins))
                 fails += not ok
                 log["shapes"].append({"shape": [m, n, k], "dtype": dt, "fusion": fu, "tile": b.info["tile"],
                                       "stages": b.info["stages"], "ok": ok, "max_err_over_rms": rel,

@@ -1,0 +1,195 @@
+"""gemm_residual's spec without a GPU: knob spaces, every Violation path, FLOPs/bytes, shapes."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from kernels.gemm_residual import SPEC, GemmResidualSpec
+from kernels.spec import Build, DeviceLimits, KernelSpec
+
+H200 = DeviceLimits((9, 0), 132, 232448, 233472, profile="h200")
+A100 = DeviceLimits((8, 0), 108, 166912, 167936, profile="a100")
+L40S = DeviceLimits((8, 9), 142, 101376, 102400, profile="l40s")
+SEED = {"m": 8192, "n": 2560, "k": 2560}
+
+
+def task(**kw):
+    base = dict(shape=dict(SEED), dtype="bf16", block_size=None, memory_pipelining=None, fusion=True)
+    base.update(kw)
+    return SimpleNamespace(**base)
+
+
+def fields(violations):
+    return [v.field for v in violations]
+
+
+def test_identity():
+    assert isinstance(SPEC, GemmResidualSpec) and isinstance(SPEC, KernelSpec)
+    assert SPEC.name == "gemm_residual"
+    assert SPEC.dims == ("m", "n", "k")
+
+
+def test_flops_and_bytes_for_the_seed_shape():
+    assert SPEC.flops(SEED) == 107374182400
+    assert SPEC.bytes_moved(SEED, "bf16") == 2 * (8192 * 2560 + 2560 * 2560 + 2 * 8192 * 2560)
+    assert SPEC.bytes_moved(SEED, "fp32") == 2 * SPEC.bytes_moved(SEED, "bf16")
+
+
+def test_normalize_shape_forms():
+    assert SPEC.normalize_shape({"batch": 16, "seq": 512, "hidden": 2560}) == SEED
+    assert SPEC.normalize_shape({"_0": 8192, "_1": 2560, "_2": 2560}) == SEED
+    assert SPEC.normalize_shape(dict(SEED)) == SEED
+    with pytest.raises(ValueError, match="hidden"):
+        SPEC.normalize_shape({"batch": 16, "seq": 512})
+    with pytest.raises(ValueError, match="missing k"):
+        SPEC.normalize_shape({"m": 1, "n": 8})
+
+
+def test_knob_spaces_fit_the_limits():
+    for lim in (H200, A100, L40S):
+        for dt in ("bf16", "fp16", "fp32"):
+            tiles = SPEC.block_size_options(lim, dt)
+            assert tiles, (lim.profile, dt)
+            for bs in tiles:
+                stages = SPEC.pipelining_options(lim, dt, bs)
+                assert 2 in stages and 0 in stages
+                for st in stages:
+                    tile = SPEC.parse_block_size(bs, dt)
+                    assert SPEC.smem_bytes(dt, tile, st) <= lim.shared_memory_per_block_bytes
+    assert SPEC.block_size_options(H200, "bf16")[0] == "128x256"
+    assert "128x128x8" in SPEC.block_size_options(H200, "fp32")
+    assert SPEC.default_knobs(H200, "bf16") == ("128x256", 4)
+    # L40S (99 KB): the big tiles lose their 4th stage but keep 3
+    assert SPEC.pipelining_options(L40S, "bf16", "128x256") == [3, 2, 0]
+    assert SPEC.pipelining_options(H200, "bf16", "not-a-tile") == []
+    assert SPEC.block_size_options(H200, "int8") == []
+
+
+def test_valid_task_has_no_violations_and_builds():
+    for dt in ("bf16", "fp16", "fp32"):
+        for fusion in (True, False):
+            t = task(dtype=dt, fusion=fusion)
+            assert SPEC.check(t, H200) == []
+            b = SPEC.build(t, H200)
+            assert isinstance(b, Build)
+            assert len(b.launches) == (1 if fusion else 2)
+            assert b.launches[0].args == ("a", "w", "r", "out", 8192, 2560, 2560)
+            assert set(b.functions) == {ln.function for ln in b.launches}
+            assert b.info["path"].endswith("+cp.async")
+            assert f"#define GR_FUSE {int(fusion)}" in b.source
+
+
+def test_build_geometry_and_defines():
+    b = SPEC.build(task(block_size="128x256", memory_pipelining=3, shape={"m": 586, "n": 2560, "k": 2560}),
+                   H200)
+    ln = b.launches[0]
+    assert ln.grid == (10, 5, 1) and ln.block == (256, 1, 1)
+    assert ln.shared_mem_bytes == 3 * (128 + 256) * 40 * 2
+    assert "#define GR_STAGES 3" in b.source and "#define GR_BN 256" in b.source
+    assert b.info["tile"] == "128x256x32" and b.info["stages"] == 3
+    off = SPEC.build(task(memory_pipelining=0), H200)
+    assert off.info["path"] == "mma.sync+sync-loads"
+    f32 = SPEC.build(task(dtype="fp32", block_size="128x128x8", memory_pipelining=2), H200)
+    assert f32.functions == ("gemm_residual_fp32",) and f32.launches[0].block == (256, 1, 1)
+
+
+def test_bad_dtype():
+    v = SPEC.check(task(dtype="int8"), H200)
+    assert fields(v) == ["dtype"] and "int8" in str(v[0])
+
+
+def test_bad_block_size_syntax_and_unknown_tile():
+    v = SPEC.check(task(block_size="12345"), H200)
+    assert fields(v) == ["block_size"]
+    assert "BLOCK_SIZE=12345" in str(v[0]) and "BMxBN" in str(v[0])
+    v = SPEC.check(task(block_size="96x96"), H200)
+    assert fields(v) == ["block_size"] and "not offered" in v[0].message and "128x256" in v[0].limit
+    # an fp32 tile is not a tensor-core tile
+    assert fields(SPEC.check(task(block_size="128x128x8"), H200)) == ["block_size"]
+    with pytest.raises(ValueError, match="BLOCK_SIZE"):
+        SPEC.build(task(block_size="12345"), H200)
+
+
+def test_shared_memory_over_the_limit_names_the_bytes():
+    v = SPEC.check(task(block_size="128x256", memory_pipelining=4), L40S)
+    assert fields(v) == ["memory_pipelining"]
+    assert "122880 bytes" in v[0].message and "101376" in v[0].limit
+    tiny = DeviceLimits((8, 0), 10, 16384, 16384)
+    v = SPEC.check(task(block_size="256x128"), tiny)
+    assert fields(v) == ["block_size"] and "bytes of shared memory" in v[0].message
+    v = SPEC.check(task(), tiny)  # default tile: none fits at all
+    assert "block_size" in fields(v) or "memory_pipelining" in fields(v)
+
+
+def test_pipelining_not_offered():
+    v = SPEC.check(task(memory_pipelining=7), H200)
+    assert fields(v) == ["memory_pipelining"] and "MEMORY_PIPELINING=7" in str(v[0])
+
+
+def test_threads_over_the_limit():
+    few = DeviceLimits((9, 0), 132, 232448, 233472, max_threads_per_block=128)
+    v = SPEC.check(task(block_size="128x128", memory_pipelining=2), few)
+    assert fields(v) == ["block_size"] and "256 threads" in v[0].message
+
+
+def test_shape_rules():
+    v = SPEC.check(task(shape={"m": 7976, "n": 2561, "k": 2564}), H200)
+    assert fields(v) == ["shape.n", "shape.k"]
+    assert "multiple of 8" in v[0].message and "shape.n=2561" in str(v[0])
+    v = SPEC.check(task(shape={"m": 8192, "n": 2560}), H200)
+    assert fields(v) == ["shape"] and "missing k" in v[0].message
+    for m in (1, 586, 1571, 7976):
+        assert SPEC.check(task(shape={"m": m, "n": 1000, "k": 1000}), H200) == []
+
+
+def test_buffers():
+    bufs = {b.name: b for b in SPEC.buffers(task(shape={"batch": 2, "seq": 3, "hidden": 16}))}
+    assert bufs["a"].shape == (6, 16) and bufs["w"].shape == (16, 16) and bufs["r"].shape == (6, 16)
+    assert bufs["out"].role == "output" and {bufs[n].role for n in "awr"} == {"input"}
+    assert SPEC.output == "out"
+
+
+def test_reference_and_rtol():
+    rng = np.random.default_rng(0)
+    a, w, r = rng.standard_normal((5, 8)), rng.standard_normal((16, 8)), rng.standard_normal((5, 16))
+    ref = SPEC.reference(np, {"a": a.astype(np.float32), "w": w.astype(np.float32), "r": r})
+    assert ref.dtype == np.float64
+    a64, w64 = a.astype(np.float32).astype(np.float64), w.astype(np.float32).astype(np.float64)
+    np.testing.assert_allclose(ref, a64 @ w64.T + r, rtol=1e-12)
+    assert (SPEC.rtol("bf16"), SPEC.rtol("fp16"), SPEC.rtol("fp32")) == (1.6e-2, 2e-3, 1e-4)
+
+
+def test_peers():
+    peers = {p.name: p for p in SPEC.peers(task())}
+    assert set(peers) == {"cupy_matmul_add", "cublas_gemm_beta1", "cublas_gemm"}
+    assert [p.name for p in peers.values() if p.baseline] == ["cupy_matmul_add"]
+    rng = np.random.default_rng(1)
+    ins = {"a": rng.standard_normal((4, 8)), "w": rng.standard_normal((16, 8)), "r": rng.standard_normal((4, 16))}
+    out = np.empty((4, 16))
+    peers["cupy_matmul_add"].run(np, None, ins, out)
+    np.testing.assert_allclose(out, SPEC.reference(np, ins))
+
+    class Blas:
+        def gemm_nt(self, a, w, c, alpha=1.0, beta=0.0):
+            c[...] = alpha * (a @ w.T) + beta * c
+
+    peers["cublas_gemm_beta1"].run(np, Blas(), ins, out)
+    np.testing.assert_allclose(out, SPEC.reference(np, ins))
+    peers["cublas_gemm"].run(np, Blas(), ins, out)
+    np.testing.assert_allclose(out, ins["a"] @ ins["w"].T)
+
+
+def test_sim_efficiency_is_plausible():
+    def eff(**kw):
+        return SPEC.sim_efficiency(task(**kw), H200)
+
+    best = eff()
+    assert 0 < best < 1
+    assert eff(memory_pipelining=0) < eff(memory_pipelining=2) < best
+    assert eff(block_size="64x64", memory_pipelining=4) < eff(block_size="128x256", memory_pipelining=4)
+    assert eff(fusion=False) < best
+    assert eff(dtype="fp32") > 0
+    assert eff(block_size="12345") == 0.05
