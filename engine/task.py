@@ -130,7 +130,7 @@ class TaskSpec(BaseModel):
     @classmethod
     def _shape(cls, v: Any) -> dict[str, int]:
         if isinstance(v, str):
-            return parse_shape_text(v)
+            v = parse_shape_text(v)
         if isinstance(v, Mapping):
             out: dict[str, int] = {}
             for key, val in v.items():

@@ -34,8 +34,11 @@ def parse_toml(text: str, path: Path | str, what: str = "file") -> dict[str, Any
     except tomllib.TOMLDecodeError as exc:
         msg = str(exc)
         m = _AT_LINE.search(msg)
-        problem = _AT_LINE.sub("", msg).strip()
-        where = f"line {m.group(1)}, column {m.group(2)}" if m else "unknown line"
+        problem = _AT_LINE.sub("", msg).replace("(at end of document)", "").strip()
+        if m:
+            where = f"line {m.group(1)}, column {m.group(2)}"
+        else:  # "(at end of document)": an unterminated string, array or table
+            where = f"line {max(1, len(text.splitlines()))} (end of file)"
         raise InputError(
             f"{what} {path}: malformed TOML at {where}: {problem}",
             fix="correct the TOML syntax at that line (strings need quotes, keys need '=')",

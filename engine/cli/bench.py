@@ -91,11 +91,11 @@ class Progress:
                 if ev.state == "fail":
                     self.console.print(f"[red]{ev.stage} failed[/]: {ev.detail}")
             elif ev.state in ("done", "fail", "skip"):
-                self.console.print(f"[{ev.stage}] {ev.state} {ev.detail}".rstrip())
+                self.console.print(f"{ev.stage}: {ev.state} {ev.detail}".rstrip(), markup=False)
         elif isinstance(ev, ProgressEvent) and self._bar is not None:
             self._bar.update(self._task_id, total=ev.total, completed=ev.done, detail=f"{ev.done}/{ev.total}")
         elif isinstance(ev, LogEvent) and ev.level != "info":
-            self.console.print(f"{ev.level}: {ev.message}")
+            self.console.print(f"{ev.level}: {ev.message}", markup=False)
 
 
 def print_result(res: RunResult, notices: list[str]) -> None:

@@ -1,0 +1,117 @@
+"""The headless CLI: stable exit codes and JSON shapes (0 ok, 1 run failed, 2 bad input, 3 no backend)."""
+
+import json
+
+import pytest
+
+from engine import nvml
+from engine.cli.main import main
+
+SIM = ["--backend", "sim", "--iterations", "10", "--warmup", "2"]
+
+
+def run_cli(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_bench_sim_json(capsys):
+    code, out, err = run_cli(capsys, "bench", *SIM, "--json")
+    assert code == 0
+    d = json.loads(out)
+    for key in ("status", "simulated", "t_sol_ms", "time_ms", "tflops", "gbps", "sol_pct", "bound", "correct",
+                "max_abs_err", "peers", "solexec_score", "run_id"):
+        assert key in d
+    assert d["status"] == "ok" and d["simulated"] is True and d["correct"] is True
+    assert set(d["time_ms"]) == {"median", "p10", "p90"}
+    assert d["t_sol_ms"] == pytest.approx(0.1085, abs=1e-4)
+    assert {p["name"] for p in d["peers"]} >= {"cupy_matmul_add", "cublas_gemm_beta1"}
+
+
+def test_bench_human_output_is_labelled_simulated(capsys):
+    code, out, _ = run_cli(capsys, "bench", *SIM)
+    assert code == 0 and "SIMULATED" in out
+
+
+def test_bench_result_is_stored_and_listed(capsys):
+    run_cli(capsys, "bench", *SIM, "--json")
+    code, out, _ = run_cli(capsys, "history", "--json")
+    runs = json.loads(out)["runs"]
+    assert code == 0 and len(runs) == 1 and runs[0]["simulated"] is True and runs[0]["status"] == "ok"
+
+
+def test_impossible_block_size_exits_2_naming_the_knob(capsys):
+    code, out, err = run_cli(capsys, "bench", *SIM, "--block-size", "12345")
+    assert code == 2 and "BLOCK_SIZE=12345" in err and out == ""
+
+
+def test_env_block_size_too_large_for_shared_memory(capsys, monkeypatch):
+    monkeypatch.setenv("BLOCK_SIZE", "128x256")
+    monkeypatch.setenv("MEMORY_PIPELINING", "4")
+    code, _, err = run_cli(capsys, "bench", *SIM, "--profile", "rtx-4090")
+    assert code == 2 and "MEMORY_PIPELINING=4" in err and "shared memory" in err and "101376" in err
+
+
+def test_malformed_task_file_exits_2_with_line(capsys, tmp_path):
+    f = tmp_path / "task.toml"
+    f.write_text('kernel = "gemm_residual"\n[shape\nm = 1\n')
+    code, _, err = run_cli(capsys, "bench", *SIM, "--task", str(f))
+    assert code == 2 and str(f) in err and "line 2" in err
+
+
+def test_unknown_profile_exits_2_listing_known(capsys):
+    code, _, err = run_cli(capsys, "bench", *SIM, "--profile", "h900")
+    assert code == 2 and "h100-sxm" in err
+    code, _, err = run_cli(capsys, "profiles", "h900")
+    assert code == 2 and "rtx-4090" in err
+
+
+def test_profiles_json(capsys):
+    code, out, _ = run_cli(capsys, "profiles", "--json")
+    d = json.loads(out)
+    assert code == 0 and len(d["profiles"]) >= 7 and "detected_profile" in d
+
+
+def test_kernels_json(capsys):
+    code, out, _ = run_cli(capsys, "kernels", "--json", "--profile", "h200")
+    d = json.loads(out)
+    assert code == 0 and d["kernels"][0]["name"] == "gemm_residual"
+
+
+def _no_driver(monkeypatch):
+    monkeypatch.setattr(nvml, "probe", lambda: (False, "no NVIDIA driver found: libnvidia-ml.so.1 missing",
+                                                 "install the NVIDIA driver"))
+
+
+def test_cuda_without_driver_exits_3_with_fix(capsys, monkeypatch):
+    _no_driver(monkeypatch)
+    code, out, err = run_cli(capsys, "bench", "--backend", "cuda", "--json")
+    assert code == 3 and "no NVIDIA driver" in err and "fix:" in err and out == ""
+
+
+def test_auto_falls_back_to_sim_and_says_so(capsys, monkeypatch):
+    _no_driver(monkeypatch)
+    code, out, err = run_cli(capsys, "bench", "--backend", "auto", "--iterations", "5", "--json")
+    d = json.loads(out)
+    assert code == 0 and d["simulated"] is True
+    assert "SIMULATED" in err and any("SIMULATED" in n for n in d["notices"])
+
+
+def test_failed_run_exits_1(capsys):
+    code, out, _ = run_cli(capsys, "bench", *SIM, "--fault", "nan", "--json")
+    d = json.loads(out)
+    assert code == 1 and d["status"] == "incorrect" and d["correct"] is False
+
+
+def test_profile_mismatch_is_a_visible_warning(capsys, monkeypatch):
+    from engine.backends import select
+
+    monkeypatch.setattr(select, "probe_cuda", lambda device=0: select.BackendChoice("cuda", device_name="NVIDIA H200"))
+    from engine.runner import prepare
+    from engine.task import TaskSpec
+
+    prep = prepare(TaskSpec(backend="auto"), "a100")
+    assert prep.profile.name == "a100-sxm-80gb" and prep.detected_profile == "h200"
+    assert any("does not match the detected device" in n for n in prep.notices)
+    assert prepare(TaskSpec(backend="auto")).profile.name == "h200"
