@@ -103,7 +103,15 @@ class Blas:
                       cublas.CUBLAS_COMPUTE_32F, cublas.CUBLAS_GEMM_DEFAULT)
 
 
-def compile_cubin(source: str, options: list[str], em: Any) -> tuple[bytes, str, bool]:
+def compile_inputs(build: Any, limits: DeviceLimits, fault: str = "none") -> tuple[str, list[str]]:
+    """The exact source and NVRTC options a build compiles with (also used to pre-fill the cache)."""
+    source = build.source + FAULT_SOURCE
+    if fault == "compile_error":
+        source += COMPILE_ERROR_LINE
+    return source, [f"--gpu-architecture={limits.arch}", "-Xptxas=-v", *build.options]
+
+
+def compile_cubin(source: str, options: list[str], em: Any = None) -> tuple[bytes, str, bool]:
     """NVRTC straight to a cubin for the exact arch; cached by source + options + NVRTC version."""
     ver = nvrtc.getVersion()
     key = cache_key(source, options, ver)
@@ -156,7 +164,7 @@ class CudaBackend:
     simulated = False
 
     def run(self, ctx: RunContext) -> RunResult:
-        task, spec, profile, em = ctx.task, ctx.spec, ctx.profile, ctx.emit
+        task, _spec, profile, em = ctx.task, ctx.spec, ctx.profile, ctx.emit
         started = now_iso()
         dtype = task.dtype.value
         try:
@@ -185,10 +193,7 @@ class CudaBackend:
         # --- compile -----------------------------------------------------------------------
         em.start("compile", f"NVRTC for {limits.arch}")
         build = spec.build(task, limits)
-        source = build.source + FAULT_SOURCE
-        if task.fault.value == "compile_error":
-            source += COMPILE_ERROR_LINE
-        options = [f"--gpu-architecture={limits.arch}", "-Xptxas=-v", *build.options]
+        source, options = compile_inputs(build, limits, task.fault.value)
         try:
             cubin, log, cached = compile_cubin(source, options, em)
         except RunFailure as exc:

@@ -72,7 +72,8 @@ class Progress:
 
     def __enter__(self) -> Progress:
         if self.tty:
-            from rich.progress import BarColumn, Progress as RichProgress, TextColumn
+            from rich.progress import BarColumn, TextColumn
+            from rich.progress import Progress as RichProgress
 
             self._bar = RichProgress(TextColumn("{task.description:<10}"), BarColumn(), TextColumn("{task.fields[detail]}"),
                                      console=self.console, transient=True)

@@ -47,12 +47,12 @@ def test_killed_writer_never_corrupts(tmp_path):
     path = tmp_path / "r.sqlite"
     ResultStore(path).save(_result())
     code = (
-        "import sys; sys.path.insert(0, %r)\n"
+        "import sys; sys.path.insert(0, {!r})\n"
         "from tests.unit.test_store import _result\n"
         "from engine.store import ResultStore\n"
-        "s = ResultStore(%r)\n"
+        "s = ResultStore({!r})\n"
         "while True: s.save(_result())\n"
-    ) % (str(__import__('pathlib').Path(__file__).resolve().parents[2]), str(path))
+    ).format(str(__import__('pathlib').Path(__file__).resolve().parents[2]), str(path))
     proc = subprocess.Popen([sys.executable, "-c", code])
     time.sleep(1.5)
     proc.kill()

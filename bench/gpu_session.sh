@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# One device call's worth of work on the GPU machine: install the carried wheels, then run the
+# steps named as arguments (gpu-tests, bench-cli, check, bench, tui). Logs go to $OUT.
+set -uo pipefail
+OUT=${OUT:-./out}; mkdir -p "$OUT"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >/dev/null 2>&1 || { echo "wheel install failed"; exit 1; }
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+export SOL_COCKPIT_DATA_DIR=/tmp/sol-data SOL_COCKPIT_CACHE_DIR=/tmp/sol-cache SOL_COCKPIT_CONFIG_DIR=/tmp/sol-config
+tui() { python3 -m tui.main "$@"; }
+for step in "$@"; do
+  echo "=== $step"
+  case "$step" in
+    facts)
+      nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv
+      python3 -c "import cupy, ml_dtypes; p=cupy.cuda.runtime.getDeviceProperties(0); print('L2', p['l2CacheSize'], 'smemOptin', p['sharedMemPerBlockOptin'], 'cupy', cupy.__version__)" ;;
+    gpu-tests)
+      timeout 420 python3 -m pytest -m gpu tests/gpu -q -p no:cacheprovider 2>&1 | tee "$OUT/gpu-tests.log" | tail -40 ;;
+    bench-cli)
+      for dt in bf16 fp16 fp32; do
+        tui bench --backend cuda --dtype "$dt" --json > "$OUT/bench-$dt.json" 2> "$OUT/bench-$dt.err"; echo "$dt rc=$?"
+        python3 -c "import json,sys; d=json.load(open('$OUT/bench-$dt.json')); print(d['status'], d['time_ms'], 'TF/s', d['tflops'], 'SOL%', d['sol_pct'], 'score', d['solexec_score'], 'correct', d['correct']); [print('  ', p['name'], p['timing'] and p['timing']['median_ms'], p['tflops'], p['correct'], p['error']) for p in d['peers']]"
+      done ;;
+    check)
+      tui check > "$OUT/check.txt" 2>&1; echo "check rc=$?"; cat "$OUT/check.txt" | tail -60
+      tui checklist > "$OUT/checklist.txt" 2>&1; cat "$OUT/checklist.txt" ;;
+    bench)
+      timeout 400 python3 bench/bench.py 2>&1 | tee "$OUT/bench.txt" | tail -60 ;;
+    tui)
+      OUT="$OUT" timeout 240 python3 tests/gpu/tui_flow.py 2>&1 | tail -40 ;;
+    *) echo "unknown step $step" ;;
+  esac
+done

@@ -1,0 +1,132 @@
+"""GPU tests (marker `gpu`): run on the lent H200, skipped where no GPU answers.
+
+Correctness over random shapes including odd M, every dtype and knob combination through the CUDA
+backend; a deliberately faulting kernel isolated by the engine process; the peers."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from engine.backends.base import Emitter, RunContext
+from engine.result import RunStatus
+from engine.runner import prepare, run_prepared
+from engine.task import TaskSpec
+from kernels import get_spec
+from kernels.spec import DeviceLimits
+
+pytestmark = pytest.mark.gpu
+
+
+def _backend_run(task: TaskSpec):
+    """Run in this (test) process through the CUDA backend: fast for many combinations."""
+    from engine.backends.cuda import CudaBackend
+
+    prep = prepare(task.model_copy(update={"backend": "cuda"}))
+    ctx = RunContext(task=prep.task, profile=prep.profile, spec=get_spec(prep.task.kernel), emit=Emitter(send=lambda e: None))
+    return CudaBackend().run(ctx)
+
+
+def _knob_combos(dtype: str):
+    from engine.profiles import load_profiles
+
+    spec = get_spec("gemm_residual")
+    limits = DeviceLimits.from_profile(load_profiles().get("h200"))
+    for bs in spec.block_size_options(limits, dtype):
+        for st in spec.pipelining_options(limits, dtype, bs):
+            for fusion in (True, False):
+                yield bs, st, fusion
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16", "fp32"])
+@pytest.mark.parametrize("m", [1, 586, 1571, 7976, 8192])
+def test_odd_m_correct(dtype, m):
+    res = _backend_run(TaskSpec(shape={"m": m, "n": 2560, "k": 2560}, dtype=dtype, warmup=1, iterations=3, peers=False))
+    assert res.status is RunStatus.ok, res.error
+    assert res.correctness.correct and res.correctness.unwritten_count == 0
+
+
+def _precompile(args):
+    """Compile one variant into the kernel cache (runs in a worker process; NVRTC needs no GPU)."""
+    dtype, bs, st, fusion, cache = args
+    import os
+
+    os.environ["SOL_COCKPIT_CACHE_DIR"] = cache
+    from engine.backends.cuda import compile_cubin, compile_inputs, device_limits
+
+    task = TaskSpec(shape={"m": 777, "n": 1024, "k": 512}, dtype=dtype, block_size=bs, memory_pipelining=st,
+                    fusion=fusion)
+    limits, _ = device_limits(0, "h200")
+    compile_cubin(*compile_inputs(get_spec("gemm_residual").build(task, limits), limits))
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16", "fp32"])
+def test_every_knob_combination_correct(dtype):
+    import multiprocessing as mp
+    import os
+    from concurrent.futures import ProcessPoolExecutor
+
+    combos = list(_knob_combos(dtype))
+    cache = os.environ["SOL_COCKPIT_CACHE_DIR"]
+    with ProcessPoolExecutor(max_workers=min(16, os.cpu_count() or 2), mp_context=mp.get_context("spawn")) as ex:
+        list(ex.map(_precompile, [(dtype, bs, st, f, cache) for bs, st, f in combos]))
+    failures = []
+    for bs, st, fusion in _knob_combos(dtype):
+        res = _backend_run(TaskSpec(shape={"m": 777, "n": 1024, "k": 512}, dtype=dtype, block_size=bs,
+                                    memory_pipelining=st, fusion=fusion, warmup=1, iterations=2, peers=False))
+        if res.status is not RunStatus.ok:
+            failures.append((bs, st, fusion, res.status.value, (res.error or "")[:200]))
+    assert failures == []
+
+
+def test_random_shapes():
+    rng = random.Random(1234)
+    for _ in range(8):
+        m, n, k = rng.randint(1, 3000), 8 * rng.randint(1, 400), 8 * rng.randint(1, 400)
+        dtype = rng.choice(["bf16", "fp16", "fp32"])
+        res = _backend_run(TaskSpec(shape={"m": m, "n": n, "k": k}, dtype=dtype, warmup=1, iterations=2, peers=False))
+        assert res.status is RunStatus.ok, (m, n, k, dtype, res.error)
+
+
+def test_peers_timed_and_correct():
+    res = _backend_run(TaskSpec(warmup=3, iterations=10))
+    names = {p.name: p for p in res.peers}
+    assert {"cupy_matmul_add", "cublas_gemm_beta1"} <= set(names)
+    for p in names.values():
+        assert p.error is None and p.timing.median_ms > 0
+    assert names["cublas_gemm_beta1"].correct and names["cupy_matmul_add"].correct
+    assert res.solexec_score is not None
+
+
+@pytest.mark.parametrize("fault,status,needle", [
+    ("illegal_address", RunStatus.launch_error, "illegal memory access"),
+    ("launch_failure", RunStatus.launch_error, "launch failure"),
+    ("compile_error", RunStatus.compile_error, "injected compile error"),
+    ("nan", RunStatus.incorrect, "NaN"),
+])
+def test_faults_isolated_by_engine_process(fault, status, needle):
+    prep = prepare(TaskSpec(backend="cuda", fault=fault, warmup=2, iterations=5, peers=False))
+    res = run_prepared(prep)
+    assert res.status is status
+    assert needle.lower() in (res.error or "").lower()
+    ok = run_prepared(prepare(TaskSpec(backend="cuda", warmup=2, iterations=5, peers=False)))
+    assert ok.status is RunStatus.ok
+
+
+def test_hang_is_killed_and_gpu_reusable():
+    res = run_prepared(prepare(TaskSpec(backend="cuda", fault="hang", timeout_s=20, peers=False)))
+    assert res.status is RunStatus.timeout
+    ok = run_prepared(prepare(TaskSpec(backend="cuda", warmup=2, iterations=5, peers=False)))
+    assert ok.status is RunStatus.ok
+
+
+def test_parent_never_creates_a_cuda_context():
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom engine.runner import prepare, run_prepared\nfrom engine.task import TaskSpec\n"
+            "r = run_prepared(prepare(TaskSpec(backend='cuda', warmup=1, iterations=3, peers=False)))\n"
+            "print(r.status.value, 'cupy' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["ok", "False"]
