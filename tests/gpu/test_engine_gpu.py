@@ -23,7 +23,7 @@ def _backend_run(task: TaskSpec):
     """Run in this (test) process through the CUDA backend: fast for many combinations."""
     from engine.backends.cuda import CudaBackend
 
-    prep = prepare(task.model_copy(update={"backend": "cuda"}))
+    prep = prepare(TaskSpec.model_validate(task.model_dump() | {"backend": "cuda"}))
     ctx = RunContext(task=prep.task, profile=prep.profile, spec=get_spec(prep.task.kernel), emit=Emitter(send=lambda e: None))
     return CudaBackend().run(ctx)
 
