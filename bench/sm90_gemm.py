@@ -199,9 +199,10 @@ def variants(limits: DeviceLimits, only: list[tuple[str, int]] | None) -> list[d
             if st > 6:
                 continue
             out.append({"block": bs, "stages": st, "dtype": "bf16", "fuse": True})
-    out.append({"block": "128x256", "stages": 4, "dtype": "bf16", "fuse": False})
-    out.append({"block": "128x128", "stages": 4, "dtype": "bf16", "fuse": False})
-    out.append({"block": "128x256", "stages": 4, "dtype": "fp16", "fuse": True})
+    deepest = {bs: max(sm90.pipelining_options(limits, "bf16", bs)) for bs in ("128x256", "128x128")}
+    out.append({"block": "128x256", "stages": deepest["128x256"], "dtype": "bf16", "fuse": False})
+    out.append({"block": "128x128", "stages": min(4, deepest["128x128"]), "dtype": "bf16", "fuse": False})
+    out.append({"block": "128x256", "stages": deepest["128x256"], "dtype": "fp16", "fuse": True})
     if only:
         out = [v for v in out if (v["block"], v["stages"]) in only]
     return out
@@ -229,7 +230,7 @@ def main() -> int:
 
     # Tensor-map passing mode: by value, else the global-memory fallback.
     tmap_global = False
-    probe = {"block": "128x256", "stages": 4, "dtype": "bf16", "fuse": True}
+    probe = {"block": "128x256", "stages": 2, "dtype": "bf16", "fuse": True}
     for mode in (False, True):
         try:
             bufs, ref = data[(586, 2560, 2560, "bf16")]

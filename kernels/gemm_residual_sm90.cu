@@ -5,9 +5,10 @@
 // (one thread issues TMA; setmaxnreg.dec), warpgroups 1..NUM_CONSUMERS are consumers
 // (setmaxnreg.inc), each owning BM/NUM_CONSUMERS rows of the BM x BN tile. Persistent grid:
 // CTA b takes tiles b, b + gridDim.x, ...; tiles are numbered N-fastest so the CTAs in flight
-// share A row panels and the whole W in L2. The residual tile is prefetched into L2 by the
-// producer (cp.async.bulk.prefetch.tensor) when it starts the tile's loads, read in the
-// epilogue, added in fp32 and rounded once.
+// share A row panels and the whole W in L2. The residual tile is loaded by TMA into a
+// shared-memory epilogue buffer while the tile's main loop runs; the epilogue adds it to the
+// accumulators in fp32, rounds once, writes the result back into the same buffer and one
+// thread stores it with TMA (asynchronously: the consumers go straight on to the next tile).
 //
 // STAGES == 1 is MEMORY_PIPELINING=off: the producer waits for the consumers to free the only
 // slot before it issues the next load, so copies and math never overlap.
@@ -95,12 +96,6 @@ __device__ __forceinline__ void tma_load_2d(unsigned dst, unsigned long long tma
         " [%0], [%1, {%2, %3}], [%4];" ::"r"(dst),
         "l"(tmap), "r"(c0), "r"(c1), "r"(bar)
         : "memory");
-}
-
-__device__ __forceinline__ void tma_prefetch_l2_2d(unsigned long long tmap, int c0, int c1) {
-    asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global [%0, {%1, %2}];" ::"l"(tmap), "r"(c0),
-                 "r"(c1)
-                 : "memory");
 }
 
 // wgmma shared-memory descriptor for a K-major tile written by TMA with 128B swizzle:
@@ -214,25 +209,48 @@ __device__ __forceinline__ void unpack2(unsigned v, float& lo, float& hi) {
 #endif
 }
 
-__device__ __forceinline__ unsigned ld_residual(const unsigned* p) {
+__device__ __forceinline__ void tma_store_2d(unsigned long long tmap, int c0, int c1, unsigned src) {
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];" ::"l"(tmap),
+                 "r"(c0), "r"(c1), "r"(src)
+                 : "memory");
+}
+
+__device__ __forceinline__ unsigned ld_shared_u32(unsigned addr) {
     unsigned v;
-    asm volatile("ld.global.nc.L1::no_allocate.b32 %0, [%1];" : "=r"(v) : "l"(p));
+    asm volatile("ld.shared.b32 %0, [%1];" : "=r"(v) : "r"(addr) : "memory");
     return v;
 }
 
+__device__ __forceinline__ void st_shared_u32(unsigned addr, unsigned v) {
+    asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
+}
+
+// The epilogue tile (R in, out back) lives in shared memory as BN/64 column chunks of
+// BM rows x 128 bytes, 128B-swizzled like the TMA boxes that fill and drain it: a fragment
+// pair (row, col) sits at chunk col/64, row*128 + (((col%64)/8) ^ (row%8))*16 + (col%8)*2,
+// so the 8 rows x 4 pairs of one warp access hit 32 distinct banks.
+#define EPI_CHUNKS (BN / 64)
+#define EPI_CHUNK_BYTES (BM * 128)
+#define EPI_BYTES (BM * BN * 2)
+
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
-gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r),
-                   const unsigned short* __restrict__ r, unsigned short* __restrict__ out, int M,
-                   int N, int K) {
+gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PARAM(tm_out),
+                   int M, int N, int K) {
     extern __shared__ unsigned char smem_raw[];
     const unsigned base = (smem_u32(smem_raw) + 1023u) & ~1023u;  // swizzle atoms need 1024 B
-    const unsigned full_bar = base + STAGES * STAGE_BYTES;
+    const unsigned epi = base + STAGES * STAGE_BYTES;
+    const unsigned full_bar = epi + EPI_BYTES;
     const unsigned empty_bar = full_bar + STAGES * 8;
+    const unsigned rfull_bar = empty_bar + STAGES * 8;
+    const unsigned rempty_bar = rfull_bar + 8;
 
     const int num_m = (M + BM - 1) / BM;
     const int num_n = (N + BN - 1) / BN;
     const int num_tiles = num_m * num_n;
     const int num_kb = (K + BK - 1) / BK;
+    // the k-block after which the producer stages the next residual tile: late enough that the
+    // consumers have left the previous epilogue, early enough to hide the load under the math
+    const int r_issue_kb = num_kb - 1 < STAGES ? num_kb - 1 : STAGES;
 
     const int wg = threadIdx.x / 128;
     if (threadIdx.x == 0) {
@@ -240,6 +258,8 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r),
             mbar_init(full_bar + 8 * s, 1);
             mbar_init(empty_bar + 8 * s, NUM_CONSUMERS * 4);
         }
+        mbar_init(rfull_bar, 1);
+        mbar_init(rempty_bar, 1);
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     __syncthreads();
@@ -254,15 +274,13 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r),
             asm volatile("prefetch.tensormap [%0];" ::"l"(w_map) : "memory");
 #if FUSE
             const unsigned long long r_map = TMAP_ADDR(tm_r);
+            asm volatile("prefetch.tensormap [%0];" ::"l"(r_map) : "memory");
 #endif
             int stage = 0;
-            unsigned phase = 0;
+            unsigned phase = 0, rphase = 0;
             for (int tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
                 const int m0 = (tile / num_n) * BM;
                 const int n0 = (tile % num_n) * BN;
-#if FUSE
-                tma_prefetch_l2_2d(r_map, n0, m0);
-#endif
                 for (int kb = 0; kb < num_kb; ++kb) {
                     mbar_wait(empty_bar + 8 * stage, phase ^ 1u);
                     const unsigned fb = full_bar + 8 * stage;
@@ -274,6 +292,20 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r),
                         stage = 0;
                         phase ^= 1u;
                     }
+                    if (kb == r_issue_kb) {
+                        // the epilogue buffer is free once the last TMA store has read it
+                        mbar_wait(rempty_bar, rphase ^ 1u);
+#if FUSE
+                        mbar_expect_tx(rfull_bar, EPI_BYTES);
+#pragma unroll
+                        for (int c = 0; c < EPI_CHUNKS; ++c) {
+                            tma_load_2d(epi + c * EPI_CHUNK_BYTES, r_map, n0 + c * 64, m0, rfull_bar);
+                        }
+#else
+                        mbar_arrive(rfull_bar);
+#endif
+                        rphase ^= 1u;
+                    }
                 }
             }
         }
@@ -283,8 +315,11 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r),
         const int cw = wg - 1;
         const int warp = (threadIdx.x % 128) / 32;
         const int lane = threadIdx.x % 32;
+        const bool storer = threadIdx.x == 128;
+        const unsigned long long out_map = TMAP_ADDR(tm_out);
+        bool store_pending = false;
         int stage = 0;
-        unsigned phase = 0;
+        unsigned phase = 0, rphase = 0;
         float acc[M_ITERS][ACC_N];
 
         for (int tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
@@ -312,6 +347,12 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r),
                 wgmma_wait<1>();
                 if (kb > 0 && lane == 0) mbar_arrive(empty_bar + 8 * prev_stage);
 #endif
+                if (kb == 0 && storer && store_pending) {
+                    // the previous tile's TMA store has long finished reading shared memory
+                    asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+                    mbar_arrive(rempty_bar);
+                    store_pending = false;
+                }
                 prev_stage = stage;
                 if (++stage == STAGES) {
                     stage = 0;
@@ -328,39 +369,45 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r),
                 for (int i = 0; i < ACC_N; ++i) fence_reg(acc[mi][i]);
             }
 
-            // ---------------- epilogue: + R in fp32, round once, store ----------------
+            // ------- epilogue: R (staged by TMA) + acc in fp32, round once, TMA store -------
+            mbar_wait(rfull_bar, rphase);
+            rphase ^= 1u;
 #pragma unroll
             for (int mi = 0; mi < M_ITERS; ++mi) {
 #pragma unroll
                 for (int half = 0; half < 2; ++half) {
-                    const int row = m0 + cw * WG_M + mi * 64 + warp * 16 + (lane >> 2) + half * 8;
-                    if (row < M) {
-                        const size_t off = (size_t)row * N + n0 + (lane & 3) * 2;
-#if FUSE
-                        unsigned rv[BN / 8];
+                    const int lr = cw * WG_M + mi * 64 + warp * 16 + (lane >> 2) + half * 8;
+                    const unsigned row_addr = epi + lr * 128 + (lane & 3) * 4;
+                    const int sw = lane >> 2;  // == lr % 8
 #pragma unroll
-                        for (int j = 0; j < BN / 8; ++j) {
-                            rv[j] = (n0 + j * 8 < N) ? ld_residual((const unsigned*)(r + off + j * 8)) : 0u;
-                        }
-#endif
-#pragma unroll
-                        for (int j = 0; j < BN / 8; ++j) {
-                            if (n0 + j * 8 < N) {
-                                float v0 = acc[mi][j * 4 + half * 2];
-                                float v1 = acc[mi][j * 4 + half * 2 + 1];
+                    for (int j = 0; j < BN / 8; ++j) {
+                        const unsigned addr =
+                            row_addr + (j / 8) * EPI_CHUNK_BYTES + (((j % 8) ^ sw) << 4);
+                        float v0 = acc[mi][j * 4 + half * 2];
+                        float v1 = acc[mi][j * 4 + half * 2 + 1];
 #if FUSE
-                                float r0, r1;
-                                unpack2(rv[j], r0, r1);
-                                v0 += r0;
-                                v1 += r1;
+                        float r0, r1;
+                        unpack2(ld_shared_u32(addr), r0, r1);
+                        v0 += r0;
+                        v1 += r1;
 #endif
-                                *(unsigned*)(out + off + j * 8) = pack2(v0, v1);
-                            }
-                        }
+                        st_shared_u32(addr, pack2(v0, v1));
                     }
                 }
             }
+            // generic-proxy writes -> async-proxy (TMA) reads
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+            asm volatile("bar.sync 1, %0;" ::"n"(NUM_CONSUMERS * 128) : "memory");
+            if (storer) {
+#pragma unroll
+                for (int c = 0; c < EPI_CHUNKS; ++c) {
+                    if (n0 + c * 64 < N) tma_store_2d(out_map, n0 + c * 64, m0, epi + c * EPI_CHUNK_BYTES);
+                }
+                asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+                store_pending = true;
+            }
         }
+        if (storer) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
     }
 }
 

@@ -8,8 +8,8 @@ spec can delegate to them:
 - ``supported(limits, dtype, shape)``: cc 9.0 and bf16/fp16 (and N, K multiples of 8).
 - ``block_size_options`` / ``pipelining_options`` / ``smem_bytes`` / ``check``.
 - ``build(task, limits, block_size, stages, fuse=None)``: a :class:`kernels.spec.Build` whose
-  launches take three :class:`~kernels.spec.TensorMapArg` (A, W, R), the buffers ``r`` and
-  ``out`` and the ints M, N, K. The backend must encode the tensor maps
+  GEMM launch takes four :class:`~kernels.spec.TensorMapArg` (A, W, R, out; 128B swizzle,
+  64-element-wide boxes) and the ints M, N, K (fusion off adds a launch on ``out``, ``r``). The backend must encode the tensor maps
   (``engine.backends.tensormap``) and raise the kernel's dynamic shared-memory limit to
   ``Launch.shared_mem_bytes`` before launching.
 
@@ -43,7 +43,7 @@ TILES: dict[str, tuple[int, int, int]] = {
 
 DTYPES = ("bf16", "fp16")
 BARRIER_BYTES = 16
-"""Two 8-byte mbarriers (full, empty) per stage."""
+"""Two 8-byte mbarriers (full, empty) per stage; plus two for the epilogue buffer."""
 ALIGN_SLACK = 1024
 """The dynamic shared-memory base is rounded up to 1024 bytes for the 128B swizzle atoms."""
 MAX_STAGES = 8
@@ -70,11 +70,13 @@ def stage_count(stages: int) -> int:
 
 
 def smem_bytes(block_size: str, stages: int, dtype: str) -> int:
-    """Dynamic shared memory for one CTA: stages x (A tile + W tile), barriers, alignment."""
+    """Dynamic shared memory for one CTA: stages x (A tile + W tile), the BM x BN epilogue
+    buffer (residual in, result out), barriers, alignment."""
     bm, bn, _ = parse_block_size(block_size)
     itemsize = 2
     slots = stage_count(stages)
-    return slots * (bm + bn) * BK * itemsize + slots * BARRIER_BYTES + ALIGN_SLACK
+    return (slots * (bm + bn) * BK * itemsize + bm * bn * itemsize
+            + (slots + 1) * BARRIER_BYTES + ALIGN_SLACK)
 
 
 def supported(limits: DeviceLimits, dtype: str, shape: dict[str, int] | None = None) -> bool:
@@ -131,7 +133,7 @@ def check(task: Any, limits: DeviceLimits) -> list[Violation]:
                              "each operand < 2**31 elements"))
     block = getattr(task, "block_size", None) or "128x256"
     stages = getattr(task, "memory_pipelining", None)
-    stages = 4 if stages is None else stages
+    stages = 3 if stages is None else stages
     try:
         parse_block_size(block)
     except ValueError as exc:
@@ -195,10 +197,11 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
     maps = (
         TensorMapArg("a", rows=m, cols=k, box_rows=bm, box_cols=BK, swizzle_bytes=128),
         TensorMapArg("w", rows=n, cols=k, box_rows=bn, box_cols=BK, swizzle_bytes=128),
-        TensorMapArg("r", rows=m, cols=n, box_rows=bm, box_cols=bn, swizzle_bytes=0),
+        TensorMapArg("r", rows=m, cols=n, box_rows=bm, box_cols=BK, swizzle_bytes=128),
+        TensorMapArg("out", rows=m, cols=n, box_rows=bm, box_cols=BK, swizzle_bytes=128),
     )
     launches = [Launch(KERNEL, (grid, 1, 1), (128 * (consumers + 1), 1, 1), smem,
-                       (*maps, "r", "out", m, n, k))]
+                       (*maps, m, n, k))]
     functions = [KERNEL]
     if not fuse:
         total8 = m * n // 8

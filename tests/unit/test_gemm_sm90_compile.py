@@ -31,7 +31,7 @@ def _combos() -> list[tuple[str, int, str, bool]]:
         for bs in sm90.block_size_options(H200, dtype):
             for st in sm90.pipelining_options(H200, dtype, bs):
                 out.append((bs, st, dtype, True))
-            out.append((bs, 4 if 4 in sm90.pipelining_options(H200, dtype, bs) else 2, dtype, False))
+            out.append((bs, max(sm90.pipelining_options(H200, dtype, bs)), dtype, False))
     return out
 
 
@@ -96,7 +96,8 @@ def test_sass_has_hgmma_and_tma(block_size: str, tmp_path: Path) -> None:
     tool = _cuobjdump()
     if tool is None:
         pytest.skip("cuobjdump not found (CUDA toolkit or the nvidia-cuda-cuobjdump wheel)")
-    _, cubin = _compile(sm90.render(block_size, 4 if block_size != "128x128" else 6, "bf16", True))
+    deepest = max(sm90.pipelining_options(H200, "bf16", block_size))
+    _, cubin = _compile(sm90.render(block_size, deepest, "bf16", True))
     path = tmp_path / "k.cubin"
     path.write_bytes(cubin)
     env = dict(os.environ)
@@ -114,15 +115,16 @@ def test_sass_has_hgmma_and_tma(block_size: str, tmp_path: Path) -> None:
     # one HGMMA per k16 step per 64-row slab of a consumer warpgroup
     assert len(hgmma) == (sm90.BK // 16) * (bm // consumers // 64)
     assert "UTMALDG.2D" in sass
+    assert "UTMASTG.2D" in sass
     assert "USETMAXREG" in sass
     assert not re.search(r"\b(LDL|STL)\b", sass), "local-memory traffic in the SASS"
 
 
 def test_options_and_smem_limits() -> None:
     assert sm90.block_size_options(H200, "bf16") == ["128x256", "128x128", "256x128"]
-    assert sm90.pipelining_options(H200, "bf16", "128x256") == [0, 2, 3, 4]
-    assert sm90.pipelining_options(H200, "bf16", "128x128x64") == [0, 2, 3, 4, 5, 6, 7]
-    assert sm90.smem_bytes("128x256", 4, "bf16") <= H200.shared_memory_per_block_bytes
+    assert sm90.pipelining_options(H200, "bf16", "128x256") == [0, 2, 3]
+    assert sm90.pipelining_options(H200, "bf16", "128x128x64") == [0, 2, 3, 4, 5, 6]
+    assert sm90.smem_bytes("128x256", 3, "bf16") <= H200.shared_memory_per_block_bytes < sm90.smem_bytes("128x256", 4, "bf16")
     assert sm90.block_size_options(H200, "fp32") == []
     assert not sm90.supported(H200, "fp32", {"m": 8, "n": 8, "k": 8})
     assert sm90.supported(H200, "bf16", {"m": 7976, "n": 2560, "k": 2560})
@@ -134,10 +136,10 @@ def test_check_names_the_field() -> None:
     from types import SimpleNamespace
 
     ok = SimpleNamespace(shape={"m": 1571, "n": 2560, "k": 2560}, dtype="bf16",
-                         block_size="128x256", memory_pipelining=4)
+                         block_size="128x256", memory_pipelining=3)
     assert sm90.check(ok, H200) == []
     too_deep = SimpleNamespace(shape={"m": 8192, "n": 2560, "k": 2560}, dtype="bf16",
-                               block_size="128x256", memory_pipelining=5)
+                               block_size="128x256", memory_pipelining=4)
     assert [v.field for v in sm90.check(too_deep, H200)] == ["memory_pipelining"]
     odd = SimpleNamespace(shape={"m": 5, "n": 2564, "k": 2560}, dtype="bf16",
                           block_size="128x128", memory_pipelining=0)
