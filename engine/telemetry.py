@@ -172,6 +172,13 @@ class TelemetrySampler:
             )
         return Snapshot(gpus=gpus, simulated=self.simulated, source=self.source, problem=self.problem)
 
+    def recent(self, index: int | None = None, last: int = 60) -> list[Sample]:
+        """Copies of the last ``last`` good samples of one GPU, oldest first (for rule matching)."""
+        idx = self.indices[0] if index is None and self.indices else index
+        with self._lock:
+            ring = self._rings.get(idx)
+            return [] if ring is None else [replace(s) for s in list(ring.samples)[-last:]]
+
     def history(self, metric: str, index: int | None = None) -> list[float | None]:
         """The values of ``metric`` over the ring, oldest first (None where not supported)."""
         if metric not in METRICS:

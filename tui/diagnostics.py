@@ -1,0 +1,115 @@
+"""A thin adapter over the engine's checks, troubleshooting rules and checklist.
+
+Those engine modules may be missing in a partial install (or while they are being written): then
+the cockpit says "not available" in place of the panel instead of failing. Everything here returns
+plain dicts, so screens never depend on the engine's classes."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+RULE_KEYS = ("id", "title", "cause", "fix", "knob", "evidence")
+
+
+class NotAvailable(Exception):
+    """The engine module behind a panel is not installed; ``str()`` says which."""
+
+
+def _module(name: str) -> Any:
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        raise NotAvailable(f"{name} is not available ({exc})") from None
+
+
+def _as_dict(obj: Any, keys: tuple[str, ...]) -> dict[str, Any]:
+    if isinstance(obj, dict):
+        d = dict(obj)
+    elif hasattr(obj, "to_dict"):
+        d = obj.to_dict()
+    elif hasattr(obj, "model_dump"):
+        d = obj.model_dump(mode="json")
+    else:
+        d = {k: getattr(obj, k, None) for k in keys}
+    for k in keys:
+        d.setdefault(k, None)
+    return d
+
+
+def rule_view(match: Any) -> dict[str, Any]:
+    """A rule match as a dict with id, title, cause, fix, knob and evidence."""
+    return _as_dict(match, RULE_KEYS)
+
+
+# --- checks -----------------------------------------------------------------------------------
+def run_checks(profile_name: str | None) -> list[Any]:
+    """The engine's environment checks (their result objects). Raises NotAvailable."""
+    mod = _module("engine.checks")
+    fn = getattr(mod, "run_checks", None)
+    if fn is None:
+        raise NotAvailable("engine.checks has no run_checks yet")
+    try:
+        return list(fn(profile_name))
+    except ImportError as exc:  # a part of the checks (e.g. the rules) is not installed
+        raise NotAvailable(f"engine.checks needs a missing module ({exc})") from None
+
+
+def check_view(result: Any) -> dict[str, Any]:
+    return _as_dict(result, ("id", "title", "status", "detail", "fix", "rules"))
+
+
+# --- troubleshooting rules ---------------------------------------------------------------------
+def _troubleshoot() -> Any:
+    return _module("engine.troubleshoot")
+
+
+def rules_for_text(text: str) -> list[dict[str, Any]]:
+    try:
+        return [rule_view(m) for m in _troubleshoot().match_text(text)]
+    except NotAvailable:
+        return []
+
+
+def rules_for_check(result: Any) -> list[dict[str, Any]]:
+    try:
+        return [rule_view(m) for m in _troubleshoot().match_check(result)]
+    except NotAvailable:
+        return []
+
+
+def rules_for_telemetry(samples: list[Any]) -> list[dict[str, Any]]:
+    if not samples:
+        return []
+    try:
+        return [rule_view(m) for m in _troubleshoot().match_telemetry(samples)]
+    except NotAvailable:
+        return []
+
+
+def troubleshoot_available() -> str | None:
+    """None when the rules are available, else why not."""
+    try:
+        _troubleshoot()
+    except NotAvailable as exc:
+        return str(exc)
+    return None
+
+
+# --- the operators' checklist ------------------------------------------------------------------
+def checklist_steps(store: Any, check_results: list[Any] | None) -> list[dict[str, Any]]:
+    """The checklist's steps with their state (id, title, state, detail). Raises NotAvailable."""
+    mod = _module("engine.checklist")
+    for name in ("steps_with_state", "checklist_state", "load_checklist", "steps"):
+        fn = getattr(mod, name, None)
+        if fn is None:
+            continue
+        try:
+            steps = fn(store=store, checks=check_results)
+        except TypeError:
+            try:
+                steps = fn()
+            except TypeError:
+                continue
+        return [_as_dict(s, ("id", "title", "state", "detail")) for s in steps]
+    raise NotAvailable("engine.checklist has no step list the cockpit knows")

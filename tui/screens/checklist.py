@@ -1,0 +1,181 @@
+"""Checklist: the operators' checklist with each step's state, and the environment checks with
+status, detail and fix; re-run them; a failed check opens its troubleshooting rules."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.widgets import DataTable, Static
+
+from tui import diagnostics
+from tui.screens.base import CockpitScreen
+
+STATUS_STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "skip": "dim",
+                "done": "green", "todo": "", "blocked": "red"}
+
+
+def status_cell(status: str | None) -> Text:
+    s = str(status or "?")
+    return Text(s.upper() if s in ("fail", "warn") else s, style=STATUS_STYLE.get(s, ""))
+
+
+class ChecklistScreen(CockpitScreen):
+    """Runs the engine's checks in a worker; keeps the results on the app for other screens."""
+
+    MODE = "checklist"
+    BINDINGS = [
+        Binding("a", "run_all", "Re-run all", tooltip="Run every environment check again"),
+        Binding("r", "run_one", "Re-run check", tooltip="Run the highlighted check again"),
+        Binding("enter", "open_rules", "Rules", tooltip="Open the troubleshooting rules of the highlighted check"),
+    ]
+
+    class ChecksDone(Message):
+        """Check results from the worker (or why checks are not available)."""
+
+        def __init__(self, results: list[Any], problem: str | None, only: str | None = None) -> None:
+            super().__init__()
+            self.results, self.problem, self.only = results, problem, only
+
+    def compose_body(self) -> ComposeResult:
+        with Horizontal(id="check-body"):
+            with Vertical(id="check-left"):
+                yield Static("Checklist", classes="heading")
+                yield DataTable(id="steps-table", cursor_type="row")
+            with Vertical(id="check-right"):
+                yield Static("Environment checks", classes="heading")
+                yield DataTable(id="checks-table", cursor_type="row")
+        yield Static(id="check-detail", classes="panel")
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.query_one("#steps-table", DataTable).add_columns("step", "state")
+        self.query_one("#checks-table", DataTable).add_columns("status", "check")
+        if self.app.check_results:
+            self.show_checks(self.app.check_results, None)
+        elif self.app.checks_on_start:
+            self.action_run_all()
+        else:
+            self.show_checks([], "checks not run yet: press a")
+        self.show_steps()
+
+    def refresh_view(self) -> None:
+        self.show_steps()
+
+    # --- checks --------------------------------------------------------------------------------
+    def action_run_all(self) -> None:
+        self.query_one("#check-detail", Static).update(Text("Running the environment checks...", style="yellow"))
+        self._run_checks(self.app.profile_name, None)
+
+    def action_run_one(self) -> None:
+        cid = self.highlighted_check()
+        if cid is None:
+            self.action_run_all()
+            return
+        self.query_one("#check-detail", Static).update(Text(f"Running {cid}...", style="yellow"))
+        self._run_checks(self.app.profile_name, cid)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="checks")
+    def _run_checks(self, profile_name: str | None, only: str | None) -> None:
+        try:
+            results = diagnostics.run_checks(profile_name)
+        except diagnostics.NotAvailable as exc:
+            self.post_message(self.ChecksDone([], f"checks not available: {exc}"))
+            return
+        except Exception as exc:
+            self.post_message(self.ChecksDone([], f"the checks failed to run: {type(exc).__name__}: {exc}"))
+            return
+        self.post_message(self.ChecksDone(results, None, only))
+
+    def on_checklist_screen_checks_done(self, message: ChecksDone) -> None:
+        results = message.results
+        if message.only and self.app.check_results:
+            fresh = {diagnostics.check_view(r)["id"]: r for r in results}
+            results = [fresh.get(diagnostics.check_view(r)["id"], r) for r in self.app.check_results]
+        if results:
+            self.app.check_results = results
+        self.show_checks(results, message.problem)
+        self.show_steps()
+
+    def show_checks(self, results: list[Any], problem: str | None) -> None:
+        table = self.query_one("#checks-table", DataTable)
+        table.clear()
+        for r in results:
+            v = diagnostics.check_view(r)
+            table.add_row(status_cell(v["status"]), v["title"] or v["id"], key=v["id"])
+        detail = self.query_one("#check-detail", Static)
+        if problem:
+            detail.update(Text(problem, style="yellow"))
+        elif results:
+            self.show_detail()
+
+    def highlighted_check(self) -> str | None:
+        table = self.query_one("#checks-table", DataTable)
+        if table.row_count == 0:
+            return None
+        return table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+
+    def check_by_id(self, cid: str | None) -> Any:
+        for r in self.app.check_results:
+            if diagnostics.check_view(r)["id"] == cid:
+                return r
+        return None
+
+    def show_detail(self) -> None:
+        r = self.check_by_id(self.highlighted_check())
+        if r is None:
+            return
+        v = diagnostics.check_view(r)
+        text = Text()
+        text.append(f"{v['id']}  ", style="bold")
+        text.append_text(status_cell(v["status"]))
+        text.append(f"\n{v['detail'] or ''}")
+        if v["fix"]:
+            text.append(f"\nfix: {v['fix']}", style="green")
+        if v["rules"]:
+            text.append(f"\nrules: {', '.join(v['rules'])}  (enter opens them)", style="dim")
+        self.query_one("#check-detail", Static).update(text)
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.data_table.id == "checks-table":
+            self.show_detail()
+
+    def action_open_rules(self) -> None:
+        cid = self.highlighted_check()
+        if cid is None:
+            return
+        self.app.focus_rule_source = f"check {cid}"
+        self.app.switch_mode("troubleshoot")
+
+    # --- checklist steps -----------------------------------------------------------------------
+    def show_steps(self) -> None:
+        table = self.query_one("#steps-table", DataTable)
+        table.clear()
+        try:
+            steps = diagnostics.checklist_steps(self.app.store, self.app.check_results)
+        except diagnostics.NotAvailable:
+            steps = self.fallback_steps()
+        except Exception as exc:
+            steps = [{"id": "error", "title": f"checklist failed: {exc}", "state": "fail"}]
+        for s in steps:
+            table.add_row(str(s.get("title") or s.get("id")), status_cell(s.get("state")), key=str(s.get("id")))
+
+    def fallback_steps(self) -> list[dict[str, Any]]:
+        """The flow's own steps, derived from the cockpit's state, while engine.checklist is missing."""
+        app = self.app
+        checks = [diagnostics.check_view(r)["status"] for r in app.check_results]
+        last = app.last_result
+        return [
+            {"id": "checks", "title": "Environment checks pass",
+             "state": "todo" if not checks else ("fail" if "fail" in checks else "done")},
+            {"id": "profile", "title": "Profile matches the device",
+             "state": "done" if app.effective_profile() is not None else "todo"},
+            {"id": "task", "title": "Task validated (3 Tune)", "state": "done"},
+            {"id": "run", "title": "Kernel runs and verifies (4 Run)",
+             "state": "todo" if last is None else ("done" if last.ok else "fail")},
+        ]

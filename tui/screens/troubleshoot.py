@@ -1,0 +1,156 @@
+"""Troubleshoot: the rules matched by the latest run failure, failed checks and telemetry
+conditions, each with cause and fix, and an action that applies a rule's knob fix to the task."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.widgets import DataTable, Static
+
+from engine.task import ENV_KNOBS, TaskSpec
+from tui import diagnostics
+from tui.screens.base import CockpitScreen
+
+
+def run_failure_text(result: Any) -> str | None:
+    """The text to match rules against for a run that did not succeed (None for a good run)."""
+    if result is None or result.ok:
+        return None
+    parts = [result.error or result.status.value]
+    c = result.correctness
+    if c is not None and (c.nan_count or c.inf_count):
+        parts.append(f"NaN {c.nan_count} Inf {c.inf_count} in the output")
+    return "\n".join(parts)
+
+
+def knob_update(knob: Any) -> dict[str, Any]:
+    """A rule's knob fix as task fields: {'memory_pipelining': 0}, 'MEMORY_PIPELINING=off', or
+    'block_size=128x128' all work; unknown shapes give {}."""
+    if isinstance(knob, dict):
+        return {ENV_KNOBS.get(str(k).upper(), str(k).lower()): v for k, v in knob.items()}
+    if isinstance(knob, str) and "=" in knob:
+        update = {}
+        for part in knob.replace(";", ",").split(","):
+            key, _, val = part.partition("=")
+            key = key.strip()
+            if key:
+                update[ENV_KNOBS.get(key.upper(), key.lower())] = val.strip()
+        return update
+    return {}
+
+
+def collect_rules(app: Any) -> list[tuple[str, dict[str, Any]]]:
+    """(source, rule) for every rule that matches the cockpit's current evidence."""
+    out: list[tuple[str, dict[str, Any]]] = []
+    result = app.last_result
+    text = run_failure_text(result)
+    if text is not None:
+        rules = [diagnostics.rule_view(r) for r in result.matched_rules] or diagnostics.rules_for_text(text)
+        src = f"run #{result.run_id}" if result.run_id else "last run"
+        out += [(src, r) for r in rules]
+    for check in app.check_results:
+        v = diagnostics.check_view(check)
+        if v["status"] in ("fail", "warn"):
+            out += [(f"check {v['id']}", r) for r in diagnostics.rules_for_check(check)]
+    out += [("telemetry", r) for r in diagnostics.rules_for_telemetry(app.telemetry.recent())]
+    return out
+
+
+class TroubleshootScreen(CockpitScreen):
+    """Reads the app's last result, check results and telemetry; writes only ``app.task_spec``."""
+
+    MODE = "troubleshoot"
+    BINDINGS = [
+        Binding("f", "apply_fix", "Apply knob fix", tooltip="Apply the highlighted rule's knob fix to the task"),
+        Binding("u", "refresh_rules", "Refresh", tooltip="Match the rules against the latest evidence again"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rules: list[tuple[str, dict[str, Any]]] = []
+
+    def compose_body(self) -> ComposeResult:
+        with Horizontal(id="ts-body"):
+            yield DataTable(id="ts-table", cursor_type="row")
+            yield Static(id="ts-detail", classes="panel")
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.query_one("#ts-table", DataTable).add_columns("source", "rule")
+        self.refresh_view()
+
+    def refresh_view(self) -> None:
+        self.rules = collect_rules(self.app)
+        table = self.query_one("#ts-table", DataTable)
+        table.clear()
+        for i, (src, rule) in enumerate(self.rules):
+            table.add_row(src, str(rule.get("title") or rule.get("id")), key=str(i))
+        focus = self.app.focus_rule_source
+        self.app.focus_rule_source = None
+        if focus:
+            for i, (src, _) in enumerate(self.rules):
+                if src == focus:
+                    table.move_cursor(row=i)
+                    break
+        if not self.rules:
+            why = diagnostics.troubleshoot_available()
+            msg = "No rule matches: the last run, the checks and the telemetry look fine."
+            if why:
+                msg = f"Troubleshooting rules not available ({why})."
+            self.query_one("#ts-detail", Static).update(Text(msg, style="dim"))
+        else:
+            self.show_detail()
+
+    def current(self) -> tuple[str, dict[str, Any]] | None:
+        table = self.query_one("#ts-table", DataTable)
+        if not self.rules or table.row_count == 0:
+            return None
+        return self.rules[min(table.cursor_row, len(self.rules) - 1)]
+
+    def show_detail(self) -> None:
+        cur = self.current()
+        if cur is None:
+            return
+        src, r = cur
+        text = Text()
+        text.append(f"{r.get('id')}", style="bold")
+        text.append(f"  from {src}\n", style="dim")
+        text.append(f"{r.get('title') or ''}\n", style="bold")
+        if r.get("cause"):
+            text.append("cause: ", style="bold")
+            text.append(f"{r['cause']}\n")
+        if r.get("fix"):
+            text.append("fix: ", style="bold green")
+            text.append(f"{r['fix']}\n", style="green")
+        if r.get("evidence"):
+            text.append(f"evidence: {r['evidence']}\n", style="dim")
+        if knob_update(r.get("knob")):
+            text.append(f"f applies: {r['knob']}", style="yellow")
+        self.query_one("#ts-detail", Static).update(text)
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self.show_detail()
+
+    def action_refresh_rules(self) -> None:
+        self.refresh_view()
+
+    def action_apply_fix(self) -> None:
+        cur = self.current()
+        update = knob_update(cur[1].get("knob")) if cur else {}
+        if not update:
+            self.notify("This rule has no knob fix to apply; its fix is in words.", severity="warning")
+            return
+        data = self.app.task_spec.model_dump(mode="json")
+        data.update(update)
+        data["fault"] = "none"
+        try:
+            self.app.task_spec = TaskSpec.model_validate(data)
+        except ValidationError as exc:
+            self.notify(f"Cannot apply {update}: {exc.errors()[0]['msg']}", severity="error")
+            return
+        self.notify(f"Applied {cur[1]['knob']} to the task; 4 Run, then r.", title="Knob fix")

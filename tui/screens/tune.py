@@ -1,0 +1,215 @@
+"""Tune: the task as a form, validated as you type with the engine's own rules, the predicted
+T_SOL and bound for the shape before anything runs, and save/load as a TOML task file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Grid, Vertical
+from textual.widgets import Input, Label, Select, Static
+
+from engine.errors import CockpitError
+from engine.sol import sol_figures
+from engine.task import TaskSpec, resolve_task, save_task
+from kernels import get_spec, kernel_names
+from kernels.spec import DeviceLimits
+from tui.screens.base import CockpitScreen
+from tui.widgets.format import fmt_ms
+
+FAULTS = ("none", "compile_error", "launch_failure", "illegal_address", "hang", "nan")
+
+
+def shape_text(shape: dict[str, int]) -> str:
+    return ",".join(f"{k}={v}" for k, v in shape.items())
+
+
+def validate_form(values: dict[str, Any], profile: Any) -> tuple[TaskSpec | None, list[str], dict[str, Any]]:
+    """(task or None, problems naming field and limit, prediction) for the form's raw values.
+
+    The same checks as ``engine.runner.prepare``: pydantic, the kernel's dtype and shape, and the
+    spec's constraints against the profile's limits (shared memory, threads, divisibility)."""
+    data = {k: v for k, v in values.items() if v not in ("", None)}
+    try:
+        task = TaskSpec.model_validate(data)
+    except ValidationError as exc:
+        probs = []
+        for err in exc.errors():
+            field = ".".join(str(p) for p in err["loc"])
+            probs.append(f"{field}={err.get('input')!r}: {err['msg'].removeprefix('Value error, ')}")
+        return None, probs, {}
+    try:
+        spec = get_spec(task.kernel)
+    except KeyError as exc:
+        return None, [f"kernel={task.kernel!r}: {exc.args[0]}"], {}
+    try:
+        shape = spec.normalize_shape(task.shape)
+    except ValueError as exc:
+        return None, [f"shape={shape_text(task.shape)}: {exc}"], {}
+    if task.dtype.value not in spec.dtypes:
+        return None, [f"dtype={task.dtype.value}: {spec.name} supports {', '.join(spec.dtypes)}"], {}
+    task = task.model_copy(update={"shape": shape})
+    prediction: dict[str, Any] = {}
+    if profile is None:
+        return task, ["no profile: pick one on 2 Profile to check the limits"], prediction
+    limits = DeviceLimits.from_profile(profile)
+    bs, pl = spec.default_knobs(limits, task.dtype.value)
+    checked = task.model_copy(update={"block_size": task.block_size or bs,
+                                      "memory_pipelining": pl if task.memory_pipelining is None
+                                      else task.memory_pipelining})
+    problems = [str(v) for v in spec.check(checked, limits)]
+    figs = sol_figures(spec.flops(shape), spec.bytes_moved(shape, task.dtype.value),
+                       profile.peak_flops(task.dtype.value), profile.bandwidth_bytes_per_s)
+    prediction = {"t_sol_ms": figs.t_sol_ms, "bound": figs.sol_bound, "flops": figs.flops, "bytes": figs.bytes,
+                  "block_size_options": spec.block_size_options(limits, task.dtype.value),
+                  "pipelining_options": spec.pipelining_options(limits, task.dtype.value, checked.block_size),
+                  "defaults": (bs, pl), "profile": profile.name}
+    return (None if problems else task), problems, prediction
+
+
+class TuneScreen(CockpitScreen):
+    """Edits ``app.task_spec``: a valid form replaces the task the Run screen will launch."""
+
+    MODE = "tune"
+    BINDINGS = [
+        Binding("ctrl+s", "save", "Save task", tooltip="Save the task as a TOML file at the path below"),
+        Binding("ctrl+o", "load", "Load task", tooltip="Load a TOML task file from the path below"),
+        Binding("ctrl+r", "reset", "Defaults", tooltip="Reset the form to the default task"),
+        Binding("escape", "leave_field", "Leave field", show=False, tooltip="Stop editing (keys work again)"),
+    ]
+
+    def compose_body(self) -> ComposeResult:
+        with Vertical(id="tune-body"):
+            with Grid(id="tune-form"):
+                yield Label("kernel")
+                yield Select([(k, k) for k in kernel_names()], id="f-kernel", allow_blank=False, compact=True)
+                yield Label("shape")
+                yield Input(id="f-shape", compact=True, placeholder="m=8192,n=2560,k=2560")
+                yield Label("dtype")
+                yield Select([(d, d) for d in ("bf16", "fp16", "fp32")], id="f-dtype", allow_blank=False,
+                             compact=True)
+                yield Label("BLOCK_SIZE")
+                yield Input(id="f-block_size", compact=True, placeholder="kernel default")
+                yield Label("MEMORY_PIPE.")
+                yield Input(id="f-memory_pipelining", compact=True, placeholder="off or stages >= 2")
+                yield Label("fusion")
+                yield Select([("on", True), ("off", False)], id="f-fusion", allow_blank=False, compact=True)
+                yield Label("warm-up")
+                yield Input(id="f-warmup", compact=True, type="integer")
+                yield Label("iterations")
+                yield Input(id="f-iterations", compact=True, type="integer")
+                yield Label("fault")
+                yield Select([(f, f) for f in FAULTS], id="f-fault", allow_blank=False, compact=True)
+                yield Label("task file")
+                yield Input(id="f-path", compact=True, value="task.toml")
+            yield Static(id="tune-status")
+            yield Static(id="tune-prediction")
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.fill(self.app.task_spec)
+
+    def refresh_view(self) -> None:
+        self.validate()
+
+    def fill(self, task: TaskSpec) -> None:
+        """Put a task into the form (attributes down)."""
+        with self.prevent(Input.Changed, Select.Changed):
+            self.query_one("#f-kernel", Select).value = task.kernel
+            self.query_one("#f-shape", Input).value = shape_text(task.shape)
+            self.query_one("#f-dtype", Select).value = task.dtype.value
+            self.query_one("#f-block_size", Input).value = task.block_size or ""
+            pl = task.memory_pipelining
+            self.query_one("#f-memory_pipelining", Input).value = "" if pl is None else ("off" if pl == 0 else str(pl))
+            self.query_one("#f-fusion", Select).value = task.fusion
+            self.query_one("#f-warmup", Input).value = str(task.warmup)
+            self.query_one("#f-iterations", Input).value = str(task.iterations)
+            self.query_one("#f-fault", Select).value = task.fault.value
+        self.validate()
+
+    def form_values(self) -> dict[str, Any]:
+        base = self.app.task_spec.model_dump(mode="json")
+        for key in ("block_size", "memory_pipelining"):
+            base.pop(key, None)
+        base.update({
+            "kernel": self.query_one("#f-kernel", Select).value,
+            "shape": self.query_one("#f-shape", Input).value,
+            "dtype": self.query_one("#f-dtype", Select).value,
+            "block_size": self.query_one("#f-block_size", Input).value.strip() or None,
+            "memory_pipelining": self.query_one("#f-memory_pipelining", Input).value.strip() or None,
+            "fusion": self.query_one("#f-fusion", Select).value,
+            "warmup": self.query_one("#f-warmup", Input).value.strip(),
+            "iterations": self.query_one("#f-iterations", Input).value.strip(),
+            "fault": self.query_one("#f-fault", Select).value,
+        })
+        return base
+
+    def validate(self) -> TaskSpec | None:
+        task, problems, pred = validate_form(self.form_values(), self.app.effective_profile())
+        status = self.query_one("#tune-status", Static)
+        if problems:
+            text = Text("✗ ", style="bold red")
+            text.append("\n  ".join(problems), style="red")
+            status.update(text)
+        else:
+            status.update(Text("✓ valid: r on 4 Run launches this task", style="green"))
+        if task is not None:
+            self.app.task_spec = task
+        self.query_one("#tune-prediction", Static).update(self.prediction_text(pred))
+        return task
+
+    @staticmethod
+    def prediction_text(pred: dict[str, Any]) -> Text:
+        if not pred:
+            return Text("")
+        out = Text()
+        out.append("predicted T_SOL ", style="bold")
+        out.append(f"{fmt_ms(pred['t_sol_ms'])} ({pred['bound']}-bound on {pred['profile']}), "
+                   f"{pred['flops'] / 1e9:,.1f} GFLOP, {pred['bytes'] / 1e6:,.1f} MB")
+        pls = ", ".join("off" if p == 0 else str(p) for p in pred["pipelining_options"])
+        out.append(f"\nBLOCK_SIZE fits: {', '.join(pred['block_size_options'])}", style="dim")
+        out.append(f"\nMEMORY_PIPELINING fits: {pls}", style="dim")
+        return out
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id != "f-path":
+            self.validate()
+
+    def on_select_changed(self, event: Select.Changed) -> None:
+        self.validate()
+
+    def _path(self) -> Path:
+        return Path(self.query_one("#f-path", Input).value.strip() or "task.toml").expanduser()
+
+    def action_save(self) -> None:
+        task = self.validate()
+        if task is None:
+            self.notify("The task has problems (see above); fix them before saving.", severity="error")
+            return
+        try:
+            save_task(task, self._path())
+        except OSError as exc:
+            self.notify(f"Cannot save {self._path()}: {exc.strerror or exc}", severity="error")
+            return
+        self.notify(f"Saved {self._path()}", title="Task")
+
+    def action_load(self) -> None:
+        try:
+            task = resolve_task(self._path(), env={}, overrides={"backend": self.app.task_spec.backend.value})
+        except CockpitError as exc:
+            msg = exc.message + (f"\nfix: {exc.fix}" if exc.fix else "")
+            self.query_one("#tune-status", Static).update(Text(f"✗ {msg}", style="red"))
+            self.notify(msg, title="Task file not loaded", severity="error", timeout=10)
+            return
+        self.fill(task)
+        self.notify(f"Loaded {self._path()}", title="Task")
+
+    def action_reset(self) -> None:
+        self.fill(TaskSpec(backend=self.app.task_spec.backend))
+
+    def action_leave_field(self) -> None:
+        self.set_focus(None)

@@ -1,0 +1,1 @@
+"""Widgets and their pure renderers (tested without an app)."""
