@@ -1,0 +1,173 @@
+"""The benchmark script: run on the GPU machine, print a table of ours vs peers and % of SOL.
+
+    python3 bench/bench.py [--sections seed,msweep,knobs] [--iterations 100] [--json OUT.json]
+
+Every figure is a median of CUDA-event timings after the warm-up, on N(0,1) data, measured by the
+same CUDA backend the cockpit uses (kernel, cuBLAS and CuPy peers on the same inputs in the same
+run); torch peers are timed here on their own N(0,1) inputs of the same shapes. Performance lives
+here, not in timed tests."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from engine.backends.base import Emitter, RunContext  # noqa: E402
+from engine.profiles import load_profiles  # noqa: E402
+from engine.runner import prepare  # noqa: E402
+from engine.sol import solexec_score  # noqa: E402
+from engine.task import TaskSpec  # noqa: E402
+from kernels import get_spec  # noqa: E402
+from kernels.spec import DeviceLimits  # noqa: E402
+
+SEED = {"m": 8192, "n": 2560, "k": 2560}
+
+
+def _compile(task_json: str) -> str:
+    from engine.backends.cuda import compile_cubin, compile_inputs, device_limits
+
+    task = TaskSpec.model_validate_json(task_json)
+    limits, _ = device_limits(task.device, "")
+    try:
+        compile_cubin(*compile_inputs(get_spec(task.kernel).build(task, limits), limits))
+        return "ok"
+    except Exception as exc:  # reported by the run itself
+        return str(exc)[:200]
+
+
+def precompile(tasks: list[TaskSpec]) -> None:
+    with ProcessPoolExecutor(max_workers=min(16, os.cpu_count() or 2), mp_context=mp.get_context("spawn")) as ex:
+        list(ex.map(_compile, [t.model_dump_json() for t in tasks]))
+
+
+def run(task: TaskSpec):
+    from engine.backends.cuda import CudaBackend
+
+    prep = prepare(TaskSpec.model_validate(task.model_dump() | {"backend": "cuda"}))
+    ctx = RunContext(task=prep.task, profile=prep.profile, spec=get_spec(prep.task.kernel),
+                     emit=Emitter(send=lambda e: None))
+    return CudaBackend().run(ctx)
+
+
+def torch_peers(shape: dict, dtype: str, iters: int) -> dict[str, float]:
+    """torch matmul + add and torch.addmm on their own N(0,1) inputs (median ms)."""
+    try:
+        import torch
+    except ImportError:
+        return {}
+    dt = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[dtype]
+    m, n, k = shape["m"], shape["n"], shape["k"]
+    g = torch.Generator(device="cuda").manual_seed(0)
+    a = torch.randn(m, k, device="cuda", dtype=dt, generator=g)
+    w = torch.randn(n, k, device="cuda", dtype=dt, generator=g)
+    r = torch.randn(m, n, device="cuda", dtype=dt, generator=g)
+    out = {}
+    for name, fn in (("torch_matmul_add", lambda: torch.matmul(a, w.t()) + r),
+                     ("torch_addmm", lambda: torch.addmm(r, a, w.t()))):
+        for _ in range(10):
+            fn()
+        times = []
+        for _ in range(iters):
+            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            e0.record()
+            fn()
+            e1.record()
+            e1.synchronize()
+            times.append(e0.elapsed_time(e1))
+        times.sort()
+        out[name] = times[len(times) // 2]
+    return out
+
+
+def row(label: str, res, torch_ms: dict[str, float]) -> dict:
+    sol = res.sol or {}
+    peers = {p.name: (p.timing.median_ms if p.timing else None) for p in res.peers}
+    peers.update(torch_ms)
+    base = torch_ms.get("torch_matmul_add") or peers.get("cupy_matmul_add")
+    t = res.timing.median_ms if res.timing else None
+    return {
+        "case": label, "status": res.status.value, "ms": t, "tflops": sol.get("tflops"), "gbps": sol.get("gbps"),
+        "sol_pct": sol.get("sol_pct"), "t_sol_ms": sol.get("t_sol_ms"),
+        "score_vs_torch": solexec_score(t, base, sol["t_sol_ms"]) if t and base else None,
+        "correct": res.correctness.correct if res.correctness else None,
+        "max_rel_err": res.correctness.max_rel_err if res.correctness else None,
+        "knobs": f"{res.task.get('block_size')}/{res.task.get('memory_pipelining') or 'off'}/"
+                 f"{'fused' if res.task.get('fusion') else 'unfused'}",
+        "path": res.launch.get("info", {}).get("path") if res.launch else None,
+        "peers": peers, "error": (res.error or "")[:160] or None,
+    }
+
+
+def fmt(v, spec=".4f"):
+    return "-" if v is None else format(v, spec)
+
+
+def print_table(title: str, rows: list[dict]) -> None:
+    print(f"\n## {title}")
+    print(f"{'case':<28} {'knobs':<22} {'ours ms':>8} {'TF/s':>6} {'SOL%':>5} {'score':>5} {'ok':>3} "
+          f"{'cuBLAS b=1':>10} {'cuBLAS':>7} {'cupy mm+add':>11} {'torch mm+add':>12} {'torch addmm':>11}")
+    for r in rows:
+        p = r["peers"]
+        print(f"{r['case']:<28} {r['knobs']:<22} {fmt(r['ms']):>8} {fmt(r['tflops'], '.0f'):>6} "
+              f"{fmt(r['sol_pct'], '.1f'):>5} {fmt(r['score_vs_torch'], '.2f'):>5} "
+              f"{'yes' if r['correct'] else ('NO' if r['correct'] is False else '-'):>3} "
+              f"{fmt(p.get('cublas_gemm_beta1')):>10} {fmt(p.get('cublas_gemm')):>7} {fmt(p.get('cupy_matmul_add')):>11} "
+              f"{fmt(p.get('torch_matmul_add')):>12} {fmt(p.get('torch_addmm')):>11}"
+              + (f"  {r['status']}: {r['error']}" if r["status"] != "ok" else ""))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sections", default="seed,msweep,knobs")
+    ap.add_argument("--iterations", type=int, default=100)
+    ap.add_argument("--json", default=os.path.join(os.environ.get("OUT", "."), "bench.json"))
+    args = ap.parse_args()
+    sections = args.sections.split(",")
+    it = args.iterations
+    results: dict[str, list[dict]] = {}
+    limits = DeviceLimits.from_profile(load_profiles().get("h200"))
+    spec = get_spec("gemm_residual")
+
+    plan: dict[str, list[tuple[str, TaskSpec]]] = {}
+    if "seed" in sections:
+        plan["seed shape, default knobs"] = [(f"seed {dt}", TaskSpec(shape=SEED, dtype=dt, iterations=it))
+                                             for dt in ("bf16", "fp16", "fp32")]
+    if "msweep" in sections:
+        plan["M sweep, bf16, N=K=2560"] = [(f"M={m}", TaskSpec(shape={"m": m, "n": 2560, "k": 2560}, iterations=it))
+                                           for m in (256, 512, 1024, 1571, 2048, 4096, 7976, 8192)]
+    if "knobs" in sections:
+        rows = []
+        for bs in spec.block_size_options(limits, "bf16"):
+            for st in spec.pipelining_options(limits, "bf16", bs):
+                for fusion in (True, False):
+                    rows.append((f"{bs} st={st or 'off'} {'F' if fusion else 'U'}",
+                                 TaskSpec(shape=SEED, block_size=bs, memory_pipelining=st, fusion=fusion,
+                                          iterations=it, peers=False)))
+        plan["knobs at the seed shape, bf16"] = rows
+    precompile([t for rows in plan.values() for _, t in rows])
+    for title, rows in plan.items():
+        out = []
+        for label, task in rows:
+            res = run(task)
+            tp = torch_peers(res.task["shape"], res.task["dtype"], it) if task.peers else {}
+            out.append(row(label, res, tp))
+        results[title] = out
+        print_table(title, out)
+    if "msweep" in sections:
+        scores = [r["score_vs_torch"] for r in results["M sweep, bf16, N=K=2560"] if r["score_vs_torch"] is not None]
+        if scores:
+            print(f"\nmean SOL-ExecBench score over M (baseline torch matmul + add): {sum(scores) / len(scores):.3f}")
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.json).write_text(json.dumps(results, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
