@@ -1,0 +1,264 @@
+"""Troubleshooting rules as data (engine/rules.toml): error text, failed checks and telemetry
+windows -> the likely cause, the fix, and the knob or command that applies it.
+
+The same rules serve the TUI's panel, `tui diagnose` on a log file, failed runs (engine.runner) and
+failed checks (engine.checks). Rules are loaded and validated once; a broken rules file is a bug
+and fails loudly with the rule id and field.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from engine.errors import InputError
+from engine.tomlio import load_toml
+
+RULES_PATH = Path(__file__).resolve().parent / "rules.toml"
+
+
+class Condition(BaseModel):
+    """One comparison on one telemetry field of a sample."""
+
+    model_config = ConfigDict(extra="forbid")
+    field: str
+    """A Sample field (tensor_activity_pct, throttle_mask, ...) or a derived one: power_ratio
+    (power_w / power_limit_w), temp_margin_c (slowdown - current), clock_ratio (sm / max clock)."""
+    op: Literal["<", "<=", ">", ">=", "has_bits"]
+    """Comparison; has_bits is true when the field (a bit mask) shares a bit with ``value``."""
+    value: float
+    """Threshold (percent, watts ratio, degrees C) or bit mask."""
+
+    def holds(self, sample: dict[str, Any]) -> bool | None:
+        """True/False, or None when the sample lacks the field."""
+        v = sample.get(self.field)
+        if v is None:
+            return None
+        if self.op == "has_bits":
+            return bool(int(v) & int(self.value))
+        return {"<": v < self.value, "<=": v <= self.value, ">": v > self.value,
+                ">=": v >= self.value}[self.op]
+
+
+class TelemetryCondition(BaseModel):
+    """Conditions that must hold in enough samples of a window."""
+
+    model_config = ConfigDict(extra="forbid")
+    all: list[Condition] = []
+    """Every one of these must hold in a sample for it to count."""
+    any: list[Condition] = []
+    """At least one of these must hold in a sample for it to count."""
+    min_fraction: float = Field(default=0.6, gt=0, le=1)
+    """Share of the samples that carry the fields which must count."""
+    min_samples: int = Field(default=3, ge=1)
+    """Fewer usable samples than this never match (one sample is not a window)."""
+
+    @model_validator(mode="after")
+    def _some(self) -> TelemetryCondition:
+        if not self.all and not self.any:
+            raise ValueError("a telemetry condition needs `all` or `any` conditions")
+        return self
+
+    def evaluate(self, samples: list[dict[str, Any]]) -> tuple[float, int] | None:
+        """(share of usable samples that satisfy it, usable count), or None below min_samples."""
+        usable = hits = 0
+        for s in samples:
+            alls = [c.holds(s) for c in self.all]
+            anys = [c.holds(s) for c in self.any]
+            if None in alls or (self.any and all(a is None for a in anys)):
+                continue
+            usable += 1
+            if all(alls) and (not self.any or any(a for a in anys if a)):
+                hits += 1
+        if usable < self.min_samples:
+            return None
+        return hits / usable, usable
+
+
+class Rule(BaseModel):
+    """A known failure pattern and what to do about it."""
+
+    model_config = ConfigDict(extra="forbid")
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
+    """Stable identifier, shown next to every match."""
+    title: str
+    """The symptom, in a few words."""
+    cause: str
+    """The likely cause."""
+    fix: str
+    """What to do, in words."""
+    patterns: list[str] = []
+    """Regular expressions matched (case-insensitively) against error text and logs."""
+    checks: list[str] = []
+    """Check ids whose failure or warning this rule explains."""
+    telemetry: TelemetryCondition | None = None
+    """A condition over a window of telemetry samples."""
+    knob: dict[str, str | int | bool] | None = None
+    """Knob changes that apply the fix, e.g. {block_size = "smaller"} or {memory_pipelining = 3}."""
+    command: str | None = None
+    """A command that applies or investigates the fix."""
+    sticky: bool = False
+    """A CUDA error that poisons the context: the engine process must restart."""
+    priority: int = Field(default=50, ge=0, le=100)
+    """Orders rules that match the same text: the more specific rule ranks higher."""
+
+    @field_validator("patterns")
+    @classmethod
+    def _compile(cls, v: list[str]) -> list[str]:
+        for p in v:
+            try:
+                re.compile(p)
+            except re.error as exc:
+                raise ValueError(f"pattern {p!r} is not a valid regular expression: {exc}") from None
+        return v
+
+    @model_validator(mode="after")
+    def _matches_something(self) -> Rule:
+        if not (self.patterns or self.checks or self.telemetry):
+            raise ValueError("a rule needs patterns, checks or a telemetry condition")
+        return self
+
+    def regexes(self) -> list[re.Pattern[str]]:
+        return [re.compile(p, re.IGNORECASE | re.MULTILINE) for p in self.patterns]
+
+
+class Match(BaseModel):
+    """One rule that matched, with the evidence that made it match."""
+
+    id: str
+    """The rule's id."""
+    title: str
+    """The rule's title."""
+    cause: str
+    """The likely cause."""
+    fix: str
+    """What to do."""
+    knob: dict[str, str | int | bool] | None = None
+    """Knob changes the cockpit can apply."""
+    command: str | None = None
+    """A command that applies or investigates the fix."""
+    sticky: bool = False
+    """The engine process must restart (the CUDA context is poisoned)."""
+    evidence: str = ""
+    """The line (or telemetry summary, or check) that matched."""
+    score: float = 0.0
+    """Higher is a better explanation; matches are returned best first."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+def load_rules(path: Path | None = None) -> list[Rule]:
+    """Load and validate the rules file; InputError naming the rule and field on any problem."""
+    path = path or RULES_PATH
+    data = load_toml(path, "rules")
+    rules: list[Rule] = []
+    for i, raw in enumerate(data.get("rule", [])):
+        try:
+            rules.append(Rule.model_validate(raw))
+        except ValidationError as exc:
+            where = raw.get("id", f"#{i + 1}") if isinstance(raw, dict) else f"#{i + 1}"
+            errs = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+            raise InputError(f"rules file {path}: rule {where}: {errs}") from None
+    ids = [r.id for r in rules]
+    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    if dupes:
+        raise InputError(f"rules file {path}: duplicate rule ids {', '.join(dupes)}")
+    return rules
+
+
+@lru_cache(maxsize=1)
+def _default_rules() -> tuple[tuple[Rule, list[re.Pattern[str]]], ...]:
+    return tuple((r, r.regexes()) for r in load_rules())
+
+
+def rules() -> list[Rule]:
+    """The built-in rules, loaded once."""
+    return [r for r, _ in _default_rules()]
+
+
+def _match(rule: Rule, evidence: str, score: float) -> Match:
+    return Match(id=rule.id, title=rule.title, cause=rule.cause, fix=rule.fix, knob=rule.knob,
+                 command=rule.command, sticky=rule.sticky, evidence=evidence[:300], score=round(score, 3))
+
+
+def _line_at(text: str, pos: int) -> str:
+    start = text.rfind("\n", 0, pos) + 1
+    end = text.find("\n", pos)
+    return text[start:end if end >= 0 else len(text)].strip()
+
+
+def match_text(text: str) -> list[Match]:
+    """Rules whose patterns occur in ``text`` (a traceback, dmesg, nvidia-smi, a build log), best
+    first. Score = priority, plus a little for each further pattern of the rule that matched."""
+    if not text:
+        return []
+    out = []
+    for rule, regexes in _default_rules():
+        hits = [m for m in (rx.search(text) for rx in regexes) if m is not None]
+        if not hits:
+            continue
+        first = min(hits, key=lambda m: m.start())
+        out.append(_match(rule, _line_at(text, first.start()), rule.priority + 0.1 * (len(hits) - 1)))
+    return sorted(out, key=lambda m: -m.score)
+
+
+def match_check(result: Any) -> list[Match]:
+    """Rules that explain a failed or warning check result (anything with id, status, detail)."""
+    if getattr(result, "status", None) not in ("fail", "warn"):
+        return []
+    cid, detail = result.id, getattr(result, "detail", "")
+    out = [_match(r, f"check {cid}: {detail}", r.priority + 100) for r in rules() if cid in r.checks]
+    seen = {m.id for m in out}
+    out += [m for m in match_text(detail) if m.id not in seen]
+    return sorted(out, key=lambda m: -m.score)
+
+
+def _derived(sample: dict[str, Any]) -> dict[str, Any]:
+    s = dict(sample)
+    if s.get("power_w") is not None and s.get("power_limit_w"):
+        s["power_ratio"] = s["power_w"] / s["power_limit_w"]
+    if s.get("temperature_c") is not None and s.get("temperature_slowdown_c") is not None:
+        s["temp_margin_c"] = s["temperature_slowdown_c"] - s["temperature_c"]
+    if s.get("sm_clock_mhz") is not None and s.get("sm_clock_max_mhz"):
+        s["clock_ratio"] = s["sm_clock_mhz"] / s["sm_clock_max_mhz"]
+    return s
+
+
+def _summary(cond: TelemetryCondition, samples: list[dict[str, Any]]) -> str:
+    parts = []
+    for c in cond.all + cond.any:
+        vals = [s[c.field] for s in samples if s.get(c.field) is not None]
+        if not vals:
+            continue
+        if c.op == "has_bits":
+            parts.append(f"{c.field} & {int(c.value):#x} in {sum(1 for v in vals if int(v) & int(c.value))} samples")
+        else:
+            parts.append(f"median {c.field} {statistics.median(vals):.3g} ({c.op} {c.value:g})")
+    return ", ".join(dict.fromkeys(parts))
+
+
+def match_telemetry(samples: list[dict[str, Any]]) -> list[Match]:
+    """Rules whose telemetry condition holds over the window ``samples`` (dicts with
+    engine.nvml.Sample's fields), best first."""
+    window = [_derived(s) for s in samples if isinstance(s, dict) and not s.get("error")]
+    out = []
+    for rule in rules():
+        if rule.telemetry is None:
+            continue
+        res = rule.telemetry.evaluate(window)
+        if res is None or res[0] < rule.telemetry.min_fraction:
+            continue
+        frac, usable = res
+        evidence = f"{round(frac * usable)}/{usable} samples: {_summary(rule.telemetry, window)}"
+        out.append(_match(rule, evidence, rule.priority + frac))
+    return sorted(out, key=lambda m: -m.score)
+
+
+def rule_by_id(rule_id: str) -> Rule | None:
+    return next((r for r in rules() if r.id == rule_id), None)
