@@ -379,6 +379,14 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                     const int lr = cw * WG_M + mi * 64 + warp * 16 + (lane >> 2) + half * 8;
                     const unsigned row_addr = epi + lr * 128 + (lane & 3) * 4;
                     const int sw = lane >> 2;  // == lr % 8
+#if FUSE
+                    // all of this row's residual pairs first: one exposed latency, not BN/8
+                    unsigned rv[BN / 8];
+#pragma unroll
+                    for (int j = 0; j < BN / 8; ++j) {
+                        rv[j] = ld_shared_u32(row_addr + (j / 8) * EPI_CHUNK_BYTES + (((j % 8) ^ sw) << 4));
+                    }
+#endif
 #pragma unroll
                     for (int j = 0; j < BN / 8; ++j) {
                         const unsigned addr =
@@ -387,7 +395,7 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                         float v1 = acc[mi][j * 4 + half * 2 + 1];
 #if FUSE
                         float r0, r1;
-                        unpack2(ld_shared_u32(addr), r0, r1);
+                        unpack2(rv[j], r0, r1);
                         v0 += r0;
                         v1 += r1;
 #endif
