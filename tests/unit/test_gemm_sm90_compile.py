@@ -147,3 +147,22 @@ def test_check_names_the_field() -> None:
     wrong_tile = SimpleNamespace(shape={"m": 5, "n": 256, "k": 256}, dtype="bf16",
                                  block_size="64x64", memory_pipelining=2)
     assert [v.field for v in sm90.check(wrong_tile, H200)] == ["block_size"]
+
+
+def test_default_knobs_and_build_plan() -> None:
+    from types import SimpleNamespace
+
+    from kernels.spec import TensorMapArg
+
+    assert sm90.default_knobs(H200, "bf16") == ("128x256", 3)
+    task = SimpleNamespace(shape={"m": 7976, "n": 2560, "k": 2560}, dtype="bf16", fusion=True)
+    b = sm90.build(task, H200, "128x256", 3)
+    (launch,) = b.launches
+    assert launch.grid == (132, 1, 1) and launch.block == (384, 1, 1)
+    assert launch.shared_mem_bytes == sm90.smem_bytes("128x256", 3, "bf16")
+    maps = [a for a in launch.args if isinstance(a, TensorMapArg)]
+    assert [m.buffer for m in maps] == ["a", "w", "r", "out"]
+    assert launch.args[-3:] == (7976, 2560, 2560)
+    unfused = sm90.build(task, H200, "128x256", 0, fuse=False)
+    assert [x.function for x in unfused.launches] == ["gemm_residual_sm90", "residual_add_inplace"]
+    assert "#define STAGES 1" in unfused.source and "#define FUSE 0" in unfused.source
