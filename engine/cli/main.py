@@ -14,6 +14,10 @@ COMMANDS = {
     "profiles": "engine.cli.profiles_cmd",
     "history": "engine.cli.history",
     "kernels": "engine.cli.kernels_cmd",
+    "check": "engine.cli.check",
+    "diagnose": "engine.cli.diagnose",
+    "checklist": "engine.cli.checklist_cmd",
+    "report": "engine.cli.report",
 }
 """Command name -> module with ``register(subparsers)`` and ``run(args) -> int``."""
 

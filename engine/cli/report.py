@@ -1,0 +1,42 @@
+"""`tui report [--format md|json] [--output FILE] [--profile NAME]`: a shareable report of the checks,
+the profile, the best runs and the rules that fired. Writing it to a file completes the checklist's
+"result exported" step."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from engine.errors import InputError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("report", help="write a shareable report (checks, profile, best runs, rules fired)")
+    p.add_argument("--format", choices=("md", "json"), default="md", help="Markdown (default) or JSON")
+    p.add_argument("--output", "-o", type=Path, help="write to this file instead of standard output")
+    p.add_argument("--profile", help="profile to report (default: the one confirmed in the checklist)")
+    p.add_argument("--store", type=Path, help="results store path (env SOL_COCKPIT_STORE)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from engine.checklist import Checklist
+    from engine.cli.check import make_context
+    from engine.report import build_report, to_markdown
+    from engine.store import ResultStore
+
+    store = ResultStore(args.store)
+    rep = build_report(store, profile_name=args.profile, ctx=make_context(args.profile))
+    text = json.dumps(rep, indent=2, default=str) + "\n" if args.format == "json" else to_markdown(rep)
+    if args.output is None:
+        sys.stdout.write(text)
+        return 0
+    try:
+        args.output.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot write {args.output}: {exc.strerror or exc}") from None
+    Checklist(store).mark("exported", True, f"report written to {args.output}")
+    print(f"report written to {args.output}", file=sys.stderr)
+    return 0
