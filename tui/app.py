@@ -29,6 +29,12 @@ from tui.screens.run import RunScreen
 from tui.screens.troubleshoot import TroubleshootScreen
 from tui.screens.tune import TuneScreen
 
+
+def with_fields(task: TaskSpec, **update: Any) -> TaskSpec:
+    """A validated copy of ``task`` with ``update`` applied (model_copy would skip validation)."""
+    return TaskSpec.model_validate({**task.model_dump(mode="json", exclude_none=True), **update})
+
+
 THEMES = {"dark": "textual-dark", "light": "textual-light"}
 
 
@@ -70,13 +76,15 @@ class CockpitApp(App):
         self.profiles = self._load_profiles()
         self.backend_choice, self.backend_problem = self._choose_backend(backend, backend_choice)
         if self.backend_choice is not None and self.task_spec.backend.value != self.backend_choice.name:
-            self.task_spec = self.task_spec.model_copy(update={"backend": self.backend_choice.name})
+            self.task_spec = with_fields(self.task_spec, backend=self.backend_choice.name)
         self.store = store or ResultStore()
         self.telemetry = telemetry or self._make_sampler()
         self.start_telemetry = start_telemetry
         self.last_result: RunResult | None = None
         self.previous_result: RunResult | None = None
         self.run_active = False
+        self.runs_finished = 0
+        """Runs that ended this session (any status): tests and scripts wait on it."""
         self.check_results: list[Any] = []
         """The engine's check results from the last check run (objects, for match_check)."""
         self.focus_rule_source: str | None = None
@@ -169,6 +177,7 @@ class CockpitApp(App):
         self.run_active = False
         self.telemetry.set_run_active(False)
         self.record_result(message.result)
+        self.runs_finished += 1
 
     # --- actions --------------------------------------------------------------------------------
     def action_toggle_theme(self) -> None:
@@ -179,7 +188,7 @@ class CockpitApp(App):
             return
         self.backend_choice = BackendChoice(name="sim", notice="switched to the SIMULATED device by the operator")
         self.backend_problem = None
-        self.task_spec = self.task_spec.model_copy(update={"backend": "sim"})
+        self.task_spec = with_fields(self.task_spec, backend="sim")
         self.telemetry.stop()
         self.telemetry = simulated_sampler()
         if self.start_telemetry:

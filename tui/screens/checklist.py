@@ -100,6 +100,8 @@ class ChecklistScreen(CockpitScreen):
         if results:
             self.app.check_results = results
         self.show_checks(results, message.problem)
+        if results:
+            self.query_one("#checks-table", DataTable).focus()
         self.show_steps()
 
     def show_checks(self, results: list[Any], problem: str | None) -> None:
@@ -144,6 +146,10 @@ class ChecklistScreen(CockpitScreen):
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.data_table.id == "checks-table":
             self.show_detail()
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        if event.data_table.id == "checks-table":
+            self.action_open_rules()
 
     def action_open_rules(self) -> None:
         cid = self.highlighted_check()

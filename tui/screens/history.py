@@ -89,13 +89,14 @@ class HistoryScreen(CockpitScreen):
         self.query_one("#hist-profile", Select).set_options([(n, n) for n in self.app.profiles.names()])
         self.query_one("#hist-table", DataTable).add_columns(
             " ", "run", "status", "kernel", "dtype", "BLOCK_SIZE", "pipe", "median", "SOL %", "profile")
+        self.query_one("#hist-table", DataTable).focus()
 
     def refresh_view(self) -> None:
         self.action_reload()
 
     def _filter(self, sel_id: str) -> str | None:
-        v = self.query_one(sel_id, Select).value
-        return None if v is Select.BLANK else str(v)
+        select = self.query_one(sel_id, Select)
+        return None if select.is_blank() else str(select.value)
 
     def action_reload(self) -> None:
         self._load(self._filter("#hist-kernel"), self._filter("#hist-profile"))
