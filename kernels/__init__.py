@@ -6,9 +6,10 @@ import importlib
 
 from kernels.spec import KernelSpec
 
-# name -> module that defines SPEC
+# name -> (module, attribute holding the spec)
 _REGISTRY = {
-    "gemm_residual": "kernels.gemm_residual",
+    "gemm_residual": ("kernels.gemm_residual_auto", "SPEC"),
+    "gemm_residual_mma": ("kernels.gemm_residual_auto", "PORTABLE_SPEC"),
 }
 
 
@@ -20,4 +21,5 @@ def get_spec(name: str) -> KernelSpec:
     """The spec for ``name``; KeyError listing the known kernels when unknown."""
     if name not in _REGISTRY:
         raise KeyError(f"unknown kernel {name!r}; known kernels: {', '.join(_REGISTRY)}")
-    return importlib.import_module(_REGISTRY[name]).SPEC
+    module, attr = _REGISTRY[name]
+    return getattr(importlib.import_module(module), attr)

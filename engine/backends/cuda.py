@@ -108,7 +108,9 @@ def compile_inputs(build: Any, limits: DeviceLimits, fault: str = "none") -> tup
     source = build.source + FAULT_SOURCE
     if fault == "compile_error":
         source += COMPILE_ERROR_LINE
-    return source, [f"--gpu-architecture={limits.arch}", "-Xptxas=-v", *build.options]
+    # The backend owns the target: a spec's own arch option would duplicate (or contradict) it.
+    extra = [o for o in build.options if not o.startswith(("--gpu-architecture", "-arch"))]
+    return source, [f"--gpu-architecture={limits.arch}", "-Xptxas=-v", *extra]
 
 
 def compile_cubin(source: str, options: list[str], em: Any = None) -> tuple[bytes, str, bool]:
@@ -254,9 +256,10 @@ class CudaBackend:
                 if isinstance(a, str):
                     args.append(bufs[a])
                 elif isinstance(a, TensorMapArg):
-                    from engine.backends.tensormap import encode_arg
+                    from engine.backends import tensormap
 
-                    args.append(encode_arg(a, bufs[a.buffer], dtype))
+                    desc = tensormap.encode(a, bufs[a.buffer].data.ptr, dtype)
+                    args.append(tensormap.as_kernel_arg(desc))
                 else:
                     args.append(np.int32(a))
             return tuple(args)

@@ -28,10 +28,14 @@ def _backend_run(task: TaskSpec):
     return CudaBackend().run(ctx)
 
 
-def _knob_combos(dtype: str):
+KERNELS = ["gemm_residual", "gemm_residual_mma"]
+"""The auto path (wgmma on Hopper for bf16/fp16) and the portable path forced on this GPU."""
+
+
+def _knob_combos(dtype: str, kernel: str = "gemm_residual"):
     from engine.profiles import load_profiles
 
-    spec = get_spec("gemm_residual")
+    spec = get_spec(kernel)
     limits = DeviceLimits.from_profile(load_profiles().get("h200"))
     for bs in spec.block_size_options(limits, dtype):
         for st in spec.pipelining_options(limits, dtype, bs):
@@ -39,41 +43,44 @@ def _knob_combos(dtype: str):
                 yield bs, st, fusion
 
 
+@pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("dtype", ["bf16", "fp16", "fp32"])
 @pytest.mark.parametrize("m", [1, 586, 1571, 7976, 8192])
-def test_odd_m_correct(dtype, m):
-    res = _backend_run(TaskSpec(shape={"m": m, "n": 2560, "k": 2560}, dtype=dtype, warmup=1, iterations=3, peers=False))
+def test_odd_m_correct(kernel, dtype, m):
+    res = _backend_run(TaskSpec(kernel=kernel, shape={"m": m, "n": 2560, "k": 2560}, dtype=dtype, warmup=1,
+                                iterations=3, peers=False))
     assert res.status is RunStatus.ok, res.error
     assert res.correctness.correct and res.correctness.unwritten_count == 0
 
 
 def _precompile(args):
     """Compile one variant into the kernel cache (runs in a worker process; NVRTC needs no GPU)."""
-    dtype, bs, st, fusion, cache = args
+    kernel, dtype, bs, st, fusion, cache = args
     import os
 
     os.environ["SOL_COCKPIT_CACHE_DIR"] = cache
     from engine.backends.cuda import compile_cubin, compile_inputs, device_limits
 
-    task = TaskSpec(shape={"m": 777, "n": 1024, "k": 512}, dtype=dtype, block_size=bs, memory_pipelining=st,
-                    fusion=fusion)
+    task = TaskSpec(kernel=kernel, shape={"m": 777, "n": 1024, "k": 512}, dtype=dtype, block_size=bs,
+                    memory_pipelining=st, fusion=fusion)
     limits, _ = device_limits(0, "h200")
-    compile_cubin(*compile_inputs(get_spec("gemm_residual").build(task, limits), limits))
+    compile_cubin(*compile_inputs(get_spec(kernel).build(task, limits), limits))
 
 
+@pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("dtype", ["bf16", "fp16", "fp32"])
-def test_every_knob_combination_correct(dtype):
+def test_every_knob_combination_correct(kernel, dtype):
     import multiprocessing as mp
     import os
     from concurrent.futures import ProcessPoolExecutor
 
-    combos = list(_knob_combos(dtype))
+    combos = list(_knob_combos(dtype, kernel))
     cache = os.environ["SOL_COCKPIT_CACHE_DIR"]
     with ProcessPoolExecutor(max_workers=min(16, os.cpu_count() or 2), mp_context=mp.get_context("spawn")) as ex:
-        list(ex.map(_precompile, [(dtype, bs, st, f, cache) for bs, st, f in combos]))
+        list(ex.map(_precompile, [(kernel, dtype, bs, st, f, cache) for bs, st, f in combos]))
     failures = []
     for bs, st, fusion in _knob_combos(dtype):
-        res = _backend_run(TaskSpec(shape={"m": 777, "n": 1024, "k": 512}, dtype=dtype, block_size=bs,
+        res = _backend_run(TaskSpec(kernel=kernel, shape={"m": 777, "n": 1024, "k": 512}, dtype=dtype, block_size=bs,
                                     memory_pipelining=st, fusion=fusion, warmup=1, iterations=2, peers=False))
         if res.status is not RunStatus.ok:
             failures.append((bs, st, fusion, res.status.value, (res.error or "")[:200]))
