@@ -105,6 +105,9 @@ residual_add(elem_t* __restrict__ out, const elem_t* __restrict__ r, int M, int 
 #define GR_STAGE_ELEMS ((GR_BM + GR_BN) * GR_LDS)
 #define GR_LDC (GR_BN + 8)                  // epilogue tile row stride in elements
 #define GR_CHUNKS (GR_BK / 8)               // 16-byte chunks per tile row
+// Warp tiles of at most 64x32 (64 accumulators per thread) fit 128 registers: ask for two blocks
+// of 256 threads (four of 128) per SM; 64x64 warp tiles need ~240 registers, one block.
+#define GR_MIN_BLOCKS (GR_WM * GR_WN <= 64 * 32 ? 512 / GR_THREADS : 1)
 
 #if GR_DTYPE == 0
 #define GR_MMA "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
@@ -181,7 +184,7 @@ __device__ __forceinline__ void compute_tile(const u16* st, float (&acc)[GR_MT][
     }
 }
 
-extern "C" __global__ void __launch_bounds__(GR_THREADS, 1)
+extern "C" __global__ void __launch_bounds__(GR_THREADS, GR_MIN_BLOCKS)
 gemm_residual_mma(const u16* __restrict__ a, const u16* __restrict__ w, const u16* __restrict__ r,
                   u16* __restrict__ out, int M, int N, int K) {
     extern __shared__ __align__(128) unsigned char smem_raw[];

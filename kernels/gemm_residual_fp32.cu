@@ -9,6 +9,9 @@
 #define GF_LDA (GR_BM + 4)
 #define GF_LDB (GR_BN + 4)
 #define GF_STAGE_FLOATS (8 * GF_LDA + 8 * GF_LDB)
+// 256-thread tiles: ask for two blocks per SM (<= 128 registers; without it the unfused variant took
+// 161 and ran one block per SM). Smaller tiles need ~160 registers: no cap (they spill at 128).
+#define GF_MIN_BLOCKS (GF_THREADS >= 256 ? 2 : 1)
 
 __device__ __forceinline__ void load_tile_f32(float* st, const float* __restrict__ a,
                                               const float* __restrict__ w, int m0, int n0, int k0,
@@ -60,7 +63,7 @@ __device__ __forceinline__ void compute_tile_f32(const float* st, float (&acc)[8
     }
 }
 
-extern "C" __global__ void __launch_bounds__(GF_THREADS)
+extern "C" __global__ void __launch_bounds__(GF_THREADS, GF_MIN_BLOCKS)
 gemm_residual_fp32(const float* __restrict__ a, const float* __restrict__ w, const float* __restrict__ r,
                    float* __restrict__ out, int M, int N, int K) {
     extern __shared__ __align__(128) unsigned char smem_raw[];
