@@ -43,14 +43,15 @@ def rule_view(match: Any) -> dict[str, Any]:
 
 
 # --- checks -----------------------------------------------------------------------------------
-def run_checks(profile_name: str | None) -> list[Any]:
-    """The engine's environment checks (their result objects). Raises NotAvailable."""
+def run_checks(profile_name: str | None, only: list[str] | None = None) -> list[Any]:
+    """The engine's environment checks (their result objects), all or ``only`` these ids.
+    Raises NotAvailable."""
     mod = _module("engine.checks")
     fn = getattr(mod, "run_checks", None)
     if fn is None:
         raise NotAvailable("engine.checks has no run_checks yet")
     try:
-        return list(fn(profile_name))
+        return list(fn(profile_name, only=only) if only else fn(profile_name))
     except ImportError as exc:  # a part of the checks (e.g. the rules) is not installed
         raise NotAvailable(f"engine.checks needs a missing module ({exc})") from None
 
@@ -82,7 +83,8 @@ def rules_for_telemetry(samples: list[Any]) -> list[dict[str, Any]]:
     if not samples:
         return []
     try:
-        return [rule_view(m) for m in _troubleshoot().match_telemetry(samples)]
+        rows = [s.to_dict() if hasattr(s, "to_dict") else dict(s) for s in samples]
+        return [rule_view(m) for m in _troubleshoot().match_telemetry(rows)]
     except NotAvailable:
         return []
 
@@ -97,19 +99,23 @@ def troubleshoot_available() -> str | None:
 
 
 # --- the operators' checklist ------------------------------------------------------------------
-def checklist_steps(store: Any, check_results: list[Any] | None) -> list[dict[str, Any]]:
-    """The checklist's steps with their state (id, title, state, detail). Raises NotAvailable."""
+def checklist_steps(store: Any) -> list[dict[str, Any]]:
+    """The checklist's steps with their state (id, title, state 'done'/'todo', detail, next_action).
+    Raises NotAvailable."""
     mod = _module("engine.checklist")
-    for name in ("steps_with_state", "checklist_state", "load_checklist", "steps"):
-        fn = getattr(mod, name, None)
-        if fn is None:
-            continue
-        try:
-            steps = fn(store=store, checks=check_results)
-        except TypeError:
-            try:
-                steps = fn()
-            except TypeError:
-                continue
-        return [_as_dict(s, ("id", "title", "state", "detail")) for s in steps]
-    raise NotAvailable("engine.checklist has no step list the cockpit knows")
+    steps = mod.Checklist(store).steps()
+    out = []
+    for st in steps:
+        d = _as_dict(st, ("id", "title", "done", "detail", "next_action"))
+        d["state"] = "done" if d.get("done") else "todo"
+        out.append(d)
+    return out
+
+
+def record_checks(store: Any, results: list[Any]) -> None:
+    """Let the checklist know how the checks went (its 'checks' step is derived from this)."""
+    try:
+        summary = _module("engine.checks").summary
+        _module("engine.checklist").Checklist(store).record_checks(summary(results))
+    except (NotAvailable, AttributeError):
+        return

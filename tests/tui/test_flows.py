@@ -180,7 +180,7 @@ async def test_checklist_failed_check_opens_its_rules(make, monkeypatch):
 
     checks = [SimpleNamespace(id="driver.loaded", title="NVIDIA driver loaded", status="fail",
                               detail="libnvidia-ml.so.1 not found", fix="install the driver", rules=["no_driver"])]
-    monkeypatch.setattr(diagnostics, "run_checks", lambda profile: checks)
+    monkeypatch.setattr(diagnostics, "run_checks", lambda profile, only=None: checks)
     monkeypatch.setattr(diagnostics, "rules_for_check", lambda r: [dict(FAKE_RULE, id="no_driver")])
     app = make(start_mode="checklist", checks_on_start=True)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -193,14 +193,14 @@ async def test_checklist_failed_check_opens_its_rules(make, monkeypatch):
 
 
 async def test_checks_not_available_is_a_message(make, monkeypatch):
-    def missing(profile):
+    def missing(profile, only=None):
         raise diagnostics.NotAvailable("engine.checks is not available")
 
     monkeypatch.setattr(diagnostics, "run_checks", missing)
     app = make(start_mode="checklist", checks_on_start=True)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause(0.3)
-        assert "checks not available" in text_of(app, "#check-detail")
+        assert "checks not available" in text_of(app, "#checks-heading")
 
 
 async def test_profile_choice_and_mismatch(make):

@@ -42,13 +42,17 @@ class ChecklistScreen(CockpitScreen):
             super().__init__()
             self.results, self.problem, self.only = results, problem, only
 
+    def __init__(self) -> None:
+        super().__init__()
+        self.steps: dict[str, dict[str, Any]] = {}
+
     def compose_body(self) -> ComposeResult:
         with Horizontal(id="check-body"):
             with Vertical(id="check-left"):
                 yield Static("Checklist", classes="heading")
                 yield DataTable(id="steps-table", cursor_type="row")
             with Vertical(id="check-right"):
-                yield Static("Environment checks", classes="heading")
+                yield Static("Environment checks", classes="heading", id="checks-heading")
                 yield DataTable(id="checks-table", cursor_type="row")
         yield Static(id="check-detail", classes="panel")
 
@@ -83,7 +87,9 @@ class ChecklistScreen(CockpitScreen):
     @work(thread=True, exclusive=True, exit_on_error=False, group="checks")
     def _run_checks(self, profile_name: str | None, only: str | None) -> None:
         try:
-            results = diagnostics.run_checks(profile_name)
+            results = diagnostics.run_checks(profile_name, [only] if only else None)
+            if not only:
+                diagnostics.record_checks(self.app.store, results)
         except diagnostics.NotAvailable as exc:
             self.post_message(self.ChecksDone([], f"checks not available: {exc}"))
             return
@@ -111,10 +117,13 @@ class ChecklistScreen(CockpitScreen):
             v = diagnostics.check_view(r)
             table.add_row(status_cell(v["status"]), v["title"] or v["id"], key=v["id"])
         detail = self.query_one("#check-detail", Static)
+        heading = Text("Environment checks", style="bold")
         if problem:
+            heading.append(f": {problem}", style="yellow")
             detail.update(Text(problem, style="yellow"))
         elif results:
             self.show_detail()
+        self.query_one("#checks-heading", Static).update(heading)
 
     def highlighted_check(self) -> str | None:
         table = self.query_one("#checks-table", DataTable)
@@ -146,6 +155,14 @@ class ChecklistScreen(CockpitScreen):
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.data_table.id == "checks-table":
             self.show_detail()
+        elif event.data_table.id == "steps-table" and event.data_table.has_focus and event.row_key is not None:
+            step = self.steps.get(str(event.row_key.value))
+            if step:
+                text = Text(f"{step.get('title')}: ", style="bold")
+                text.append(str(step.get("detail") or ""))
+                if step.get("next_action"):
+                    text.append(f"\nnext: {step['next_action']}", style="green")
+                self.query_one("#check-detail", Static).update(text)
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         if event.data_table.id == "checks-table":
@@ -163,11 +180,12 @@ class ChecklistScreen(CockpitScreen):
         table = self.query_one("#steps-table", DataTable)
         table.clear()
         try:
-            steps = diagnostics.checklist_steps(self.app.store, self.app.check_results)
+            steps = diagnostics.checklist_steps(self.app.store)
         except diagnostics.NotAvailable:
             steps = self.fallback_steps()
         except Exception as exc:
             steps = [{"id": "error", "title": f"checklist failed: {exc}", "state": "fail"}]
+        self.steps = {str(s.get("id")): s for s in steps}
         for s in steps:
             table.add_row(str(s.get("title") or s.get("id")), status_cell(s.get("state")), key=str(s.get("id")))
 

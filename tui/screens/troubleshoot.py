@@ -44,6 +44,36 @@ def knob_update(knob: Any) -> dict[str, Any]:
     return {}
 
 
+def tile_area(block_size: str) -> int:
+    area = 1
+    for part in block_size.split("x")[:2]:
+        area *= int(part) if part.isdigit() else 1
+    return area
+
+
+def resolve_relative(update: dict[str, Any], task: TaskSpec, profile: Any) -> dict[str, Any]:
+    """Turn a rule's 'smaller'/'larger' BLOCK_SIZE into the next tile that fits this profile."""
+    want = update.get("block_size")
+    if want not in ("smaller", "larger") or profile is None:
+        return update
+    from kernels import get_spec
+    from kernels.spec import DeviceLimits
+
+    spec, limits = get_spec(task.kernel), DeviceLimits.from_profile(profile)
+    current = task.block_size or spec.default_knobs(limits, task.dtype.value)[0]
+    options = sorted(spec.block_size_options(limits, task.dtype.value), key=tile_area)
+    if want == "smaller":
+        pick = [o for o in options if tile_area(o) < tile_area(current)][-1:]
+    else:
+        pick = [o for o in options if tile_area(o) > tile_area(current)][:1]
+    out = dict(update)
+    if pick:
+        out["block_size"] = pick[0]
+    else:
+        out.pop("block_size")
+    return out
+
+
 def collect_rules(app: Any) -> list[tuple[str, dict[str, Any]]]:
     """(source, rule) for every rule that matches the cockpit's current evidence."""
     out: list[tuple[str, dict[str, Any]]] = []
@@ -142,6 +172,8 @@ class TroubleshootScreen(CockpitScreen):
     def action_apply_fix(self) -> None:
         cur = self.current()
         update = knob_update(cur[1].get("knob")) if cur else {}
+        if update:
+            update = resolve_relative(update, self.app.task_spec, self.app.effective_profile())
         if not update:
             self.notify("This rule has no knob fix to apply; its fix is in words.", severity="warning")
             return
@@ -153,4 +185,5 @@ class TroubleshootScreen(CockpitScreen):
         except ValidationError as exc:
             self.notify(f"Cannot apply {update}: {exc.errors()[0]['msg']}", severity="error")
             return
-        self.notify(f"Applied {cur[1]['knob']} to the task; 4 Run, then r.", title="Knob fix")
+        shown = ", ".join(f"{k}={v}" for k, v in update.items())
+        self.notify(f"Applied {shown} to the task; 4 Run, then r.", title="Knob fix")

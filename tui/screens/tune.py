@@ -61,13 +61,19 @@ def validate_form(values: dict[str, Any], profile: Any) -> tuple[TaskSpec | None
     checked = task.model_copy(update={"block_size": task.block_size or bs,
                                       "memory_pipelining": pl if task.memory_pipelining is None
                                       else task.memory_pipelining})
-    problems = [str(v) for v in spec.check(checked, limits)]
+    try:
+        problems = [str(v) for v in spec.check(checked, limits)]
+    except ValueError as exc:  # a knob the spec cannot even read, e.g. an unknown tile
+        problems = [f"BLOCK_SIZE={checked.block_size}: {exc}"]
     figs = sol_figures(spec.flops(shape), spec.bytes_moved(shape, task.dtype.value),
                        profile.peak_flops(task.dtype.value), profile.bandwidth_bytes_per_s)
+    try:
+        pl_options = spec.pipelining_options(limits, task.dtype.value, checked.block_size)
+    except ValueError:
+        pl_options = spec.pipelining_options(limits, task.dtype.value, bs)
     prediction = {"t_sol_ms": figs.t_sol_ms, "bound": figs.sol_bound, "flops": figs.flops, "bytes": figs.bytes,
                   "block_size_options": spec.block_size_options(limits, task.dtype.value),
-                  "pipelining_options": spec.pipelining_options(limits, task.dtype.value, checked.block_size),
-                  "defaults": (bs, pl), "profile": profile.name}
+                  "pipelining_options": pl_options, "defaults": (bs, pl), "profile": profile.name}
     return (None if problems else task), problems, prediction
 
 
