@@ -160,7 +160,7 @@ class KernelSpec(ABC):
             if len(vals) != len(self.dims):
                 raise ValueError(f"{self.name} takes {len(self.dims)} dimensions "
                                  f"({', '.join(self.dims)}), got {len(vals)}")
-            return dict(zip(self.dims, vals))
+            return dict(zip(self.dims, vals, strict=True))
         missing = [d for d in self.dims if d not in shape]
         extra = [d for d in shape if d not in self.dims]
         if missing or extra:
