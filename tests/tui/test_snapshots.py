@@ -1,0 +1,66 @@
+"""Snapshots of every screen at 80x24 and 120x40: simulated device, fixed seeds, fixed telemetry,
+a fresh store per test (so run ids are stable), no clocks or host names on screen.
+
+Update them after an intended change with ``pytest tests/tui --snapshot-update``."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.tui.conftest import wait_for_run
+from tui.app import with_fields
+
+SIZES = [(80, 24), (120, 40)]
+
+
+def _ids(size):
+    return f"{size[0]}x{size[1]}"
+
+
+@pytest.mark.parametrize("size", SIZES, ids=_ids)
+@pytest.mark.parametrize("mode", ["checklist", "profile", "tune", "live"])
+def test_screen(snap_compare, make, mode, size):
+    assert snap_compare(make(start_mode=mode), terminal_size=size)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=_ids)
+def test_run_result(snap_compare, make, size):
+    app = make(start_mode="run")
+
+    async def run_task(pilot):
+        await pilot.press("r")
+        await wait_for_run(pilot, app)
+
+    assert snap_compare(app, terminal_size=size, run_before=run_task)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=_ids)
+def test_troubleshoot_after_fault(snap_compare, make, size):
+    app = make(start_mode="run")
+
+    async def fail_then_diagnose(pilot):
+        app.task_spec = with_fields(app.task_spec, fault="illegal_address")
+        await pilot.press("r")
+        await wait_for_run(pilot, app)
+        await pilot.press("6")
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=size, run_before=fail_then_diagnose)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=_ids)
+def test_history_after_two_runs(snap_compare, make, size):
+    app = make(start_mode="run")
+
+    async def two_runs(pilot):
+        await pilot.press("r")
+        await wait_for_run(pilot, app)
+        app.task_spec = with_fields(app.task_spec, memory_pipelining=2)
+        await pilot.press("r")
+        await wait_for_run(pilot, app, runs=2)
+        await pilot.press("7")
+        await pilot.pause(0.3)
+        await pilot.press("c")
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=size, run_before=two_runs)
