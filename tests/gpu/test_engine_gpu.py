@@ -79,7 +79,7 @@ def test_every_knob_combination_correct(kernel, dtype):
     with ProcessPoolExecutor(max_workers=min(16, os.cpu_count() or 2), mp_context=mp.get_context("spawn")) as ex:
         list(ex.map(_precompile, [(kernel, dtype, bs, st, f, cache) for bs, st, f in combos]))
     failures = []
-    for bs, st, fusion in _knob_combos(dtype):
+    for bs, st, fusion in combos:
         res = _backend_run(TaskSpec(kernel=kernel, shape={"m": 777, "n": 1024, "k": 512}, dtype=dtype, block_size=bs,
                                     memory_pipelining=st, fusion=fusion, warmup=1, iterations=2, peers=False))
         if res.status is not RunStatus.ok:
