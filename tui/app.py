@@ -74,6 +74,12 @@ class CockpitApp(App):
         self.task_spec = self._load_task(task_file, backend)
         self.task_file = task_file
         self.profiles = self._load_profiles()
+        if profile:
+            try:
+                self.profile_name = self.profiles.get(profile).name
+            except CockpitError as exc:
+                self.startup_problems.append(f"{exc.message} Using the detected profile instead.")
+                self.profile_name = None
         self.backend_choice, self.backend_problem = self._choose_backend(backend, backend_choice)
         if self.backend_choice is not None and self.task_spec.backend.value != self.backend_choice.name:
             self.task_spec = with_fields(self.task_spec, backend=self.backend_choice.name)

@@ -254,3 +254,11 @@ def test_run_app_rejects_bad_arguments():
 
 def test_task_spec_default_is_the_seed_case():
     assert TaskSpec().shape == {"m": 8192, "n": 2560, "k": 2560}
+
+
+async def test_unknown_profile_is_reported_and_the_app_starts(make):
+    app = make(profile="nosuchgpu", start_mode="profile")
+    async with app.run_test(size=(80, 24)):
+        assert app.profile_name is None
+        assert any("nosuchgpu" in p for p in app.startup_problems)
+        assert app.effective_profile() is not None
