@@ -101,6 +101,18 @@ def prepare(task: TaskSpec, profile_name: str | None = None, profiles: ProfileSe
                        device_name=choice.device_name, detected_profile=detected)
 
 
+def _start_resource_tracker() -> None:
+    """Start multiprocessing's resource tracker while stderr is still a real file descriptor: a
+    caller that later replaces sys.stderr (Textual captures it) would otherwise make the spawn
+    fail with 'bad value(s) in fds_to_keep'. Idempotent."""
+    try:
+        from multiprocessing import resource_tracker
+
+        resource_tracker.ensure_running()
+    except Exception:  # the tracker is an optimisation for leaked semaphores, never a requirement
+        pass
+
+
 def _kill(proc: Any) -> None:
     if proc.is_alive():
         proc.terminate()
@@ -123,6 +135,7 @@ def run_prepared(prep: PreparedRun, on_event: Callable[[Event], None] | None = N
     """Run in a spawned engine process; block until it finishes, times out or is cancelled.
     Safe to call from a worker thread. Saves the result in ``store`` when given."""
     ctx = mp.get_context("spawn")
+    _start_resource_tracker()
     recv_conn, send_conn = ctx.Pipe(duplex=False)
     payload = {"task": prep.task.model_dump(mode="json"), "profile": prep.profile.model_dump(mode="json"),
                "backend": prep.backend}
