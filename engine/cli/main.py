@@ -30,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"sol-cockpit {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, modname in COMMANDS.items():
+    for modname in COMMANDS.values():
         importlib.import_module(modname).register(sub)
     return parser
 
