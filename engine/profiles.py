@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from engine.errors import InputError
 from engine.paths import config_dir
+from engine.regex import check_patterns
 from engine.tomlio import load_toml
 
 BUILTIN_DIR = Path(__file__).resolve().parent.parent / "profiles"
@@ -84,12 +85,7 @@ class Profile(BaseModel):
     @field_validator("nvml_name_patterns")
     @classmethod
     def _patterns_compile(cls, v: list[str]) -> list[str]:
-        for p in v:
-            try:
-                re.compile(p)
-            except re.error as exc:
-                raise ValueError(f"pattern {p!r} is not a valid regular expression: {exc}") from None
-        return v
+        return check_patterns(v)
 
     @property
     def cc(self) -> tuple[int, int]:

@@ -17,6 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from engine.errors import InputError
+from engine.regex import check_patterns
 from engine.tomlio import load_toml
 
 RULES_PATH = Path(__file__).resolve().parent / "rules.toml"
@@ -110,12 +111,7 @@ class Rule(BaseModel):
     @field_validator("patterns")
     @classmethod
     def _compile(cls, v: list[str]) -> list[str]:
-        for p in v:
-            try:
-                re.compile(p)
-            except re.error as exc:
-                raise ValueError(f"pattern {p!r} is not a valid regular expression: {exc}") from None
-        return v
+        return check_patterns(v)
 
     @model_validator(mode="after")
     def _matches_something(self) -> Rule:

@@ -25,11 +25,11 @@ from engine.backends.cuda_support import (
     cache_key,
     cache_load,
     cache_store,
-    parse_ptxas_log,
 )
 from engine.result import PeerResult, RunResult
 from engine.timing import timing_stats
 from engine.verify import compare
+from kernels import nvrtc_check
 from kernels.spec import DeviceLimits, TensorMapArg
 
 _CUDA_ERRORS: tuple[type[BaseException], ...] = (runtime.CUDARuntimeError, driver.CUDADriverError)
@@ -103,36 +103,27 @@ class Blas:
                       cublas.CUBLAS_COMPUTE_32F, cublas.CUBLAS_GEMM_DEFAULT)
 
 
-def compile_inputs(build: Any, limits: DeviceLimits, fault: str = "none") -> tuple[str, list[str]]:
-    """The exact source and NVRTC options a build compiles with (also used to pre-fill the cache)."""
+def compile_inputs(build: Any, limits: DeviceLimits, fault: str = "none") -> tuple[str, str, list[str]]:
+    """(source, arch, options) a build compiles with (also used to pre-fill the cache). The backend
+    owns the target: a spec's own arch option would duplicate (or contradict) it."""
     source = build.source + FAULT_SOURCE
     if fault == "compile_error":
         source += COMPILE_ERROR_LINE
-    # The backend owns the target: a spec's own arch option would duplicate (or contradict) it.
     extra = [o for o in build.options if not o.startswith(("--gpu-architecture", "-arch"))]
-    return source, [f"--gpu-architecture={limits.arch}", "-Xptxas=-v", *extra]
+    return source, limits.arch, ["-Xptxas=-v", *extra]
 
 
-def compile_cubin(source: str, options: list[str], em: Any = None) -> tuple[bytes, str, bool]:
-    """NVRTC straight to a cubin for the exact arch; cached by source + options + NVRTC version."""
-    ver = nvrtc.getVersion()
-    key = cache_key(source, options, ver)
+def compile_cubin(source: str, arch: str, options: list[str]) -> tuple[bytes, str, bool]:
+    """NVRTC straight to a cubin for the exact arch; cached by source + arch + options + NVRTC version."""
+    key = cache_key(source, [arch, *options], nvrtc.getVersion())
     hit = cache_load(key)
     if hit is not None:
         return hit[0], hit[1], True
-    prog = nvrtc.createProgram(source, "kernel.cu", [], [])
-    try:
-        try:
-            nvrtc.compileProgram(prog, options)
-        except nvrtc.NVRTCError as exc:
-            log = nvrtc.getProgramLog(prog)
-            raise RunFailure("compile_error", f"{exc}\n{log}".strip(), "nvrtc_compile") from None
-        log = nvrtc.getProgramLog(prog)
-        cubin = nvrtc.getCUBIN(prog)
-    finally:
-        nvrtc.destroyProgram(prog)
-    cache_store(key, cubin, log)
-    return cubin, log, False
+    report = nvrtc_check.compile_cubin(source, arch, tuple(options))
+    if not report.ok:
+        raise RunFailure("compile_error", f"NVRTC_ERROR_COMPILATION\n{report.log}".strip(), "nvrtc_compile")
+    cache_store(key, report.cubin, report.log)
+    return report.cubin, report.log, False
 
 
 class _Sampler(threading.Thread):
@@ -195,16 +186,15 @@ class CudaBackend:
         # --- compile -----------------------------------------------------------------------
         em.start("compile", f"NVRTC for {limits.arch}")
         build = spec.build(task, limits)
-        source, options = compile_inputs(build, limits, task.fault.value)
         try:
-            cubin, log, cached = compile_cubin(source, options, em)
+            cubin, log, cached = compile_cubin(*compile_inputs(build, limits, task.fault.value))
         except RunFailure as exc:
             em.fail("compile", exc.message)
             raise
-        resources = parse_ptxas_log(log)
+        resources = {name: dict(vars(r)) for name, r in nvrtc_check.parse_ptxas_log(log).items()}
         for fn, r in resources.items():
-            if r.get("spill_store_bytes") or r.get("spill_load_bytes"):
-                em.info(f"{fn}: {r.get('spill_store_bytes')} B spill stores, {r.get('spill_load_bytes')} B spill loads",
+            if r["spill_store_bytes"] or r["spill_load_bytes"]:
+                em.info(f"{fn}: {r['spill_store_bytes']} B spill stores, {r['spill_load_bytes']} B spill loads",
                         "warning")
         em.done("compile", ("cached cubin" if cached else "compiled") + f" for {limits.arch}")
 

@@ -1,10 +1,9 @@
-"""Pieces of the CUDA backend that need no cupy: NVRTC log parsing, the kernel cache, the fault
-kernel source, poison bit patterns. Kept apart so they are unit-testable on any machine."""
+"""Pieces of the CUDA backend that need no cupy: the kernel cache, the fault kernel source, poison
+bit patterns. Kept apart so they are unit-testable on any machine."""
 
 from __future__ import annotations
 
 import hashlib
-import re
 from pathlib import Path
 
 from engine.paths import cache_dir
@@ -29,26 +28,6 @@ COMPILE_ERROR_LINE = '\n#error "SOL Cockpit injected compile error (task fault=c
 
 POISON_BITS = {"bf16": 0x7FA5, "fp16": 0x7E5A, "fp32": 0x7FA5A5A5}
 """NaN patterns with a payload no kernel produces: an element still holding one was never written."""
-
-_FUNC_PROPS = re.compile(
-    r"Function properties for (\S+)\s*\n\S*\s*\.?\s*(\d+) bytes stack frame, (\d+) bytes spill stores, "
-    r"(\d+) bytes spill loads")
-
-
-def parse_ptxas_log(log: str) -> dict[str, dict[str, int]]:
-    """Per function: registers, stack frame and spill bytes from an NVRTC `-Xptxas=-v` log."""
-    out: dict[str, dict[str, int]] = {}
-    for m in _FUNC_PROPS.finditer(log):
-        out.setdefault(m.group(1), {}).update(
-            stack_frame_bytes=int(m.group(2)), spill_store_bytes=int(m.group(3)),
-            spill_load_bytes=int(m.group(4)))
-    for block in log.split("ptxas info    : Compiling entry function")[1:]:
-        name_m = re.match(r" '(\S+)'", block)
-        regs_m = re.search(r"Used (\d+) registers", block)
-        if name_m and regs_m:
-            out.setdefault(name_m.group(1), {})["registers"] = int(regs_m.group(1))
-    return out
-
 
 def cache_key(source: str, options: list[str], nvrtc_version: tuple[int, int]) -> str:
     h = hashlib.sha256()

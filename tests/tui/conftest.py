@@ -10,13 +10,8 @@ from engine.telemetry import SimulatedSource, simulated_sampler
 
 @pytest.fixture(autouse=True)
 def cockpit_env(tmp_path, monkeypatch):
-    monkeypatch.setenv("SOL_COCKPIT_CONFIG_DIR", str(tmp_path / "config"))
-    monkeypatch.setenv("SOL_COCKPIT_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("SOL_COCKPIT_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("SOL_COCKPIT_STORE", str(tmp_path / "data" / "results.sqlite"))
-    monkeypatch.setenv("SOL_SIM_DELAY", "0")
-    monkeypatch.delenv("BLOCK_SIZE", raising=False)
-    monkeypatch.delenv("MEMORY_PIPELINING", raising=False)
+    """The root conftest isolates dirs and env per test; here the working dir moves there too, so
+    task files saved from the Tune screen land in the test's own folder."""
     monkeypatch.chdir(tmp_path)
     return tmp_path
 

@@ -1,6 +1,8 @@
-"""CUDA-backend helpers that need no GPU: ptxas report parsing, the kernel cache."""
+"""CUDA-backend helpers that need no GPU: ptxas report parsing (kernels.nvrtc_check, which the backend
+compiles through), the kernel cache."""
 
-from engine.backends.cuda_support import cache_key, cache_load, cache_store, parse_ptxas_log
+from engine.backends.cuda_support import cache_key, cache_load, cache_store
+from kernels.nvrtc_check import parse_ptxas_log
 
 LOG = """ptxas info    : 0 bytes gmem
 ptxas info    : Compiling entry function 'gemm_residual_mma' for 'sm_90a'
@@ -16,9 +18,9 @@ ptxas info    : Used 12 registers, used 0 barriers
 
 def test_parse_ptxas_log():
     r = parse_ptxas_log(LOG)
-    assert r["gemm_residual_mma"] == {"stack_frame_bytes": 0, "spill_store_bytes": 0, "spill_load_bytes": 0,
-                                      "registers": 241}
-    assert r["sol_fault_kernel"]["spill_store_bytes"] == 4 and r["sol_fault_kernel"]["registers"] == 12
+    g = r["gemm_residual_mma"]
+    assert (g.stack_frame_bytes, g.spill_store_bytes, g.spill_load_bytes, g.registers) == (0, 0, 0, 241)
+    assert r["sol_fault_kernel"].spill_store_bytes == 4 and r["sol_fault_kernel"].registers == 12
 
 
 def test_cache_roundtrip(tmp_path, monkeypatch):
