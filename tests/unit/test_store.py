@@ -61,3 +61,15 @@ def test_killed_writer_never_corrupts(tmp_path):
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     n = ResultStore(path).list(limit=100000)
     assert len(n) >= 1
+
+
+def test_a_file_that_is_not_a_store_is_a_clear_error_and_is_left_alone(tmp_path):
+    import pytest
+
+    from engine.errors import InputError
+
+    path = tmp_path / "r.sqlite"
+    path.write_bytes(b"not a database, but somebody's file" * 100)
+    with pytest.raises(InputError, match="not a cockpit store"):
+        ResultStore(path).save(_result())
+    assert path.read_bytes().startswith(b"not a database")
