@@ -86,7 +86,7 @@ def prepare(task: TaskSpec, profile_name: str | None = None, profiles: ProfileSe
     if dtype not in spec.dtypes:
         raise InputError(f"dtype={dtype}: {spec.name} supports {', '.join(spec.dtypes)}")
     limits = DeviceLimits.from_profile(profile)
-    bs_default, pl_default = spec.default_knobs(limits, dtype)
+    bs_default, pl_default = spec.default_knobs(limits, dtype, shape)
     update: dict[str, Any] = {"shape": shape}
     if task.block_size is None:
         update["block_size"] = bs_default

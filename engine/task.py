@@ -24,10 +24,12 @@ class DType(str, enum.Enum):
     bf16 = "bf16"
     fp16 = "fp16"
     fp32 = "fp32"
+    tf32 = "tf32"
+    """fp32 inputs and output, multiplied on the tensor cores in TF32 (10-bit mantissa): opt-in."""
 
     @property
     def itemsize(self) -> int:
-        return 4 if self is DType.fp32 else 2
+        return 4 if self in (DType.fp32, DType.tf32) else 2
 
 
 class BackendName(str, enum.Enum):
@@ -79,7 +81,8 @@ class TaskSpec(BaseModel):
     shape: dict[str, int] = Field(default_factory=lambda: {"m": 16 * 512, "n": 2560, "k": 2560})
     """Problem dimensions by name; the kernel spec says which (gemm: m, n, k; or batch, seq, hidden)."""
     dtype: DType = DType.bf16
-    """Input/output element type (bf16, fp16, fp32); accumulation is fp32."""
+    """Input/output element type (bf16, fp16, fp32, or tf32 = fp32 data on TF32 tensor cores);
+    accumulation is fp32."""
     block_size: str | None = None
     """BLOCK_SIZE: the tile shape, e.g. '128x128' or '128x256x64' (kernel default when unset)."""
     memory_pipelining: int | None = None

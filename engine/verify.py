@@ -30,3 +30,20 @@ def compare(xp: Any, out64: Any, ref64: Any, rtol: float, unwritten: int = 0, no
         nan_count=nan_count, inf_count=inf_count, unwritten_count=unwritten, rtol=rtol,
         checked_elements=int(out64.size), note=note,
     )
+
+
+def merge(parts: dict[str, Correctness]) -> Correctness:
+    """One verdict for a kernel with several outputs: the worst of each figure, all must pass."""
+    if len(parts) == 1:
+        return next(iter(parts.values()))
+    vals = list(parts.values())
+    worst = max(vals, key=lambda c: c.max_rel_err)
+    return Correctness(
+        correct=all(c.correct for c in vals), max_abs_err=max(c.max_abs_err for c in vals),
+        max_rel_err=worst.max_rel_err, normwise_rel_err=max(c.normwise_rel_err for c in vals),
+        nan_count=sum(c.nan_count for c in vals), inf_count=sum(c.inf_count for c in vals),
+        unwritten_count=sum(c.unwritten_count for c in vals), rtol=worst.rtol,
+        checked_elements=sum(c.checked_elements for c in vals),
+        note="; ".join(f"{k}: max rel {c.max_rel_err:.3g}" for k, c in parts.items())
+        + (f" -- {vals[0].note}" if vals[0].note else ""),
+    )

@@ -106,7 +106,8 @@ class GemmResidualSpec(KernelSpec):
         return [s for s in STAGE_CHOICES
                 if self.smem_bytes(dtype, tile, s) <= limits.shared_memory_per_block_bytes]
 
-    def default_knobs(self, limits: DeviceLimits, dtype: str) -> tuple[str, int]:
+    def default_knobs(self, limits: DeviceLimits, dtype: str,
+                      shape: dict[str, int] | None = None) -> tuple[str, int]:
         """The best tile that fits, with the deepest pipeline that fits (at most 4 stages)."""
         opts = self.block_size_options(limits, dtype)
         if not opts:
@@ -304,18 +305,20 @@ class GemmResidualSpec(KernelSpec):
         return max(0.01, min(0.95, ceiling * f_tile * f_pipe * f_wave * f_fuse))
 
 
-def _peer_matmul_add(xp: Any, blas: Any, inputs: dict[str, Any], out: Any) -> None:
+def _peer_matmul_add(xp: Any, blas: Any, inputs: dict[str, Any], outs: dict[str, Any]) -> None:
+    out = outs["out"]
     xp.matmul(inputs["a"], inputs["w"].T, out=out)
     xp.add(out, inputs["r"], out=out)
 
 
-def _peer_gemm_beta1(xp: Any, blas: Any, inputs: dict[str, Any], out: Any) -> None:
+def _peer_gemm_beta1(xp: Any, blas: Any, inputs: dict[str, Any], outs: dict[str, Any]) -> None:
+    out = outs["out"]
     out[...] = inputs["r"]
     blas.gemm_nt(inputs["a"], inputs["w"], out, alpha=1.0, beta=1.0)
 
 
-def _peer_gemm_alone(xp: Any, blas: Any, inputs: dict[str, Any], out: Any) -> None:
-    blas.gemm_nt(inputs["a"], inputs["w"], out, alpha=1.0, beta=0.0)
+def _peer_gemm_alone(xp: Any, blas: Any, inputs: dict[str, Any], outs: dict[str, Any]) -> None:
+    blas.gemm_nt(inputs["a"], inputs["w"], outs["out"], alpha=1.0, beta=0.0)
 
 
 SPEC = GemmResidualSpec()

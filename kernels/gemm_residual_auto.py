@@ -43,10 +43,11 @@ class AutoGemmResidualSpec(GemmResidualSpec):
             return sm90.pipelining_options(limits, dtype, block_size)
         return super().pipelining_options(limits, dtype, block_size)
 
-    def default_knobs(self, limits: DeviceLimits, dtype: str) -> tuple[str, int]:
-        if self._hopper(limits, dtype):
+    def default_knobs(self, limits: DeviceLimits, dtype: str,
+                      shape: dict[str, int] | None = None) -> tuple[str, int]:
+        if self._hopper(limits, dtype, shape):
             return sm90.default_knobs(limits, dtype)
-        return super().default_knobs(limits, dtype)
+        return super().default_knobs(limits, dtype, shape)
 
     def check(self, task: Any, limits: DeviceLimits) -> list[Violation]:
         dtype = task.dtype.value

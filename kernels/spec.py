@@ -122,15 +122,15 @@ class Build:
 
 @dataclass(frozen=True)
 class PeerSpec:
-    """A peer implementation timed on the same inputs. ``run(xp, blas, inputs, out)`` writes
-    ``out``; ``blas`` is the backend's cuBLAS wrapper (``gemm_nt``). ``baseline`` marks the
+    """A peer implementation timed on the same inputs. ``run(xp, blas, inputs, outs)`` writes the
+    output buffers in ``outs`` (name -> array); ``blas`` is the backend's cuBLAS wrapper (``gemm_nt``). ``baseline`` marks the
     unfused framework baseline (T_b of the SOL-ExecBench score)."""
 
     name: str
     label: str
     run: Callable[..., None]
     baseline: bool = False
-    dtypes: tuple[str, ...] = ("bf16", "fp16", "fp32")
+    dtypes: tuple[str, ...] = ("bf16", "fp16", "fp32", "tf32")
     verify: bool = True
     """False for peers that compute only part of the function (e.g. the GEMM without R)."""
 
@@ -145,8 +145,17 @@ class KernelSpec(ABC):
     """Names of the shape's dimensions, in positional order."""
     dtypes: tuple[str, ...] = ("bf16", "fp16", "fp32")
     default_shape: dict[str, int] = {}
-    output: str = "out"
-    """Name of the output buffer that verification checks."""
+    outputs: tuple[str, ...] = ("out",)
+    """Output buffers that verification checks (``reference`` returns the first, or a dict of all)."""
+
+    @property
+    def output(self) -> str:
+        return self.outputs[0]
+
+    def reference_outputs(self, xp: Any, inputs: dict[str, Any]) -> dict[str, Any]:
+        """``reference`` as a dict output name -> float64 array."""
+        ref = self.reference(xp, inputs)
+        return ref if isinstance(ref, dict) else {self.outputs[0]: ref}
 
     def read_source(self, filename: str) -> str:
         return (KERNEL_DIR / filename).read_text(encoding="utf-8")
@@ -178,8 +187,10 @@ class KernelSpec(ABC):
         """MEMORY_PIPELINING values (0 = off, or stage counts) that fit with this BLOCK_SIZE."""
 
     @abstractmethod
-    def default_knobs(self, limits: DeviceLimits, dtype: str) -> tuple[str, int]:
-        """(BLOCK_SIZE, MEMORY_PIPELINING) used when the task leaves them unset."""
+    def default_knobs(self, limits: DeviceLimits, dtype: str,
+                      shape: dict[str, int] | None = None) -> tuple[str, int]:
+        """(BLOCK_SIZE, MEMORY_PIPELINING) used when the task leaves them unset; ``shape`` (when
+        known) lets a spec pick a tile that fills the GPU for that problem size."""
 
     @abstractmethod
     def check(self, task: Any, limits: DeviceLimits) -> list[Violation]:
@@ -206,7 +217,8 @@ class KernelSpec(ABC):
 
     @abstractmethod
     def reference(self, xp: Any, inputs: dict[str, Any]) -> Any:
-        """The output computed in higher precision (float64 on ``xp``)."""
+        """The output computed in higher precision (float64 on ``xp``); a dict name -> array for a
+        kernel with several outputs."""
 
     @abstractmethod
     def rtol(self, dtype: str) -> float:

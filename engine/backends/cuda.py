@@ -21,6 +21,7 @@ from engine.backends.cuda_support import (
     COMPILE_ERROR_LINE,
     FAULT_MODES,
     FAULT_SOURCE,
+    NAN_BITS,
     POISON_BITS,
     cache_key,
     cache_load,
@@ -28,7 +29,7 @@ from engine.backends.cuda_support import (
 )
 from engine.result import PeerResult, RunResult
 from engine.timing import timing_stats
-from engine.verify import compare
+from engine.verify import compare, merge
 from kernels import nvrtc_check
 from kernels.spec import DeviceLimits, TensorMapArg
 
@@ -42,8 +43,8 @@ try:  # a real bfloat16 dtype lets CuPy's own matmul run as a peer
 except Exception:
     _BF16 = None
 
-_STORAGE = {"bf16": np.uint16, "fp16": np.float16, "fp32": np.float32}
-_BITS = {"bf16": np.uint16, "fp16": np.uint16, "fp32": np.uint32}
+_STORAGE = {"bf16": np.uint16, "fp16": np.float16, "fp32": np.float32, "tf32": np.float32}
+_BITS = {"bf16": np.uint16, "fp16": np.uint16, "fp32": np.uint32, "tf32": np.uint32}
 
 _f32_to_bf16 = cp.ElementwiseKernel(
     "float32 x", "uint16 y",
@@ -84,7 +85,8 @@ def native_view(x: Any, dtype: str) -> Any:
 class Blas:
     """cuBLAS through CuPy's bindings: c[M,N] = alpha * a[M,K] @ w[N,K]^T + beta * c, fp32 compute."""
 
-    _TYPES = {"bf16": runtime.CUDA_R_16BF, "fp16": runtime.CUDA_R_16F, "fp32": runtime.CUDA_R_32F}
+    _TYPES = {"bf16": runtime.CUDA_R_16BF, "fp16": runtime.CUDA_R_16F, "fp32": runtime.CUDA_R_32F,
+              "tf32": runtime.CUDA_R_32F}
 
     def __init__(self, dtype: str) -> None:
         self.dtype = dtype
@@ -100,7 +102,8 @@ class Blas:
         # Row-major C = A W^T is column-major C^T = W A^T: op(W)=T (ld K), op(A)=N (ld K), ldc N.
         cublas.gemmEx(handle, cublas.CUBLAS_OP_T, cublas.CUBLAS_OP_N, n, m, k, al.ctypes.data,
                       w.data.ptr, t, k, a.data.ptr, t, k, be.ctypes.data, c.data.ptr, t, n,
-                      cublas.CUBLAS_COMPUTE_32F, cublas.CUBLAS_GEMM_DEFAULT)
+                      cublas.CUBLAS_COMPUTE_32F_FAST_TF32 if self.dtype == "tf32" else cublas.CUBLAS_COMPUTE_32F,
+                      cublas.CUBLAS_GEMM_DEFAULT)
 
 
 def compile_inputs(build: Any, limits: DeviceLimits, fault: str = "none") -> tuple[str, str, list[str]]:
@@ -225,7 +228,7 @@ class CudaBackend:
         em.start("inputs")
         rng = cp.random.default_rng(task.seed)
         buffers = spec.buffers(task)
-        in_bytes = sum(int(np.prod(b.shape)) * (4 if dtype == "fp32" else 2) for b in buffers if b.role == "input")
+        in_bytes = sum(int(np.prod(b.shape)) * np.dtype(_STORAGE[dtype]).itemsize for b in buffers if b.role == "input")
         l2 = int(props.get("l2CacheSize", 0)) or int(profile.l2_mb * 2**20)
         n_sets = 1 if in_bytes >= l2 else min(16, -(-3 * l2 // max(in_bytes, 1)))
         sets: list[dict[str, Any]] = []
@@ -306,19 +309,16 @@ class CudaBackend:
         bits = _BITS[dtype]
         if task.verify:
             em.start("verify")
-            out = outs[spec.output]
-            out.view(bits).fill(POISON_BITS[dtype])
+            for name in spec.outputs:
+                outs[name].view(bits).fill(POISON_BITS[dtype])
             run_once(0)
             if task.fault.value == "nan":
-                out.view(bits)[..., ::97] = {"bf16": 0x7FC0, "fp16": 0x7E00, "fp32": 0x7FC00000}[dtype]
+                outs[spec.output].view(bits)[..., ::97] = NAN_BITS[dtype]
             cp.cuda.Device().synchronize()
-            unwritten = int((out.view(bits) == POISON_BITS[dtype]).sum())
-            inputs64 = {k: to_f64(v, dtype) for k, v in sets[0].items()}
-            ref = spec.reference(cp, inputs64)
-            correctness = compare(cp, to_f64(out, dtype), ref, spec.rtol(dtype), unwritten)
-            del inputs64, ref
+            correctness = self._verify(spec, sets[0], outs, dtype)
             em.done("verify", "ok" if correctness.correct else
-                    f"MISMATCH max rel {correctness.max_rel_err:.3g}, {correctness.nan_count} NaN, {unwritten} unwritten")
+                    f"MISMATCH max rel {correctness.max_rel_err:.3g}, {correctness.nan_count} NaN, "
+                    f"{correctness.unwritten_count} unwritten")
         else:
             em.skip("verify", "verification off")
 
@@ -326,7 +326,7 @@ class CudaBackend:
         peers: list[PeerResult] = []
         if task.peers:
             em.start("peers")
-            peers = self._peers(task, spec, sets[0], outs[spec.output], dtype, em)
+            peers = self._peers(task, spec, sets[0], outs, dtype, em)
             em.done("peers", f"{len(peers)} peer(s)")
         else:
             em.skip("peers", "peers off")
@@ -354,10 +354,23 @@ class CudaBackend:
         em.done("collect")
         return res
 
-    def _peers(self, task: Any, spec: Any, inputs: dict[str, Any], out: Any, dtype: str, em: Any) -> list[PeerResult]:
+    @staticmethod
+    def _verify(spec: Any, inputs: dict[str, Any], outs: dict[str, Any], dtype: str) -> Any:
+        """Every output against the float64 reference; poisoned elements count as unwritten."""
+        bits = _BITS[dtype]
+        refs = spec.reference_outputs(cp, {k: to_f64(v, dtype) for k, v in inputs.items()})
+        parts = {}
+        for name in spec.outputs:
+            out = outs[name]
+            unwritten = int((out.view(bits) == POISON_BITS[dtype]).sum())
+            parts[name] = compare(cp, to_f64(out, dtype), refs[name], spec.rtol(dtype), unwritten)
+        return merge(parts)
+
+    def _peers(self, task: Any, spec: Any, inputs: dict[str, Any], outs: dict[str, Any], dtype: str,
+               em: Any) -> list[PeerResult]:
         blas = Blas(dtype)
         native = {k: native_view(v, dtype) for k, v in inputs.items()}
-        nout = native_view(out, dtype)
+        nouts = {k: native_view(v, dtype) for k, v in outs.items()}
         results = []
         iters = max(5, min(task.iterations, 100))
         for p in spec.peers(task):
@@ -365,13 +378,13 @@ class CudaBackend:
                 continue
             pr = PeerResult(name=p.name, label=p.label, baseline=p.baseline)
             try:
-                if nout is None or any(v is None for v in native.values()):
+                if any(v is None for v in (*native.values(), *nouts.values())):
                     # cuBLAS works on raw pointers; only CuPy's own ops need its bfloat16 dtype
                     if "cupy" in p.name:
                         raise RuntimeError("CuPy has no bfloat16 dtype here (install ml_dtypes)")
-                    ins, o = inputs, out
+                    ins, o = inputs, outs
                 else:
-                    ins, o = native, nout
+                    ins, o = native, nouts
                 for _ in range(max(3, task.warmup)):
                     p.run(cp, blas, ins, o)
                 cp.cuda.Device().synchronize()
@@ -385,11 +398,11 @@ class CudaBackend:
                     times.append(cp.cuda.get_elapsed_time(e0, e1))
                 pr.timing = timing_stats(times)
                 if p.verify and task.verify:
-                    out.view(_BITS[dtype]).fill(POISON_BITS[dtype])
+                    for name in spec.outputs:
+                        outs[name].view(_BITS[dtype]).fill(POISON_BITS[dtype])
                     p.run(cp, blas, ins, o)
                     cp.cuda.Device().synchronize()
-                    ref = spec.reference(cp, {k: to_f64(v, dtype) for k, v in inputs.items()})
-                    pr.correct = compare(cp, to_f64(out, dtype), ref, spec.rtol(dtype)).correct
+                    pr.correct = self._verify(spec, inputs, outs, dtype).correct
             except Exception as exc:  # a failing peer is reported, never fatal to our run
                 pr.error = f"{type(exc).__name__}: {exc}"
                 em.info(f"peer {p.name} failed: {pr.error}", "warning")

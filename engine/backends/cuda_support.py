@@ -26,8 +26,11 @@ FAULT_MODES = {"launch_failure": 1, "illegal_address": 2, "hang": 3}
 
 COMPILE_ERROR_LINE = '\n#error "SOL Cockpit injected compile error (task fault=compile_error)"\n'
 
-POISON_BITS = {"bf16": 0x7FA5, "fp16": 0x7E5A, "fp32": 0x7FA5A5A5}
+POISON_BITS = {"bf16": 0x7FA5, "fp16": 0x7E5A, "fp32": 0x7FA5A5A5, "tf32": 0x7FA5A5A5}
 """NaN patterns with a payload no kernel produces: an element still holding one was never written."""
+
+NAN_BITS = {"bf16": 0x7FC0, "fp16": 0x7E00, "fp32": 0x7FC00000, "tf32": 0x7FC00000}
+"""Canonical quiet NaNs, written by the `nan` fault."""
 
 def cache_key(source: str, options: list[str], nvrtc_version: tuple[int, int]) -> str:
     h = hashlib.sha256()

@@ -169,16 +169,16 @@ def test_peers():
     rng = np.random.default_rng(1)
     ins = {"a": rng.standard_normal((4, 8)), "w": rng.standard_normal((16, 8)), "r": rng.standard_normal((4, 16))}
     out = np.empty((4, 16))
-    peers["cupy_matmul_add"].run(np, None, ins, out)
+    peers["cupy_matmul_add"].run(np, None, ins, {"out": out})
     np.testing.assert_allclose(out, SPEC.reference(np, ins))
 
     class Blas:
         def gemm_nt(self, a, w, c, alpha=1.0, beta=0.0):
             c[...] = alpha * (a @ w.T) + beta * c
 
-    peers["cublas_gemm_beta1"].run(np, Blas(), ins, out)
+    peers["cublas_gemm_beta1"].run(np, Blas(), ins, {"out": out})
     np.testing.assert_allclose(out, SPEC.reference(np, ins))
-    peers["cublas_gemm"].run(np, Blas(), ins, out)
+    peers["cublas_gemm"].run(np, Blas(), ins, {"out": out})
     np.testing.assert_allclose(out, ins["a"] @ ins["w"].T)
 
 
