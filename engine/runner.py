@@ -6,7 +6,6 @@ Either way the caller gets a RunResult and can start the next run at once."""
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import threading
 import time
 from collections.abc import Callable
@@ -16,7 +15,8 @@ from typing import Any
 from engine.backends.collect import base_fingerprint, now_iso
 from engine.backends.select import choose_backend
 from engine.errors import InputError
-from engine.events import Event, StageEvent, event_from_dict
+from engine.events import Event
+from engine.process import run_in_engine_process
 from engine.profiles import Profile, ProfileSet, load_profiles
 from engine.result import RunResult, RunStatus
 from engine.task import TaskSpec
@@ -101,27 +101,6 @@ def prepare(task: TaskSpec, profile_name: str | None = None, profiles: ProfileSe
                        device_name=choice.device_name, detected_profile=detected)
 
 
-def _start_resource_tracker() -> None:
-    """Start multiprocessing's resource tracker while stderr is still a real file descriptor: a
-    caller that later replaces sys.stderr (Textual captures it) would otherwise make the spawn
-    fail with 'bad value(s) in fds_to_keep'. Idempotent."""
-    try:
-        from multiprocessing import resource_tracker
-
-        resource_tracker.ensure_running()
-    except Exception:  # the tracker is an optimisation for leaked semaphores, never a requirement
-        pass
-
-
-def _kill(proc: Any) -> None:
-    if proc.is_alive():
-        proc.terminate()
-        proc.join(3)
-    if proc.is_alive():
-        proc.kill()
-        proc.join(3)
-
-
 def _failed(prep: PreparedRun, status: RunStatus, error: str, kind: str, started: str, t0: float,
             log: list[str]) -> RunResult:
     return RunResult(status=status, simulated=prep.simulated, task=prep.task.model_dump(mode="json"),
@@ -134,68 +113,25 @@ def run_prepared(prep: PreparedRun, on_event: Callable[[Event], None] | None = N
                  cancel: threading.Event | None = None, store: Any = None) -> RunResult:
     """Run in a spawned engine process; block until it finishes, times out or is cancelled.
     Safe to call from a worker thread. Saves the result in ``store`` when given."""
-    ctx = mp.get_context("spawn")
-    _start_resource_tracker()
-    recv_conn, send_conn = ctx.Pipe(duplex=False)
     payload = {"task": prep.task.model_dump(mode="json"), "profile": prep.profile.model_dump(mode="json"),
                "backend": prep.backend}
-    proc = ctx.Process(target=_child_entry, args=(payload, send_conn), daemon=True, name="sol-engine")
     started, t0 = now_iso(), time.monotonic()
-    proc.start()
-    send_conn.close()
-    deadline = t0 + prep.task.timeout_s
-    result: RunResult | None = None
-    stage = "compile"
-    log: list[str] = []
-    try:
-        while result is None:
-            if cancel is not None and cancel.is_set():
-                _kill(proc)
-                result = _failed(prep, RunStatus.cancelled, f"cancelled by the user during {stage}",
-                                 "cancelled", started, t0, log)
-                break
-            if time.monotonic() > deadline:
-                _kill(proc)
-                result = _failed(prep, RunStatus.timeout,
-                                 f"timed out after {prep.task.timeout_s:g} s during {stage}: the engine "
-                                 "process was killed (a hung kernel, or a run longer than the timeout)",
-                                 "timeout", started, t0, log)
-                break
-            try:
-                ready = recv_conn.poll(0.05)
-            except (EOFError, OSError):
-                ready = True
-            if not ready:
-                if not proc.is_alive() and not recv_conn.poll(0):
-                    proc.join(1)
-                    result = _failed(prep, RunStatus.crashed,
-                                     f"the engine process died during {stage} (exit code {proc.exitcode})",
-                                     "crashed", started, t0, log)
-                continue
-            try:
-                msg = recv_conn.recv()
-            except (EOFError, OSError):
-                proc.join(2)
-                result = _failed(prep, RunStatus.crashed,
-                                 f"the engine process died during {stage} (exit code {proc.exitcode})",
-                                 "crashed", started, t0, log)
-                break
-            if msg.get("type") == "event":
-                ev = event_from_dict(msg["event"])
-                if isinstance(ev, StageEvent):
-                    stage = ev.stage
-                elif getattr(ev, "message", None):
-                    log.append(ev.message)
-                if on_event is not None:
-                    on_event(ev)
-            elif msg.get("type") == "result":
-                result = RunResult.model_validate(msg["result"])
-    finally:
-        recv_conn.close()
-        if proc.is_alive():
-            proc.join(5)
-        _kill(proc)
-    result.wall_s = time.monotonic() - t0
+    out = run_in_engine_process(_child_entry, payload, prep.task.timeout_s, on_event, cancel)
+    if out.status == "ok":
+        result = RunResult.model_validate(out.result)
+    elif out.status == "cancelled":
+        result = _failed(prep, RunStatus.cancelled, f"cancelled by the user during {out.stage}",
+                         "cancelled", started, t0, out.log)
+    elif out.status == "timeout":
+        result = _failed(prep, RunStatus.timeout,
+                         f"timed out after {prep.task.timeout_s:g} s during {out.stage}: the engine "
+                         "process was killed (a hung kernel, or a run longer than the timeout)",
+                         "timeout", started, t0, out.log)
+    else:
+        result = _failed(prep, RunStatus.crashed,
+                         f"the engine process died during {out.stage} (exit code {out.exitcode})",
+                         "crashed", started, t0, out.log)
+    result.wall_s = out.wall_s
     if result.error:
         result.matched_rules = match_rules(result.error)
     if store is not None:

@@ -15,6 +15,7 @@ from textual.screen import Screen
 
 from engine.backends.select import BackendChoice, choose_backend
 from engine.errors import CockpitError
+from engine.process import start_resource_tracker
 from engine.profiles import ProfileSet, load_profiles
 from engine.result import RunResult
 from engine.store import ResultStore
@@ -61,7 +62,8 @@ class CockpitApp(App):
                  store: ResultStore | None = None, start_mode: str = "checklist",
                  backend_choice: BackendChoice | None = None, checks_on_start: bool = True) -> None:
         super().__init__()
-        _start_resource_tracker()
+        # Before Textual captures stderr: afterwards the engine's spawn could not start it.
+        start_resource_tracker()
         self.animation_level = "none"
         self.theme = THEMES.get(theme, theme)
         self.start_mode = start_mode
@@ -216,18 +218,6 @@ class CockpitApp(App):
                 desc = binding.tooltip or binding.description
                 yield SystemCommand(f"{binding.description} ({binding.key})", desc,
                                     lambda o=owner, a=binding.action: self.call_later(self.run_action, a, o))
-
-
-def _start_resource_tracker() -> None:
-    """Start multiprocessing's resource tracker while sys.stderr is still the real one: once
-    Textual captures stderr, its fileno() is -1 and the engine's spawn would fail with
-    'bad value(s) in fds_to_keep'."""
-    try:
-        from multiprocessing import resource_tracker
-
-        resource_tracker.ensure_running()
-    except Exception:  # the run reports its own error if spawning still fails
-        pass
 
 
 def make_app(**kwargs: Any) -> CockpitApp:

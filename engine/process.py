@@ -1,0 +1,108 @@
+"""The engine process: one spawned child per GPU job, watched by the caller.
+
+The child reports over a pipe: {"type": "event", "event": {...}} while it works, then exactly one
+{"type": "result", "result": {...}}. The caller enforces a wall-clock timeout and a cancel by
+killing the child, and notices a child that dies without a result (a segfault, a kill). The caller
+never imports cupy, so it never holds a CUDA context that a fault could poison."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.events import Event, StageEvent, event_from_dict
+
+
+@dataclass
+class ProcessOutcome:
+    """How the engine process ended: ``ok`` (with ``result``), ``timeout``, ``cancelled`` or
+    ``crashed`` (with ``exitcode``); ``stage`` is the last stage it reported."""
+
+    status: str
+    result: dict[str, Any] | None = None
+    stage: str = "compile"
+    exitcode: int | None = None
+    log: list[str] = field(default_factory=list)
+    wall_s: float = 0.0
+
+
+def start_resource_tracker() -> None:
+    """Start multiprocessing's resource tracker while stderr is still a real file descriptor: a
+    caller that later replaces sys.stderr (Textual captures it) would otherwise make the spawn
+    fail with 'bad value(s) in fds_to_keep'. Idempotent."""
+    try:
+        from multiprocessing import resource_tracker
+
+        resource_tracker.ensure_running()
+    except Exception:  # the tracker is an optimisation for leaked semaphores, never a requirement
+        pass
+
+
+def _kill(proc: Any) -> None:
+    if proc.is_alive():
+        proc.terminate()
+        proc.join(3)
+    if proc.is_alive():
+        proc.kill()
+        proc.join(3)
+
+
+def run_in_engine_process(entry: Callable[[dict[str, Any], Any], None], payload: dict[str, Any],
+                          timeout_s: float, on_event: Callable[[Event], None] | None = None,
+                          cancel: threading.Event | None = None, name: str = "sol-engine") -> ProcessOutcome:
+    """Run ``entry(payload, conn)`` in a spawned process and wait for its result, the timeout, a
+    cancel, or its death. ``entry`` must be a module-level function (spawn pickles it by name)."""
+    ctx = mp.get_context("spawn")
+    start_resource_tracker()
+    recv_conn, send_conn = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=entry, args=(payload, send_conn), daemon=True, name=name)
+    t0 = time.monotonic()
+    proc.start()
+    send_conn.close()
+    out = ProcessOutcome(status="running")
+    try:
+        while out.status == "running":
+            if cancel is not None and cancel.is_set():
+                _kill(proc)
+                out.status = "cancelled"
+                break
+            if time.monotonic() > t0 + timeout_s:
+                _kill(proc)
+                out.status = "timeout"
+                break
+            try:
+                ready = recv_conn.poll(0.05)
+            except (EOFError, OSError):
+                ready = True
+            if not ready:
+                if not proc.is_alive() and not recv_conn.poll(0):
+                    proc.join(1)
+                    out.status, out.exitcode = "crashed", proc.exitcode
+                continue
+            try:
+                msg = recv_conn.recv()
+            except (EOFError, OSError):
+                proc.join(2)
+                out.status, out.exitcode = "crashed", proc.exitcode
+                break
+            if msg.get("type") == "event":
+                ev = event_from_dict(msg["event"])
+                if isinstance(ev, StageEvent):
+                    out.stage = ev.stage
+                elif getattr(ev, "message", None):
+                    out.log.append(ev.message)
+                if on_event is not None:
+                    on_event(ev)
+            elif msg.get("type") == "result":
+                out.status, out.result = "ok", msg["result"]
+    finally:
+        recv_conn.close()
+        if proc.is_alive():
+            proc.join(5)
+        _kill(proc)
+    out.wall_s = time.monotonic() - t0
+    return out
