@@ -97,6 +97,10 @@ class RunResult(BaseModel):
     timing: Timing | None = None
     sol: dict[str, Any] | None = None
     """engine.sol.SolFigures as a dict (t_sol_ms, tflops, gbps, sol_pct, bound, ...)."""
+    sol_measured: dict[str, Any] | None = None
+    """The same SOL figures against this machine's measured ceilings (``tui calibrate``)."""
+    measured_profile: str | None = None
+    """The calibrated profile ``sol_measured`` uses."""
     correctness: Correctness | None = None
     peers: list[PeerResult] = Field(default_factory=list)
     solexec_score: float | None = None
@@ -137,6 +141,8 @@ class RunResult(BaseModel):
             "compute_util_pct": sol.get("compute_util_pct"),
             "bandwidth_util_pct": sol.get("bandwidth_util_pct"),
             "bound": sol.get("bound"),
+            "sol_pct_measured": (self.sol_measured or {}).get("sol_pct"),
+            "measured_profile": self.measured_profile,
             "flops": sol.get("flops"),
             "bytes": sol.get("bytes"),
             "correct": None if self.correctness is None else self.correctness.correct,

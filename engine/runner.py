@@ -132,11 +132,30 @@ def run_prepared(prep: PreparedRun, on_event: Callable[[Event], None] | None = N
                          f"the engine process died during {out.stage} (exit code {out.exitcode})",
                          "crashed", started, t0, out.log)
     result.wall_s = out.wall_s
+    attach_measured_sol(result, prep.profile)
     if result.error:
         result.matched_rules = match_rules(result.error)
     if store is not None:
         store.save(result)
     return result
+
+
+def attach_measured_sol(result: RunResult, profile: Profile, profiles: ProfileSet | None = None) -> None:
+    """When this machine has been calibrated against ``profile``, add SOL against the measured
+    ceilings beside the datasheet figures."""
+    from engine.calibrate import measured_for
+    from engine.sol import sol_figures
+
+    sol = result.sol or {}
+    if result.timing is None or not sol.get("flops"):
+        return
+    measured = measured_for(profiles or load_profiles(), profile)
+    if measured is None:
+        return
+    dtype = result.task.get("dtype", "bf16")
+    fig = sol_figures(sol["flops"], sol["bytes"], measured.peak_flops(dtype), measured.bandwidth_bytes_per_s,
+                      result.timing.median_ms)
+    result.sol_measured, result.measured_profile = fig.to_dict(), measured.name
 
 
 def match_rules(error_text: str) -> list[dict[str, Any]]:

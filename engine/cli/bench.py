@@ -137,6 +137,11 @@ def print_result(res: RunResult, notices: list[str]) -> None:
               f"{sol.get('bound')}; compute {fmt(sol.get('compute_util_pct'), '.1f')} % / bandwidth "
               f"{fmt(sol.get('bandwidth_util_pct'), '.1f')} % of {res.profile} peaks; SOL-ExecBench score "
               f"{fmt(res.solexec_score, '.3f')}")
+    if res.sol_measured:
+        sm = res.sol_measured
+        con.print(f"against measured ceilings ({res.measured_profile}): T_SOL {sm['t_sol_ms']:.4f} ms, SOL "
+                  f"{fmt(sm.get('sol_pct'), '.1f')} %, compute {fmt(sm.get('compute_util_pct'), '.1f')} % / bandwidth "
+                  f"{fmt(sm.get('bandwidth_util_pct'), '.1f')} %")
     if c is not None:
         con.print(f"verification: max abs err {c.max_abs_err:.3g}, max rel err {c.max_rel_err:.3g} (rtol {c.rtol:g}), "
                   f"normwise {c.normwise_rel_err:.3g}, NaN {c.nan_count}, Inf {c.inf_count}, unwritten {c.unwritten_count}"

@@ -14,6 +14,7 @@ COMMANDS = {
     "profiles": "engine.cli.profiles_cmd",
     "history": "engine.cli.history",
     "kernels": "engine.cli.kernels_cmd",
+    "calibrate": "engine.cli.calibrate_cmd",
     "check": "engine.cli.check",
     "diagnose": "engine.cli.diagnose",
     "checklist": "engine.cli.checklist_cmd",
