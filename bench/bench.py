@@ -24,7 +24,7 @@ from engine.profiles import load_profiles  # noqa: E402
 from engine.runner import prepare  # noqa: E402
 from engine.sol import solexec_score  # noqa: E402
 from engine.task import TaskSpec  # noqa: E402
-from kernels import get_spec  # noqa: E402
+from kernels import get_spec, kernel_names  # noqa: E402
 from kernels.spec import DeviceLimits  # noqa: E402
 
 SEED = {"m": 8192, "n": 2560, "k": 2560}
@@ -56,21 +56,37 @@ def run(task: TaskSpec):
     return CudaBackend().run(ctx)
 
 
-def torch_peers(shape: dict, dtype: str, iters: int) -> dict[str, float]:
-    """torch matmul + add and torch.addmm on their own N(0,1) inputs (median ms)."""
+def torch_peers(kernel: str, shape: dict, dtype: str, iters: int) -> dict[str, float]:
+    """The torch way of doing the same work, on its own N(0,1) inputs (median ms)."""
     try:
         import torch
+        import torch.nn.functional as F
     except ImportError:
         return {}
-    dt = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[dtype]
-    m, n, k = shape["m"], shape["n"], shape["k"]
+    dt = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "tf32": torch.float32}[dtype]
+    torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
     g = torch.Generator(device="cuda").manual_seed(0)
-    a = torch.randn(m, k, device="cuda", dtype=dt, generator=g)
-    w = torch.randn(n, k, device="cuda", dtype=dt, generator=g)
-    r = torch.randn(m, n, device="cuda", dtype=dt, generator=g)
+
+    def randn(*size):
+        return torch.randn(*size, device="cuda", dtype=dt, generator=g)
+
+    if kernel.startswith("gemm_residual"):
+        m, n, k = shape["m"], shape["n"], shape["k"]
+        a, w, r = randn(m, k), randn(n, k), randn(m, n)
+        fns = (("torch_matmul_add", lambda: torch.matmul(a, w.t()) + r),
+               ("torch_addmm", lambda: torch.addmm(r, a, w.t())))
+    elif kernel == "add_rmsnorm":
+        m, n = shape["m"], shape["n"]
+        x, r, wt = randn(m, n), randn(m, n), randn(n)
+        fns = (("torch_add_rms_norm", lambda: F.rms_norm(x + r, (n,), wt, eps=1e-6)),)
+    elif kernel == "bias_gelu":
+        m, n = shape["m"], shape["n"]
+        x, b = randn(m, n), randn(n)
+        fns = (("torch_bias_gelu", lambda: F.gelu(x + b, approximate="tanh")),)
+    else:
+        return {}
     out = {}
-    for name, fn in (("torch_matmul_add", lambda: torch.matmul(a, w.t()) + r),
-                     ("torch_addmm", lambda: torch.addmm(r, a, w.t()))):
+    for name, fn in fns:
         for _ in range(10):
             fn()
         times = []
@@ -123,9 +139,19 @@ def print_table(title: str, rows: list[dict]) -> None:
               + (f"  {r['status']}: {r['error']}" if r["status"] != "ok" else ""))
 
 
+def print_membound_table(title: str, rows: list[dict]) -> None:
+    print(f"\n## {title}")
+    print(f"{'case':<34} {'knobs':<16} {'ours ms':>8} {'GB/s':>6} {'SOL%':>5} {'ok':>3} {'peers (ms)'}")
+    for r in rows:
+        peers = "  ".join(f"{k} {fmt(v)}" for k, v in r["peers"].items())
+        print(f"{r['case']:<34} {r['knobs']:<16} {fmt(r['ms']):>8} {fmt(r['gbps'], '.0f'):>6} "
+              f"{fmt(r['sol_pct'], '.1f'):>5} {'yes' if r['correct'] else ('NO' if r['correct'] is False else '-'):>3} "
+              f"{peers}" + (f"  {r['status']}: {r['error']}" if r["status"] != "ok" else ""))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--sections", default="seed,msweep,knobs")
+    ap.add_argument("--sections", default="seed,msweep,knobs,membound")
     ap.add_argument("--iterations", type=int, default=100)
     ap.add_argument("--json", default=os.path.join(os.environ.get("OUT", "."), "bench.json"))
     args = ap.parse_args()
@@ -138,7 +164,7 @@ def main() -> int:
     plan: dict[str, list[tuple[str, TaskSpec]]] = {}
     if "seed" in sections:
         plan["seed shape, default knobs"] = [(f"seed {dt}", TaskSpec(shape=SEED, dtype=dt, iterations=it))
-                                             for dt in ("bf16", "fp16", "fp32")]
+                                             for dt in get_spec("gemm_residual").dtypes]
     if "msweep" in sections:
         plan["M sweep, bf16, N=K=2560"] = [(f"M={m}", TaskSpec(shape={"m": m, "n": 2560, "k": 2560}, iterations=it))
                                            for m in (256, 512, 1024, 1571, 2048, 4096, 7976, 8192)]
@@ -151,15 +177,27 @@ def main() -> int:
                                  TaskSpec(shape=SEED, block_size=bs, memory_pipelining=st, fusion=fusion,
                                           iterations=it, peers=False)))
         plan["knobs at the seed shape, bf16"] = rows
+    if "membound" in sections:
+        rows = []
+        for kernel, shapes in (("add_rmsnorm", ((32768, 4096), (8192, 2560))), ("bias_gelu", ((8192, 10240),))):
+            if kernel not in kernel_names():
+                continue
+            for m, n in shapes:
+                for dt in ("bf16", "fp16"):
+                    rows.append((f"{kernel} {m}x{n} {dt}", TaskSpec(kernel=kernel, shape={"m": m, "n": n}, dtype=dt,
+                                                                    iterations=it)))
+                rows.append((f"{kernel} {m}x{n} bf16 unfused",
+                             TaskSpec(kernel=kernel, shape={"m": m, "n": n}, fusion=False, iterations=it)))
+        plan["memory-bound fusion"] = rows
     precompile([t for rows in plan.values() for _, t in rows])
     for title, rows in plan.items():
         out = []
         for label, task in rows:
             res = run(task)
-            tp = torch_peers(res.task["shape"], res.task["dtype"], it) if task.peers else {}
+            tp = torch_peers(task.kernel, res.task["shape"], res.task["dtype"], it) if task.peers else {}
             out.append(row(label, res, tp))
         results[title] = out
-        print_table(title, out)
+        (print_membound_table if title == "memory-bound fusion" else print_table)(title, out)
     if "msweep" in sections:
         scores = [r["score_vs_torch"] for r in results["M sweep, bf16, N=K=2560"] if r["score_vs_torch"] is not None]
         if scores:
