@@ -58,6 +58,9 @@ class TelemetryCondition(BaseModel):
     """Share of the samples that carry the fields which must count."""
     min_samples: int = Field(default=3, ge=1)
     """Fewer usable samples than this never match (one sample is not a window)."""
+    during_run: bool = False
+    """Only meaningful while a kernel runs (e.g. low utilisation): judged on the samples taken
+    during the last run, never on an idle GPU."""
 
     @model_validator(mode="after")
     def _some(self) -> TelemetryCondition:
@@ -239,19 +242,24 @@ def _summary(cond: TelemetryCondition, samples: list[dict[str, Any]]) -> str:
     return ", ".join(dict.fromkeys(parts))
 
 
-def match_telemetry(samples: list[dict[str, Any]]) -> list[Match]:
+def match_telemetry(samples: list[dict[str, Any]], run_samples: list[dict[str, Any]] | None = None) -> list[Match]:
     """Rules whose telemetry condition holds over the window ``samples`` (dicts with
-    engine.nvml.Sample's fields), best first."""
-    window = [_derived(s) for s in samples if isinstance(s, dict) and not s.get("error")]
+    engine.nvml.Sample's fields), best first. Rules marked ``during_run`` are judged on
+    ``run_samples`` (those taken while the last run was in flight) and skipped without them."""
+    def clean(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [_derived(s) for s in rows if isinstance(s, dict) and not s.get("error")]
+
+    window, run_window = clean(samples), clean(run_samples or [])
     out = []
     for rule in rules():
         if rule.telemetry is None:
             continue
-        res = rule.telemetry.evaluate(window)
+        res = rule.telemetry.evaluate(run_window if rule.telemetry.during_run else window)
         if res is None or res[0] < rule.telemetry.min_fraction:
             continue
         frac, usable = res
-        evidence = f"{round(frac * usable)}/{usable} samples: {_summary(rule.telemetry, window)}"
+        used = run_window if rule.telemetry.during_run else window
+        evidence = f"{round(frac * usable)}/{usable} samples: {_summary(rule.telemetry, used)}"
         out.append(_match(rule, evidence, rule.priority + frac))
     return sorted(out, key=lambda m: -m.score)
 

@@ -79,12 +79,17 @@ def rules_for_check(result: Any) -> list[dict[str, Any]]:
         return []
 
 
-def rules_for_telemetry(samples: list[Any]) -> list[dict[str, Any]]:
+def rules_for_telemetry(samples: list[Any], run_window: tuple[float, float] | None = None) -> list[dict[str, Any]]:
+    """Rules over the recent samples; ``run_window`` (start, end in epoch seconds) selects the
+    samples taken during the last run, for rules that only mean something under load."""
     if not samples:
         return []
     try:
         rows = [s.to_dict() if hasattr(s, "to_dict") else dict(s) for s in samples]
-        return [rule_view(m) for m in _troubleshoot().match_telemetry(rows)]
+        run_rows = None
+        if run_window is not None:
+            run_rows = [r for r in rows if r.get("t") is not None and run_window[0] <= r["t"] <= run_window[1]]
+        return [rule_view(m) for m in _troubleshoot().match_telemetry(rows, run_rows)]
     except NotAvailable:
         return []
 

@@ -74,6 +74,19 @@ def resolve_relative(update: dict[str, Any], task: TaskSpec, profile: Any) -> di
     return out
 
 
+def run_window(result: Any) -> tuple[float, float] | None:
+    """(start, end) in epoch seconds of the last run, for rules that judge a GPU under load."""
+    if result is None or not result.started_at or not result.wall_s:
+        return None
+    from datetime import datetime
+
+    try:
+        start = datetime.fromisoformat(result.started_at).timestamp()
+    except ValueError:
+        return None
+    return start, start + result.wall_s
+
+
 def collect_rules(app: Any) -> list[tuple[str, dict[str, Any]]]:
     """(source, rule) for every rule that matches the cockpit's current evidence."""
     out: list[tuple[str, dict[str, Any]]] = []
@@ -87,7 +100,7 @@ def collect_rules(app: Any) -> list[tuple[str, dict[str, Any]]]:
         v = diagnostics.check_view(check)
         if v["status"] in ("fail", "warn"):
             out += [(f"check {v['id']}", r) for r in diagnostics.rules_for_check(check)]
-    out += [("telemetry", r) for r in diagnostics.rules_for_telemetry(app.telemetry.recent())]
+    out += [("telemetry", r) for r in diagnostics.rules_for_telemetry(app.telemetry.recent(), run_window(result))]
     return out
 
 
