@@ -46,7 +46,7 @@ class AutoGemmResidualSpec(GemmResidualSpec):
     def default_knobs(self, limits: DeviceLimits, dtype: str,
                       shape: dict[str, int] | None = None) -> tuple[str, int]:
         if self._hopper(limits, dtype, shape):
-            return sm90.default_knobs(limits, dtype)
+            return sm90.default_knobs(limits, dtype, shape)
         return super().default_knobs(limits, dtype, shape)
 
     def check(self, task: Any, limits: DeviceLimits) -> list[Violation]:

@@ -10,15 +10,30 @@
 // accumulators in fp32, rounds once, writes the result back into the same buffer and one
 // thread stores it with TMA (asynchronously: the consumers go straight on to the next tile).
 //
+// Stream-K tail (STREAMK): tiles [0, dp_tiles) are data-parallel (one CTA, the whole K loop);
+// the k-iterations of the remaining tiles are split evenly over the grid, so a CTA's share can
+// start or end inside a tile. A CTA that covers only part of a tile's K adds its fp32 partial into
+// a static workspace slot (red.global.add.v4.f32) and counts its k-blocks on the slot's counter;
+// the one whose k-blocks complete the count reads the sum back, re-zeroes the slot, resets the
+// counter and runs the normal epilogue (residual added once, rounded once). No CTA ever waits on
+// another, so any grid order is deadlock-free. The workspace is per module: launches of one
+// module must not run concurrently on two streams.
+//
 // STAGES == 1 is MEMORY_PIPELINING=off: the producer waits for the consumers to free the only
 // slot before it issues the next load, so copies and math never overlap.
 //
 // The Python spec prepends the knobs as #defines of validated integers:
-//   BM, BN, BK (64), STAGES, NUM_CONSUMERS, IS_BF16, FUSE, TMAP_GLOBAL.
+//   BM, BN, BK (64), STAGES, NUM_CONSUMERS, IS_BF16, FUSE, TMAP_GLOBAL, STREAMK, WS_TILES.
 // No headers: NVRTC compiles this on a machine without the CUDA toolkit.
 
 #if !defined(BM) || !defined(BN) || !defined(BK) || !defined(STAGES) || !defined(NUM_CONSUMERS)
 #error "the spec must define BM, BN, BK, STAGES, NUM_CONSUMERS"
+#endif
+#ifndef STREAMK
+#define STREAMK 0
+#endif
+#ifndef WS_TILES
+#define WS_TILES 264
 #endif
 #if BK != 64
 #error "BK must be 64: one 128-byte swizzle row of 16-bit elements"
@@ -233,9 +248,85 @@ __device__ __forceinline__ void st_shared_u32(unsigned addr, unsigned v) {
 #define EPI_CHUNK_BYTES (BM * 128)
 #define EPI_BYTES (BM * BN * 2)
 
+#define CONSUMER_THREADS (NUM_CONSUMERS * 128)
+
+#if STREAMK
+// fp32 partial sums of the split tiles, in the consumers' fragment order (float4 q of consumer
+// thread t at [q][t]: coalesced), and per-slot k-block counters. Zero at module load; every
+// launch leaves them zero again (the finishing CTA clears its slot).
+__device__ float4 sk_ws[WS_TILES * BM * BN / 4];
+__device__ unsigned sk_cnt[WS_TILES];
+
+__device__ __forceinline__ void red_add_v4(float4* p, float a, float b, float c, float d) {
+    asm volatile("red.relaxed.gpu.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(p), "f"(a), "f"(b),
+                 "f"(c), "f"(d)
+                 : "memory");
+}
+__device__ __forceinline__ float4 ld_cg_v4(const float4* p) {
+    float4 v;
+    asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+                 : "l"(p)
+                 : "memory");
+    return v;
+}
+__device__ __forceinline__ void st_cg_zero_v4(float4* p) {
+    asm volatile("st.global.cg.v4.f32 [%0], {%1, %1, %1, %1};" ::"l"(p), "f"(0.0f) : "memory");
+}
+__device__ __forceinline__ void fence_gpu() {
+    asm volatile("fence.acq_rel.gpu;" ::: "memory");
+}
+__device__ __forceinline__ unsigned atom_add_acq_rel(unsigned* p, unsigned v) {
+    unsigned old;
+    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
+    return old;
+}
+__device__ __forceinline__ void st_relaxed_u32(unsigned* p, unsigned v) {
+    asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+#endif
+
+// This CTA's work, in order: data-parallel tiles blockIdx.x, + gridDim.x, ... below dp_tiles,
+// then (STREAMK) its contiguous share [it, end) of the remaining tiles' k-iterations, cut at
+// tile boundaries into segments. Producer and consumers walk the same sequence.
+struct Sched {
+    int next_tile;
+    long long it, end;
+};
+
+__device__ __forceinline__ void sched_init(Sched& s, int dp_tiles, int num_tiles, int num_kb) {
+    s.next_tile = blockIdx.x;
+    const long long sk_iters = (long long)(num_tiles - dp_tiles) * num_kb;
+    s.it = (long long)blockIdx.x * sk_iters / gridDim.x;
+    s.end = (long long)(blockIdx.x + 1) * sk_iters / gridDim.x;
+}
+
+__device__ __forceinline__ bool sched_next(Sched& s, int dp_tiles, int num_kb, int& tile, int& kb0,
+                                           int& kb1) {
+    if (s.next_tile < dp_tiles) {
+        tile = s.next_tile;
+        kb0 = 0;
+        kb1 = num_kb;
+        s.next_tile += gridDim.x;
+        return true;
+    }
+#if STREAMK
+    if (s.it < s.end) {
+        const long long t = s.it / num_kb;
+        kb0 = (int)(s.it - t * num_kb);
+        const long long rem = s.end - s.it;
+        kb1 = rem < (long long)(num_kb - kb0) ? kb0 + (int)rem : num_kb;
+        tile = dp_tiles + (int)t;
+        s.it += kb1 - kb0;
+        return true;
+    }
+#endif
+    return false;
+}
+
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PARAM(tm_out),
-                   int M, int N, int K) {
+                   int M, int N, int K, int dp_tiles) {
     extern __shared__ unsigned char smem_raw[];
     const unsigned base = (smem_u32(smem_raw) + 1023u) & ~1023u;  // swizzle atoms need 1024 B
     const unsigned epi = base + STAGES * STAGE_BYTES;
@@ -243,14 +334,21 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
     const unsigned empty_bar = full_bar + STAGES * 8;
     const unsigned rfull_bar = empty_bar + STAGES * 8;
     const unsigned rempty_bar = rfull_bar + 8;
+    const unsigned flag_addr = rempty_bar + 8;  // stream-K: "this CTA finishes the tile"
+    (void)flag_addr;
 
     const int num_m = (M + BM - 1) / BM;
     const int num_n = (N + BN - 1) / BN;
     const int num_tiles = num_m * num_n;
     const int num_kb = (K + BK - 1) / BK;
-    // the k-block after which the producer stages the next residual tile: late enough that the
-    // consumers have left the previous epilogue, early enough to hide the load under the math
-    const int r_issue_kb = num_kb - 1 < STAGES ? num_kb - 1 : STAGES;
+#if STREAMK
+    // at most WS_TILES split tiles (the workspace's slots): the rest run data-parallel
+    dp_tiles = dp_tiles < 0 ? 0 : dp_tiles;
+    dp_tiles = dp_tiles > num_tiles ? num_tiles : dp_tiles;
+    dp_tiles = num_tiles - dp_tiles > WS_TILES ? num_tiles - WS_TILES : dp_tiles;
+#else
+    dp_tiles = num_tiles;
+#endif
 
     const int wg = threadIdx.x / 128;
     if (threadIdx.x == 0) {
@@ -263,6 +361,10 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     __syncthreads();
+
+    Sched sched;
+    sched_init(sched, dp_tiles, num_tiles, num_kb);
+    int tile, kb0, kb1;
 
     if (wg == 0) {
         // ---------------- producer warpgroup ----------------
@@ -278,10 +380,13 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
 #endif
             int stage = 0;
             unsigned phase = 0, rphase = 0;
-            for (int tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
+            while (sched_next(sched, dp_tiles, num_kb, tile, kb0, kb1)) {
                 const int m0 = (tile / num_n) * BM;
                 const int n0 = (tile % num_n) * BN;
-                for (int kb = 0; kb < num_kb; ++kb) {
+                // the k-block after which the producer stages the next residual tile: late enough
+                // that the consumers have left the previous epilogue, early enough to hide the load
+                const int r_issue_kb = kb0 + (kb1 - kb0 - 1 < STAGES ? kb1 - kb0 - 1 : STAGES);
+                for (int kb = kb0; kb < kb1; ++kb) {
                     mbar_wait(empty_bar + 8 * stage, phase ^ 1u);
                     const unsigned fb = full_bar + 8 * stage;
                     mbar_expect_tx(fb, STAGE_BYTES);
@@ -322,11 +427,11 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
         unsigned phase = 0, rphase = 0;
         float acc[M_ITERS][ACC_N];
 
-        for (int tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
+        while (sched_next(sched, dp_tiles, num_kb, tile, kb0, kb1)) {
             const int m0 = (tile / num_n) * BM;
             const int n0 = (tile % num_n) * BN;
             int prev_stage = 0;
-            for (int kb = 0; kb < num_kb; ++kb) {
+            for (int kb = kb0; kb < kb1; ++kb) {
                 mbar_wait(full_bar + 8 * stage, phase);
                 const unsigned sa = base + stage * STAGE_BYTES + cw * WG_M * 128;
                 const unsigned sb = base + stage * STAGE_BYTES + A_TILE_BYTES;
@@ -336,7 +441,7 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
 #pragma unroll
                     for (int mi = 0; mi < M_ITERS; ++mi) {
                         WGMMA(acc[mi], smem_desc(sa + mi * 64 * 128 + k * 32), smem_desc(sb + k * 32),
-                              (kb | k) != 0);
+                              (kb != kb0) | (k != 0));
                     }
                 }
                 wgmma_commit();
@@ -345,9 +450,9 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                 if (lane == 0) mbar_arrive(empty_bar + 8 * stage);
 #else
                 wgmma_wait<1>();
-                if (kb > 0 && lane == 0) mbar_arrive(empty_bar + 8 * prev_stage);
+                if (kb > kb0 && lane == 0) mbar_arrive(empty_bar + 8 * prev_stage);
 #endif
-                if (kb == 0 && storer && store_pending) {
+                if (kb == kb0 && storer && store_pending) {
                     // the previous tile's TMA store has long finished reading shared memory
                     asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
                     mbar_arrive(rempty_bar);
@@ -369,9 +474,60 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                 for (int i = 0; i < ACC_N; ++i) fence_reg(acc[mi][i]);
             }
 
+#if STREAMK
+            bool finish = true;
+            if (kb0 != 0 || kb1 != num_kb) {
+                // ------- stream-K fixup: add the partial in, count k-blocks, last one finishes -------
+                const int ct = threadIdx.x - 128;
+                float4* ws = sk_ws + (size_t)(tile - dp_tiles) * (BM * BN / 4) + ct;
+                unsigned* cnt = sk_cnt + (tile - dp_tiles);
+#pragma unroll
+                for (int mi = 0; mi < M_ITERS; ++mi) {
+#pragma unroll
+                    for (int q = 0; q < ACC_N / 4; ++q) {
+                        red_add_v4(ws + (mi * (ACC_N / 4) + q) * CONSUMER_THREADS, acc[mi][4 * q],
+                                   acc[mi][4 * q + 1], acc[mi][4 * q + 2], acc[mi][4 * q + 3]);
+                    }
+                }
+                fence_gpu();
+                asm volatile("bar.sync 1, %0;" ::"n"(CONSUMER_THREADS) : "memory");
+                if (ct == 0) {
+                    const unsigned add = (unsigned)(kb1 - kb0);
+                    const unsigned done = atom_add_acq_rel(cnt, add) + add;
+                    st_shared_u32(flag_addr, done == (unsigned)num_kb ? 1u : 0u);
+                }
+                asm volatile("bar.sync 1, %0;" ::"n"(CONSUMER_THREADS) : "memory");
+                finish = ld_shared_u32(flag_addr) != 0u;
+                if (finish) {
+                    fence_gpu();
+#pragma unroll
+                    for (int mi = 0; mi < M_ITERS; ++mi) {
+#pragma unroll
+                        for (int q = 0; q < ACC_N / 4; ++q) {
+                            float4* p = ws + (mi * (ACC_N / 4) + q) * CONSUMER_THREADS;
+                            const float4 v = ld_cg_v4(p);
+                            acc[mi][4 * q] = v.x;
+                            acc[mi][4 * q + 1] = v.y;
+                            acc[mi][4 * q + 2] = v.z;
+                            acc[mi][4 * q + 3] = v.w;
+                            st_cg_zero_v4(p);
+                        }
+                    }
+                    if (ct == 0) st_relaxed_u32(cnt, 0u);
+                }
+            }
+#endif
+
             // ------- epilogue: R (staged by TMA) + acc in fp32, round once, TMA store -------
             mbar_wait(rfull_bar, rphase);
             rphase ^= 1u;
+#if STREAMK
+            if (!finish) {
+                // nothing to store: the buffer is free once R has landed (waited above)
+                if (storer) store_pending = true;
+                continue;
+            }
+#endif
 #pragma unroll
             for (int mi = 0; mi < M_ITERS; ++mi) {
 #pragma unroll
@@ -405,7 +561,7 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
             }
             // generic-proxy writes -> async-proxy (TMA) reads
             asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-            asm volatile("bar.sync 1, %0;" ::"n"(NUM_CONSUMERS * 128) : "memory");
+            asm volatile("bar.sync 1, %0;" ::"n"(CONSUMER_THREADS) : "memory");
             if (storer) {
 #pragma unroll
                 for (int c = 0; c < EPI_CHUNKS; ++c) {

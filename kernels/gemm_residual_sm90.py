@@ -19,6 +19,12 @@ TMA too and the epilogue checks the columns, so no tile divisibility is required
 
 MEMORY_PIPELINING: 0 ("off") compiles one shared-memory slot (the producer waits for the
 consumers before the next copy: no overlap); ``s`` >= 2 compiles ``s`` slots.
+
+Schedule (not a knob: chosen per shape by ``plan_schedule``): the persistent grid runs whole tiles
+data-parallel, and, where the tile count leaves a bad last wave (or too few tiles to fill the
+GPU), splits the k-iterations of the tail tiles evenly over the grid (stream-K). Partial tiles
+are summed in fp32 in a static workspace; the CTA that completes a tile's K adds the residual
+once and rounds once. ``streamk=False`` compiles the purely data-parallel kernel.
 """
 
 from __future__ import annotations
@@ -43,10 +49,32 @@ TILES: dict[str, tuple[int, int, int]] = {
 
 DTYPES = ("bf16", "fp16")
 BARRIER_BYTES = 16
-"""Two 8-byte mbarriers (full, empty) per stage; plus two for the epilogue buffer."""
+"""Two 8-byte mbarriers (full, empty) per stage; plus two for the epilogue buffer and 16 bytes
+for the stream-K "finish" flag."""
 ALIGN_SLACK = 1024
 """The dynamic shared-memory base is rounded up to 1024 bytes for the 128B swizzle atoms."""
 MAX_STAGES = 8
+WS_TILES = 264
+"""Stream-K workspace slots (fp32 BM x BN each, static in the module): at most this many tiles
+are split; two waves of 132 SMs."""
+STREAMK_DEFAULT = True
+"""Compile the stream-K tail into the kernel (the schedule still runs purely data-parallel
+where ``plan_schedule`` finds no gain)."""
+
+# Schedule cost model in microseconds, fitted to the H200 M sweep (bench/NOTES-sm90.md, v4;
+# 35 measured schedules of 128x256 and 128x128 within ~5 % rms): fixed cost of a launch; one
+# k-block of a 128x256 tile (scaled by tile area), slower by up to _HOT once the chip runs long
+# enough to reach its power limit; a tile's epilogue; a split segment's extra (fp32 partial
+# added into the workspace and read back).
+_F_US = 8.0
+_KB_US = 0.55
+_HOT = 0.4
+_EPI_US = 2.0
+_SEG_US = 6.0
+_TILE_SLOWDOWN = {"128x256": 1.0, "128x128": 1.04, "256x128": 1.05}
+"""Main-loop time per unit of tile area relative to 128x256 (seed shape, best stages)."""
+_TILE_STAGES = {"128x128": 4}
+"""Stage count per tile where the deepest that fits is not the fastest measured."""
 
 
 def parse_block_size(block_size: str) -> tuple[int, int, int]:
@@ -76,7 +104,7 @@ def smem_bytes(block_size: str, stages: int, dtype: str) -> int:
     itemsize = 2
     slots = stage_count(stages)
     return (slots * (bm + bn) * BK * itemsize + bm * bn * itemsize
-            + (slots + 1) * BARRIER_BYTES + ALIGN_SLACK)
+            + (slots + 2) * BARRIER_BYTES + ALIGN_SLACK)
 
 
 def supported(limits: DeviceLimits, dtype: str, shape: dict[str, int] | None = None) -> bool:
@@ -106,13 +134,99 @@ def pipelining_options(limits: DeviceLimits, dtype: str, block_size: str) -> lis
     return out
 
 
-def default_knobs(limits: DeviceLimits, dtype: str) -> tuple[str, int]:
-    """(BLOCK_SIZE, MEMORY_PIPELINING) measured fastest on the H200: 128x256 with 3 stages."""
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def schedule_cost(m: int, n: int, k: int, block_size: str, sms: int, grid: int,
+                  dp_tiles: int) -> float:
+    """Modelled time in us of one (grid, dp_tiles) schedule: the busiest CTA's work."""
+    bm, bn, _ = parse_block_size(block_size)
+    tiles = _cdiv(m, bm) * _cdiv(n, bn)
+    kb = _cdiv(k, BK)
+    area = bm * bn / 32768
+    grid = max(1, grid)
+    dp_tiles = min(max(dp_tiles, 0), tiles)
+    work = tiles * kb * area / sms  # 128x256 k-blocks per SM: how long the chip runs flat out
+    t_kb = _KB_US * area * _TILE_SLOWDOWN.get(block_size, 1.0) * (1 + _HOT * min(1.0, work / 200))
+    t = _F_US + (_cdiv(dp_tiles, grid) if dp_tiles else 0) * (kb * t_kb + _EPI_US * area)
+    sk_tiles = tiles - dp_tiles
+    sk_iters = sk_tiles * kb
+    if sk_iters:
+        per = _cdiv(sk_iters, grid)
+        if grid % sk_tiles == 0:  # a whole number of CTAs per tile: one segment each
+            segs, split = 1, grid > sk_tiles
+        elif sk_iters % grid == 0 and per % kb == 0:  # whole tiles each
+            segs, split = per // kb, False
+        else:
+            segs, split = _cdiv(per, kb) + 1, True
+        t += per * t_kb + segs * _EPI_US * area + (segs * _SEG_US * area if split else 0.0)
+    return t
+
+
+def schedule_candidates(m: int, n: int, k: int, bm: int, bn: int,
+                        sms: int) -> list[tuple[int, int]]:
+    """(grid, dp_tiles) schedules worth trying: data-parallel first, then stream-K over the tail
+    (one full wave plus the tail, or the tail alone) or, when the tiles do not fill the GPU,
+    over all tiles with a grid of 2..8 CTAs per tile or the whole GPU."""
+    tiles = _cdiv(m, bm) * _cdiv(n, bn)
+    kb = _cdiv(k, BK)
+    out = [(max(1, min(tiles, sms)), tiles)]
+    if kb < 2 or tiles % sms == 0:
+        return out
+    q = tiles // sms
+    if q == 0:
+        grids = sorted({g for g in (tiles * s for s in range(2, 9)) if g <= sms} | {sms})
+        out += [(g, 0) for g in grids]
+    else:
+        out += [(sms, d) for d in ((q - 1) * sms, q * sms)
+                if tiles - d <= WS_TILES]
+    return out
+
+
+def plan_schedule(m: int, n: int, k: int, block_size: str, sms: int,
+                  streamk: bool = True) -> tuple[int, int]:
+    """(grid, dp_tiles) for this shape: the cheapest of ``schedule_candidates`` by the cost model;
+    stream-K only where it saves at least 3 % of the data-parallel time."""
+    bm, bn, _ = parse_block_size(block_size)
+    cands = schedule_candidates(m, n, k, bm, bn, sms)
+    if not streamk:
+        return cands[0]
+    costs = [schedule_cost(m, n, k, block_size, sms, g, d) for g, d in cands]
+    best = min(range(len(cands)), key=lambda i: costs[i])
+    return cands[best] if costs[best] < 0.97 * costs[0] else cands[0]
+
+
+def default_knobs(limits: DeviceLimits, dtype: str,
+                  shape: dict[str, int] | None = None) -> tuple[str, int]:
+    """(BLOCK_SIZE, MEMORY_PIPELINING): without a shape, 128x256 with the deepest pipeline that
+    fits (3 stages; measured fastest on the H200). With a shape, the tile whose planned schedule
+    (data-parallel waves, stream-K tail) the cost model rates fastest for this M, N, K (128x256
+    unless another tile is more than 5 % faster: the model's error): 128x128 (4 stages) where 128x256 tiles leave a
+    bad last wave or too few tiles, e.g. M = 256, 512, 2048, 4096 at N = K = 2560."""
     options = block_size_options(limits, dtype)
     if not options:
         raise ValueError(f"no Hopper tile fits {limits.shared_memory_per_block_bytes} bytes")
+
+    def stages_for(block: str) -> int:
+        fits = pipelining_options(limits, dtype, block)
+        want = _TILE_STAGES.get(block, max(fits))
+        return want if want in fits else max(fits)
+
     block = options[0]
-    return block, max(pipelining_options(limits, dtype, block))
+    if shape:
+        try:
+            m, n, k = _mnk(shape)
+        except ValueError:
+            return block, stages_for(block)
+        sms = limits.sm_count
+
+        def cost(b: str) -> float:
+            g, d = plan_schedule(m, n, k, b, sms, STREAMK_DEFAULT)
+            return schedule_cost(m, n, k, b, sms, g, d) * (1.0 if b == options[0] else 1.05)
+
+        block = min(options, key=lambda b: (cost(b), options.index(b)))
+    return block, stages_for(block)
 
 
 def check(task: Any, limits: DeviceLimits) -> list[Violation]:
@@ -162,7 +276,7 @@ def check(task: Any, limits: DeviceLimits) -> list[Violation]:
 
 
 def defines(block_size: str, stages: int, dtype: str, fuse: bool,
-            tmap_global: bool = False) -> dict[str, int]:
+            tmap_global: bool = False, streamk: bool = STREAMK_DEFAULT) -> dict[str, int]:
     """The compile-time constants of one configuration (validated integers only)."""
     bm, bn, consumers = parse_block_size(block_size)
     if _dtype(dtype) not in DTYPES:
@@ -172,13 +286,14 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
         raise ValueError(f"stages {stages}: must be 0 (off) or 2..{MAX_STAGES}")
     return {"BM": bm, "BN": bn, "BK": BK, "STAGES": slots, "NUM_CONSUMERS": consumers,
             "IS_BF16": int(_dtype(dtype) == "bf16"), "FUSE": int(bool(fuse)),
-            "TMAP_GLOBAL": int(bool(tmap_global))}
+            "TMAP_GLOBAL": int(bool(tmap_global)), "STREAMK": int(bool(streamk)),
+            "WS_TILES": WS_TILES}
 
 
 def render(block_size: str, stages: int, dtype: str, fuse: bool = True,
-           tmap_global: bool = False) -> str:
+           tmap_global: bool = False, streamk: bool = STREAMK_DEFAULT) -> str:
     """The CUDA source for one configuration: #defines of integers, then the template."""
-    consts = defines(block_size, stages, dtype, fuse, tmap_global)
+    consts = defines(block_size, stages, dtype, fuse, tmap_global, streamk)
     head = "".join(f"#define {k} {int(v)}\n" for k, v in consts.items())
     from kernels.spec import KERNEL_DIR
 
@@ -191,17 +306,25 @@ def options(limits: DeviceLimits | None = None) -> tuple[str, ...]:
 
 
 def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
-          fuse: bool | None = None, tmap_global: bool = False) -> Build:
+          fuse: bool | None = None, tmap_global: bool = False, streamk: bool | None = None,
+          schedule: tuple[int, int] | None = None) -> Build:
     """Render and plan one configuration. ``fuse`` defaults to ``task.fusion`` (True when absent):
-    off = the GEMM-only kernel (FUSE=0) then ``residual_add_inplace`` on ``out``."""
+    off = the GEMM-only kernel (FUSE=0) then ``residual_add_inplace`` on ``out``. ``streamk``
+    (default ``STREAMK_DEFAULT``) compiles the stream-K tail in; ``schedule`` = (grid, dp_tiles)
+    overrides ``plan_schedule`` (benchmarks; any value is correct, the kernel clamps it)."""
     m, n, k = _mnk(task.shape)
     dtype = _dtype(task.dtype)
     if fuse is None:
         fuse = bool(getattr(task, "fusion", True))
     bm, bn, consumers = parse_block_size(block_size)
-    source = render(block_size, stages, dtype, fuse, tmap_global)
+    if streamk is None:
+        streamk = STREAMK_DEFAULT
+    source = render(block_size, stages, dtype, fuse, tmap_global, streamk)
     tiles = -(-m // bm) * -(-n // bn)
-    grid = max(1, min(tiles, limits.sm_count))
+    if schedule is None or not streamk:
+        grid, dp_tiles = plan_schedule(m, n, k, block_size, limits.sm_count, streamk)
+    else:
+        grid, dp_tiles = max(1, int(schedule[0])), int(schedule[1])
     smem = smem_bytes(block_size, stages, dtype)
     maps = (
         TensorMapArg("a", rows=m, cols=k, box_rows=bm, box_cols=BK, swizzle_bytes=128),
@@ -210,7 +333,7 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
         TensorMapArg("out", rows=m, cols=n, box_rows=bm, box_cols=BK, swizzle_bytes=128),
     )
     launches = [Launch(KERNEL, (grid, 1, 1), (128 * (consumers + 1), 1, 1), smem,
-                       (*maps, m, n, k))]
+                       (*maps, m, n, k, dp_tiles))]
     functions = [KERNEL]
     if not fuse:
         total8 = m * n // 8
@@ -226,6 +349,8 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
         "threads": 128 * (consumers + 1),
         "grid": grid,
         "tiles": tiles,
+        "schedule": ("data-parallel" if dp_tiles >= tiles else
+                     f"stream-K over {tiles - dp_tiles} tiles after {dp_tiles} data-parallel"),
         "smem_bytes": smem,
         "fused": bool(fuse),
         "tensor_maps": "by pointer (global)" if tmap_global else "by value (__grid_constant__)",

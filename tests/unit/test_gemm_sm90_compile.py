@@ -25,13 +25,15 @@ H200 = DeviceLimits(compute_capability=(9, 0), sm_count=132,
                     profile="h200")
 
 
-def _combos() -> list[tuple[str, int, str, bool]]:
+def _combos() -> list[tuple[str, int, str, bool, bool]]:
     out = []
     for dtype in sm90.DTYPES:
         for bs in sm90.block_size_options(H200, dtype):
             for st in sm90.pipelining_options(H200, dtype, bs):
-                out.append((bs, st, dtype, True))
-            out.append((bs, max(sm90.pipelining_options(H200, dtype, bs)), dtype, False))
+                out.append((bs, st, dtype, True, True))
+            deepest = max(sm90.pipelining_options(H200, dtype, bs))
+            out.append((bs, deepest, dtype, False, True))
+            out.append((bs, deepest, dtype, True, False))  # purely data-parallel build
     return out
 
 
@@ -77,10 +79,12 @@ def _cuobjdump() -> str | None:
     return None
 
 
-@pytest.mark.parametrize("block_size,stages,dtype,fuse", COMBOS,
-                         ids=[f"{b}-s{s}-{d}-{'fused' if f else 'unfused'}" for b, s, d, f in COMBOS])
-def test_compiles_without_spills(block_size: str, stages: int, dtype: str, fuse: bool) -> None:
-    log, cubin = _compile(sm90.render(block_size, stages, dtype, fuse))
+@pytest.mark.parametrize("block_size,stages,dtype,fuse,streamk", COMBOS,
+                         ids=[f"{b}-s{s}-{d}-{'fused' if f else 'unfused'}{'' if k else '-dp'}"
+                              for b, s, d, f, k in COMBOS])
+def test_compiles_without_spills(block_size: str, stages: int, dtype: str, fuse: bool,
+                                 streamk: bool) -> None:
+    log, cubin = _compile(sm90.render(block_size, stages, dtype, fuse, streamk=streamk))
     assert cubin[:4] == b"\x7fELF"
     frames = re.findall(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads",
                         log)
@@ -155,6 +159,12 @@ def test_default_knobs_and_build_plan() -> None:
     from kernels.spec import TensorMapArg
 
     assert sm90.default_knobs(H200, "bf16") == ("128x256", 3)
+    def knobs(m: int) -> tuple[str, int]:
+        return sm90.default_knobs(H200, "bf16", {"m": m, "n": 2560, "k": 2560})
+
+    assert knobs(8192) == knobs(7976) == knobs(1571) == knobs(1024) == ("128x256", 3)
+    # 128x256 leaves too few tiles or a bad last wave: the half tile with 4 stages
+    assert knobs(256) == knobs(2048) == knobs(4096) == ("128x128", 4)
     task = SimpleNamespace(shape={"m": 7976, "n": 2560, "k": 2560}, dtype="bf16", fusion=True)
     b = sm90.build(task, H200, "128x256", 3)
     (launch,) = b.launches
@@ -162,7 +172,34 @@ def test_default_knobs_and_build_plan() -> None:
     assert launch.shared_mem_bytes == sm90.smem_bytes("128x256", 3, "bf16")
     maps = [a for a in launch.args if isinstance(a, TensorMapArg)]
     assert [m.buffer for m in maps] == ["a", "w", "r", "out"]
-    assert launch.args[-3:] == (7976, 2560, 2560)
+    # 630 tiles: 4.8 waves, data-parallel (dp_tiles = all tiles)
+    assert launch.args[-4:] == (7976, 2560, 2560, 630)
+    assert "#define STREAMK 1" in b.source
     unfused = sm90.build(task, H200, "128x256", 0, fuse=False)
     assert [x.function for x in unfused.launches] == ["gemm_residual_sm90", "residual_add_inplace"]
     assert "#define STAGES 1" in unfused.source and "#define FUSE 0" in unfused.source
+
+
+def test_schedule_plans_stream_k_for_bad_waves() -> None:
+    """Few tiles or a short last wave: the tail's k-iterations are spread over the grid."""
+    from types import SimpleNamespace
+
+    def plan(m: int) -> tuple[int, int]:
+        task = SimpleNamespace(shape={"m": m, "n": 2560, "k": 2560}, dtype="bf16", fusion=True)
+        (launch,) = sm90.build(task, H200, "128x256", 3).launches
+        return launch.grid[0], launch.args[-1]
+
+    assert plan(256) == (120, 0)  # 20 tiles: all stream-K, 6 CTAs per tile
+    assert plan(2048) == (132, 132)  # 160 tiles: 1 wave data-parallel, 28 tiles stream-K
+    assert plan(1571) == (130, 130)  # 130 tiles: one full wave, data-parallel
+    assert plan(8192) == (132, 640)  # 4.85 waves: stream-K would not pay for its fixups
+    for m in (1, 256, 586, 2048, 4096, 8192):
+        for bs in sm90.TILES:
+            bm, bn, _ = sm90.parse_block_size(bs)
+            for grid, dp in sm90.schedule_candidates(m, 2560, 2560, bm, bn, 132):
+                assert 1 <= grid <= 132 and 0 <= dp
+                assert -(-m // bm) * (2560 // bn) - min(dp, -(-m // bm) * (2560 // bn)) <= sm90.WS_TILES
+    dp_only = sm90.build(SimpleNamespace(shape={"m": 256, "n": 2560, "k": 2560}, dtype="bf16"),
+                         H200, "128x256", 3, streamk=False)
+    assert "#define STREAMK 0" in dp_only.source
+    assert dp_only.launches[0].grid == (20, 1, 1) and dp_only.launches[0].args[-1] == 20
