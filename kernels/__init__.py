@@ -10,6 +10,8 @@ from kernels.spec import KernelSpec
 _REGISTRY = {
     "gemm_residual": ("kernels.gemm_residual_auto", "SPEC"),
     "gemm_residual_mma": ("kernels.gemm_residual_auto", "PORTABLE_SPEC"),
+    "add_rmsnorm": ("kernels.add_rmsnorm", "SPEC"),
+    "bias_gelu": ("kernels.bias_gelu", "SPEC"),
 }
 
 

@@ -1,0 +1,287 @@
+// Residual add + RMSNorm, one pass over the data:
+//   residual_out[M,N] = round(x + r)
+//   out[M,N]          = round(s * rsqrt(mean(s^2) + eps) * weight),   s = x + r in fp32
+// The norm and the normalised value come from the fp32 sum s (before it is rounded for
+// residual_out); the weight is multiplied in fp32; each output is rounded once.
+//
+// Rendered by kernels/add_rmsnorm.py, which prepends integer #defines only:
+//   AR_DTYPE    0 = bf16, 1 = fp16, 2 = fp32
+//   AR_THREADS  threads per block (BLOCK_SIZE); one block works on one row at a time
+//   AR_VPT      16-byte vectors per thread per row (row kept in registers), or 0 = the row is too
+//               long for registers: residual_out is re-read (from L2) for the second pass
+//   AR_STAGES   rows in flight per block (MEMORY_PIPELINING): 1 (off) = load a row, reduce, write,
+//               then load the next; S >= 2 = the loads of the next S-1 rows (this block's share of
+//               the grid-stride) are issued before the current row's reduction and stores
+//   AR_MINB     blocks per SM the launch bounds promise (the grid is sm_count * AR_MINB)
+//   AR_FUSE     1 = one kernel; 0 = residual_add (x + r -> residual_out), then rmsnorm reading it
+// No CUDA headers: NVRTC needs none, conversions are inline PTX.
+
+typedef unsigned int u32;
+
+#define AR_EPS 1e-6f
+#define AR_WARPS (AR_THREADS / 32)
+#if AR_DTYPE == 2
+#define AR_EPV 4                 // elements per 16-byte vector
+#else
+#define AR_EPV 8
+#endif
+#define AR_SLOTS (AR_STAGES < 2 ? 1 : AR_STAGES)
+
+// --- 16-byte memory access ----------------------------------------------------------------
+// Streamed inputs: read-only path, no L1 allocation. Outputs: plain 16-byte stores.
+__device__ __forceinline__ uint4 ld_stream(const uint4* p) {
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    return v;
+}
+__device__ __forceinline__ uint4 ld_cached(const uint4* p) {
+    uint4 v;
+    asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    return v;
+}
+__device__ __forceinline__ void st_vec(uint4* p, uint4 v) {
+    asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};"
+                 :: "l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+}
+
+// --- conversions --------------------------------------------------------------------------
+#if AR_DTYPE != 2
+__device__ __forceinline__ u32 pack2(float lo, float hi) {
+    u32 r;
+#if AR_DTYPE == 0
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+#else
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+#endif
+    return r;
+}
+__device__ __forceinline__ void unpack2(u32 v, float& lo, float& hi) {
+#if AR_DTYPE == 0
+    lo = __int_as_float(v << 16);
+    hi = __int_as_float(v & 0xffff0000u);
+#else
+    asm("{ .reg .b16 l, h; mov.b32 {l, h}, %2; cvt.f32.f16 %0, l; cvt.f32.f16 %1, h; }"
+        : "=f"(lo), "=f"(hi) : "r"(v));
+#endif
+}
+#endif
+
+__device__ __forceinline__ void unpack(const uint4 v, float* f) {
+#if AR_DTYPE == 2
+    f[0] = __uint_as_float(v.x); f[1] = __uint_as_float(v.y);
+    f[2] = __uint_as_float(v.z); f[3] = __uint_as_float(v.w);
+#else
+    unpack2(v.x, f[0], f[1]); unpack2(v.y, f[2], f[3]);
+    unpack2(v.z, f[4], f[5]); unpack2(v.w, f[6], f[7]);
+#endif
+}
+__device__ __forceinline__ uint4 pack(const float* f) {
+    uint4 v;
+#if AR_DTYPE == 2
+    v.x = __float_as_uint(f[0]); v.y = __float_as_uint(f[1]);
+    v.z = __float_as_uint(f[2]); v.w = __float_as_uint(f[3]);
+#else
+    v.x = pack2(f[0], f[1]); v.y = pack2(f[2], f[3]);
+    v.z = pack2(f[4], f[5]); v.w = pack2(f[6], f[7]);
+#endif
+    return v;
+}
+
+// Block-wide sum: warp shuffles, then one value per warp through shared memory (double-buffered
+// by row parity, so one barrier per row suffices: a warp can only overwrite red[p] two rows later,
+// after every warp has passed the barrier of the row in between).
+__device__ __forceinline__ float block_sum(float v, float (*red)[AR_WARPS], int parity) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if ((threadIdx.x & 31) == 0) red[parity][threadIdx.x >> 5] = v;
+    __syncthreads();
+    float t = 0.f;
+#pragma unroll
+    for (int i = 0; i < AR_WARPS; ++i) t += red[parity][i];
+    return t;
+}
+
+#if AR_FUSE == 0
+// ------------------------------------------------------------------------------------------
+// Fusion off, first kernel: residual_out = round(x + r), 16 bytes per thread per step.
+extern "C" __global__ void __launch_bounds__(AR_THREADS)
+residual_add(const uint4* __restrict__ x, const uint4* __restrict__ r, uint4* __restrict__ res,
+             int M, int N) {
+    const size_t nvec = (size_t)M * (size_t)N / AR_EPV;
+    for (size_t i = (size_t)blockIdx.x * AR_THREADS + threadIdx.x; i < nvec;
+         i += (size_t)gridDim.x * AR_THREADS) {
+        float a[AR_EPV], b[AR_EPV];
+        unpack(ld_stream(x + i), a);
+        unpack(ld_stream(r + i), b);
+#pragma unroll
+        for (int e = 0; e < AR_EPV; ++e) a[e] += b[e];
+        st_vec(res + i, pack(a));
+    }
+}
+#define AR_TWO 0
+#define AR_ENTRY rmsnorm
+#else
+#define AR_TWO 1
+#define AR_ENTRY add_rmsnorm
+#endif
+
+// ------------------------------------------------------------------------------------------
+// The row kernel. Fused: a = x, b = r, res = residual_out. Unfused (rmsnorm): a = residual_out,
+// b and res unused. A persistent grid (sm_count * AR_MINB blocks) strides over the rows.
+extern "C" __global__ void __launch_bounds__(AR_THREADS, AR_MINB)
+AR_ENTRY(const uint4* __restrict__ a, const uint4* __restrict__ b, const uint4* __restrict__ w,
+         uint4* __restrict__ res, uint4* __restrict__ out, int M, int N) {
+    __shared__ float red[2][AR_WARPS];
+    const int tid = threadIdx.x;
+    const int V = N / AR_EPV;                 // vectors per row
+    const float inv_n = 1.0f / (float)N;
+    const int G = gridDim.x;
+    int parity = 0;
+#if AR_VPT > 0
+    // Row in registers: thread tid owns vectors tid + k * AR_THREADS, k < AR_VPT.
+    uint4 wv[AR_VPT];
+#pragma unroll
+    for (int k = 0; k < AR_VPT; ++k) {
+        const int j = tid + k * AR_THREADS;
+        wv[k] = j < V ? ld_cached(w + j) : make_uint4(0u, 0u, 0u, 0u);
+    }
+    uint4 ba[AR_SLOTS][AR_VPT];
+#if AR_TWO
+    uint4 bb[AR_SLOTS][AR_VPT];
+#define AR_LOAD(slot, row)                                                              \
+    if ((row) < M) {                                                                    \
+        const size_t base_ = (size_t)(row) * (size_t)V;                                 \
+        _Pragma("unroll") for (int k = 0; k < AR_VPT; ++k) {                            \
+            const int j = tid + k * AR_THREADS;                                         \
+            if (j < V) { ba[slot][k] = ld_stream(a + base_ + j);                        \
+                         bb[slot][k] = ld_stream(b + base_ + j); }                      \
+        }                                                                               \
+    }
+#else
+#define AR_LOAD(slot, row)                                                              \
+    if ((row) < M) {                                                                    \
+        const size_t base_ = (size_t)(row) * (size_t)V;                                 \
+        _Pragma("unroll") for (int k = 0; k < AR_VPT; ++k) {                            \
+            const int j = tid + k * AR_THREADS;                                         \
+            if (j < V) ba[slot][k] = ld_stream(a + base_ + j);                          \
+        }                                                                               \
+    }
+#endif
+    // Prologue: rows blockIdx.x + i*G for i < S-1 are already in flight when the loop starts.
+#pragma unroll
+    for (int i = 0; i < AR_SLOTS - 1; ++i) { AR_LOAD(i, blockIdx.x + i * G) }
+
+    for (int row0 = blockIdx.x; row0 < M; row0 += AR_SLOTS * G) {
+#pragma unroll
+        for (int st = 0; st < AR_SLOTS; ++st) {
+            const int row = row0 + st * G;
+            if (row >= M) return;                 // uniform across the block
+            // Issue the loads AR_SLOTS-1 rows ahead into the slot freed by the previous row
+            // (with one slot: this row's own loads, then straight on: no overlap).
+            AR_LOAD((st + AR_SLOTS - 1) % AR_SLOTS, row + (AR_SLOTS - 1) * G)
+            const size_t base = (size_t)row * (size_t)V;
+            float s[AR_VPT][AR_EPV];
+            float sq = 0.f;
+#pragma unroll
+            for (int k = 0; k < AR_VPT; ++k) {
+                const int j = tid + k * AR_THREADS;
+                if (j < V) {
+                    unpack(ba[st][k], s[k]);
+#if AR_TWO
+                    float t[AR_EPV];
+                    unpack(bb[st][k], t);
+#pragma unroll
+                    for (int e = 0; e < AR_EPV; ++e) s[k][e] += t[e];
+                    st_vec(res + base + j, pack(s[k]));
+#endif
+#pragma unroll
+                    for (int e = 0; e < AR_EPV; ++e) sq = fmaf(s[k][e], s[k][e], sq);
+                } else {
+#pragma unroll
+                    for (int e = 0; e < AR_EPV; ++e) s[k][e] = 0.f;
+                }
+            }
+            const float rstd = rsqrtf(block_sum(sq, red, parity) * inv_n + AR_EPS);
+            parity ^= 1;
+#pragma unroll
+            for (int k = 0; k < AR_VPT; ++k) {
+                const int j = tid + k * AR_THREADS;
+                if (j < V) {
+                    float g[AR_EPV];
+                    unpack(wv[k], g);
+#pragma unroll
+                    for (int e = 0; e < AR_EPV; ++e) g[e] = s[k][e] * rstd * g[e];
+                    st_vec(out + base + j, pack(g));
+                }
+            }
+        }
+    }
+#else
+    // Long rows: pass 1 streams the row (AR_SLOTS vectors in flight per thread), writes
+    // residual_out and sums the squares of the fp32 sum; pass 2 re-reads residual_out (its own
+    // stores, mostly from L2) -- for 16-bit dtypes the normalised value is then the rounded sum.
+    for (int row = blockIdx.x; row < M; row += G) {
+        const size_t base = (size_t)row * (size_t)V;
+        float sq = 0.f;
+        for (int j0 = tid; j0 < V; j0 += AR_SLOTS * AR_THREADS) {
+            uint4 va[AR_SLOTS];
+#if AR_TWO
+            uint4 vb[AR_SLOTS];
+#endif
+#pragma unroll
+            for (int u = 0; u < AR_SLOTS; ++u) {
+                const int j = j0 + u * AR_THREADS;
+                if (j < V) {
+                    va[u] = ld_stream(a + base + j);
+#if AR_TWO
+                    vb[u] = ld_stream(b + base + j);
+#endif
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < AR_SLOTS; ++u) {
+                const int j = j0 + u * AR_THREADS;
+                if (j < V) {
+                    float s[AR_EPV];
+                    unpack(va[u], s);
+#if AR_TWO
+                    float t[AR_EPV];
+                    unpack(vb[u], t);
+#pragma unroll
+                    for (int e = 0; e < AR_EPV; ++e) s[e] += t[e];
+                    st_vec(res + base + j, pack(s));
+#endif
+#pragma unroll
+                    for (int e = 0; e < AR_EPV; ++e) sq = fmaf(s[e], s[e], sq);
+                }
+            }
+        }
+        const float rstd = rsqrtf(block_sum(sq, red, parity) * inv_n + AR_EPS);
+        parity ^= 1;
+#if AR_TWO
+        const uint4* src = res;
+#else
+        const uint4* src = a;
+#endif
+        for (int j = tid; j < V; j += AR_THREADS) {
+            float s[AR_EPV], g[AR_EPV];
+#if AR_TWO
+            // this thread's own stores: read them back through the coherent path
+            const uint4* p = src + base + j;
+            uint4 v;
+            asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                         : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p) : "memory");
+            unpack(v, s);
+#else
+            unpack(ld_stream(src + base + j), s);
+#endif
+            unpack(ld_cached(w + j), g);
+#pragma unroll
+            for (int e = 0; e < AR_EPV; ++e) g[e] = s[e] * rstd * g[e];
+            st_vec(out + base + j, pack(g));
+        }
+    }
+#endif
+}

@@ -1,0 +1,317 @@
+"""Residual add + RMSNorm, fused: one pass over the data (memory-bound).
+
+``residual_out = x + r`` (rounded to the dtype) and ``out = s * rsqrt(mean(s^2) + 1e-6) * weight``
+where ``s = x + r`` is the fp32 sum *before* rounding: the norm and the normalised value come from
+it, the weight is applied in fp32, each output is rounded once. (With fusion off the second kernel
+can only read the rounded residual_out back, so there the norm is of the rounded sum: within the
+dtype's tolerance of the same reference.) The reference is the same formula in float64.
+
+Knobs:
+
+* BLOCK_SIZE = threads per block ("128", "256", "512", "1024"). One block works on one row at a
+  time; thread t owns the 16-byte vectors t, t + BLOCK_SIZE, ... of the row, kept in registers
+  (vectors per thread = ceil(N * itemsize / 16 / BLOCK_SIZE), a compile-time constant, at most 8).
+  Rows longer than that fall back to two passes, the second re-reading residual_out (from L2).
+* MEMORY_PIPELINING = rows in flight per block. off: load a row, reduce, write, then load the next.
+  S (2, 3, 4): the block's next S-1 rows are loaded (into S register slots) before the current
+  row's reduction and stores, so each thread always has loads outstanding across the barrier. On
+  the long-row path S is the number of vectors each thread has in flight in the first pass.
+* fusion off: ``residual_add`` writes residual_out, then ``rmsnorm`` reads it back: one more pass
+  over [M, N] (5 instead of 4) and a second launch.
+
+The grid is persistent: sm_count x blocks-per-SM (the launch bounds promise that many, so the
+register budget of each variant is fixed and checked for spills), striding over the rows.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from kernels.spec import Buffer, Build, DeviceLimits, KernelSpec, Launch, PeerSpec, Violation
+
+THREAD_CHOICES = (128, 256, 512, 1024)
+STAGE_CHOICES = (0, 2, 3, 4)
+"""MEMORY_PIPELINING: off (0) or rows in flight per block."""
+DTYPE_CODE = {"bf16": 0, "fp16": 1, "fp32": 2}
+ITEMSIZE = {"bf16": 2, "fp16": 2, "fp32": 4}
+MAX_VPT = 8
+"""Most 16-byte vectors per thread kept in registers; longer rows take the re-read path."""
+EPS = 1e-6
+_INT32_MAX = 2**31 - 1
+
+
+def _dtype(task: Any) -> str:
+    return str(getattr(task.dtype, "value", task.dtype))
+
+
+def vectors_per_row(n: int, dtype: str) -> int:
+    return n * ITEMSIZE[dtype] // 16
+
+
+def vpt_for(n: int, dtype: str, threads: int) -> int:
+    """Vectors per thread held in registers, or 0 for the long-row (re-read) path."""
+    v = math.ceil(vectors_per_row(n, dtype) / threads)
+    return v if v <= MAX_VPT else 0
+
+
+def register_estimate(dtype: str, threads: int, vpt: int, stages: int, fused: bool) -> int:
+    """Registers per thread a variant needs, fitted to ptxas' figures for sm_90a without launch
+    bounds (tests/unit/test_membound_compile.py checks no variant spills under the bounds this
+    implies): a base, the current row (raw vectors and fp32 values) per vector per thread, and
+    each further row in flight per vector per thread. The long-row path needs ~96."""
+    if vpt == 0:
+        return 96
+    slots = max(1, stages)
+    if dtype == "fp32":
+        base, per_vec, per_slot = (28, 16, 11) if fused else (28, 10, 10)
+    else:
+        base, per_vec, per_slot = (32, 22, 10) if fused else (30, 18, 7)
+    return base + per_vec * vpt + per_slot * vpt * (slots - 1)
+
+
+def threads_per_sm(limits: DeviceLimits | None) -> int:
+    """Resident threads per SM: 1536 on sm_86/sm_89, 2048 on sm_80 and sm_90."""
+    if limits is not None and limits.compute_capability in ((8, 6), (8, 7), (8, 9)):
+        return 1536
+    return 2048
+
+
+def blocks_per_sm(dtype: str, threads: int, vpt: int, stages: int, fused: bool,
+                  limits: DeviceLimits | None = None) -> int:
+    """Blocks per SM the launch bounds promise (0 when even one block cannot get its registers):
+    as many as the register estimate (rounded up to 8) and the SM's resident threads allow, at
+    most 16. The persistent grid is sm_count times this, so every block is resident at once."""
+    est = register_estimate(dtype, threads, vpt, stages, fused)
+    if est > 255:
+        return 0
+    regs = 8 * math.ceil(est / 8)
+    regs_sm = limits.registers_per_sm if limits is not None else 65536
+    return max(0, min(16, threads_per_sm(limits) // threads, regs_sm // (regs * threads)))
+
+
+class AddRmsNormSpec(KernelSpec):
+    """Residual add + RMSNorm with both outputs written (fused or as two kernels)."""
+
+    name = "add_rmsnorm"
+    title = "residual add + RMSNorm"
+    description = ("residual_out = x + r; out = rmsnorm(x + r) * weight (eps 1e-6, fp32 statistics); "
+                   "one pass, 16-byte vectors, rows in registers")
+    dims = ("m", "n")
+    default_shape = {"m": 32768, "n": 4096}
+    outputs = ("out", "residual_out")
+
+    # --- shape and knobs -------------------------------------------------------------------
+    def block_size_options(self, limits: DeviceLimits, dtype: str) -> list[str]:
+        if dtype not in DTYPE_CODE:
+            return []
+        opts = [t for t in (256, 128, 512, 1024) if t <= limits.max_threads_per_block]
+        return [str(t) for t in opts]
+
+    def pipelining_options(self, limits: DeviceLimits, dtype: str, block_size: str) -> list[int]:
+        """All of off, 2, 3, 4 (deepest first, off last); whether a depth fits the registers
+        depends on the row length too, which check() tests."""
+        if dtype not in DTYPE_CODE or str(block_size) not in self.block_size_options(limits, dtype):
+            return []
+        return [4, 3, 2, 0]
+
+    def _fits(self, dtype: str, shape: dict[str, int], threads: int, stages: int, fused: bool,
+              limits: DeviceLimits) -> bool:
+        vpt = vpt_for(shape["n"], dtype, threads)
+        return all(blocks_per_sm(dtype, threads, vpt, stages, f, limits) >= 1
+                   for f in {fused, True})
+
+    def default_knobs(self, limits: DeviceLimits, dtype: str,
+                      shape: dict[str, int] | None = None) -> tuple[str, int]:
+        """Among the thread counts whose registers fit, the one that wastes the fewest vector slots
+        of a row (ties: 2 vectors per thread, then more threads), with 2 rows in flight; measured
+        on the H200 within 1 % of the best variant at [32768, 4096] and [8192, 2560] bf16."""
+        opts = [int(t) for t in self.block_size_options(limits, dtype)]
+        if not opts:
+            raise ValueError(f"{self.name}: dtype {dtype} not supported")
+        if not shape or "n" not in shape:
+            return str(opts[0]), 2
+        v = max(1, vectors_per_row(shape["n"], dtype))
+
+        def score(t: int) -> tuple[float, int, int]:
+            vpt = vpt_for(shape["n"], dtype, t)
+            if vpt == 0:                      # long rows: the re-read path, 256 threads
+                return (2.0, abs(t - 256), -t)
+            return (1.0 - v / (t * vpt), abs(vpt - 2), -t)
+
+        fitting = [t for t in opts if self._fits(dtype, shape, t, 0, True, limits)] or opts
+        best = min(fitting, key=score)
+        stages = 2 if self._fits(dtype, shape, best, 2, True, limits) else 0
+        return str(best), stages
+
+    def check(self, task: Any, limits: DeviceLimits) -> list[Violation]:
+        """dtype; m, n in int32 range; n a multiple of 8 (16-byte vectors, for every dtype);
+        BLOCK_SIZE in the space and within the thread limit; MEMORY_PIPELINING offered; the
+        variant's register estimate fits one block on an SM."""
+        out: list[Violation] = []
+        dtype = _dtype(task)
+        if dtype not in DTYPE_CODE:
+            return [Violation("dtype", dtype, "unknown dtype", "bf16, fp16 or fp32")]
+        try:
+            shape = self.normalize_shape(dict(task.shape))
+        except ValueError as exc:
+            out.append(Violation("shape", dict(task.shape), str(exc), "m, n"))
+            shape = None
+        if shape is not None:
+            for d in ("m", "n"):
+                if not 1 <= shape[d] <= _INT32_MAX:
+                    out.append(Violation(f"shape.{d}", shape[d], f"{d} must be in 1..{_INT32_MAX}",
+                                         "int32 kernel arguments"))
+            if shape["n"] % 8:
+                out.append(Violation("shape.n", shape["n"],
+                                     "n must be a multiple of 8 (rows move in 16-byte vectors)", "multiple of 8"))
+            if shape["m"] * shape["n"] > 2**31 * 8:
+                out.append(Violation("shape.m", shape["m"], "m * n too large", f"m * n <= {2**34}"))
+        threads = None
+        bs = task.block_size
+        if bs is not None:
+            allowed = ", ".join(str(t) for t in THREAD_CHOICES)
+            if str(bs) not in {str(t) for t in THREAD_CHOICES}:
+                out.append(Violation("block_size", bs, "expected threads per block", allowed))
+            elif int(bs) > limits.max_threads_per_block:
+                out.append(Violation("block_size", bs, f"needs {bs} threads per block",
+                                     f"{limits.max_threads_per_block} threads"))
+            else:
+                threads = int(bs)
+        stages = task.memory_pipelining
+        if stages is not None and stages not in STAGE_CHOICES:
+            out.append(Violation("memory_pipelining", stages, "rows in flight not offered", "off (0), 2, 3 or 4"))
+            stages = None
+        if threads is not None and stages is not None and shape is not None and shape["n"] % 8 == 0:
+            fused = bool(getattr(task, "fusion", True))
+            if not self._fits(dtype, shape, threads, stages, fused, limits):
+                vpt = vpt_for(shape["n"], dtype, threads)
+                need = register_estimate(dtype, threads, vpt, stages, True)
+                out.append(Violation("memory_pipelining", stages,
+                                     f"{stages or 1} row(s) in flight of {vpt} vectors per thread need about "
+                                     f"{need} registers per thread x {threads} threads",
+                                     f"{limits.registers_per_sm} registers per SM, 255 per thread"))
+        return out
+
+    # --- arithmetic ------------------------------------------------------------------------
+    def flops(self, shape: dict[str, int]) -> int:
+        """5 per element: the add, the square and its accumulation (one FMA = 2), the scale by
+        rstd and by the weight. The per-row rsqrt is not counted."""
+        s = self.normalize_shape(shape)
+        return 5 * s["m"] * s["n"]
+
+    def bytes_moved(self, shape: dict[str, int], dtype: str) -> int:
+        """x and r read once, residual_out and out written once, the weight read once."""
+        s = self.normalize_shape(shape)
+        return ITEMSIZE[dtype] * (4 * s["m"] * s["n"] + s["n"])
+
+    # --- running ---------------------------------------------------------------------------
+    def buffers(self, task: Any) -> list[Buffer]:
+        s = self.normalize_shape(dict(task.shape))
+        dt = _dtype(task)
+        m, n = s["m"], s["n"]
+        return [Buffer("x", (m, n), dt, "input"), Buffer("r", (m, n), dt, "input"),
+                Buffer("weight", (n,), dt, "input"), Buffer("residual_out", (m, n), dt, "output"),
+                Buffer("out", (m, n), dt, "output")]
+
+    def render(self, dtype: str, threads: int, vpt: int, stages: int, minb: int, fusion: bool) -> str:
+        defines = {"AR_DTYPE": DTYPE_CODE[dtype], "AR_THREADS": int(threads), "AR_VPT": int(vpt),
+                   "AR_STAGES": max(1, int(stages)), "AR_MINB": int(minb), "AR_FUSE": int(bool(fusion))}
+        head = "".join(f"#define {k} {v}\n" for k, v in defines.items())
+        return head + self.read_source("add_rmsnorm.cu")
+
+    def _resolve(self, task: Any, limits: DeviceLimits) -> tuple[int, int]:
+        dtype = _dtype(task)
+        shape = self.normalize_shape(dict(task.shape))
+        bs_d, st_d = self.default_knobs(limits, dtype, shape)
+        threads = int(task.block_size) if task.block_size is not None else int(bs_d)
+        stages = task.memory_pipelining if task.memory_pipelining is not None else st_d
+        return threads, stages
+
+    def build(self, task: Any, limits: DeviceLimits) -> Build:
+        problems = self.check(task, limits)
+        if problems:
+            raise ValueError("; ".join(str(p) for p in problems))
+        dtype = _dtype(task)
+        s = self.normalize_shape(dict(task.shape))
+        m, n = s["m"], s["n"]
+        threads, stages = self._resolve(task, limits)
+        fusion = bool(task.fusion)
+        vpt = vpt_for(n, dtype, threads)
+        minb = blocks_per_sm(dtype, threads, vpt, stages, fusion, limits)
+        grid = (max(1, min(m, limits.sm_count * minb)), 1, 1)
+        block = (threads, 1, 1)
+        if fusion:
+            launches = [Launch("add_rmsnorm", grid, block, 0,
+                               ("x", "r", "weight", "residual_out", "out", m, n))]
+        else:
+            nvec = m * vectors_per_row(n, dtype)
+            add_grid = (max(1, min(math.ceil(nvec / threads), limits.sm_count * (threads_per_sm(limits) // threads))), 1, 1)
+            launches = [Launch("residual_add", add_grid, block, 0, ("x", "r", "residual_out", m, n)),
+                        Launch("rmsnorm", grid, block, 0,
+                               ("residual_out", "residual_out", "weight", "residual_out", "out", m, n))]
+        path = ("registers" if vpt else "re-read") + (f", {stages} rows in flight" if stages else ", no overlap")
+        info = {"threads": threads, "vectors_per_thread": vpt, "rows_in_flight": max(1, stages),
+                "blocks_per_sm": minb, "grid": grid, "fusion": fusion, "path": path,
+                "register_estimate": register_estimate(dtype, threads, vpt, stages, fusion)}
+        return Build(source=self.render(dtype, threads, vpt, stages, minb, fusion),
+                     functions=tuple(ln.function for ln in launches), launches=tuple(launches),
+                     options=("-std=c++17",), info=info)
+
+    def reference(self, xp: Any, inputs: dict[str, Any]) -> Any:
+        """float64: s = x + r; out = s * rsqrt(mean(s^2) + eps) * weight."""
+        x = inputs["x"].astype(xp.float64)
+        r = inputs["r"].astype(xp.float64)
+        w = inputs["weight"].astype(xp.float64)
+        s = x + r
+        rstd = 1.0 / xp.sqrt(xp.mean(s * s, axis=-1, keepdims=True) + EPS)
+        return {"out": s * rstd * w, "residual_out": s}
+
+    def rtol(self, dtype: str) -> float:
+        return {"bf16": 1.6e-2, "fp16": 2e-3, "fp32": 1e-5}[dtype]
+
+    def peers(self, task: Any) -> list[PeerSpec]:
+        return [PeerSpec("cupy_add_rmsnorm", "CuPy add + RMSNorm in fp32 (unfused ops)", _peer_cupy,
+                         baseline=True, dtypes=("bf16", "fp16", "fp32"))]
+
+    def sim_efficiency(self, task: Any, limits: DeviceLimits) -> float:
+        """Fraction of the bandwidth SOL for the simulated device, calibrated on an H200
+        (bench/NOTES-membound.md, bf16 [32768, 4096]: 3.52-3.64 TB/s = 0.75 of the 4.8 TB/s datasheet
+        for 128-512 threads whatever the depth; 1024 threads, one block per SM: off 0.55, 2 rows in
+        flight 0.65). A thread count that leaves vector slots empty costs a little, so does the
+        persistent grid's row quantisation; the long-row re-read path is modelled at 0.8x (not
+        measured); fusion off measured 0.83x (5/4 of the bytes, two launches)."""
+        dtype = _dtype(task)
+        try:
+            s = self.normalize_shape(dict(task.shape))
+            threads, stages = self._resolve(task, limits)
+        except (ValueError, TypeError):
+            return 0.05
+        vpt = vpt_for(s["n"], dtype, threads)
+        minb = max(1, blocks_per_sm(dtype, threads, vpt, stages, bool(task.fusion), limits))
+        if minb == 1:
+            f_pipe = 0.65 if stages else 0.55
+        else:
+            f_pipe = 0.75 if stages else 0.74
+        if vpt == 0:
+            f_pipe *= 0.8
+            util = 1.0
+        else:
+            util = vectors_per_row(s["n"], dtype) / (threads * vpt)
+        f_util = 0.95 + 0.05 * util
+        g = max(1, min(s["m"], limits.sm_count * minb))
+        f_quant = s["m"] / (g * math.ceil(s["m"] / g))
+        f_fuse = 1.0 if task.fusion else 0.83
+        return max(0.01, min(0.95, f_pipe * f_util * f_quant * f_fuse))
+
+
+def _peer_cupy(xp: Any, blas: Any, inputs: dict[str, Any], outs: dict[str, Any]) -> None:
+    """CuPy ops in fp32: s = x + r; out = s * rsqrt(mean(s^2) + eps) * w; cast on assignment."""
+    f32 = xp.float32
+    s = inputs["x"].astype(f32) + inputs["r"].astype(f32)
+    outs["residual_out"][...] = s.astype(outs["residual_out"].dtype)
+    rstd = 1.0 / xp.sqrt(xp.mean(s * s, axis=-1, keepdims=True) + f32(EPS))
+    outs["out"][...] = (s * rstd * inputs["weight"].astype(f32)).astype(outs["out"].dtype)
+
+
+SPEC = AddRmsNormSpec()

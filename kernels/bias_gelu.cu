@@ -1,0 +1,146 @@
+// Bias + GELU (tanh approximation), one pass over the data:
+//   out[M,N] = gelu(x + bias),   gelu(v) = 0.5 v (1 + tanh(sqrt(2/pi) (v + 0.044715 v^3)))
+// computed in fp32 as v / (1 + exp(-2u)) (the same function: 0.5 (1 + tanh u) = 1 / (1 + e^-2u)),
+// rounded once.
+//
+// Rendered by kernels/bias_gelu.py, which prepends integer #defines only:
+//   BG_DTYPE    0 = bf16, 1 = fp16, 2 = fp32
+//   BG_THREADS  threads per block (BLOCK_SIZE)
+//   BG_UNROLL   16-byte vectors each thread has in flight (MEMORY_PIPELINING; 1 = off: load one
+//               vector, compute, store, then the next). All BG_UNROLL loads are issued before any
+//               of them is used.
+//   BG_FUSE     1 = one kernel; 0 = bias_add (out = round(x + bias)), then gelu in place on out
+// The grid strides over the [M, N] array viewed as M*N/EPV 16-byte vectors; N is a multiple of 8
+// so a vector never straddles two rows and its bias vector is (i mod N/EPV).
+
+typedef unsigned int u32;
+
+#if BG_DTYPE == 2
+#define BG_EPV 4
+#else
+#define BG_EPV 8
+#endif
+
+__device__ __forceinline__ uint4 ld_stream(const uint4* p) {
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    return v;
+}
+__device__ __forceinline__ uint4 ld_plain(const uint4* p) {
+    uint4 v;
+    asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ uint4 ld_cached(const uint4* p) {
+    uint4 v;
+    asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    return v;
+}
+__device__ __forceinline__ void st_vec(uint4* p, uint4 v) {
+    asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};"
+                 :: "l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+}
+
+#if BG_DTYPE != 2
+__device__ __forceinline__ u32 pack2(float lo, float hi) {
+    u32 r;
+#if BG_DTYPE == 0
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+#else
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+#endif
+    return r;
+}
+__device__ __forceinline__ void unpack2(u32 v, float& lo, float& hi) {
+#if BG_DTYPE == 0
+    lo = __int_as_float(v << 16);
+    hi = __int_as_float(v & 0xffff0000u);
+#else
+    asm("{ .reg .b16 l, h; mov.b32 {l, h}, %2; cvt.f32.f16 %0, l; cvt.f32.f16 %1, h; }"
+        : "=f"(lo), "=f"(hi) : "r"(v));
+#endif
+}
+#endif
+__device__ __forceinline__ void unpack(const uint4 v, float* f) {
+#if BG_DTYPE == 2
+    f[0] = __uint_as_float(v.x); f[1] = __uint_as_float(v.y);
+    f[2] = __uint_as_float(v.z); f[3] = __uint_as_float(v.w);
+#else
+    unpack2(v.x, f[0], f[1]); unpack2(v.y, f[2], f[3]);
+    unpack2(v.z, f[4], f[5]); unpack2(v.w, f[6], f[7]);
+#endif
+}
+__device__ __forceinline__ uint4 pack(const float* f) {
+    uint4 v;
+#if BG_DTYPE == 2
+    v.x = __float_as_uint(f[0]); v.y = __float_as_uint(f[1]);
+    v.z = __float_as_uint(f[2]); v.w = __float_as_uint(f[3]);
+#else
+    v.x = pack2(f[0], f[1]); v.y = pack2(f[2], f[3]);
+    v.z = pack2(f[4], f[5]); v.w = pack2(f[6], f[7]);
+#endif
+    return v;
+}
+
+// gelu_tanh(v) = v * sigmoid(2u): ex2.approx (relative error ~2^-22) and a fast reciprocal;
+// -2u is clamped so that exp never overflows (gelu(v) -> 0 from below there).
+__device__ __forceinline__ float gelu(float v) {
+    const float u = 0.7978845608028654f * fmaf(0.044715f * v, v * v, v);
+    const float e = __expf(fminf(-2.0f * u, 80.0f));
+    return __fdividef(v, 1.0f + e);
+}
+
+// One grid-stride step: BG_UNROLL vectors per thread, all loads issued first.
+template <bool BIAS, bool GELU, bool INPLACE>
+__device__ __forceinline__ void run(const uint4* x, const uint4* bias, uint4* out, int M, int N) {
+    const u32 vrow = (u32)(N / BG_EPV);
+    const u32 total = (u32)M * vrow;
+    const u32 step = gridDim.x * (u32)(BG_THREADS * BG_UNROLL);
+    for (u32 i0 = blockIdx.x * (u32)(BG_THREADS * BG_UNROLL) + threadIdx.x; i0 < total; i0 += step) {
+        uint4 a[BG_UNROLL];
+#pragma unroll
+        for (int u = 0; u < BG_UNROLL; ++u) {
+            const u32 i = i0 + (u32)(u * BG_THREADS);
+            if (i < total) a[u] = INPLACE ? ld_plain(x + i) : ld_stream(x + i);
+        }
+#pragma unroll
+        for (int u = 0; u < BG_UNROLL; ++u) {
+            const u32 i = i0 + (u32)(u * BG_THREADS);
+            if (i < total) {
+                float f[BG_EPV];
+                unpack(a[u], f);
+                if (BIAS) {
+                    float b[BG_EPV];
+                    unpack(ld_cached(bias + i % vrow), b);
+#pragma unroll
+                    for (int e = 0; e < BG_EPV; ++e) f[e] += b[e];
+                }
+                if (GELU) {
+#pragma unroll
+                    for (int e = 0; e < BG_EPV; ++e) f[e] = gelu(f[e]);
+                }
+                st_vec(out + i, pack(f));
+            }
+        }
+    }
+}
+
+#if BG_FUSE
+extern "C" __global__ void __launch_bounds__(BG_THREADS)
+bias_gelu(const uint4* __restrict__ x, const uint4* __restrict__ bias, uint4* __restrict__ out, int M, int N) {
+    run<true, true, false>(x, bias, out, M, N);
+}
+#else
+// Fusion off: out = round(x + bias), then out = gelu(out) in place (one more pass over [M, N]).
+extern "C" __global__ void __launch_bounds__(BG_THREADS)
+bias_add(const uint4* __restrict__ x, const uint4* __restrict__ bias, uint4* __restrict__ out, int M, int N) {
+    run<true, false, false>(x, bias, out, M, N);
+}
+extern "C" __global__ void __launch_bounds__(BG_THREADS)
+gelu_inplace(uint4* out, int M, int N) {
+    run<false, true, true>(out, nullptr, out, M, N);
+}
+#endif

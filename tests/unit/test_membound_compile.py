@@ -1,0 +1,99 @@
+"""Every valid add_rmsnorm / bias_gelu knob combination compiles through NVRTC, with no spills.
+
+CPU-only: CuPy's NVRTC compiles to a cubin without a GPU. For sm_90a (H200), sm_80 (A100) and
+sm_89 (L40S) every dtype x BLOCK_SIZE x MEMORY_PIPELINING x fusion that check() accepts is built
+(add_rmsnorm's source depends on the row length too: the default shapes, plus the long-row re-read
+path), identical sources are compiled once, and ptxas' report must show no spills and no stack.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from types import SimpleNamespace
+
+import pytest
+
+pytest.importorskip("cupy_backends.cuda.libs.nvrtc", reason="CuPy's NVRTC is not importable")
+
+from kernels.add_rmsnorm import SPEC as RMS  # noqa: E402
+from kernels.bias_gelu import SPEC as GELU  # noqa: E402
+from kernels.nvrtc_check import compile_cubin  # noqa: E402
+from kernels.spec import DeviceLimits  # noqa: E402
+
+LIMITS = {
+    "sm_90a": DeviceLimits((9, 0), 132, 232448, 233472, profile="h200"),
+    "sm_80": DeviceLimits((8, 0), 108, 166912, 167936, profile="a100"),
+    "sm_89": DeviceLimits((8, 9), 142, 101376, 102400, profile="l40s"),
+}
+SHAPES = {
+    "add_rmsnorm": {"sm_90a": [{"m": 777, "n": 4096}, {"m": 777, "n": 2560}, {"m": 5, "n": 131072}],
+                    "sm_80": [{"m": 777, "n": 2560}], "sm_89": [{"m": 777, "n": 4096}]},
+    "bias_gelu": {"sm_90a": [{"m": 777, "n": 1000}], "sm_80": [{"m": 777, "n": 1000}],
+                  "sm_89": [{"m": 777, "n": 1000}]},
+}
+
+
+def _variants(arch: str):
+    limits = LIMITS[arch]
+    seen: dict[str, tuple[str, object]] = {}
+    for spec in (RMS, GELU):
+        for shape in SHAPES[spec.name][arch]:
+            long_row = shape["n"] > 65536
+            for dtype in spec.dtypes:
+                for bs in spec.block_size_options(limits, dtype):
+                    if long_row and bs != "256":
+                        continue
+                    for st in spec.pipelining_options(limits, dtype, bs):
+                        for fusion in (True, False):
+                            task = SimpleNamespace(shape=shape, dtype=dtype, block_size=bs,
+                                                   memory_pipelining=st, fusion=fusion)
+                            if spec.check(task, limits):
+                                continue
+                            build = spec.build(task, limits)
+                            label = f"{spec.name} n={shape['n']} {dtype} {bs} st={st} fuse={int(fusion)}"
+                            seen.setdefault(build.source_sha256, (label, build))
+    return list(seen.values())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("arch", list(LIMITS))
+def test_every_variant_compiles_without_spills(arch: str) -> None:
+    variants = _variants(arch)
+    assert len(variants) >= 100
+
+    def one(item):
+        label, build = item
+        return label, build, compile_cubin(build.source, arch, build.options)
+
+    with ThreadPoolExecutor(max(2, os.cpu_count() or 2)) as pool:
+        results = list(pool.map(one, variants))
+    problems = []
+    for label, build, rep in results:
+        if not rep.ok:
+            problems.append(f"{label}: compile failed for {arch}:\n{rep.log[-1500:]}")
+            continue
+        for fn in build.functions:
+            r = rep.functions.get(fn)
+            if r is None:
+                problems.append(f"{label}: no ptxas report for {fn}")
+                continue
+            if r.spill_store_bytes or r.spill_load_bytes or r.stack_frame_bytes:
+                problems.append(f"{label}: {fn} spills ({r.spill_store_bytes} B stores, {r.spill_load_bytes} B "
+                                f"loads, {r.stack_frame_bytes} B stack, {r.registers} registers)")
+    assert not problems, "\n".join(problems)
+
+
+def test_pipelining_changes_the_generated_code() -> None:
+    """MEMORY_PIPELINING is not a label: off and 2/3/4 rows in flight give different SASS sizes
+    and register counts (more rows in flight hold more registers)."""
+    limits = LIMITS["sm_90a"]
+    regs = {}
+    for st in (0, 2, 4):
+        task = SimpleNamespace(shape={"m": 777, "n": 4096}, dtype="bf16", block_size="256",
+                               memory_pipelining=st, fusion=True)
+        b = RMS.build(task, limits)
+        rep = compile_cubin(b.source, "sm_90a", b.options)
+        assert rep.ok, rep.log
+        regs[st] = rep.functions["add_rmsnorm"].registers
+    assert regs[0] < regs[2] < regs[4], regs

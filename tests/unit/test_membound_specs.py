@@ -1,0 +1,198 @@
+"""add_rmsnorm and bias_gelu specs without a GPU: knob spaces, violations naming the field,
+FLOPs/bytes, references against a numpy formula, and simulated runs where the knobs matter."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from engine.runner import prepare, run_prepared
+from engine.task import TaskSpec
+from kernels import get_spec
+from kernels.add_rmsnorm import SPEC as RMS
+from kernels.add_rmsnorm import blocks_per_sm, register_estimate, vpt_for
+from kernels.bias_gelu import SPEC as GELU
+from kernels.spec import DeviceLimits
+
+H200 = DeviceLimits((9, 0), 132, 232448, 233472, profile="h200")
+L40S = DeviceLimits((8, 9), 142, 101376, 102400, profile="l40s")
+
+
+def task(spec, **kw):
+    base = dict(shape=dict(spec.default_shape), dtype="bf16", block_size=None, memory_pipelining=None, fusion=True)
+    base.update(kw)
+    return SimpleNamespace(**base)
+
+
+def fields(vs):
+    return [v.field for v in vs]
+
+
+def test_registered():
+    assert get_spec("add_rmsnorm") is RMS and get_spec("bias_gelu") is GELU
+    assert RMS.dims == GELU.dims == ("m", "n")
+    assert RMS.default_shape == {"m": 32768, "n": 4096} and GELU.default_shape == {"m": 8192, "n": 10240}
+    assert set(RMS.outputs) == {"out", "residual_out"} and GELU.outputs == ("out",)
+
+
+@pytest.mark.parametrize("spec", [RMS, GELU])
+def test_knob_spaces(spec):
+    for lim in (H200, L40S):
+        for dt in ("bf16", "fp16", "fp32"):
+            opts = spec.block_size_options(lim, dt)
+            assert set(opts) == {"128", "256", "512", "1024"}
+            for bs in opts:
+                st = spec.pipelining_options(lim, dt, bs)
+                assert 0 in st and 2 in st and 1 not in st
+    assert spec.block_size_options(H200, "int8") == []
+    assert spec.pipelining_options(H200, "bf16", "96") == []
+
+
+def test_rmsnorm_defaults_follow_the_row_length():
+    assert RMS.default_knobs(H200, "bf16", {"m": 32768, "n": 4096}) == ("256", 2)
+    assert RMS.default_knobs(H200, "bf16", {"m": 8192, "n": 2560}) == ("128", 2)   # 320 vectors: 3 x 128
+    assert RMS.default_knobs(H200, "fp32", {"m": 32768, "n": 4096}) == ("512", 2)
+    assert GELU.default_knobs(H200, "bf16") == ("256", 0)
+
+
+def test_rmsnorm_register_model_and_occupancy():
+    assert vpt_for(4096, "bf16", 256) == 2 and vpt_for(4096, "fp32", 256) == 4
+    assert vpt_for(2560, "bf16", 128) == 3 and vpt_for(131072, "bf16", 1024) == 0
+    assert register_estimate("bf16", 256, 2, 4, True) > register_estimate("bf16", 256, 2, 2, True) \
+        > register_estimate("bf16", 256, 2, 0, True)
+    assert blocks_per_sm("bf16", 256, 2, 2, True, H200) == 2
+    assert blocks_per_sm("bf16", 1024, 1, 4, True, H200) == 0     # > 64 registers at 1024 threads
+    assert blocks_per_sm("bf16", 1024, 1, 0, True, L40S) == 1     # 1536 threads per SM there
+
+
+@pytest.mark.parametrize("spec", [RMS, GELU])
+def test_violations_name_the_field(spec):
+    assert spec.check(task(spec), H200) == []
+    assert fields(spec.check(task(spec, shape={"m": 64, "n": 100}), H200)) == ["shape.n"]
+    assert fields(spec.check(task(spec, block_size="96"), H200)) == ["block_size"]
+    assert fields(spec.check(task(spec, block_size="128x128"), H200)) == ["block_size"]
+    assert fields(spec.check(task(spec, memory_pipelining=5), H200)) == ["memory_pipelining"]
+    assert fields(spec.check(task(spec, dtype="int8"), H200)) == ["dtype"]
+    assert fields(spec.check(task(spec, shape={"m": 8}), H200)) == ["shape"]
+    small = DeviceLimits((9, 0), 132, 232448, 233472, max_threads_per_block=512)
+    v = spec.check(task(spec, block_size="1024"), small)
+    assert fields(v) == ["block_size"] and "512 threads" in str(v[0])
+    with pytest.raises(ValueError, match="shape.n"):
+        spec.build(task(spec, shape={"m": 4, "n": 12}), H200)
+
+
+def test_rmsnorm_register_violation():
+    v = RMS.check(task(RMS, block_size="1024", memory_pipelining=4), H200)
+    assert fields(v) == ["memory_pipelining"] and "registers" in str(v[0])
+    assert str(v[0]).startswith("MEMORY_PIPELINING=4")
+
+
+def test_flops_and_bytes():
+    s = {"m": 32768, "n": 4096}
+    assert RMS.flops(s) == 5 * 32768 * 4096
+    assert RMS.bytes_moved(s, "bf16") == 2 * (4 * 32768 * 4096 + 4096)
+    assert RMS.bytes_moved(s, "fp32") == 4 * (4 * 32768 * 4096 + 4096)
+    g = {"m": 8192, "n": 10240}
+    assert GELU.flops(g) == 10 * 8192 * 10240
+    assert GELU.bytes_moved(g, "fp16") == 2 * (2 * 8192 * 10240 + 10240)
+
+
+def test_builds():
+    b = RMS.build(task(RMS), H200)
+    assert b.functions == ("add_rmsnorm",)
+    ln = b.launches[0]
+    assert ln.args == ("x", "r", "weight", "residual_out", "out", 32768, 4096)
+    assert ln.block == (256, 1, 1) and ln.grid == (132 * 2, 1, 1)
+    assert "#define AR_STAGES 2" in b.source and "#define AR_VPT 2" in b.source
+    b0 = RMS.build(task(RMS, memory_pipelining=0), H200)
+    assert "#define AR_STAGES 1" in b0.source and b0.source != b.source
+    u = RMS.build(task(RMS, fusion=False), H200)
+    assert u.functions == ("residual_add", "rmsnorm")
+    assert u.launches[0].args == ("x", "r", "residual_out", 32768, 4096)
+    assert RMS.build(task(RMS, shape={"m": 1, "n": 4096}), H200).launches[0].grid == (1, 1, 1)
+    lr = RMS.build(task(RMS, shape={"m": 3, "n": 131072}), H200)
+    assert lr.info["vectors_per_thread"] == 0 and "#define AR_VPT 0" in lr.source
+    g = GELU.build(task(GELU), H200)
+    assert g.functions == ("bias_gelu",) and g.launches[0].args == ("x", "bias", "out", 8192, 10240)
+    gu = GELU.build(task(GELU, fusion=False, memory_pipelining=4), H200)
+    assert gu.functions == ("bias_add", "gelu_inplace") and "#define BG_UNROLL 4" in gu.source
+
+
+def _rng_inputs(names_shapes, seed=0):
+    rng = np.random.default_rng(seed)
+    return {k: rng.standard_normal(s).astype(np.float32) for k, s in names_shapes.items()}
+
+
+def test_rmsnorm_reference_matches_numpy_formula():
+    ins = _rng_inputs({"x": (5, 64), "r": (5, 64), "weight": (64,)})
+    ref = RMS.reference_outputs(np, ins)
+    s = ins["x"].astype(np.float64) + ins["r"]
+    want = np.empty_like(s)
+    for i in range(5):
+        want[i] = s[i] / math.sqrt(float(np.sum(s[i] ** 2)) / 64 + 1e-6) * ins["weight"]
+    np.testing.assert_allclose(ref["residual_out"], s, rtol=1e-15)
+    np.testing.assert_allclose(ref["out"], want, rtol=1e-12)
+    assert ref["out"].dtype == np.float64
+
+
+def test_gelu_reference_matches_numpy_formula():
+    ins = _rng_inputs({"x": (3, 16), "bias": (16,)})
+    ref = GELU.reference_outputs(np, ins)["out"]
+    v = ins["x"].astype(np.float64) + ins["bias"]
+    want = v * 0.5 * (1 + np.tanh(np.sqrt(2 / np.pi) * (v + 0.044715 * v**3)))
+    np.testing.assert_allclose(ref, want, rtol=1e-13)
+    # the kernel's form v / (1 + exp(-2u)) is the same function
+    u = np.sqrt(2 / np.pi) * (v + 0.044715 * v**3)
+    np.testing.assert_allclose(v / (1 + np.exp(-2 * u)), want, rtol=1e-12, atol=1e-15)
+
+
+def test_peers_declared():
+    for spec, name in ((RMS, "cupy_add_rmsnorm"), (GELU, "cupy_bias_gelu")):
+        peers = spec.peers(task(spec))
+        assert [p.name for p in peers] == [name] and peers[0].baseline and peers[0].verify
+
+
+def test_peer_on_numpy_matches_reference():
+    ins = _rng_inputs({"x": (4, 32), "r": (4, 32), "weight": (32,)})
+    outs = {"out": np.empty((4, 32), np.float32), "residual_out": np.empty((4, 32), np.float32)}
+    RMS.peers(None)[0].run(np, None, ins, outs)
+    ref = RMS.reference_outputs(np, ins)
+    np.testing.assert_allclose(outs["out"], ref["out"], rtol=1e-5, atol=1e-5)
+    gi = _rng_inputs({"x": (4, 32), "bias": (32,)})
+    go = {"out": np.empty((4, 32), np.float32)}
+    GELU.peers(None)[0].run(np, None, gi, go)
+    np.testing.assert_allclose(go["out"], GELU.reference(np, gi), rtol=1e-5, atol=1e-6)
+
+
+def _sim(kernel, **kw):
+    prep = prepare(TaskSpec(kernel=kernel, backend="sim", warmup=1, iterations=5, **kw))
+    res = run_prepared(prep)
+    assert res.status.value == "ok", res.error
+    assert res.simulated and res.correctness.correct
+    return res
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16", "fp32"])
+def test_sim_runs_and_knobs_matter(dtype):
+    rms = {"shape": {"m": 32768, "n": 4096}, "dtype": dtype}
+    fused = _sim("add_rmsnorm", **rms)
+    unfused = _sim("add_rmsnorm", fusion=False, **rms)
+    assert unfused.timing.median_ms > fused.timing.median_ms * 1.1
+    off = _sim("add_rmsnorm", block_size="1024", memory_pipelining=0, **rms)
+    on = _sim("add_rmsnorm", block_size="1024", memory_pipelining=2, **rms)
+    assert off.timing.median_ms > on.timing.median_ms * 1.1
+    assert _sim("add_rmsnorm", memory_pipelining=0, **rms).timing.median_ms != fused.timing.median_ms
+    g = {"shape": {"m": 8192, "n": 10240}, "dtype": dtype}
+    gf = _sim("bias_gelu", **g)
+    assert _sim("bias_gelu", fusion=False, **g).timing.median_ms > gf.timing.median_ms * 1.5
+    assert _sim("bias_gelu", memory_pipelining=4, **g).timing.median_ms > gf.timing.median_ms
+    assert {p.name for p in fused.peers} == {"cupy_add_rmsnorm"}
+
+
+def test_sim_odd_shapes():
+    _sim("add_rmsnorm", shape={"m": 1, "n": 8})
+    _sim("add_rmsnorm", shape={"m": 777, "n": 131072}, dtype="fp32")
+    _sim("bias_gelu", shape={"m": 3, "n": 24})
