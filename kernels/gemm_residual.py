@@ -2,8 +2,10 @@
 
 ``out[M, N] = A[M, K] @ W[N, K]^T + R[M, N]`` (all row-major), fp32 accumulation, one rounding at
 the end. bf16/fp16 run on tensor cores (``mma.sync.m16n8k16`` fed by ``ldmatrix`` from padded shared
-memory and multistage 16-byte ``cp.async``), the portable path for sm_80, sm_89 and sm_90. fp32 runs a
-true-fp32 SIMT FFMA kernel (no TF32). Any M >= 1 works (rows are predicated; out-of-range loads are
+memory and multistage 16-byte ``cp.async``), the portable path for sm_80, sm_89 and sm_90. tf32 (fp32
+data, opt-in) runs the same kernel with ``mma.sync.m16n8k8.tf32``, operands rounded to TF32 with
+``cvt.rna`` as they enter the fragments. fp32 runs a true-fp32 SIMT FFMA kernel (no TF32), also fed by
+16-byte ``cp.async`` stages. Any M >= 1 works (rows are predicated; out-of-range loads are
 zero-filled); N and K must be multiples of 8 (16-byte rows), any such value works (tile tails are
 predicated too).
 """
@@ -16,7 +18,8 @@ from typing import Any
 
 from kernels.spec import Buffer, Build, DeviceLimits, KernelSpec, Launch, PeerSpec, Violation
 
-# Tensor-core tiles (BM, BN, BK) -> warps (along M, along N); best default first.
+# Tensor-core tiles (BM, BN, BK) for bf16/fp16 -> warps (along M, along N); best default first. tf32
+# takes the same BM x BN with BK 16 (the same 64 bytes of K per stage row).
 MMA_TILES: dict[tuple[int, int, int], tuple[int, int]] = {
     (128, 256, 32): (2, 4),
     (256, 128, 32): (4, 2),
@@ -25,12 +28,15 @@ MMA_TILES: dict[tuple[int, int, int], tuple[int, int]] = {
     (64, 128, 32): (2, 2),
     (64, 64, 32): (2, 2),
 }
+MMA_WARPS: dict[tuple[int, int], tuple[int, int]] = {(bm, bn): wr for (bm, bn, _), wr in MMA_TILES.items()}
 # fp32 SIMT tiles (BM, BN, BK): (BM/8) x (BN/8) threads, 8x8 outputs each; best default first.
-FP32_TILES: tuple[tuple[int, int, int], ...] = ((128, 128, 8), (128, 64, 8), (64, 128, 8), (64, 64, 8))
+FP32_TILES: tuple[tuple[int, int, int], ...] = ((128, 128, 16), (128, 64, 16), (64, 128, 16), (64, 64, 16))
+TF32_TILES: tuple[tuple[int, int, int], ...] = tuple((bm, bn, 16) for bm, bn, _ in MMA_TILES)
 STAGE_CHOICES = (4, 3, 2, 0)
 """MEMORY_PIPELINING values offered, deepest first (0 = synchronous loads)."""
-DTYPE_CODE = {"bf16": 0, "fp16": 1, "fp32": 2}
-ITEMSIZE = {"bf16": 2, "fp16": 2, "fp32": 4}
+DTYPE_CODE = {"bf16": 0, "fp16": 1, "fp32": 2, "tf32": 3}
+ITEMSIZE = {"bf16": 2, "fp16": 2, "fp32": 4, "tf32": 4}
+DEFAULT_BK = {"bf16": 32, "fp16": 32, "fp32": 16, "tf32": 16}
 _TILE_RE = re.compile(r"^(\d{1,4})x(\d{1,4})(?:x(\d{1,3}))?$")
 _INT32_MAX = 2**31 - 1
 
@@ -39,8 +45,10 @@ def _dtype(task: Any) -> str:
     return str(getattr(task.dtype, "value", task.dtype))
 
 
-def _tile_text(tile: tuple[int, int, int]) -> str:
-    return f"{tile[0]}x{tile[1]}" if tile[2] == 32 else f"{tile[0]}x{tile[1]}x{tile[2]}"
+def _tile_text(tile: tuple[int, int, int], dtype: str) -> str:
+    """'BMxBN' when BK is the dtype's default, else 'BMxBNxBK'."""
+    bk_default = DEFAULT_BK.get(dtype, 32)
+    return f"{tile[0]}x{tile[1]}" if tile[2] == bk_default else f"{tile[0]}x{tile[1]}x{tile[2]}"
 
 
 class GemmResidualSpec(KernelSpec):
@@ -48,8 +56,10 @@ class GemmResidualSpec(KernelSpec):
 
     name = "gemm_residual"
     title = "GEMM + residual (attention output projection)"
-    description = "out = A @ W^T + R; tensor cores (mma.sync + cp.async) for bf16/fp16, FFMA for fp32"
+    description = ("out = A @ W^T + R; tensor cores (mma.sync + cp.async) for bf16/fp16 and tf32 (opt-in), "
+                   "FFMA for fp32")
     dims = ("m", "n", "k")
+    dtypes = ("bf16", "fp16", "fp32", "tf32")
     default_shape = {"m": 16 * 512, "n": 2560, "k": 2560}
 
     # --- shape and knobs -------------------------------------------------------------------
@@ -64,37 +74,41 @@ class GemmResidualSpec(KernelSpec):
 
     def tiles(self, dtype: str) -> list[tuple[int, int, int]]:
         """The whole tile space for ``dtype``, best default first (before any limits)."""
-        return list(FP32_TILES) if dtype == "fp32" else list(MMA_TILES)
+        if dtype == "fp32":
+            return list(FP32_TILES)
+        return list(TF32_TILES) if dtype == "tf32" else list(MMA_TILES)
 
     def threads(self, dtype: str, tile: tuple[int, int, int]) -> int:
         """Threads per block for ``tile``."""
         if dtype == "fp32":
             return tile[0] * tile[1] // 64
-        wm, wn = MMA_TILES[tile]
+        wm, wn = MMA_WARPS[(tile[0], tile[1])]
         return wm * wn * 32
 
     def smem_bytes(self, dtype: str, tile: tuple[int, int, int], stages: int) -> int:
-        """Dynamic shared memory: the stage buffers (one when stages = 0) and, for the tensor-core
-        path, the epilogue tile that reuses them (BM x (BN+8) elements)."""
+        """Dynamic shared memory: the stage buffers (one when stages = 0), rows of BK elements plus 16
+        padding bytes, and, for bf16/fp16, the epilogue tile that reuses them (BM x (BN+8) elements).
+        fp32 and tf32 finish from registers."""
         bm, bn, bk = tile
         bufs = max(1, stages)
-        if dtype == "fp32":
-            return bufs * 8 * (bm + 4 + bn + 4) * 4
+        if dtype in ("fp32", "tf32"):
+            return bufs * (bm + bn) * (bk + 4) * 4
         return max(bufs * (bm + bn) * (bk + 8) * 2, bm * (bn + 8) * 2)
 
     def parse_block_size(self, text: str, dtype: str) -> tuple[int, int, int] | None:
-        """'BMxBN' or 'BMxBNxBK' -> (BM, BN, BK), BK defaulting to 32 (8 for fp32); None if unreadable."""
+        """'BMxBN' or 'BMxBNxBK' -> (BM, BN, BK), BK defaulting to 32 (16 for fp32/tf32); None if
+        unreadable."""
         m = _TILE_RE.match(str(text).strip().lower())
         if not m:
             return None
-        bk = int(m.group(3)) if m.group(3) else (8 if dtype == "fp32" else 32)
+        bk = int(m.group(3)) if m.group(3) else DEFAULT_BK.get(dtype, 32)
         return int(m.group(1)), int(m.group(2)), bk
 
     def block_size_options(self, limits: DeviceLimits, dtype: str) -> list[str]:
         """Tiles whose two-stage pipeline fits the per-block shared memory and thread limits."""
         if dtype not in DTYPE_CODE:
             return []
-        return [_tile_text(t) for t in self.tiles(dtype)
+        return [_tile_text(t, dtype) for t in self.tiles(dtype)
                 if self.smem_bytes(dtype, t, 2) <= limits.shared_memory_per_block_bytes
                 and self.threads(dtype, t) <= limits.max_threads_per_block]
 
@@ -106,15 +120,30 @@ class GemmResidualSpec(KernelSpec):
         return [s for s in STAGE_CHOICES
                 if self.smem_bytes(dtype, tile, s) <= limits.shared_memory_per_block_bytes]
 
+    def default_stages(self, limits: DeviceLimits, dtype: str, block_size: str) -> int | None:
+        """The deepest pipeline that fits; for fp32, whose 256-thread tiles are built to run two blocks
+        per SM, the deepest that still lets two blocks share an SM (when one does). None if none fits."""
+        fits = self.pipelining_options(limits, dtype, block_size)
+        if not fits:
+            return None
+        tile = self.parse_block_size(block_size, dtype)
+        if dtype == "fp32" and tile is not None:
+            two = [s for s in fits if s and 2 * (self.smem_bytes(dtype, tile, s) + 1024)
+                   <= limits.shared_memory_per_sm_bytes]
+            if two:
+                return two[0]
+        return fits[0]
+
     def default_knobs(self, limits: DeviceLimits, dtype: str,
                       shape: dict[str, int] | None = None) -> tuple[str, int]:
-        """The best tile that fits, with the deepest pipeline that fits (at most 4 stages)."""
+        """The best tile that fits, with the deepest pipeline that fits (at most 4 stages; fp32: see
+        ``default_stages``)."""
         opts = self.block_size_options(limits, dtype)
         if not opts:
             raise ValueError(f"{self.name}: no tile fits {limits.shared_memory_per_block_bytes} bytes "
                              "of shared memory per block")
-        stages = self.pipelining_options(limits, dtype, opts[0])
-        return opts[0], stages[0]
+        stages = self.default_stages(limits, dtype, opts[0])
+        return opts[0], (stages if stages is not None else 0)
 
     def _resolve(self, task: Any, limits: DeviceLimits) -> tuple[tuple[int, int, int], int]:
         dtype = _dtype(task)
@@ -126,8 +155,8 @@ class GemmResidualSpec(KernelSpec):
         if task.memory_pipelining is not None:
             stages = task.memory_pipelining
         else:
-            fits = self.pipelining_options(limits, dtype, bs)
-            stages = fits[0] if fits else st_default
+            fit = self.default_stages(limits, dtype, bs)
+            stages = fit if fit is not None else st_default
         return tile, stages
 
     def check(self, task: Any, limits: DeviceLimits) -> list[Violation]:
@@ -136,7 +165,7 @@ class GemmResidualSpec(KernelSpec):
         out: list[Violation] = []
         dtype = _dtype(task)
         if dtype not in DTYPE_CODE:
-            return [Violation("dtype", dtype, "unknown dtype", "bf16, fp16 or fp32")]
+            return [Violation("dtype", dtype, "unknown dtype", "bf16, fp16, fp32 or tf32")]
         try:
             shape = self.normalize_shape(dict(task.shape))
         except ValueError as exc:
@@ -156,7 +185,7 @@ class GemmResidualSpec(KernelSpec):
         tile = None
         if bs is not None:
             tile = self.parse_block_size(bs, dtype)
-            allowed = ", ".join(_tile_text(t) for t in self.tiles(dtype))
+            allowed = ", ".join(_tile_text(t, dtype) for t in self.tiles(dtype))
             if tile is None:
                 out.append(Violation("block_size", bs, "expected a tile BMxBN or BMxBNxBK", allowed))
             elif tile not in self.tiles(dtype):
@@ -175,19 +204,19 @@ class GemmResidualSpec(KernelSpec):
             stages = None
         if tile is not None:
             if stages is None:
-                fits = self.pipelining_options(limits, dtype, _tile_text(tile))
-                stages = fits[0] if fits else 2
+                fit = self.default_stages(limits, dtype, _tile_text(tile, dtype))
+                stages = fit if fit is not None else 2
             need = self.smem_bytes(dtype, tile, stages)
             if need > limits.shared_memory_per_block_bytes:
                 field = "memory_pipelining" if task.memory_pipelining is not None else "block_size"
-                value = stages if field == "memory_pipelining" else _tile_text(tile)
+                value = stages if field == "memory_pipelining" else _tile_text(tile, dtype)
                 out.append(Violation(field, value,
-                                     f"tile {_tile_text(tile)} with {stages or 'off'} stages needs "
+                                     f"tile {_tile_text(tile, dtype)} with {stages or 'off'} stages needs "
                                      f"{need} bytes of shared memory per block",
                                      f"{limits.shared_memory_per_block_bytes} bytes"))
             threads = self.threads(dtype, tile)
             if threads > limits.max_threads_per_block:
-                out.append(Violation("block_size", _tile_text(tile), f"needs {threads} threads per block",
+                out.append(Violation("block_size", _tile_text(tile, dtype), f"needs {threads} threads per block",
                                      f"{limits.max_threads_per_block} threads"))
             if shape is not None and math.ceil(shape["m"] / tile[0]) > 65535:
                 out.append(Violation("shape.m", shape["m"], f"m needs more than 65535 row blocks of {tile[0]}",
@@ -217,7 +246,7 @@ class GemmResidualSpec(KernelSpec):
     def render(self, dtype: str, tile: tuple[int, int, int], stages: int, fusion: bool) -> str:
         """The CUDA source for these knobs: integer #defines, then the kernel text."""
         bm, bn, bk = tile
-        wm, wn = MMA_TILES.get(tile, (0, 0)) if dtype != "fp32" else (0, 0)
+        wm, wn = MMA_WARPS.get((bm, bn), (0, 0)) if dtype != "fp32" else (0, 0)
         defines = {"GR_DTYPE": DTYPE_CODE[dtype], "GR_BM": int(bm), "GR_BN": int(bn), "GR_BK": int(bk),
                    "GR_WARPS_M": int(wm), "GR_WARPS_N": int(wn), "GR_STAGES": int(stages),
                    "GR_FUSE": int(bool(fusion))}
@@ -248,12 +277,12 @@ class GemmResidualSpec(KernelSpec):
             blocks = max(1, min(math.ceil(nvec / 256), limits.sm_count * 16))
             launches.append(Launch("residual_add", (blocks, 1, 1), (256, 1, 1), 0, ("out", "r", m, n)))
             functions.append("residual_add")
-        path = "ffma" if dtype == "fp32" else "mma.sync"
+        path = {"fp32": "ffma", "tf32": "mma.sync.tf32"}.get(dtype, "mma.sync")
         path += "+cp.async" if stages else "+sync-loads"
         info = {"tile": "x".join(map(str, tile)), "stages": stages, "path": path, "threads": threads,
                 "shared_mem_bytes": smem, "grid": grid, "fusion": fusion}
         if dtype != "fp32":
-            info["warps"] = "{}x{}".format(*MMA_TILES[tile])
+            info["warps"] = "{}x{}".format(*MMA_WARPS[(tile[0], tile[1])])
         return Build(source=self.render(dtype, tile, stages, fusion), functions=tuple(functions),
                      launches=tuple(launches), options=("-std=c++17",), info=info)
 
@@ -265,15 +294,28 @@ class GemmResidualSpec(KernelSpec):
         return a @ w.T + r
 
     def rtol(self, dtype: str) -> float:
-        """bf16 1.6e-2, fp16 2e-3, fp32 1e-4 (scaled by |ref| + rms(ref) by the caller)."""
-        return {"bf16": 1.6e-2, "fp16": 2e-3, "fp32": 1e-4}[dtype]
+        """bf16 1.6e-2, fp16 2e-3, fp32 1e-4, tf32 5e-3 (scaled by |ref| + rms(ref) by the caller).
+
+        tf32: each operand rounded to 11 significant bits (relative error <= 2^-11); for N(0,1) data
+        the error of a K-long dot product is ~ sqrt(2K) * 2^-11 / sqrt(3), ~4e-4 of rms(ref), so the
+        worst of 2e7 elements (~5.5 sigma) sits near 2.5e-3; if the hardware truncated instead
+        (round toward zero, error <= 2^-10) the random part doubles and a bias of ~1e-3 |ref| adds:
+        still under 5e-3 (numpy emulation in tests/unit/test_gemm_residual_spec.py)."""
+        return {"bf16": 1.6e-2, "fp16": 2e-3, "fp32": 1e-4, "tf32": 5e-3}[dtype]
 
     def peers(self, task: Any) -> list[PeerSpec]:
         """CuPy matmul then add (the unfused baseline), cuBLAS with beta=1 on a copy of R, and
         cuBLAS GEMM alone (beta=0). The last omits R, so its output is not the reference's: it is
-        timed as the GEMM's floor and its correctness is not meaningful."""
+        timed as the GEMM's floor and its correctness is not meaningful.
+
+        tf32: CuPy's matmul on float32 computes in full fp32, not a TF32 peer, so it is left out;
+        the unfused baseline there is the backend's cuBLAS (FAST_TF32 compute for dtype tf32)
+        GEMM then CuPy's add. The cuBLAS peers compute in TF32 for tf32 through the backend's blas."""
         return [
-            PeerSpec("cupy_matmul_add", "CuPy matmul + add (unfused)", _peer_matmul_add, baseline=True),
+            PeerSpec("cupy_matmul_add", "CuPy matmul + add (unfused)", _peer_matmul_add, baseline=True,
+                     dtypes=("bf16", "fp16", "fp32")),
+            PeerSpec("cublas_gemm_add", "cuBLAS TF32 GEMM + CuPy add (unfused)", _peer_gemm_then_add,
+                     baseline=True, dtypes=("tf32",)),
             PeerSpec("cublas_gemm_beta1", "cuBLAS gemmEx, residual via beta=1", _peer_gemm_beta1),
             PeerSpec("cublas_gemm", "cuBLAS gemmEx GEMM alone (beta=0, no R: not verified)", _peer_gemm_alone,
                      verify=False),
@@ -308,6 +350,12 @@ class GemmResidualSpec(KernelSpec):
 def _peer_matmul_add(xp: Any, blas: Any, inputs: dict[str, Any], outs: dict[str, Any]) -> None:
     out = outs["out"]
     xp.matmul(inputs["a"], inputs["w"].T, out=out)
+    xp.add(out, inputs["r"], out=out)
+
+
+def _peer_gemm_then_add(xp: Any, blas: Any, inputs: dict[str, Any], outs: dict[str, Any]) -> None:
+    out = outs["out"]
+    blas.gemm_nt(inputs["a"], inputs["w"], out, alpha=1.0, beta=0.0)
     xp.add(out, inputs["r"], out=out)
 
 

@@ -44,7 +44,7 @@ def _knob_combos(dtype: str, kernel: str = "gemm_residual"):
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
-@pytest.mark.parametrize("dtype", ["bf16", "fp16", "fp32"])
+@pytest.mark.parametrize("dtype", ["bf16", "fp16", "fp32", "tf32"])
 @pytest.mark.parametrize("m", [1, 586, 1571, 7976, 8192])
 def test_odd_m_correct(kernel, dtype, m):
     res = _backend_run(TaskSpec(kernel=kernel, shape={"m": m, "n": 2560, "k": 2560}, dtype=dtype, warmup=1,
@@ -68,7 +68,7 @@ def _precompile(args):
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
-@pytest.mark.parametrize("dtype", ["bf16", "fp16", "fp32"])
+@pytest.mark.parametrize("dtype", ["bf16", "fp16", "fp32", "tf32"])
 def test_every_knob_combination_correct(kernel, dtype):
     import multiprocessing as mp
     import os
@@ -91,7 +91,7 @@ def test_random_shapes():
     rng = random.Random(1234)
     for _ in range(8):
         m, n, k = rng.randint(1, 3000), 8 * rng.randint(1, 400), 8 * rng.randint(1, 400)
-        dtype = rng.choice(["bf16", "fp16", "fp32"])
+        dtype = rng.choice(["bf16", "fp16", "fp32", "tf32"])
         res = _backend_run(TaskSpec(shape={"m": m, "n": n, "k": k}, dtype=dtype, warmup=1, iterations=2, peers=False))
         assert res.status is RunStatus.ok, (m, n, k, dtype, res.error)
 

@@ -50,7 +50,7 @@ def test_normalize_shape_forms():
 
 def test_knob_spaces_fit_the_limits():
     for lim in (H200, A100, L40S):
-        for dt in ("bf16", "fp16", "fp32"):
+        for dt in ("bf16", "fp16", "fp32", "tf32"):
             tiles = SPEC.block_size_options(lim, dt)
             assert tiles, (lim.profile, dt)
             for bs in tiles:
@@ -60,8 +60,18 @@ def test_knob_spaces_fit_the_limits():
                     tile = SPEC.parse_block_size(bs, dt)
                     assert SPEC.smem_bytes(dt, tile, st) <= lim.shared_memory_per_block_bytes
     assert SPEC.block_size_options(H200, "bf16")[0] == "128x256"
-    assert "128x128x8" in SPEC.block_size_options(H200, "fp32")
+    assert SPEC.block_size_options(H200, "fp32")[0] == "128x128"
+    assert SPEC.parse_block_size("128x128", "fp32") == (128, 128, 16)
+    assert SPEC.block_size_options(H200, "tf32") == SPEC.block_size_options(H200, "bf16")
+    assert SPEC.parse_block_size("128x256", "tf32") == (128, 256, 16)
     assert SPEC.default_knobs(H200, "bf16") == ("128x256", 4)
+    assert SPEC.default_knobs(H200, "tf32") == ("128x256", 4)
+    # fp32: the deepest pipeline that still lets two 256-thread blocks share an SM
+    assert SPEC.default_knobs(H200, "fp32") == ("128x128", 4)
+    assert SPEC.default_knobs(A100, "fp32") == ("128x128", 4)
+    assert SPEC.default_knobs(L40S, "fp32") == ("128x128", 2)
+    assert SPEC.smem_bytes("fp32", (128, 128, 16), 4) == 4 * 256 * 20 * 4
+    assert SPEC.smem_bytes("tf32", (128, 256, 16), 3) == 3 * 384 * 20 * 4
     # L40S (99 KB): the big tiles lose their 4th stage but keep 3
     assert SPEC.pipelining_options(L40S, "bf16", "128x256") == [3, 2, 0]
     assert SPEC.pipelining_options(H200, "bf16", "not-a-tile") == []
@@ -69,7 +79,7 @@ def test_knob_spaces_fit_the_limits():
 
 
 def test_valid_task_has_no_violations_and_builds():
-    for dt in ("bf16", "fp16", "fp32"):
+    for dt in ("bf16", "fp16", "fp32", "tf32"):
         for fusion in (True, False):
             t = task(dtype=dt, fusion=fusion)
             assert SPEC.check(t, H200) == []
@@ -92,8 +102,16 @@ def test_build_geometry_and_defines():
     assert b.info["tile"] == "128x256x32" and b.info["stages"] == 3
     off = SPEC.build(task(memory_pipelining=0), H200)
     assert off.info["path"] == "mma.sync+sync-loads"
-    f32 = SPEC.build(task(dtype="fp32", block_size="128x128x8", memory_pipelining=2), H200)
+    f32 = SPEC.build(task(dtype="fp32", block_size="128x128", memory_pipelining=2), H200)
     assert f32.functions == ("gemm_residual_fp32",) and f32.launches[0].block == (256, 1, 1)
+    assert f32.info["tile"] == "128x128x16" and "#define GR_DTYPE 2" in f32.source
+    assert f32.launches[0].shared_mem_bytes == 2 * 256 * 20 * 4
+    tf = SPEC.build(task(dtype="tf32", block_size="128x256", memory_pipelining=3, shape={"m": 1, "n": 8, "k": 8}),
+                    H200)
+    assert tf.functions == ("gemm_residual_mma",) and tf.launches[0].block == (256, 1, 1)
+    assert tf.launches[0].grid == (1, 1, 1) and tf.launches[0].shared_mem_bytes == 3 * 384 * 20 * 4
+    assert tf.info["path"] == "mma.sync.tf32+cp.async" and tf.info["tile"] == "128x256x16"
+    assert "#define GR_DTYPE 3" in tf.source and "gemm_residual_fp32(" not in tf.source
 
 
 def test_bad_dtype():
@@ -107,8 +125,10 @@ def test_bad_block_size_syntax_and_unknown_tile():
     assert "BLOCK_SIZE=12345" in str(v[0]) and "BMxBN" in str(v[0])
     v = SPEC.check(task(block_size="96x96"), H200)
     assert fields(v) == ["block_size"] and "not offered" in v[0].message and "128x256" in v[0].limit
-    # an fp32 tile is not a tensor-core tile
-    assert fields(SPEC.check(task(block_size="128x128x8"), H200)) == ["block_size"]
+    # an fp32 tile is not a tensor-core tile, nor is BK 32 offered for tf32
+    assert fields(SPEC.check(task(block_size="128x128x16"), H200)) == ["block_size"]
+    assert fields(SPEC.check(task(dtype="tf32", block_size="128x128x32"), H200)) == ["block_size"]
+    assert fields(SPEC.check(task(dtype="fp32", block_size="128x256"), H200)) == ["block_size"]
     with pytest.raises(ValueError, match="BLOCK_SIZE"):
         SPEC.build(task(block_size="12345"), H200)
 
@@ -159,13 +179,49 @@ def test_reference_and_rtol():
     assert ref.dtype == np.float64
     a64, w64 = a.astype(np.float32).astype(np.float64), w.astype(np.float32).astype(np.float64)
     np.testing.assert_allclose(ref, a64 @ w64.T + r, rtol=1e-12)
-    assert (SPEC.rtol("bf16"), SPEC.rtol("fp16"), SPEC.rtol("fp32")) == (1.6e-2, 2e-3, 1e-4)
+    assert (SPEC.rtol("bf16"), SPEC.rtol("fp16"), SPEC.rtol("fp32"), SPEC.rtol("tf32")) == (1.6e-2, 2e-3, 1e-4, 5e-3)
+
+
+def _tf32(x, mode):
+    """fp32 -> tf32 (10-bit mantissa) as bits: 'rna' = cvt.rna (nearest, ties away), 'rz' = truncation."""
+    bits = x.astype(np.float32).view(np.uint32).astype(np.uint64)
+    if mode == "rna":
+        bits = bits + 0x1000
+    return (bits & 0xFFFFE000).astype(np.uint32).view(np.float32)
+
+
+def test_tf32_rtol_covers_tf32_rounding():
+    """Emulate TF32 operands (K = 2560, N(0,1)) in numpy and apply the verifier's metric
+    |out - ref| / (|ref| + rms(ref)): cvt.rna rounding must sit well under rtol, and even hardware
+    truncation (what the tensor cores do to unrounded fp32) must pass."""
+    from engine.verify import compare
+
+    rng = np.random.default_rng(5)
+    m, n, k = 256, 256, 2560
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    w = rng.standard_normal((n, k)).astype(np.float32)
+    r = rng.standard_normal((m, n)).astype(np.float32)
+    ref = SPEC.reference(np, {"a": a, "w": w, "r": r})
+    errs = {}
+    for mode in ("rna", "rz"):
+        out = _tf32(a, mode).astype(np.float64) @ _tf32(w, mode).astype(np.float64).T + r
+        c = compare(np, out, ref, SPEC.rtol("tf32"))
+        assert c.correct, (mode, c.max_rel_err)
+        errs[mode] = c.max_rel_err
+    assert errs["rna"] < SPEC.rtol("tf32") / 3
+    # TF32 really is coarser than fp32's tolerance: the fp32 rtol would reject it
+    assert errs["rna"] > SPEC.rtol("fp32")
 
 
 def test_peers():
     peers = {p.name: p for p in SPEC.peers(task())}
-    assert set(peers) == {"cupy_matmul_add", "cublas_gemm_beta1", "cublas_gemm"}
-    assert [p.name for p in peers.values() if p.baseline] == ["cupy_matmul_add"]
+    assert set(peers) == {"cupy_matmul_add", "cublas_gemm_add", "cublas_gemm_beta1", "cublas_gemm"}
+    for dt in ("bf16", "fp16", "fp32"):
+        assert [p.name for p in peers.values() if p.baseline and dt in p.dtypes] == ["cupy_matmul_add"]
+    # tf32: CuPy's fp32 matmul is not a TF32 peer; the baseline is cuBLAS (FAST_TF32) GEMM + add
+    assert [p.name for p in peers.values() if p.baseline and "tf32" in p.dtypes] == ["cublas_gemm_add"]
+    assert {p.name for p in peers.values() if "tf32" in p.dtypes} == {"cublas_gemm_add", "cublas_gemm_beta1",
+                                                                      "cublas_gemm"}
     rng = np.random.default_rng(1)
     ins = {"a": rng.standard_normal((4, 8)), "w": rng.standard_normal((16, 8)), "r": rng.standard_normal((4, 16))}
     out = np.empty((4, 16))
@@ -174,8 +230,11 @@ def test_peers():
 
     class Blas:
         def gemm_nt(self, a, w, c, alpha=1.0, beta=0.0):
-            c[...] = alpha * (a @ w.T) + beta * c
+            c[...] = alpha * (a @ w.T) + (beta * c if beta else 0.0)  # beta = 0: C is not read (cuBLAS)
 
+    out[...] = np.nan
+    peers["cublas_gemm_add"].run(np, Blas(), ins, {"out": out})
+    np.testing.assert_allclose(out, SPEC.reference(np, ins))
     peers["cublas_gemm_beta1"].run(np, Blas(), ins, {"out": out})
     np.testing.assert_allclose(out, SPEC.reference(np, ins))
     peers["cublas_gemm"].run(np, Blas(), ins, {"out": out})
@@ -191,5 +250,5 @@ def test_sim_efficiency_is_plausible():
     assert eff(memory_pipelining=0) < eff(memory_pipelining=2) < best
     assert eff(block_size="64x64", memory_pipelining=4) < eff(block_size="128x256", memory_pipelining=4)
     assert eff(fusion=False) < best
-    assert eff(dtype="fp32") > 0
+    assert eff(dtype="fp32") > 0 and eff(dtype="tf32") > 0
     assert eff(block_size="12345") == 0.05

@@ -1,9 +1,10 @@
 """Every valid gemm_residual knob combination compiles through NVRTC, with no register spills.
 
 Runs on a CPU-only machine: CuPy's NVRTC compiles to a cubin without a GPU. For each profile's
-architecture (sm_90a H200, sm_80 A100, sm_89 L40S) it builds every dtype x BLOCK_SIZE x
-MEMORY_PIPELINING x fusion that the spec offers under that profile's limits, compiles them in a
-thread pool (NVRTC releases the GIL), and checks ptxas' report for each function.
+architecture (sm_90a H200, sm_80 A100, sm_89 L40S) it builds every dtype (bf16, fp16, fp32, tf32) x
+BLOCK_SIZE x MEMORY_PIPELINING x fusion that the spec offers under that profile's limits, compiles
+them in a thread pool (NVRTC releases the GIL), and checks ptxas' report for each function
+(about 40 s on two idle cores).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ def _limits(profile: str) -> DeviceLimits:
 
 
 def _variants(limits: DeviceLimits):
+    assert {"bf16", "fp16", "fp32", "tf32"} <= set(SPEC.dtypes)
     for dtype in SPEC.dtypes:
         for bs in SPEC.block_size_options(limits, dtype):
             for stages in SPEC.pipelining_options(limits, dtype, bs):
