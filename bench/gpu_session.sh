@@ -14,7 +14,7 @@ for step in "$@"; do
       nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv
       python3 -c "import cupy, ml_dtypes; p=cupy.cuda.runtime.getDeviceProperties(0); print('L2', p['l2CacheSize'], 'smemOptin', p['sharedMemPerBlockOptin'], 'cupy', cupy.__version__)" ;;
     gpu-tests)
-      timeout 300 python3 -m pytest -m gpu tests/gpu -q -p no:cacheprovider ${PYTEST_K:+-k "$PYTEST_K"} 2>&1 | tee "$OUT/gpu-tests.log" | tail -40 ;;
+      timeout ${GPU_TESTS_TIMEOUT:-300} python3 -m pytest -m gpu tests/gpu -q -p no:cacheprovider ${PYTEST_K:+-k "$PYTEST_K"} 2>&1 | tee "$OUT/gpu-tests.log" | tail -40 ;;
     bench-cli)
       for dt in bf16 fp16 fp32; do
         tui bench --backend cuda --dtype "$dt" --json > "$OUT/bench-$dt.json" 2> "$OUT/bench-$dt.err"; echo "$dt rc=$?"
@@ -24,7 +24,10 @@ for step in "$@"; do
       tui check > "$OUT/check.txt" 2>&1; echo "check rc=$?"; cat "$OUT/check.txt" | tail -60
       tui checklist > "$OUT/checklist.txt" 2>&1; cat "$OUT/checklist.txt" ;;
     bench)
-      timeout 300 python3 bench/bench.py 2>&1 | tee "$OUT/bench.txt" | tail -60 ;;
+      timeout ${BENCH_TIMEOUT:-300} python3 bench/bench.py 2>&1 | tee "$OUT/bench.txt" | tail -60 ;;
+    calibrate)
+      tui calibrate --profile h200 > "$OUT/calibrate.txt" 2>&1; echo "calibrate rc=$?"; cat "$OUT/calibrate.txt"
+      tui bench --backend cuda --no-peers 2>&1 | grep -E "measured|T_SOL|ours" ;;
     tui)
       OUT="$OUT" timeout 150 python3 tests/gpu/tui_flow.py 2>&1 | tail -40 ;;
     *) echo "unknown step $step" ;;
