@@ -262,3 +262,23 @@ async def test_unknown_profile_is_reported_and_the_app_starts(make):
         assert app.profile_name is None
         assert any("nosuchgpu" in p for p in app.startup_problems)
         assert app.effective_profile() is not None
+
+
+async def test_memory_bound_kernel_and_tf32_through_the_form(make):
+    from textual.widgets import Select
+
+    app = make(start_mode="tune")
+    async with app.run_test(size=(100, 40)) as pilot:
+        app.screen.query_one("#f-kernel", Select).value = "add_rmsnorm"
+        app.screen.query_one("#f-shape", Input).value = "m=4096,n=4096"
+        await pilot.pause()
+        assert app.task_spec.kernel == "add_rmsnorm" and app.task_spec.shape == {"m": 4096, "n": 4096}
+        await pilot.press("4", "r")
+        await wait_for_run(pilot, app)
+        assert app.last_result.ok and "add_rmsnorm" in text_of(app, "#run-summary") + str(app.last_result.task)
+        await pilot.press("3")
+        app.screen.query_one("#f-kernel", Select).value = "gemm_residual"
+        app.screen.query_one("#f-shape", Input).value = "m=512,n=1024,k=1024"
+        app.screen.query_one("#f-dtype", Select).value = "tf32"
+        await pilot.pause()
+        assert app.task_spec.dtype.value == "tf32"

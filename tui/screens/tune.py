@@ -15,7 +15,7 @@ from textual.widgets import Input, Label, Select, Static
 
 from engine.errors import CockpitError
 from engine.sol import sol_figures
-from engine.task import TaskSpec, resolve_task, save_task
+from engine.task import DType, TaskSpec, resolve_task, save_task
 from kernels import get_spec, kernel_names
 from kernels.spec import DeviceLimits
 from tui.screens.base import CockpitScreen
@@ -96,7 +96,7 @@ class TuneScreen(CockpitScreen):
                 yield Label("shape")
                 yield Input(id="f-shape", compact=True, placeholder="m=8192,n=2560,k=2560")
                 yield Label("dtype")
-                yield Select([(d, d) for d in ("bf16", "fp16", "fp32")], id="f-dtype", allow_blank=False,
+                yield Select([(d.value, d.value) for d in DType], id="f-dtype", allow_blank=False,
                              compact=True)
                 yield Label("BLOCK_SIZE")
                 yield Input(id="f-block_size", compact=True, placeholder="kernel default")
