@@ -1,6 +1,6 @@
 """Compile, verify and time the Hopper-native gemm_residual path (schedules and knobs), on the GPU.
 
-    PYTHONPATH=$PWD python3 bench/sm90_gemm.py [--iters 100] [--no-torch]
+    PYTHONPATH=$PWD python3 bench/sm90_gemm.py [--iters 100] [--no-torch] [--quick]
 
 1. Correctness: each variant (tile x stages x dtype x fusion x stream-K compiled in or not) on
    fresh N(0,1) inputs, NaN-poisoned output, float64 reference, for M in {1, 586, 1571, 2048,
@@ -13,6 +13,12 @@
    knobs; the seed shape in bf16 and fp16; torch matmul + add (the SOL-ExecBench baseline T_b)
    and cuBLAS gemmEx beta=1 in the same run. Prints tables with the score
    S = 1/(1 + (T_k - T_SOL)/(T_b - T_SOL)), T_SOL = 2MNK/989.4e12; JSON to $OUT when set.
+--quick (under a minute): the ping-pong consumer schedule against the cooperative one: correctness
+of ping-pong variants (stages 0/2/4/5, bf16/fp16, fused/unfused, stream-K compiled in or not, forced
+stream-K schedules) for M in {1, 586, 2048, 8192} x 2560 x 2560 and the two odd shapes; then the
+seed shape in bf16 and fp16, old (cooperative 128x256 s3) vs new, interleaved twice; cuBLAS GEMM
+alone as the card's reference; a short bf16 M sweep of the default knobs vs ping-pong.
+Variants are (tile, stages, dtype, fuse, streamk[, pingpong]); pingpong None = the module's choice.
 Uses CuPy directly; bf16 is held as uint16 bits.
 """
 
@@ -228,12 +234,85 @@ VARIANTS = [  # (block, stages, dtype, fuse, streamk)
     ("128x128", 0, "fp16", False, True),
 ]
 SWEEP = (256, 512, 1024, 1571, 2048, 4096, 7976, 8192)
+PP_VARIANTS = [  # ping-pong consumers, forced on
+    ("128x128", 5, "bf16", True, True, True),
+    ("128x128", 4, "fp16", True, True, True),
+    ("128x128", 2, "bf16", False, True, True),
+    ("128x128", 0, "bf16", True, True, True),
+    ("128x128", 5, "fp16", True, False, True),
+]
+QUICK_SHAPES = [(1, 2560, 2560), (586, 2560, 2560), (2048, 2560, 2560), (8192, 2560, 2560),
+                (300, 136, 200), (130, 264, 72)]
+QUICK_SWEEP = (1024, 2048, 4096, 7976)
+
+
+def quick(args, limits, report, failures, forced_checks, timed, get, out_dir) -> int:
+    """Ping-pong vs cooperative consumers: correctness, then seed timings (interleaved)."""
+    t0 = time.perf_counter()
+    for v in PP_VARIANTS:
+        for (m, n, k) in QUICK_SHAPES:
+            try:
+                forced_checks(m, n, k, v)
+            except Exception as exc:  # noqa: BLE001
+                failures.append(f"{v} {(m, n, k)}: {type(exc).__name__}: {exc}")
+                traceback.print_exc()
+        print(f"checked {v}: {len(failures)} failures so far "
+              f"({time.perf_counter() - t0:.1f} s)", flush=True)
+    n_checks = len(report["checks"])
+    print(f"correctness: {n_checks - len(failures)} / {n_checks} ok; worst rel_fro "
+          f"{max(c['rel_fro'] for c in report['checks']):.2e}", flush=True)
+
+    m, n, k = SEED
+    lines = [f"correctness (ping-pong): {n_checks - len(failures)} / {n_checks} ok "
+             f"(+ re-checks after timing)"]
+    for dt in ("bf16", "fp16"):
+        rec: dict = {"dtype": dt}
+        bufs = get(m, n, k, dt)[0]
+        c = cp.empty_like(bufs["r"])
+        rec["cublas_gemm_b0"] = time_fn(cublas_gemm(bufs, c, dt, 0.0),
+                                        iters=args.iters)["median_ms"]
+        cands = {"old 128x256 s3 coop": ("128x256", 3, dt, True, True, False),
+                 "128x128 s4 coop": ("128x128", 4, dt, True, True, False),
+                 "pp 128x128 s5": ("128x128", 5, dt, True, True, True),
+                 "pp 128x128 s4": ("128x128", 4, dt, True, True, True),
+                 "pp 128x128 s5 dp-only": ("128x128", 5, dt, True, False, True)}
+        for _round in range(2):
+            for name, v in cands.items():
+                t, info = timed(m, n, k, v)
+                rec.setdefault(name, []).append(t)
+                rec[name + " schedule"] = info["schedule"]
+            print(json.dumps(rec), flush=True)
+        report["seed"].append(rec)
+        lines.append(f"seed {dt}: cuBLAS GEMM alone {rec['cublas_gemm_b0']:.4f}; " + "; ".join(
+            f"{nm} {min(rec[nm]):.4f}/{max(rec[nm]):.4f}" for nm in cands))
+    for m in QUICK_SWEEP:
+        rec = {"m": m}
+        dk = sm90.default_knobs(limits, "bf16", {"m": m, "n": n, "k": k})
+        rec["default_knobs"] = dk
+        rec["default"], _ = timed(m, n, k, (dk[0], dk[1], "bf16", True, True, False))
+        for st in (4, 5):
+            rec[f"pp s{st}"], info = timed(m, n, k, ("128x128", st, "bf16", True, True, True))
+            rec[f"pp s{st} schedule"] = info["schedule"] + f" grid {info['grid']}"
+        report["sweep"].append(rec)
+        print(json.dumps(rec, default=str), flush=True)
+        lines.append(f"M={m}: " + ", ".join(f"{kk} {vv:.4f}" if isinstance(vv, float)
+                                            else f"{kk} {vv}" for kk, vv in rec.items()
+                                            if kk != "m"))
+    lines += failures[:20]
+    table = "\n".join(lines)
+    print(table)
+    if out_dir:
+        Path(out_dir, "sm90_quick.txt").write_text(table + "\n")
+        Path(out_dir, "sm90_quick.json").write_text(json.dumps(report, indent=1, default=str))
+    return 0 if not failures else 1
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--iters", type=int, default=100)
     ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--quick", action="store_true",
+                    help="ping-pong vs cooperative: correctness, seed timings, short M sweep")
     args = ap.parse_args()
     limits = limits_of_device()
     sms = limits.sm_count
@@ -252,9 +331,11 @@ def main() -> int:
         return data[key]
 
     def build(m, n, k, v, schedule=None):
-        bs, st, dt, fuse, sk = v
+        bs, st, dt, fuse, sk = v[:5]
+        pp = v[5] if len(v) > 5 else None
         task = SimpleNamespace(shape={"m": m, "n": n, "k": k}, dtype=dt)
-        return sm90.build(task, limits, bs, st, fuse=fuse, streamk=sk, schedule=schedule)
+        return sm90.build(task, limits, bs, st, fuse=fuse, streamk=sk, schedule=schedule,
+                          pingpong=pp)
 
     def verify(m, n, k, v, schedule=None, label=""):
         bufs, ref = get(m, n, k, v[2])
@@ -271,31 +352,6 @@ def main() -> int:
             print("WRONG", failures[-1], flush=True)
         return c["ok"]
 
-    # ---- 1. correctness ----
-    t0 = time.perf_counter()
-    shapes = [(1, 2560, 2560), (586, 2560, 2560), (1571, 2560, 2560), (2048, 2560, 2560),
-              (7976, 2560, 2560), (8192, 2560, 2560), (300, 136, 200), (130, 264, 72)]
-    for v in VARIANTS:
-        bm, bn, _ = sm90.parse_block_size(v[0])
-        for (m, n, k) in shapes:
-            try:
-                verify(m, n, k, v)
-                if v[4]:
-                    tiles = -(-m // bm) * -(-n // bn)
-                    verify(m, n, k, v, (sms, 0), "all stream-K")
-                    verify(m, n, k, v, (min(sms, max(1, tiles)) if tiles < sms else sms,
-                                        max(0, tiles - 5)), "5-tile tail")
-                    verify(m, n, k, v, (7, 3), "grid 7")
-            except Exception as exc:  # noqa: BLE001
-                failures.append(f"{v} {(m, n, k)}: {type(exc).__name__}: {exc}")
-                traceback.print_exc()
-        print(f"checked {v}: {len(failures)} failures so far "
-              f"({time.perf_counter() - t0:.1f} s)", flush=True)
-    n_checks = len(report["checks"])
-    print(f"correctness: {n_checks - len(failures)} / {n_checks} ok; worst rel_fro "
-          f"{max(c['rel_fro'] for c in report['checks']):.2e}", flush=True)
-
-    # ---- 2. timing ----
     def timed(m, n, k, v, schedule=None):
         bufs, ref = get(m, n, k, v[2])
         b = build(m, n, k, v, schedule)
@@ -307,6 +363,37 @@ def main() -> int:
             print("WRONG", failures[-1], flush=True)
         return t, b.info
 
+    def forced_checks(m, n, k, v):
+        bm, bn, _ = sm90.parse_block_size(v[0])
+        verify(m, n, k, v)
+        if v[4]:
+            tiles = -(-m // bm) * -(-n // bn)
+            verify(m, n, k, v, (sms, 0), "all stream-K")
+            verify(m, n, k, v, (min(sms, max(1, tiles)) if tiles < sms else sms,
+                                max(0, tiles - 5)), "5-tile tail")
+            verify(m, n, k, v, (7, 3), "grid 7")
+
+    if args.quick:
+        return quick(args, limits, report, failures, forced_checks, timed, get, out_dir)
+
+    # ---- 1. correctness ----
+    t0 = time.perf_counter()
+    shapes = [(1, 2560, 2560), (586, 2560, 2560), (1571, 2560, 2560), (2048, 2560, 2560),
+              (7976, 2560, 2560), (8192, 2560, 2560), (300, 136, 200), (130, 264, 72)]
+    for v in VARIANTS:
+        for (m, n, k) in shapes:
+            try:
+                forced_checks(m, n, k, v)
+            except Exception as exc:  # noqa: BLE001
+                failures.append(f"{v} {(m, n, k)}: {type(exc).__name__}: {exc}")
+                traceback.print_exc()
+        print(f"checked {v}: {len(failures)} failures so far "
+              f"({time.perf_counter() - t0:.1f} s)", flush=True)
+    n_checks = len(report["checks"])
+    print(f"correctness: {n_checks - len(failures)} / {n_checks} ok; worst rel_fro "
+          f"{max(c['rel_fro'] for c in report['checks']):.2e}", flush=True)
+
+    # ---- 2. timing ----
     base = ("128x256", 3, "bf16", True, True)
     dp_only = ("128x256", 3, "bf16", True, False)
     for m in SWEEP:

@@ -19,11 +19,22 @@
 // another, so any grid order is deadlock-free. The workspace is per module: launches of one
 // module must not run concurrently on two streams.
 //
+// PINGPONG: the consumer warpgroups own whole tiles, alternately (work item i of the CTA's
+// sequence goes to consumer i % 2), each with its own epilogue buffer and residual barriers. The
+// producer fills one in-order ring, so consumer 1's first k-block of item i+1 lands only after the
+// last k-block of item i: while one warpgroup runs its epilogue the other has the tensor cores.
+// A consumer steps over the other's k-blocks in the ring without waiting on them, so its parity
+// waits could alias a full barrier several phases behind: before the main loop of item i it waits
+// on its turn barrier, which the other consumer arrives on once it has waited on every full
+// barrier of item i-1 (the ordered "tensor-core turn"). Otherwise (cooperative) each consumer owns
+// BM/NUM_CONSUMERS rows of every tile and both run the epilogue together.
+//
 // STAGES == 1 is MEMORY_PIPELINING=off: the producer waits for the consumers to free the only
 // slot before it issues the next load, so copies and math never overlap.
 //
 // The Python spec prepends the knobs as #defines of validated integers:
-//   BM, BN, BK (64), STAGES, NUM_CONSUMERS, IS_BF16, FUSE, TMAP_GLOBAL, STREAMK, WS_TILES.
+//   BM, BN, BK (64), STAGES, NUM_CONSUMERS, IS_BF16, FUSE, TMAP_GLOBAL, STREAMK, WS_TILES,
+//   PINGPONG.
 // No headers: NVRTC compiles this on a machine without the CUDA toolkit.
 
 #if !defined(BM) || !defined(BN) || !defined(BK) || !defined(STAGES) || !defined(NUM_CONSUMERS)
@@ -35,6 +46,9 @@
 #ifndef WS_TILES
 #define WS_TILES 264
 #endif
+#ifndef PINGPONG
+#define PINGPONG 0
+#endif
 #if BK != 64
 #error "BK must be 64: one 128-byte swizzle row of 16-bit elements"
 #endif
@@ -42,7 +56,21 @@
 #error "BN must be 128 or 256"
 #endif
 
+#if PINGPONG
+#if NUM_CONSUMERS != 2
+#error "ping-pong needs two consumer warpgroups"
+#endif
+#if BM * BN > 16384
+#error "ping-pong: a consumer holds the whole tile, at most 128 fp32 accumulators per thread"
+#endif
+#define WG_M BM
+#define TILE_THREADS 128
+#define EPI_BUFS 2
+#else
 #define WG_M (BM / NUM_CONSUMERS)
+#define TILE_THREADS (NUM_CONSUMERS * 128)
+#define EPI_BUFS 1
+#endif
 #define M_ITERS (WG_M / 64)
 #define ACC_N (BN / 2)
 #define THREADS (128 * (NUM_CONSUMERS + 1))
@@ -248,11 +276,10 @@ __device__ __forceinline__ void st_shared_u32(unsigned addr, unsigned v) {
 #define EPI_CHUNK_BYTES (BM * 128)
 #define EPI_BYTES (BM * BN * 2)
 
-#define CONSUMER_THREADS (NUM_CONSUMERS * 128)
 
 #if STREAMK
-// fp32 partial sums of the split tiles, in the consumers' fragment order (float4 q of consumer
-// thread t at [q][t]: coalesced), and per-slot k-block counters. Zero at module load; every
+// fp32 partial sums of the split tiles, in the consumers' fragment order (float4 q of tile
+// thread t at [q][t]: coalesced; a tile's threads are its consumer warpgroup(s)), and per-slot k-block counters. Zero at module load; every
 // launch leaves them zero again (the finishing CTA clears its slot).
 __device__ float4 sk_ws[WS_TILES * BM * BN / 4];
 __device__ unsigned sk_cnt[WS_TILES];
@@ -330,11 +357,13 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
     extern __shared__ unsigned char smem_raw[];
     const unsigned base = (smem_u32(smem_raw) + 1023u) & ~1023u;  // swizzle atoms need 1024 B
     const unsigned epi = base + STAGES * STAGE_BYTES;
-    const unsigned full_bar = epi + EPI_BYTES;
+    const unsigned full_bar = epi + EPI_BUFS * EPI_BYTES;
     const unsigned empty_bar = full_bar + STAGES * 8;
-    const unsigned rfull_bar = empty_bar + STAGES * 8;
-    const unsigned rempty_bar = rfull_bar + 8;
-    const unsigned flag_addr = rempty_bar + 8;  // stream-K: "this CTA finishes the tile"
+    const unsigned rfull_bar = empty_bar + STAGES * 8;   // one per epilogue buffer
+    const unsigned rempty_bar = rfull_bar + EPI_BUFS * 8;
+    const unsigned turn_bar = rempty_bar + EPI_BUFS * 8;  // ping-pong: one per consumer
+    const unsigned flag_addr = turn_bar + (PINGPONG ? 16 : 0);  // stream-K: "finish the tile"
+    (void)turn_bar;
     (void)flag_addr;
 
     const int num_m = (M + BM - 1) / BM;
@@ -354,10 +383,16 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(full_bar + 8 * s, 1);
-            mbar_init(empty_bar + 8 * s, NUM_CONSUMERS * 4);
+            mbar_init(empty_bar + 8 * s, (TILE_THREADS / 128) * 4);  // lane 0 of each warp using it
         }
-        mbar_init(rfull_bar, 1);
-        mbar_init(rempty_bar, 1);
+        for (int e = 0; e < EPI_BUFS; ++e) {
+            mbar_init(rfull_bar + 8 * e, 1);
+            mbar_init(rempty_bar + 8 * e, 1);
+        }
+#if PINGPONG
+        mbar_init(turn_bar, 1);
+        mbar_init(turn_bar + 8, 1);
+#endif
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     __syncthreads();
@@ -378,11 +413,15 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
             const unsigned long long r_map = TMAP_ADDR(tm_r);
             asm volatile("prefetch.tensormap [%0];" ::"l"(r_map) : "memory");
 #endif
-            int stage = 0;
-            unsigned phase = 0, rphase = 0;
+            int stage = 0, item = 0;
+            unsigned phase = 0, rphases = 0;  // bit e: parity of epilogue buffer e
             while (sched_next(sched, dp_tiles, num_kb, tile, kb0, kb1)) {
                 const int m0 = (tile / num_n) * BM;
                 const int n0 = (tile % num_n) * BN;
+                const int eb = PINGPONG ? (item++ & 1) : 0;  // the epilogue buffer of this item
+                const unsigned ebuf = epi + eb * EPI_BYTES;
+                const unsigned rfb = rfull_bar + 8 * eb;
+                (void)ebuf;
                 // the k-block after which the producer stages the next residual tile: late enough
                 // that the consumers have left the previous epilogue, early enough to hide the load
                 const int r_issue_kb = kb0 + (kb1 - kb0 - 1 < STAGES ? kb1 - kb0 - 1 : STAGES);
@@ -399,17 +438,17 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                     }
                     if (kb == r_issue_kb) {
                         // the epilogue buffer is free once the last TMA store has read it
-                        mbar_wait(rempty_bar, rphase ^ 1u);
+                        mbar_wait(rempty_bar + 8 * eb, ((rphases >> eb) & 1u) ^ 1u);
 #if FUSE
-                        mbar_expect_tx(rfull_bar, EPI_BYTES);
+                        mbar_expect_tx(rfb, EPI_BYTES);
 #pragma unroll
                         for (int c = 0; c < EPI_CHUNKS; ++c) {
-                            tma_load_2d(epi + c * EPI_CHUNK_BYTES, r_map, n0 + c * 64, m0, rfull_bar);
+                            tma_load_2d(ebuf + c * EPI_CHUNK_BYTES, r_map, n0 + c * 64, m0, rfb);
                         }
 #else
-                        mbar_arrive(rfull_bar);
+                        mbar_arrive(rfb);
 #endif
-                        rphase ^= 1u;
+                        rphases ^= 1u << eb;
                     }
                 }
             }
@@ -420,7 +459,28 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
         const int cw = wg - 1;
         const int warp = (threadIdx.x % 128) / 32;
         const int lane = threadIdx.x % 32;
+#if PINGPONG
+        const int row0 = 0;                    // this warpgroup's first row in the tile
+        const int ct = threadIdx.x % 128;      // this thread's index among the tile's threads
+        const unsigned ebuf = epi + cw * EPI_BYTES;
+        const unsigned rfb = rfull_bar + 8 * cw;
+        const unsigned reb = rempty_bar + 8 * cw;
+        const unsigned flag = flag_addr + 4 * cw;
+        const bool storer = threadIdx.x % 128 == 0;
+        int item = 0;
+        unsigned turn_phase = 0;
+#else
+        const int row0 = cw * WG_M;
+        const int ct = threadIdx.x - 128;
+        const unsigned ebuf = epi;
+        const unsigned rfb = rfull_bar;
+        const unsigned reb = rempty_bar;
+        const unsigned flag = flag_addr;
         const bool storer = threadIdx.x == 128;
+#endif
+        (void)ct;
+        (void)flag;
+        const int bar_id = PINGPONG ? 1 + cw : 1;  // named barrier of the tile's threads
         const unsigned long long out_map = TMAP_ADDR(tm_out);
         bool store_pending = false;
         int stage = 0;
@@ -428,12 +488,26 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
         float acc[M_ITERS][ACC_N];
 
         while (sched_next(sched, dp_tiles, num_kb, tile, kb0, kb1)) {
+#if PINGPONG
+            if ((item++ & 1) != cw) {
+                // the other warpgroup's item: step over its k-blocks in the ring
+                const int adv = stage + (kb1 - kb0);
+                stage = adv % STAGES;
+                phase ^= (unsigned)(adv / STAGES) & 1u;
+                continue;
+            }
+            if (item > 1) {
+                // the other consumer has waited on all full barriers of the previous item
+                mbar_wait(turn_bar + 8 * cw, turn_phase);
+                turn_phase ^= 1u;
+            }
+#endif
             const int m0 = (tile / num_n) * BM;
             const int n0 = (tile % num_n) * BN;
             int prev_stage = 0;
             for (int kb = kb0; kb < kb1; ++kb) {
                 mbar_wait(full_bar + 8 * stage, phase);
-                const unsigned sa = base + stage * STAGE_BYTES + cw * WG_M * 128;
+                const unsigned sa = base + stage * STAGE_BYTES + row0 * 128;
                 const unsigned sb = base + stage * STAGE_BYTES + A_TILE_BYTES;
                 wgmma_fence();
 #pragma unroll
@@ -455,7 +529,7 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                 if (kb == kb0 && storer && store_pending) {
                     // the previous tile's TMA store has long finished reading shared memory
                     asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
-                    mbar_arrive(rempty_bar);
+                    mbar_arrive(reb);
                     store_pending = false;
                 }
                 prev_stage = stage;
@@ -464,6 +538,9 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                     phase ^= 1u;
                 }
             }
+#if PINGPONG
+            if (storer) mbar_arrive(turn_bar + 8 * (cw ^ 1));  // the other consumer's turn
+#endif
 #if STAGES > 1
             wgmma_wait<0>();
             if (lane == 0) mbar_arrive(empty_bar + 8 * prev_stage);
@@ -478,33 +555,32 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
             bool finish = true;
             if (kb0 != 0 || kb1 != num_kb) {
                 // ------- stream-K fixup: add the partial in, count k-blocks, last one finishes -------
-                const int ct = threadIdx.x - 128;
                 float4* ws = sk_ws + (size_t)(tile - dp_tiles) * (BM * BN / 4) + ct;
                 unsigned* cnt = sk_cnt + (tile - dp_tiles);
 #pragma unroll
                 for (int mi = 0; mi < M_ITERS; ++mi) {
 #pragma unroll
                     for (int q = 0; q < ACC_N / 4; ++q) {
-                        red_add_v4(ws + (mi * (ACC_N / 4) + q) * CONSUMER_THREADS, acc[mi][4 * q],
+                        red_add_v4(ws + (mi * (ACC_N / 4) + q) * TILE_THREADS, acc[mi][4 * q],
                                    acc[mi][4 * q + 1], acc[mi][4 * q + 2], acc[mi][4 * q + 3]);
                     }
                 }
                 fence_gpu();
-                asm volatile("bar.sync 1, %0;" ::"n"(CONSUMER_THREADS) : "memory");
+                asm volatile("bar.sync %0, %1;" ::"r"(bar_id), "n"(TILE_THREADS) : "memory");
                 if (ct == 0) {
                     const unsigned add = (unsigned)(kb1 - kb0);
                     const unsigned done = atom_add_acq_rel(cnt, add) + add;
-                    st_shared_u32(flag_addr, done == (unsigned)num_kb ? 1u : 0u);
+                    st_shared_u32(flag, done == (unsigned)num_kb ? 1u : 0u);
                 }
-                asm volatile("bar.sync 1, %0;" ::"n"(CONSUMER_THREADS) : "memory");
-                finish = ld_shared_u32(flag_addr) != 0u;
+                asm volatile("bar.sync %0, %1;" ::"r"(bar_id), "n"(TILE_THREADS) : "memory");
+                finish = ld_shared_u32(flag) != 0u;
                 if (finish) {
                     fence_gpu();
 #pragma unroll
                     for (int mi = 0; mi < M_ITERS; ++mi) {
 #pragma unroll
                         for (int q = 0; q < ACC_N / 4; ++q) {
-                            float4* p = ws + (mi * (ACC_N / 4) + q) * CONSUMER_THREADS;
+                            float4* p = ws + (mi * (ACC_N / 4) + q) * TILE_THREADS;
                             const float4 v = ld_cg_v4(p);
                             acc[mi][4 * q] = v.x;
                             acc[mi][4 * q + 1] = v.y;
@@ -519,12 +595,16 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
 #endif
 
             // ------- epilogue: R (staged by TMA) + acc in fp32, round once, TMA store -------
-            mbar_wait(rfull_bar, rphase);
+            mbar_wait(rfb, rphase);
             rphase ^= 1u;
 #if STREAMK
             if (!finish) {
                 // nothing to store: the buffer is free once R has landed (waited above)
+#if PINGPONG
+                if (storer) mbar_arrive(reb);
+#else
                 if (storer) store_pending = true;
+#endif
                 continue;
             }
 #endif
@@ -532,8 +612,8 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
             for (int mi = 0; mi < M_ITERS; ++mi) {
 #pragma unroll
                 for (int half = 0; half < 2; ++half) {
-                    const int lr = cw * WG_M + mi * 64 + warp * 16 + (lane >> 2) + half * 8;
-                    const unsigned row_addr = epi + lr * 128 + (lane & 3) * 4;
+                    const int lr = row0 + mi * 64 + warp * 16 + (lane >> 2) + half * 8;
+                    const unsigned row_addr = ebuf + lr * 128 + (lane & 3) * 4;
                     const int sw = lane >> 2;  // == lr % 8
 #if FUSE
                     // all of this row's residual pairs first: one exposed latency, not BN/8
@@ -561,14 +641,21 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
             }
             // generic-proxy writes -> async-proxy (TMA) reads
             asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-            asm volatile("bar.sync 1, %0;" ::"n"(CONSUMER_THREADS) : "memory");
+            asm volatile("bar.sync %0, %1;" ::"r"(bar_id), "n"(TILE_THREADS) : "memory");
             if (storer) {
 #pragma unroll
                 for (int c = 0; c < EPI_CHUNKS; ++c) {
-                    if (n0 + c * 64 < N) tma_store_2d(out_map, n0 + c * 64, m0, epi + c * EPI_CHUNK_BYTES);
+                    if (n0 + c * 64 < N) tma_store_2d(out_map, n0 + c * 64, m0, ebuf + c * EPI_CHUNK_BYTES);
                 }
                 asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+#if PINGPONG
+                // the other warpgroup has the tensor cores now: wait here for the store to have
+                // read the buffer and hand it back at once (the next R can land early)
+                asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+                mbar_arrive(reb);
+#else
                 store_pending = true;
+#endif
             }
         }
         if (storer) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");

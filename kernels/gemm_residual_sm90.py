@@ -25,6 +25,12 @@ data-parallel, and, where the tile count leaves a bad last wave (or too few tile
 GPU), splits the k-iterations of the tail tiles evenly over the grid (stream-K). Partial tiles
 are summed in fp32 in a static workspace; the CTA that completes a tile's K adds the residual
 once and rounds once. ``streamk=False`` compiles the purely data-parallel kernel.
+
+Consumer schedule (not a knob either: ``use_pingpong``): cooperative (both consumer warpgroups
+share every tile, BM / 2 rows each, and run the epilogue together) or ping-pong (each consumer
+warpgroup owns whole tiles, alternately, with its own epilogue buffer, so one warpgroup's
+epilogue overlaps the other's main loop). Ping-pong needs the whole tile in one warpgroup's
+registers (<= 128 fp32 accumulators per thread: the 128x128 tile) and two epilogue buffers.
 """
 
 from __future__ import annotations
@@ -50,7 +56,7 @@ TILES: dict[str, tuple[int, int, int]] = {
 DTYPES = ("bf16", "fp16")
 BARRIER_BYTES = 16
 """Two 8-byte mbarriers (full, empty) per stage; plus two for the epilogue buffer and 16 bytes
-for the stream-K "finish" flag."""
+for the stream-K "finish" flag (ping-pong: two buffers' barriers, two turn barriers, two flags)."""
 ALIGN_SLACK = 1024
 """The dynamic shared-memory base is rounded up to 1024 bytes for the 128B swizzle atoms."""
 MAX_STAGES = 8
@@ -58,6 +64,12 @@ WS_TILES = 264
 """Stream-K workspace slots (fp32 BM x BN each, static in the module): at most this many tiles
 are split; two waves of 132 SMs."""
 STREAMK_DEFAULT = True
+PINGPONG_TILES = ("128x128",)
+"""Tiles one consumer warpgroup can hold whole (BM * BN / 128 threads <= 128 accumulators)."""
+PINGPONG_DEFAULT = True
+"""Use ping-pong consumers where they fit and each CTA gets >= 2 tiles (``use_pingpong``); measured
+on the H200 (NOTES-sm90.md v5): 128x128 s5 ping-pong vs the cooperative 128x128 s4 default at
+N = K = 2560: M=2048 0.0485 vs 0.0558 ms, 4096 0.0798 vs 0.0840, 8192 0.1531 vs 0.1573."""
 """Compile the stream-K tail into the kernel (the schedule still runs purely data-parallel
 where ``plan_schedule`` finds no gain)."""
 
@@ -97,14 +109,43 @@ def stage_count(stages: int) -> int:
     return 1 if stages == 0 else int(stages)
 
 
-def smem_bytes(block_size: str, stages: int, dtype: str) -> int:
+def smem_bytes(block_size: str, stages: int, dtype: str, pingpong: bool = False) -> int:
     """Dynamic shared memory for one CTA: stages x (A tile + W tile), the BM x BN epilogue
-    buffer (residual in, result out), barriers, alignment."""
+    buffer (residual in, result out; one per consumer with ping-pong), barriers, alignment."""
     bm, bn, _ = parse_block_size(block_size)
     itemsize = 2
     slots = stage_count(stages)
-    return (slots * (bm + bn) * BK * itemsize + bm * bn * itemsize
-            + (slots + 2) * BARRIER_BYTES + ALIGN_SLACK)
+    bufs = 2 if pingpong else 1
+    return (slots * (bm + bn) * BK * itemsize + bufs * bm * bn * itemsize
+            + (slots + 2 * bufs) * BARRIER_BYTES + ALIGN_SLACK)
+
+
+def pingpong_fits(limits: DeviceLimits, block_size: str, stages: int, dtype: str) -> bool:
+    """True where the ping-pong consumer schedule can be compiled for these knobs: a tile one
+    warpgroup holds whole, and two epilogue buffers plus the stages in shared memory."""
+    name = "x".join(block_size.strip().lower().split("x")[:2])
+    parse_block_size(block_size)
+    return (name in PINGPONG_TILES
+            and smem_bytes(block_size, stages, dtype, True) <= limits.shared_memory_per_block_bytes)
+
+
+def use_pingpong(limits: DeviceLimits, block_size: str, stages: int, dtype: str,
+                 shape: dict[str, int] | None = None) -> bool:
+    """The consumer schedule for these knobs (not itself a knob): ping-pong where it fits and
+    ``PINGPONG_DEFAULT`` is on, with the pipeline on (off keeps its meaning: no overlap), and, for
+    a known shape, where every CTA gets at least two tiles (with one, a warpgroup would idle and
+    no epilogue would overlap a main loop; not measured, so cooperative there)."""
+    if not (PINGPONG_DEFAULT and stages != 0
+            and pingpong_fits(limits, block_size, stages, dtype)):
+        return False
+    if shape:
+        try:
+            m, n, _ = _mnk(shape)
+        except ValueError:
+            return True
+        bm, bn, _ = parse_block_size(block_size)
+        return _cdiv(m, bm) * _cdiv(n, bn) >= 2 * max(1, limits.sm_count)
+    return True
 
 
 def supported(limits: DeviceLimits, dtype: str, shape: dict[str, int] | None = None) -> bool:
@@ -203,13 +244,17 @@ def default_knobs(limits: DeviceLimits, dtype: str,
     fits (3 stages; measured fastest on the H200). With a shape, the tile whose planned schedule
     (data-parallel waves, stream-K tail) the cost model rates fastest for this M, N, K (128x256
     unless another tile is more than 5 % faster: the model's error): 128x128 (4 stages) where 128x256 tiles leave a
-    bad last wave or too few tiles, e.g. M = 256, 512, 2048, 4096 at N = K = 2560."""
+    bad last wave or too few tiles, e.g. M = 256, 512, 2048, 4096 at N = K = 2560; 5 stages where
+    the 128x128 tile runs ping-pong (>= 2 tiles per CTA: M = 2048, 4096), else 4."""
     options = block_size_options(limits, dtype)
     if not options:
         raise ValueError(f"no Hopper tile fits {limits.shared_memory_per_block_bytes} bytes")
 
     def stages_for(block: str) -> int:
         fits = pipelining_options(limits, dtype, block)
+        pp = [st for st in fits if st and use_pingpong(limits, block, st, dtype, shape)]
+        if pp:  # ping-pong: the deepest that fits (5 for 128x128, measured best)
+            return max(pp)
         want = _TILE_STAGES.get(block, max(fits))
         return want if want in fits else max(fits)
 
@@ -276,9 +321,12 @@ def check(task: Any, limits: DeviceLimits) -> list[Violation]:
 
 
 def defines(block_size: str, stages: int, dtype: str, fuse: bool,
-            tmap_global: bool = False, streamk: bool = STREAMK_DEFAULT) -> dict[str, int]:
+            tmap_global: bool = False, streamk: bool = STREAMK_DEFAULT,
+            pingpong: bool = False) -> dict[str, int]:
     """The compile-time constants of one configuration (validated integers only)."""
     bm, bn, consumers = parse_block_size(block_size)
+    if pingpong and (bm * bn > 128 * 128 or consumers != 2):
+        raise ValueError(f"tile {block_size}: ping-pong takes {', '.join(PINGPONG_TILES)}")
     if _dtype(dtype) not in DTYPES:
         raise ValueError(f"dtype {dtype!r}: the Hopper path takes bf16 or fp16")
     slots = stage_count(stages)
@@ -287,13 +335,14 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
     return {"BM": bm, "BN": bn, "BK": BK, "STAGES": slots, "NUM_CONSUMERS": consumers,
             "IS_BF16": int(_dtype(dtype) == "bf16"), "FUSE": int(bool(fuse)),
             "TMAP_GLOBAL": int(bool(tmap_global)), "STREAMK": int(bool(streamk)),
-            "WS_TILES": WS_TILES}
+            "WS_TILES": WS_TILES, "PINGPONG": int(bool(pingpong))}
 
 
 def render(block_size: str, stages: int, dtype: str, fuse: bool = True,
-           tmap_global: bool = False, streamk: bool = STREAMK_DEFAULT) -> str:
+           tmap_global: bool = False, streamk: bool = STREAMK_DEFAULT,
+           pingpong: bool = False) -> str:
     """The CUDA source for one configuration: #defines of integers, then the template."""
-    consts = defines(block_size, stages, dtype, fuse, tmap_global, streamk)
+    consts = defines(block_size, stages, dtype, fuse, tmap_global, streamk, pingpong)
     head = "".join(f"#define {k} {int(v)}\n" for k, v in consts.items())
     from kernels.spec import KERNEL_DIR
 
@@ -307,11 +356,12 @@ def options(limits: DeviceLimits | None = None) -> tuple[str, ...]:
 
 def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
           fuse: bool | None = None, tmap_global: bool = False, streamk: bool | None = None,
-          schedule: tuple[int, int] | None = None) -> Build:
+          schedule: tuple[int, int] | None = None, pingpong: bool | None = None) -> Build:
     """Render and plan one configuration. ``fuse`` defaults to ``task.fusion`` (True when absent):
     off = the GEMM-only kernel (FUSE=0) then ``residual_add_inplace`` on ``out``. ``streamk``
     (default ``STREAMK_DEFAULT``) compiles the stream-K tail in; ``schedule`` = (grid, dp_tiles)
-    overrides ``plan_schedule`` (benchmarks; any value is correct, the kernel clamps it)."""
+    overrides ``plan_schedule`` (benchmarks; any value is correct, the kernel clamps it);
+    ``pingpong`` (default ``use_pingpong``) picks the consumer schedule."""
     m, n, k = _mnk(task.shape)
     dtype = _dtype(task.dtype)
     if fuse is None:
@@ -319,13 +369,17 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
     bm, bn, consumers = parse_block_size(block_size)
     if streamk is None:
         streamk = STREAMK_DEFAULT
-    source = render(block_size, stages, dtype, fuse, tmap_global, streamk)
+    if pingpong is None:
+        pingpong = use_pingpong(limits, block_size, stages, dtype, task.shape)
+    elif pingpong and not pingpong_fits(limits, block_size, stages, dtype):
+        raise ValueError(f"ping-pong does not fit {block_size} with {stage_count(stages)} stages")
+    source = render(block_size, stages, dtype, fuse, tmap_global, streamk, bool(pingpong))
     tiles = -(-m // bm) * -(-n // bn)
     if schedule is None or not streamk:
         grid, dp_tiles = plan_schedule(m, n, k, block_size, limits.sm_count, streamk)
     else:
         grid, dp_tiles = max(1, int(schedule[0])), int(schedule[1])
-    smem = smem_bytes(block_size, stages, dtype)
+    smem = smem_bytes(block_size, stages, dtype, bool(pingpong))
     maps = (
         TensorMapArg("a", rows=m, cols=k, box_rows=bm, box_cols=BK, swizzle_bytes=128),
         TensorMapArg("w", rows=n, cols=k, box_rows=bn, box_cols=BK, swizzle_bytes=128),
@@ -346,6 +400,7 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
         "stages": stage_count(stages),
         "pipelining": "off" if stages == 0 else stages,
         "consumer_warpgroups": consumers,
+        "consumers": "ping-pong (whole tiles, alternating)" if pingpong else "cooperative",
         "threads": 128 * (consumers + 1),
         "grid": grid,
         "tiles": tiles,

@@ -1,5 +1,6 @@
 """Every valid knob combination of the Hopper gemm_residual path compiles for sm_90a through NVRTC
-with no spills, honours setmaxnreg, and its SASS carries HGMMA (warpgroup MMA) and UTMALDG (TMA).
+with no spills, honours setmaxnreg, and its SASS carries HGMMA (warpgroup MMA) and UTMALDG (TMA),
+for both consumer schedules (cooperative, and ping-pong where it fits).
 No GPU needed: NVRTC compiles to a cubin on a CPU-only machine. Skipped without CuPy's NVRTC;
 the SASS part is skipped without cuobjdump (CUDA toolkit, or the nvidia-cuda-cuobjdump and
 nvidia-cuda-nvdisasm wheels)."""
@@ -25,15 +26,22 @@ H200 = DeviceLimits(compute_capability=(9, 0), sm_count=132,
                     profile="h200")
 
 
-def _combos() -> list[tuple[str, int, str, bool, bool]]:
+def _combos() -> list[tuple[str, int, str, bool, bool, bool]]:
     out = []
     for dtype in sm90.DTYPES:
         for bs in sm90.block_size_options(H200, dtype):
             for st in sm90.pipelining_options(H200, dtype, bs):
-                out.append((bs, st, dtype, True, True))
+                out.append((bs, st, dtype, True, True, False))
             deepest = max(sm90.pipelining_options(H200, dtype, bs))
-            out.append((bs, deepest, dtype, False, True))
-            out.append((bs, deepest, dtype, True, False))  # purely data-parallel build
+            out.append((bs, deepest, dtype, False, True, False))
+            out.append((bs, deepest, dtype, True, False, False))  # purely data-parallel build
+            pp = [st for st in sm90.pipelining_options(H200, dtype, bs)
+                  if sm90.pingpong_fits(H200, bs, st, dtype)]
+            for st in pp:
+                out.append((bs, st, dtype, True, True, True))
+            if pp:
+                out.append((bs, max(pp), dtype, False, True, True))
+                out.append((bs, max(pp), dtype, True, False, True))
     return out
 
 
@@ -79,12 +87,13 @@ def _cuobjdump() -> str | None:
     return None
 
 
-@pytest.mark.parametrize("block_size,stages,dtype,fuse,streamk", COMBOS,
+@pytest.mark.parametrize("block_size,stages,dtype,fuse,streamk,pingpong", COMBOS,
                          ids=[f"{b}-s{s}-{d}-{'fused' if f else 'unfused'}{'' if k else '-dp'}"
-                              for b, s, d, f, k in COMBOS])
+                              f"{'-pp' if p else ''}" for b, s, d, f, k, p in COMBOS])
 def test_compiles_without_spills(block_size: str, stages: int, dtype: str, fuse: bool,
-                                 streamk: bool) -> None:
-    log, cubin = _compile(sm90.render(block_size, stages, dtype, fuse, streamk=streamk))
+                                 streamk: bool, pingpong: bool) -> None:
+    log, cubin = _compile(sm90.render(block_size, stages, dtype, fuse, streamk=streamk,
+                                      pingpong=pingpong))
     assert cubin[:4] == b"\x7fELF"
     frames = re.findall(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads",
                         log)
@@ -95,13 +104,18 @@ def test_compiles_without_spills(block_size: str, stages: int, dtype: str, fuse:
     assert "serialized" not in log.lower(), f"wgmma serialised:\n{log}"
 
 
-@pytest.mark.parametrize("block_size", list(sm90.TILES))
-def test_sass_has_hgmma_and_tma(block_size: str, tmp_path: Path) -> None:
+SASS_CASES = [(b, False) for b in sm90.TILES] + [(b, True) for b in sm90.PINGPONG_TILES]
+
+
+@pytest.mark.parametrize("block_size,pingpong", SASS_CASES,
+                         ids=[f"{b}{'-pp' if p else ''}" for b, p in SASS_CASES])
+def test_sass_has_hgmma_and_tma(block_size: str, pingpong: bool, tmp_path: Path) -> None:
     tool = _cuobjdump()
     if tool is None:
         pytest.skip("cuobjdump not found (CUDA toolkit or the nvidia-cuda-cuobjdump wheel)")
-    deepest = max(sm90.pipelining_options(H200, "bf16", block_size))
-    _, cubin = _compile(sm90.render(block_size, deepest, "bf16", True))
+    deepest = max(st for st in sm90.pipelining_options(H200, "bf16", block_size)
+                  if not pingpong or sm90.pingpong_fits(H200, block_size, st, "bf16"))
+    _, cubin = _compile(sm90.render(block_size, deepest, "bf16", True, pingpong=pingpong))
     path = tmp_path / "k.cubin"
     path.write_bytes(cubin)
     env = dict(os.environ)
@@ -116,8 +130,8 @@ def test_sass_has_hgmma_and_tma(block_size: str, tmp_path: Path) -> None:
     hgmma = re.findall(r"HGMMA\.64x(\d+)x16\.F32\.BF16", sass)
     assert hgmma, "no HGMMA: the kernel is not on the warpgroup-MMA path"
     assert {int(n) for n in hgmma} == {bn}
-    # one HGMMA per k16 step per 64-row slab of a consumer warpgroup
-    assert len(hgmma) == (sm90.BK // 16) * (bm // consumers // 64)
+    # one HGMMA per k16 step per 64-row slab of a consumer warpgroup (ping-pong: the whole tile)
+    assert len(hgmma) == (sm90.BK // 16) * (bm // (1 if pingpong else consumers) // 64)
     assert "UTMALDG.2D" in sass
     assert "UTMASTG.2D" in sass
     assert "USETMAXREG" in sass
@@ -134,6 +148,35 @@ def test_options_and_smem_limits() -> None:
     assert sm90.supported(H200, "bf16", {"m": 7976, "n": 2560, "k": 2560})
     h100_like = DeviceLimits((8, 0), 108, 166912, 167936)
     assert not sm90.supported(h100_like, "bf16")
+
+
+def test_pingpong_fits_and_choice(monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    # two 32 KB epilogue buffers: 128x128 keeps 5 of its 6 stages; 128x256 cannot (256 accs)
+    assert [st for st in sm90.pipelining_options(H200, "bf16", "128x128")
+            if sm90.pingpong_fits(H200, "128x128", st, "bf16")] == [0, 2, 3, 4, 5]
+    assert not any(sm90.pingpong_fits(H200, b, 2, "bf16") for b in ("128x256", "256x128"))
+    assert (sm90.smem_bytes("128x128", 5, "bf16", True)
+            == sm90.smem_bytes("128x128", 5, "bf16") + 128 * 128 * 2 + 2 * sm90.BARRIER_BYTES)
+    with pytest.raises(ValueError):
+        sm90.defines("128x256", 3, "bf16", True, pingpong=True)
+    task = SimpleNamespace(shape={"m": 8192, "n": 2560, "k": 2560}, dtype="bf16", fusion=True)
+    with pytest.raises(ValueError):
+        sm90.build(task, H200, "128x128", 6, pingpong=True)
+    forced = sm90.build(task, H200, "128x128", 5, pingpong=True)
+    assert "#define PINGPONG 1" in forced.source
+    assert forced.launches[0].shared_mem_bytes == sm90.smem_bytes("128x128", 5, "bf16", True)
+    assert forced.info["consumers"].startswith("ping-pong")
+    for on in (False, True):
+        monkeypatch.setattr(sm90, "PINGPONG_DEFAULT", on)
+        assert sm90.use_pingpong(H200, "128x128", 4, "bf16") is on
+        assert not sm90.use_pingpong(H200, "128x128", 0, "bf16")  # off: no overlap at all
+        assert not sm90.use_pingpong(H200, "128x128", 6, "bf16")  # does not fit
+        assert not sm90.use_pingpong(H200, "128x256", 3, "bf16")
+        b = sm90.build(task, H200, "128x128", 4)  # 1280 tiles: >= 2 per CTA
+        assert (f"#define PINGPONG {int(on)}" in b.source)
+        assert b.launches[0].shared_mem_bytes == sm90.smem_bytes("128x128", 4, "bf16", on)
 
 
 def test_check_names_the_field() -> None:
@@ -163,8 +206,15 @@ def test_default_knobs_and_build_plan() -> None:
         return sm90.default_knobs(H200, "bf16", {"m": m, "n": 2560, "k": 2560})
 
     assert knobs(8192) == knobs(7976) == knobs(1571) == knobs(1024) == ("128x256", 3)
-    # 128x256 leaves too few tiles or a bad last wave: the half tile with 4 stages
-    assert knobs(256) == knobs(2048) == knobs(4096) == ("128x128", 4)
+    # 128x256 leaves too few tiles or a bad last wave: the half tile, 4 stages (cooperative), or
+    # 5 where it runs ping-pong (>= 2 tiles per CTA)
+    assert knobs(256) == ("128x128", 4)
+    assert knobs(2048) == knobs(4096) == ("128x128", 5)
+    for m, pp in ((256, False), (512, False), (2048, True), (4096, True), (8192, True)):
+        task = SimpleNamespace(shape={"m": m, "n": 2560, "k": 2560}, dtype="bf16", fusion=True)
+        assert sm90.use_pingpong(H200, "128x128", 5, "bf16", task.shape) is pp
+        built = sm90.build(task, H200, "128x128", 5)
+        assert (f"#define PINGPONG {int(pp)}" in built.source)
     task = SimpleNamespace(shape={"m": 7976, "n": 2560, "k": 2560}, dtype="bf16", fusion=True)
     b = sm90.build(task, H200, "128x256", 3)
     (launch,) = b.launches
