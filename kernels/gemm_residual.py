@@ -4,8 +4,9 @@
 the end. bf16/fp16 run on tensor cores (``mma.sync.m16n8k16`` fed by ``ldmatrix`` from padded shared
 memory and multistage 16-byte ``cp.async``), the portable path for sm_80, sm_89 and sm_90. tf32 (fp32
 data, opt-in) runs the same kernel with ``mma.sync.m16n8k8.tf32``, operands rounded to TF32 with
-``cvt.rna`` as they enter the fragments. fp32 runs a true-fp32 SIMT FFMA kernel (no TF32), also fed by
-16-byte ``cp.async`` stages. Any M >= 1 works (rows are predicated; out-of-range loads are
+``cvt.rna`` as they enter the fragments. fp32 runs a true-fp32 SIMT FFMA kernel (no TF32): outer
+products from K-major shared tiles filled by transposing 4-byte ``cp.async`` stages, fragments
+double-buffered in registers. Any M >= 1 works (rows are predicated; out-of-range loads are
 zero-filled); N and K must be multiples of 8 (16-byte rows), any such value works (tile tails are
 predicated too).
 """
@@ -88,7 +89,8 @@ class GemmResidualSpec(KernelSpec):
     def smem_bytes(self, dtype: str, tile: tuple[int, int, int], stages: int) -> int:
         """Dynamic shared memory: the stage buffers (one when stages = 0), rows of BK elements plus 16
         padding bytes, and, for bf16/fp16, the epilogue tile that reuses them (BM x (BN+8) elements).
-        fp32 and tf32 finish from registers."""
+        fp32 and tf32 finish from registers. (fp32 stores its stages K-major, BK x (BM + 4 + BN + 4)
+        floats, which this bound covers: the kernel static_asserts it.)"""
         bm, bn, bk = tile
         bufs = max(1, stages)
         if dtype in ("fp32", "tf32"):

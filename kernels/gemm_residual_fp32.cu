@@ -1,107 +1,213 @@
 // fp32 path of gemm_residual (appended to gemm_residual.cu when GR_DTYPE == 2): true fp32 FFMA,
-// no TF32. Block tile GR_BM x GR_BN x GR_BK (BK 16), (BM/8) x (BN/8) threads, 8x8 outputs each.
+// no TF32. Block tile GR_BM x GR_BN x 16, (BM/8) x (BN/8) threads, 8x8 outputs each as 2x2 blocks
+// of 4x4; a warp owns 32 x 64 outputs.
 //
-// Loads: A[M,K] and W[N,K] are both K-contiguous, so each stage copies them as they lie, 16-byte
-// cp.async chunks into row-major [row][BK + 4] shared tiles (GR_STAGES deep; 0 = synchronous
-// 16-byte loads). No transpose on the way in.
-// Compute: thread (tx, ty) owns rows ty + i*TY and columns tx + j*TX (i, j = 0..7). A warp is 8 tx
-// x 4 ty (lane & 7, lane >> 3), so a quarter-warp (8 lanes, one ty) reads one A row (broadcast) and
-// 8 consecutive W rows, 80 bytes apart: banks 20*r mod 32 = 0,20,8,28,16,4,24,12 (+0..3), all
-// distinct, one wavefront per 16-byte read for A (4 rows x 16 B) and for W (8 rows x 16 B).
-// Per 4 k and per half of the rows: 4 float4 of A held (16 registers), then per column j one float4
-// of W and 16 FFMA: 24 LDS.128 per 256 FFMA, 64 accumulators + ~24 operands (fits 128 registers).
-// Epilogue straight from registers: a warp's store covers 8 consecutive columns (32 bytes, a whole
-// sector) of 4 rows.
-#define GF_TX (GR_BN / 8)
-#define GF_TY (GR_BM / 8)
-#define GF_THREADS (GF_TX * GF_TY)
-#define GF_LD (GR_BK + 4)                    // row stride in floats (+16 B)
-#define GF_CH (GR_BK / 4)                    // 16-byte chunks per row
-#define GF_STAGE_FLOATS ((GR_BM + GR_BN) * GF_LD)
-// 64 accumulators + 32 A values + a W float4: fits 128 registers, i.e. 512 threads per SM.
-#ifndef GF_IH
-#define GF_IH 8
-#endif
+// Why this shape (the BK-16 k-contiguous predecessor measured 3.07 ms at the seed shape, the same
+// as the BK-8 one before it): both fed each FFMA group from a shared-memory load issued only a few
+// instructions earlier (8 FFMA between a W float4's LDS and its first use, A loaded at the top of
+// every 4-k step and used at once), so with 4 warps per scheduler the issue slots went idle on LDS
+// latency. Here every operand is an outer product, loaded one whole k step (64 FFMA) before use
+// (register double buffer, k loop fully unrolled), and the next tile's first fragments are loaded
+// right after the barrier, under the last k step's FFMAs.
+//
+// Shared memory, per stage: As[16][BM + 4] and Bs[16][BN + 4], both K-major (k rows, M / N
+// contiguous), so a thread's 4 rows (4 columns) at one k are one 16-byte LDS. Global A and W are
+// K-contiguous, so the copy transposes: 4-byte cp.async, lane -> (k = lane & 7, row = lane >> 3):
+// a warp instruction reads 4 rows x 32 bytes (4 whole sectors) and writes banks 4k + row (the
+// row stride is 4 mod 32 words): conflict-free. 16 copies per thread per 16-k tile at 128x128.
+// Fragments: lane -> m4 = bits {0, 4}, n4 = bits {1, 2, 3}; a warp's A read is 4 float4 (64 B), its
+// W read 8 float4 (128 B), both contiguous, and lanes l, l^2 share the A address, l, l^1 the W
+// address: the packed "pair-uniform" case, 2 wavefronts per LDS.128 instead of 4.
+// Edges: interior blocks (the whole tile inside M and N) use one row pointer per operand stepped by
+// a fixed stride; edge blocks clamp every copied row to M-1 / N-1 (garbage rows, never stored).
+// K tail (K % 16 == 8): the second 8-k half of the last tile is zero-filled.
+// Epilogue straight from registers: 16-byte loads of R and stores of out, a warp's instruction
+// covering 4 rows x 128 contiguous bytes.
+#define GF_THREADS (GR_BM * GR_BN / 64)
+#define GF_NW (GF_THREADS / 32)              // warps per block
+#define GF_WM (GR_BM / 32)                   // warps along M (warp tile 32 x 64)
+#define GF_LDA (GR_BM + 4)                   // As row stride in floats (4 mod 32 for BM % 32 == 0)
+#define GF_LDB (GR_BN + 4)
+#define GF_STAGE_FLOATS (GR_BK * (GF_LDA + GF_LDB))
+#define GF_RP (4 * GF_NW)                    // rows one copy pass covers (4 per warp)
+#define GF_QA (GR_BM / GF_RP)                // copy passes per stage, A and W
+#define GF_QB (GR_BN / GF_RP)
+// 64 accumulators + 2 x 16 fragment registers + addresses: fits 128 registers, i.e. 512 threads per SM.
 #define GF_MIN_BLOCKS (512 / GF_THREADS)
 
-static_assert(GR_BK % 4 == 0, "BK must be whole 16-byte chunks");
-static_assert(GF_TX % 8 == 0 && GF_TY % 4 == 0, "warps are 8 x 4 threads (BN >= 64, BM >= 32)");
-static_assert((GR_BM * GF_CH) % GF_THREADS == 0 && (GR_BN * GF_CH) % GF_THREADS == 0,
-              "tile rows must split evenly over the threads");
+static_assert(GR_BK == 16, "the copy plan covers 16 k per stage (two 8-k halves)");
+static_assert(GR_BM % 32 == 0 && GR_BN % 64 == 0, "warp tiles are 32 x 64");
+static_assert(GF_WM * (GR_BN / 64) == GF_NW, "warps tile the block");
+static_assert(GR_BM % GF_RP == 0 && GR_BN % GF_RP == 0, "copy passes tile the rows");
+// The spec sizes a stage as (BM + BN) x (BK + 4) floats; this layout needs no more than that.
+static_assert(GF_STAGE_FLOATS <= (GR_BM + GR_BN) * (GR_BK + 4), "stage exceeds the spec's smem size");
 
-// Per-thread copy plan, fixed for the whole K loop: thread tid copies the 16-byte chunks at column
-// (tid % CH) * 4 of tile rows tid / CH + i * RS (i = 0..BM/RS-1 for A, 0..BN/RS-1 for W), RS =
-// THREADS / CH. Row pointers and in-range bits are computed once; each k-tile only adds k0.
-#define GF_RS (GF_THREADS / GF_CH)
-#define GF_ACH (GR_BM / GF_RS)               // A chunks per thread per stage
-#define GF_WCH (GR_BN / GF_RS)               // W chunks per thread per stage
-struct LoadPlan {
-    const float* a;                          // A row of chunk 0, at the thread's column
-    const float* w;
-    size_t a_step, w_step;                   // RS rows of A / W, in elements
-    u32 a_ok, w_ok;                          // bit i: chunk i's row is inside M / N
-    int col;                                 // the thread's column within the k-tile
-    u32 dst;                                 // shared offset (bytes) of chunk 0 in stage 0
-};
+// 4-byte async copy (cp.async.ca: 4 bytes is below .cg's 16) and a plain shared store.
+__device__ __forceinline__ void gf_cp4(u32 dst, const float* src) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" :: "r"(dst), "l"(src));
+}
+__device__ __forceinline__ void gf_st(u32 dst, float v) {
+    asm volatile("st.shared.f32 [%0], %1;\n" :: "r"(dst), "f"(v));
+}
 
-// Copy one BK-slice into the stage at shared byte address `st` (rows/K beyond range: zeros). K is a
-// multiple of 8, so a 4-float chunk is wholly inside K or wholly outside.
-__device__ __forceinline__ void load_tile_f32(u32 st, const LoadPlan& pl, const float* __restrict__ a,
-                                              const float* __restrict__ w, int k0, int K) {
-    const bool kok = k0 + pl.col < K;
-#pragma unroll
-    for (int i = 0; i < GF_ACH; ++i) {
-        const bool ok = kok && ((pl.a_ok >> i) & 1u);
-        const float* src = ok ? pl.a + i * pl.a_step + k0 : a;
-        const u32 dst = st + pl.dst + i * GF_RS * GF_LD * 4;
+// One element pair of the copy: (kl, row) and (kl + 8, row) of the k-tile whose (row, kl) element
+// `p` points at, into shared `d` and `d + 8 rows`. HI: the second half is inside K (else zeros).
+template <int LD, bool HI>
+__device__ __forceinline__ void gf_copy2(u32 d, const float* p) {
 #if GR_STAGES == 0
-        float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (ok) v = *reinterpret_cast<const float4*>(src);
-        asm volatile("st.shared.v4.f32 [%0], {%1,%2,%3,%4};\n" :: "r"(dst), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w));
+    gf_st(d, p[0]);
+    gf_st(d + 8 * LD * 4, HI ? p[8] : 0.f);
 #else
-        cp_async16(dst, src, ok ? 16 : 0);
+    gf_cp4(d, p);
+    if (HI) gf_cp4(d + 8 * LD * 4, p + 8);
+    else gf_st(d + 8 * LD * 4, 0.f);
 #endif
+}
+
+// Copy the 16-k tile at k0 into the stage at shared byte address `st`, transposed to K-major. The
+// thread's elements: k = kl + 8h (h = 0, 1), rows rl + q * RP (q < QA for A, < QB for W); `dsta` /
+// `dstw`: shared byte offsets of (k = kl, row rl) in a stage. Interior blocks (EDGE false): `pa` /
+// `pw` point at (row rl of the block, column kl), rows stepping by `step` elements. Edge blocks: rows
+// recomputed from the thread's first global row `ra` / `rw` and clamped to M-1 / N-1 (in range;
+// those rows' results are never stored). K is a multiple of 8 and k0 < K, so the first 8-k half is
+// always inside K and the second wholly inside or outside (then zeroed by plain stores: the barrier
+// that publishes the stage orders them too).
+// Synchronous loads (no stages): unrolled fully, the 64x64 tile would hold 32 loads in registers at
+// once and spill; two passes at a time is plenty without overlap anyway.
+#if GR_STAGES == 0
+#define GF_COPY_UNROLL _Pragma("unroll 2")
+#else
+#define GF_COPY_UNROLL _Pragma("unroll")
+#endif
+template <bool EDGE, bool HI>
+__device__ __forceinline__ void load_tile_f32_(u32 st, const float* __restrict__ a, const float* __restrict__ w,
+                                               const float* pa, const float* pw, size_t step, int ra, int rw,
+                                               int M, int N, int K, int k0, u32 dsta, u32 dstw) {
+    // EDGE: the row limits go through an opaque move so that the clamped row pointers (loop
+    // invariant) are recomputed per tile instead of being hoisted into 16 registers (spills).
+    int mlast = M - 1, nlast = N - 1;
+    if (EDGE) asm volatile("" : "+r"(mlast), "+r"(nlast));
+    const float* p = pa + k0;
+    GF_COPY_UNROLL
+    for (int q = 0; q < GF_QA; ++q) {
+        if (EDGE) p = pa + (size_t)min(ra + q * GF_RP, mlast) * K + k0;
+        gf_copy2<GF_LDA, HI>(st + dsta + q * GF_RP * 4, p);
+        if (!EDGE) p += step;
     }
-#pragma unroll
-    for (int i = 0; i < GF_WCH; ++i) {
-        const bool ok = kok && ((pl.w_ok >> i) & 1u);
-        const float* src = ok ? pl.w + i * pl.w_step + k0 : w;
-        const u32 dst = st + pl.dst + (GR_BM + i * GF_RS) * GF_LD * 4;
-#if GR_STAGES == 0
-        float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (ok) v = *reinterpret_cast<const float4*>(src);
-        asm volatile("st.shared.v4.f32 [%0], {%1,%2,%3,%4};\n" :: "r"(dst), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w));
-#else
-        cp_async16(dst, src, ok ? 16 : 0);
-#endif
+    p = pw + k0;
+    GF_COPY_UNROLL
+    for (int q = 0; q < GF_QB; ++q) {
+        if (EDGE) p = pw + (size_t)min(rw + q * GF_RP, nlast) * K + k0;
+        gf_copy2<GF_LDB, HI>(st + dstw + q * GF_RP * 4, p);
+        if (!EDGE) p += step;
     }
 }
 
-__device__ __forceinline__ void compute_tile_f32(const float* st, float (&acc)[8][8], int tx, int ty) {
-    const float* as = st + ty * GF_LD;
-    const float* bs = st + GR_BM * GF_LD + tx * GF_LD;
-#pragma unroll 1
-    for (int kq = 0; kq < GR_BK; kq += 4) {
+template <bool EDGE>
+__device__ __forceinline__ void load_tile_f32(u32 st, const float* __restrict__ a, const float* __restrict__ w,
+                                              const float* pa, const float* pw, size_t step, int ra, int rw,
+                                              int M, int N, int K, int k0, u32 dsta, u32 dstw) {
+    if (k0 + 8 < K) load_tile_f32_<EDGE, true>(st, a, w, pa, pw, step, ra, rw, M, N, K, k0, dsta, dstw);
+    else load_tile_f32_<EDGE, false>(st, a, w, pa, pw, step, ra, rw, M, N, K, k0, dsta, dstw);
+}
+
+// Fragments of k step `k` from the stage at `sa` (A; W follows at BK * LDA floats): rows
+// aoff + {0..3, 16..19}, columns boff + {0..3, 32..35}.
+__device__ __forceinline__ void load_frag_f32(const float* sa, int k, int aoff, int boff, float (&fa)[8],
+                                              float (&fb)[8]) {
+    const float* pa = sa + k * GF_LDA + aoff;
+    const float* pb = sa + GR_BK * GF_LDA + k * GF_LDB + boff;
+    const float4 a0 = *reinterpret_cast<const float4*>(pa);
+    const float4 a1 = *reinterpret_cast<const float4*>(pa + 16);
+    const float4 b0 = *reinterpret_cast<const float4*>(pb);
+    const float4 b1 = *reinterpret_cast<const float4*>(pb + 32);
+    fa[0] = a0.x; fa[1] = a0.y; fa[2] = a0.z; fa[3] = a0.w;
+    fa[4] = a1.x; fa[5] = a1.y; fa[6] = a1.z; fa[7] = a1.w;
+    fb[0] = b0.x; fb[1] = b0.y; fb[2] = b0.z; fb[3] = b0.w;
+    fb[4] = b1.x; fb[5] = b1.y; fb[6] = b1.z; fb[7] = b1.w;
+}
+
+__device__ __forceinline__ void outer_f32(float (&acc)[8][8], const float (&fa)[8], const float (&fb)[8]) {
 #pragma unroll
-        for (int ih = 0; ih < 8; ih += GF_IH) {
-            float4 av[GF_IH];
+    for (int i = 0; i < 8; ++i)
 #pragma unroll
-            for (int i = 0; i < GF_IH; ++i)
-                av[i] = *reinterpret_cast<const float4*>(as + (ih + i) * GF_TY * GF_LD + kq);
+        for (int j = 0; j < 8; ++j) acc[i][j] = fmaf(fa[i], fb[j], acc[i][j]);
+}
+
+// One 16-k tile from the stage at `cur`, its first fragments already in f[0]; loads k + 1 while
+// computing k. The last step first runs `at_end` (wait for the next tile, barrier) and loads the
+// next tile's k = 0 fragments from `next` into f[0].
+template <typename AtEnd>
+__device__ __forceinline__ void compute_tile_f32(const float* cur, const float* next, float (&acc)[8][8],
+                                                 float (&fa)[2][8], float (&fb)[2][8], int aoff, int boff,
+                                                 AtEnd at_end) {
 #pragma unroll
-            for (int j = 0; j < 8; ++j) {
-                const float4 bv = *reinterpret_cast<const float4*>(bs + j * GF_TX * GF_LD + kq);
-#pragma unroll
-                for (int i = 0; i < GF_IH; ++i) acc[ih + i][j] = fmaf(av[i].x, bv.x, acc[ih + i][j]);
-#pragma unroll
-                for (int i = 0; i < GF_IH; ++i) acc[ih + i][j] = fmaf(av[i].y, bv.y, acc[ih + i][j]);
-#pragma unroll
-                for (int i = 0; i < GF_IH; ++i) acc[ih + i][j] = fmaf(av[i].z, bv.z, acc[ih + i][j]);
-#pragma unroll
-                for (int i = 0; i < GF_IH; ++i) acc[ih + i][j] = fmaf(av[i].w, bv.w, acc[ih + i][j]);
-            }
+    for (int k = 0; k < GR_BK; ++k) {
+        if (k + 1 < GR_BK) {
+            load_frag_f32(cur, k + 1, aoff, boff, fa[(k + 1) & 1], fb[(k + 1) & 1]);
+        } else {
+            at_end();
+            load_frag_f32(next, 0, aoff, boff, fa[0], fb[0]);
         }
+        outer_f32(acc, fa[k & 1], fb[k & 1]);
     }
+}
+
+template <bool EDGE>
+__device__ __forceinline__ void mainloop_f32(float (&acc)[8][8], float* smem, const float* __restrict__ a,
+                                             const float* __restrict__ w, int M, int N, int K, int m0, int n0,
+                                             int tid, int aoff, int boff) {
+    const int lane = tid & 31, warp = tid >> 5;
+    const int kl = lane & 7, rl = (lane >> 3) + 4 * warp;   // copy plan: k within a half, row in a pass
+    const int ra = m0 + rl, rw = n0 + rl;
+    const size_t step = (size_t)GF_RP * K;
+    const float* pa = a + (size_t)(EDGE ? 0 : ra) * K + kl;   // EDGE: column kl of row 0
+    const float* pw = w + (size_t)(EDGE ? 0 : rw) * K + kl;
+    const u32 dsta = (u32)(kl * GF_LDA + rl) * 4u;                   // shared offsets of (kl, rl)
+    const u32 dstw = (u32)(GR_BK * GF_LDA + kl * GF_LDB + rl) * 4u;
+    const u32 sbase = smem_addr(smem);
+    const int ktiles = (K + GR_BK - 1) / GR_BK;
+    float fa[2][8], fb[2][8];
+
+#if GR_STAGES == 0
+    for (int kt = 0; kt < ktiles; ++kt) {
+        __syncthreads();                    // everyone is done reading the previous tile
+        load_tile_f32<EDGE>(sbase, a, w, pa, pw, step, ra, rw, M, N, K, kt * GR_BK,
+                            dsta, dstw);
+        __syncthreads();
+        load_frag_f32(smem, 0, aoff, boff, fa[0], fb[0]);
+        compute_tile_f32(smem, smem, acc, fa, fb, aoff, boff, [] {});
+    }
+#else
+#pragma unroll
+    for (int s = 0; s < GR_STAGES - 1; ++s) {
+        if (s < ktiles)
+            load_tile_f32<EDGE>(sbase + s * GF_STAGE_FLOATS * 4, a, w, pa, pw, step, ra, rw, M, N, K, s * GR_BK,
+                                dsta, dstw);
+        cp_async_commit();
+    }
+    cp_async_wait<GR_STAGES - 2>();
+    __syncthreads();                        // tile 0 visible to all
+    load_frag_f32(smem, 0, aoff, boff, fa[0], fb[0]);
+    int rd = 0, wr = GR_STAGES - 1;         // stage read by tile kt / written with tile kt + STAGES - 1
+    for (int kt = 0; kt < ktiles; ++kt) {
+        // Stage wr held tile kt - 1, whose last reads came before the barrier that ended step kt - 1.
+        const int nk = kt + GR_STAGES - 1;
+        if (nk < ktiles)
+            load_tile_f32<EDGE>(sbase + wr * GF_STAGE_FLOATS * 4, a, w, pa, pw, step, ra, rw, M, N, K, nk * GR_BK,
+                                dsta, dstw);
+        cp_async_commit();
+        const float* cur = smem + rd * GF_STAGE_FLOATS;
+        rd = rd == GR_STAGES - 1 ? 0 : rd + 1;
+        wr = wr == GR_STAGES - 1 ? 0 : wr + 1;
+        // Groups committed: STAGES - 1 + kt + 1; at most STAGES - 2 pending leaves tiles 0..kt+1 done.
+        compute_tile_f32(cur, smem + rd * GF_STAGE_FLOATS, acc, fa, fb, aoff, boff, [] {
+            cp_async_wait<GR_STAGES - 2>();
+            __syncthreads();
+        });
+    }
+    cp_async_wait<0>();
+#endif
 }
 
 extern "C" __global__ void __launch_bounds__(GF_THREADS, GF_MIN_BLOCKS)
@@ -110,9 +216,12 @@ gemm_residual_fp32(const float* __restrict__ a, const float* __restrict__ w, con
     extern __shared__ __align__(128) unsigned char smem_raw[];
     float* smem = reinterpret_cast<float*>(smem_raw);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int tx = (warp % (GF_TX / 8)) * 8 + (lane & 7), ty = (warp / (GF_TX / 8)) * 4 + (lane >> 3);
     const int n0 = blockIdx.x * GR_BN, m0 = blockIdx.y * GR_BM;
-    const int ktiles = (K + GR_BK - 1) / GR_BK;
+    // Compute layout: warp (wm, wn) owns rows wm*32 + [0, 32) and columns wn*64 + [0, 64); the lane's
+    // 4-row groups start at m4 * 4 (+16), its 4-column groups at n4 * 4 (+32).
+    const int wm = warp % GF_WM, wn = warp / GF_WM;
+    const int m4 = (lane & 1) | ((lane >> 3) & 2), n4 = (lane >> 1) & 7;
+    const int aoff = wm * 32 + m4 * 4, boff = wn * 64 + n4 * 4;
 
     float acc[8][8];
 #pragma unroll
@@ -120,66 +229,28 @@ gemm_residual_fp32(const float* __restrict__ a, const float* __restrict__ w, con
 #pragma unroll
         for (int j = 0; j < 8; ++j) acc[i][j] = 0.f;
 
-    LoadPlan pl;
-    {
-        const int row = tid / GF_CH;
-        pl.col = (tid % GF_CH) * 4;
-        pl.a_step = (size_t)GF_RS * K;
-        pl.w_step = (size_t)GF_RS * K;
-        pl.a = a + (size_t)(m0 + row) * K + pl.col;
-        pl.w = w + (size_t)(n0 + row) * K + pl.col;
-        pl.a_ok = 0u;
-        pl.w_ok = 0u;
-#pragma unroll
-        for (int i = 0; i < GF_ACH; ++i) pl.a_ok |= (m0 + row + i * GF_RS < M ? 1u : 0u) << i;
-#pragma unroll
-        for (int i = 0; i < GF_WCH; ++i) pl.w_ok |= (n0 + row + i * GF_RS < N ? 1u : 0u) << i;
-        pl.dst = (u32)(row * GF_LD + pl.col) * 4u;
-    }
-    const u32 sbase = smem_addr(smem);
+    if (m0 + GR_BM <= M && n0 + GR_BN <= N)
+        mainloop_f32<false>(acc, smem, a, w, M, N, K, m0, n0, tid, aoff, boff);
+    else
+        mainloop_f32<true>(acc, smem, a, w, M, N, K, m0, n0, tid, aoff, boff);
 
-#if GR_STAGES == 0
-    for (int kt = 0; kt < ktiles; ++kt) {
-        load_tile_f32(sbase, pl, a, w, kt * GR_BK, K);
-        __syncthreads();
-        compute_tile_f32(smem, acc, tx, ty);
-        __syncthreads();
-    }
-#else
-#pragma unroll
-    for (int s = 0; s < GR_STAGES - 1; ++s) {
-        if (s < ktiles) load_tile_f32(sbase + s * GF_STAGE_FLOATS * 4, pl, a, w, s * GR_BK, K);
-        cp_async_commit();
-    }
-    int rd = 0, wr = GR_STAGES - 1;          // stage read this iteration / written (kt + STAGES - 1)
-    for (int kt = 0; kt < ktiles; ++kt) {
-        cp_async_wait<GR_STAGES - 2>();
-        __syncthreads();  // tile kt visible to all; everyone is done with tile kt-1's buffer (= wr)
-        const int nk = kt + GR_STAGES - 1;
-        if (nk < ktiles) load_tile_f32(sbase + wr * GF_STAGE_FLOATS * 4, pl, a, w, nk * GR_BK, K);
-        cp_async_commit();
-        compute_tile_f32(smem + rd * GF_STAGE_FLOATS, acc, tx, ty);
-        rd = rd == GR_STAGES - 1 ? 0 : rd + 1;
-        wr = wr == GR_STAGES - 1 ? 0 : wr + 1;
-    }
-    cp_async_wait<0>();
-#endif
-
-    // Epilogue from registers, 4-byte accesses: each warp instruction covers 8 consecutive columns
-    // (one 32-byte sector) of 4 rows.
+    // Epilogue from registers: acc[s*4 + i][t*4 + j] is (row aoff + 16s + i, column boff + 32t + j).
+    // N % 8 == 0, so a 4-column group is wholly inside N or wholly outside.
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
-        const int row = m0 + ty + i * GF_TY;
+        const int row = m0 + aoff + (i >> 2) * 16 + (i & 3);
         if (row >= M) continue;
 #pragma unroll
-        for (int j = 0; j < 8; ++j) {
-            const int col = n0 + tx + j * GF_TX;
+        for (int t = 0; t < 2; ++t) {
+            const int col = n0 + boff + t * 32;
             if (col >= N) continue;
-            float v = acc[i][j];
+            float4 v = make_float4(acc[i][t * 4], acc[i][t * 4 + 1], acc[i][t * 4 + 2], acc[i][t * 4 + 3]);
+            const size_t o = (size_t)row * N + col;
 #if GR_FUSE
-            v += r[(size_t)row * N + col];
+            const float4 rv = *reinterpret_cast<const float4*>(r + o);
+            v.x += rv.x; v.y += rv.y; v.z += rv.z; v.w += rv.w;
 #endif
-            out[(size_t)row * N + col] = v;
+            *reinterpret_cast<float4*>(out + o) = v;
         }
     }
 }
