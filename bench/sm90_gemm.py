@@ -18,7 +18,10 @@ of ping-pong variants (stages 0/2/4/5, bf16/fp16, fused/unfused, stream-K compil
 stream-K schedules) for M in {1, 586, 2048, 8192} x 2560 x 2560 and the two odd shapes; then the
 seed shape in bf16 and fp16, old (cooperative 128x256 s3) vs new, interleaved twice; cuBLAS GEMM
 alone as the card's reference; a short bf16 M sweep of the default knobs vs ping-pong.
-Variants are (tile, stages, dtype, fuse, streamk[, pingpong]); pingpong None = the module's choice.
+--cluster: 2x1 clusters with W multicast against the current default: correctness of cluster
+variants (tiles, stages incl. off, bf16/fp16, fused/unfused, ping-pong; odd M tile counts, forced
+small grids), then the seed shape in bf16 and fp16 interleaved three times, then a bf16 M sweep.
+Variants are (tile, stages, dtype, fuse, streamk[, pingpong[, cluster]]); None = the module's choice.
 Uses CuPy directly; bf16 is held as uint16 bits.
 """
 
@@ -246,6 +249,204 @@ QUICK_SHAPES = [(1, 2560, 2560), (586, 2560, 2560), (2048, 2560, 2560), (8192, 2
 QUICK_SWEEP = (1024, 2048, 4096, 7976)
 
 
+CL_VARIANTS = [  # (tile, stages, dtype, fuse, streamk, pingpong, cluster)
+    ("128x256", 3, "bf16", True, False, False, 2),
+    ("128x256", 3, "fp16", True, False, False, 2),
+    ("128x256", 0, "bf16", True, False, False, 2),
+    ("128x256", 2, "bf16", False, False, False, 2),
+    ("256x128", 3, "bf16", True, False, False, 2),
+    ("128x128", 5, "bf16", True, False, True, 2),
+    ("128x128", 4, "fp16", False, False, True, 2),
+    ("128x256", 3, "bf16", True, False, False, 2, False),
+]
+CL_SHAPES = [(1, 2560, 2560), (586, 2560, 2560), (1571, 2560, 2560), (2048, 2560, 2560),
+             (8192, 2560, 2560), (300, 136, 200), (130, 264, 72), (384, 520, 136)]
+CL_SWEEP = (256, 512, 1024, 1571, 2048, 4096, 7976, 8192)
+
+
+DUEL = {  # name: variant (tile, stages, dtype, fuse, streamk, pingpong, cluster, multicast)
+    "coop 128x256 s3": ("128x256", 3, "{dt}", True, True, False, 1),
+    "coop 128x256 s3 cl2": ("128x256", 3, "{dt}", True, False, False, 2),
+    "pp 128x128 s5": ("128x128", 5, "{dt}", True, True, True, 1),
+    "pp 128x128 s5 cl2": ("128x128", 5, "{dt}", True, False, True, 2),
+    "coop 128x256 s3 unfused": ("128x256", 3, "{dt}", False, True, False, 1),
+}
+
+
+class _Sampler:
+    """NVML SM clock and power every ~10 ms in a thread, tagged by the candidate running."""
+
+    def __init__(self):
+        import threading
+
+        import pynvml
+
+        pynvml.nvmlInit()
+        self.nv = pynvml
+        self.h = pynvml.nvmlDeviceGetHandleByIndex(0)
+        self.tag = None
+        self.samples: list[tuple[str, int, float]] = []
+        self.stop = False
+        self.t = threading.Thread(target=self.loop, daemon=True)
+        self.t.start()
+
+    def loop(self):
+        nv = self.nv
+        while not self.stop:
+            tag = self.tag
+            if tag is not None:
+                try:
+                    clk = nv.nvmlDeviceGetClockInfo(self.h, nv.NVML_CLOCK_SM)
+                    pw = nv.nvmlDeviceGetPowerUsage(self.h) / 1000.0
+                    self.samples.append((tag, clk, pw))
+                except Exception:  # noqa: BLE001
+                    pass
+            time.sleep(0.01)
+
+
+def duel_mode(args, limits, report, failures, verify, get, out_dir, build) -> int:
+    """Seed-shape candidates in alternation: each round runs every candidate for 20 launches
+    (events around each launch), so slow drift (power, temperature) hits all alike. Reports the
+    median per candidate, the median of its per-round ratio to the first, and NVML SM clock and
+    power sampled while it ran."""
+    m, n, k = SEED
+    try:
+        sampler = _Sampler()
+    except Exception as exc:  # noqa: BLE001
+        print(f"no NVML sampler: {exc}")
+        sampler = None
+    lines = []
+    for dt in ("bf16", "fp16"):
+        bufs, ref = get(m, n, k, dt)
+        runs = {}
+        for name, v in DUEL.items():
+            v = tuple(x.format(dt=dt) if isinstance(x, str) else x for x in v)
+            if v[3]:
+                verify(m, n, k, v, label="duel")
+            runs[name] = Runner(build(m, n, k, v), bufs, dt, False)
+        c = cp.empty_like(bufs["r"])
+        runs["cuBLAS GEMM only (b=0)"] = cublas_gemm(bufs, c, dt, 0.0)
+        for fn in runs.values():
+            for _ in range(10):
+                fn()
+        per: dict[str, list[float]] = {nm: [] for nm in runs}
+        for _r in range(args.rounds):
+            for nm, fn in runs.items():
+                if sampler:
+                    sampler.tag = f"{dt} {nm}"
+                evs = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(20)]
+                for s_, e_ in evs:
+                    s_.record()
+                    fn()
+                    e_.record()
+                evs[-1][1].synchronize()
+                ts = sorted(cp.cuda.get_elapsed_time(s_, e_) for s_, e_ in evs)
+                per[nm].append(ts[len(ts) // 2])
+        if sampler:
+            sampler.tag = None
+        first = next(iter(per))
+        lines.append(f"seed {dt} ({args.rounds} rounds x 20 launches, alternating)")
+        lines.append(f"   {'candidate':28s} {'median':>8} {'best rnd':>8} {'ratio':>6} {'SM MHz':>7} {'W':>6}")
+        for nm, ts in per.items():
+            srt = sorted(ts)
+            ratios = sorted(a / b for a, b in zip(ts, per[first], strict=True))
+            clk = pw = float("nan")
+            if sampler:
+                smp = [(c_, p_) for tg, c_, p_ in sampler.samples if tg == f"{dt} {nm}"]
+                if smp:
+                    clk = sum(c_ for c_, _ in smp) / len(smp)
+                    pw = sum(p_ for _, p_ in smp) / len(smp)
+            lines.append(f"   {nm:28s} {srt[len(srt) // 2]:8.4f} {srt[0]:8.4f} "
+                         f"{ratios[len(ratios) // 2]:6.3f} {clk:7.0f} {pw:6.0f}")
+            report["seed"].append({"dtype": dt, "name": nm, "rounds": ts})
+        print("\n".join(lines[-len(per) - 2:]), flush=True)
+    if sampler:
+        sampler.stop = True
+    lines += failures[:20]
+    table = "\n".join(lines)
+    print(table)
+    if out_dir:
+        Path(out_dir, "sm90_duel.txt").write_text(table + "\n")
+        Path(out_dir, "sm90_duel.json").write_text(json.dumps(report, indent=1, default=str))
+    return 0 if not failures else 1
+
+
+def cluster_mode(args, limits, report, failures, verify, timed, get, out_dir) -> int:
+    """2x1 clusters (W multicast) vs the current default: correctness, seed (interleaved), sweep."""
+    t0 = time.perf_counter()
+    for v in CL_VARIANTS:
+        for (m, n, k) in CL_SHAPES:
+            try:
+                verify(m, n, k, v)
+                if m >= 1571:
+                    verify(m, n, k, v, (6, 0), "grid 6")
+            except Exception as exc:  # noqa: BLE001
+                failures.append(f"{v} {(m, n, k)}: {type(exc).__name__}: {exc}")
+                traceback.print_exc()
+        print(f"checked {v}: {len(failures)} failures so far "
+              f"({time.perf_counter() - t0:.1f} s)", flush=True)
+    n_checks = len(report["checks"])
+    print(f"correctness: {n_checks - len(failures)} / {n_checks} ok; worst rel_fro "
+          f"{max(c['rel_fro'] for c in report['checks']):.2e}", flush=True)
+    lines = [f"correctness (cluster): {n_checks - len(failures)} / {n_checks} ok "
+             f"(+ re-checks after timing)"]
+    if failures:
+        lines += failures[:20]
+        print("\n".join(lines))
+        return 1
+    m, n, k = SEED
+    for dt in ("bf16", "fp16"):
+        rec: dict = {"dtype": dt}
+        bufs = get(m, n, k, dt)[0]
+        c = cp.empty_like(bufs["r"])
+        rec["cublas_gemm_b0"] = time_fn(cublas_gemm(bufs, c, dt, 0.0),
+                                        iters=args.iters)["median_ms"]
+        cands = {"default": sm90.default_knobs(limits, dt, {"m": m, "n": n, "k": k}),
+                 "128x256 s3 coop": ("128x256", 3, dt, True, True, False, 1),
+                 "128x256 s3 cl2": ("128x256", 3, dt, True, False, False, 2),
+                 "128x256 s3 cl2 no-mc": ("128x256", 3, dt, True, False, False, 2, False),
+                 "128x256 s3 cl2 grid128": ("128x256", 3, dt, True, False, False, 2),
+                 "pp 128x128 s5 cl2": ("128x128", 5, dt, True, False, True, 2),
+                 "256x128 s3 cl2": ("256x128", 3, dt, True, False, False, 2)}
+        cands["default"] = (cands["default"][0], cands["default"][1], dt, True, True)
+        for _round in range(3):
+            for name, v in cands.items():
+                sch = (128, 0) if "grid128" in name else None
+                t, info = timed(m, n, k, v, sch)
+                rec.setdefault(name, []).append(t)
+                rec[name + " info"] = f"{info['schedule']} grid {info['grid']} {info['cluster']}"
+            print(json.dumps(rec), flush=True)
+        report["seed"].append(rec)
+        lines.append(f"seed {dt}: cuBLAS GEMM alone {rec['cublas_gemm_b0']:.4f}")
+        lines += [f"   {nm:24s} " + " ".join(f"{t:.4f}" for t in rec[nm])
+                  + f"  (min {min(rec[nm]):.4f}) {rec[nm + ' info']}" for nm in cands]
+    for m in CL_SWEEP:
+        rec = {"m": m}
+        bufs = get(m, n, k, "bf16")[0]
+        c = bufs["r"].copy()
+        rec["cublas_b1"] = time_fn(cublas_gemm(bufs, c, "bf16", 1.0), iters=args.iters)["median_ms"]
+        dk = sm90.default_knobs(limits, "bf16", {"m": m, "n": n, "k": k})
+        rec["default_knobs"] = dk
+        rec["default"], _ = timed(m, n, k, (dk[0], dk[1], "bf16", True, True))
+        for name, v in (("128x256 s3 cl2", ("128x256", 3, "bf16", True, False, False, 2)),
+                        ("pp 128x128 s5 cl2", ("128x128", 5, "bf16", True, False, True, 2)),
+                        ("128x128 s4 cl2", ("128x128", 4, "bf16", True, False, False, 2))):
+            rec[name], info = timed(m, n, k, v)
+            rec[name + " grid"] = info["grid"]
+        report["sweep"].append(rec)
+        print(json.dumps(rec, default=str), flush=True)
+        lines.append(f"M={m}: " + ", ".join(f"{kk} {vv:.4f}" if isinstance(vv, float)
+                                            else f"{kk} {vv}" for kk, vv in rec.items()
+                                            if kk != "m"))
+    lines += failures[:20]
+    table = "\n".join(lines)
+    print(table)
+    if out_dir:
+        Path(out_dir, "sm90_cluster.txt").write_text(table + "\n")
+        Path(out_dir, "sm90_cluster.json").write_text(json.dumps(report, indent=1, default=str))
+    return 0 if not failures else 1
+
+
 def quick(args, limits, report, failures, forced_checks, timed, get, out_dir) -> int:
     """Ping-pong vs cooperative consumers: correctness, then seed timings (interleaved)."""
     t0 = time.perf_counter()
@@ -311,6 +512,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--iters", type=int, default=100)
     ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--duel", action="store_true",
+                    help="seed-shape candidates timed in alternation (drift-free ratios) with "
+                         "NVML clock/power per candidate")
+    ap.add_argument("--rounds", type=int, default=40)
+    ap.add_argument("--cluster", action="store_true",
+                    help="2x1 clusters with W multicast vs the default: correctness, seed, M sweep")
     ap.add_argument("--quick", action="store_true",
                     help="ping-pong vs cooperative: correctness, seed timings, short M sweep")
     args = ap.parse_args()
@@ -333,9 +540,11 @@ def main() -> int:
     def build(m, n, k, v, schedule=None):
         bs, st, dt, fuse, sk = v[:5]
         pp = v[5] if len(v) > 5 else None
+        cl = v[6] if len(v) > 6 else None
+        mc = v[7] if len(v) > 7 else True
         task = SimpleNamespace(shape={"m": m, "n": n, "k": k}, dtype=dt)
         return sm90.build(task, limits, bs, st, fuse=fuse, streamk=sk, schedule=schedule,
-                          pingpong=pp)
+                          pingpong=pp, cluster=cl, multicast=mc)
 
     def verify(m, n, k, v, schedule=None, label=""):
         bufs, ref = get(m, n, k, v[2])
@@ -373,6 +582,10 @@ def main() -> int:
                                 max(0, tiles - 5)), "5-tile tail")
             verify(m, n, k, v, (7, 3), "grid 7")
 
+    if args.duel:
+        return duel_mode(args, limits, report, failures, verify, get, out_dir, build)
+    if args.cluster:
+        return cluster_mode(args, limits, report, failures, verify, timed, get, out_dir)
     if args.quick:
         return quick(args, limits, report, failures, forced_checks, timed, get, out_dir)
 

@@ -29,12 +29,21 @@
 // barrier of item i-1 (the ordered "tensor-core turn"). Otherwise (cooperative) each consumer owns
 // BM/NUM_CONSUMERS rows of every tile and both run the epilogue together.
 //
+// CLUSTER == 2: the CTAs run in 2x1 clusters (__cluster_dims__) on vertically adjacent tiles that
+// share their W tile: each CTA's producer loads half of the W k-block (BN/2 rows) and multicasts it
+// into both CTAs' slots (TMA .multicast::cluster), so W's L2->SM traffic halves. A slot is refilled
+// only when the consumers of both CTAs have released it: each consumer warp arrives on the empty
+// barrier of both CTAs (remote arrive through mapa). Both CTAs walk the same sequence of tile pairs
+// (data-parallel only: no stream-K); an odd last M tile pairs with a tile wholly past M (TMA
+// zero-fills its loads and clips its store). A cluster barrier after the mbarrier init and one
+// before exit keep remote arrivals inside the peer's lifetime.
+//
 // STAGES == 1 is MEMORY_PIPELINING=off: the producer waits for the consumers to free the only
 // slot before it issues the next load, so copies and math never overlap.
 //
 // The Python spec prepends the knobs as #defines of validated integers:
 //   BM, BN, BK (64), STAGES, NUM_CONSUMERS, IS_BF16, FUSE, TMAP_GLOBAL, STREAMK, WS_TILES,
-//   PINGPONG.
+//   PINGPONG, CLUSTER.
 // No headers: NVRTC compiles this on a machine without the CUDA toolkit.
 
 #if !defined(BM) || !defined(BN) || !defined(BK) || !defined(STAGES) || !defined(NUM_CONSUMERS)
@@ -48,6 +57,23 @@
 #endif
 #ifndef PINGPONG
 #define PINGPONG 0
+#endif
+#ifndef CLUSTER
+#define CLUSTER 1
+#endif
+#ifndef CLUSTER_MC
+#define CLUSTER_MC 1   // 0: clustered launch without the multicast (a measurement control)
+#endif
+#if CLUSTER > 1 && CLUSTER_MC
+#define MC CLUSTER
+#else
+#define MC 1
+#endif
+#if CLUSTER != 1 && CLUSTER != 2
+#error "CLUSTER must be 1 or 2"
+#endif
+#if CLUSTER == 2 && STREAMK
+#error "the 2x1 cluster schedule is data-parallel only (STREAMK 0)"
 #endif
 #if BK != 64
 #error "BK must be 64: one 128-byte swizzle row of 16-bit elements"
@@ -77,6 +103,7 @@
 #define A_TILE_BYTES (BM * BK * 2)
 #define B_TILE_BYTES (BN * BK * 2)
 #define STAGE_BYTES (A_TILE_BYTES + B_TILE_BYTES)
+#define B_PART_BYTES (B_TILE_BYTES / MC)   // the W rows one CTA loads (and multicasts)
 
 #if WG_M % 64 != 0
 #error "each consumer warpgroup needs a multiple of 64 rows"
@@ -139,6 +166,51 @@ __device__ __forceinline__ void tma_load_2d(unsigned dst, unsigned long long tma
         " [%0], [%1, {%2, %3}], [%4];" ::"r"(dst),
         "l"(tmap), "r"(c0), "r"(c1), "r"(bar)
         : "memory");
+}
+
+#if CLUSTER > 1
+// The same TMA load, written to the same shared-memory offset of every CTA in `mask` and
+// completing bytes on each one's mbarrier at `bar`'s offset.
+__device__ __forceinline__ void tma_load_2d_mc(unsigned dst, unsigned long long tmap, int c0, int c1,
+                                               unsigned bar, unsigned short mask) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+        " [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(dst),
+        "l"(tmap), "r"(c0), "r"(c1), "r"(bar), "h"(mask)
+        : "memory");
+}
+
+// Arrive on the mbarrier at local address `bar` of the cluster's CTA `rank` (itself included).
+// Default semantics (release, CTA scope), as CUTLASS's ClusterBarrier: the slot's readers are the
+// wgmma that wgmma.wait_group has already retired, so no cluster-scope fence is needed (the
+// .release.cluster form made every k-block 0.2-0.4 us slower on the H200).
+__device__ __forceinline__ void mbar_arrive_cluster(unsigned bar, unsigned rank) {
+    asm volatile(
+        "{\n.reg .b32 ra;\n"
+        "mapa.shared::cluster.u32 ra, %0, %1;\n"
+        "mbarrier.arrive.shared::cluster.b64 _, [ra];\n}\n" ::"r"(bar),
+        "r"(rank)
+        : "memory");
+}
+
+__device__ __forceinline__ unsigned cluster_rank() {
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+
+__device__ __forceinline__ void cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory");
+}
+#endif
+
+// A consumer warp frees a pipeline slot: lane 0 (and with a cluster, lane r for CTA r) arrives.
+__device__ __forceinline__ void release_slot(unsigned bar, int lane) {
+#if MC > 1
+    if (lane < MC) mbar_arrive_cluster(bar, (unsigned)lane);
+#else
+    if (lane == 0) mbar_arrive(bar);
+#endif
 }
 
 // wgmma shared-memory descriptor for a K-major tile written by TMA with 128B swizzle:
@@ -322,7 +394,7 @@ struct Sched {
 };
 
 __device__ __forceinline__ void sched_init(Sched& s, int dp_tiles, int num_tiles, int num_kb) {
-    s.next_tile = blockIdx.x;
+    s.next_tile = blockIdx.x / CLUSTER;
     const long long sk_iters = (long long)(num_tiles - dp_tiles) * num_kb;
     s.it = (long long)blockIdx.x * sk_iters / gridDim.x;
     s.end = (long long)(blockIdx.x + 1) * sk_iters / gridDim.x;
@@ -334,7 +406,7 @@ __device__ __forceinline__ bool sched_next(Sched& s, int dp_tiles, int num_kb, i
         tile = s.next_tile;
         kb0 = 0;
         kb1 = num_kb;
-        s.next_tile += gridDim.x;
+        s.next_tile += gridDim.x / CLUSTER;
         return true;
     }
 #if STREAMK
@@ -351,7 +423,20 @@ __device__ __forceinline__ bool sched_next(Sched& s, int dp_tiles, int num_kb, i
     return false;
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS, 1)
+// Tile `tile` of the schedule -> this CTA's first row and column. With a cluster, schedule tiles are
+// groups of CLUSTER vertically adjacent tiles (N-fastest), the CTA's rank picking its row tile.
+__device__ __forceinline__ void tile_origin(int tile, int num_n, unsigned rank, int& m0, int& n0) {
+    m0 = ((tile / num_n) * CLUSTER + (int)rank) * BM;
+    n0 = (tile % num_n) * BN;
+}
+
+#if CLUSTER > 1
+#define CLUSTER_ATTR __cluster_dims__(CLUSTER, 1, 1)
+#else
+#define CLUSTER_ATTR
+#endif
+
+extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_ATTR
 gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PARAM(tm_out),
                    int M, int N, int K, int dp_tiles) {
     extern __shared__ unsigned char smem_raw[];
@@ -368,7 +453,12 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
 
     const int num_m = (M + BM - 1) / BM;
     const int num_n = (N + BN - 1) / BN;
-    const int num_tiles = num_m * num_n;
+    const int num_tiles = ((num_m + CLUSTER - 1) / CLUSTER) * num_n;  // schedule tiles
+#if CLUSTER > 1
+    const unsigned rank = cluster_rank();
+#else
+    const unsigned rank = 0;
+#endif
     const int num_kb = (K + BK - 1) / BK;
 #if STREAMK
     // at most WS_TILES split tiles (the workspace's slots): the rest run data-parallel
@@ -383,7 +473,8 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(full_bar + 8 * s, 1);
-            mbar_init(empty_bar + 8 * s, (TILE_THREADS / 128) * 4);  // lane 0 of each warp using it
+            // lane 0 of each warp using it, in every CTA of the cluster
+            mbar_init(empty_bar + 8 * s, (TILE_THREADS / 128) * 4 * MC);
         }
         for (int e = 0; e < EPI_BUFS; ++e) {
             mbar_init(rfull_bar + 8 * e, 1);
@@ -395,7 +486,11 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
 #endif
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
+#if CLUSTER > 1
+    cluster_sync();  // the peer's barriers are initialised before any multicast or remote arrive
+#else
     __syncthreads();
+#endif
 
     Sched sched;
     sched_init(sched, dp_tiles, num_tiles, num_kb);
@@ -416,8 +511,8 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
             int stage = 0, item = 0;
             unsigned phase = 0, rphases = 0;  // bit e: parity of epilogue buffer e
             while (sched_next(sched, dp_tiles, num_kb, tile, kb0, kb1)) {
-                const int m0 = (tile / num_n) * BM;
-                const int n0 = (tile % num_n) * BN;
+                int m0, n0;
+                tile_origin(tile, num_n, rank, m0, n0);
                 const int eb = PINGPONG ? (item++ & 1) : 0;  // the epilogue buffer of this item
                 const unsigned ebuf = epi + eb * EPI_BYTES;
                 const unsigned rfb = rfull_bar + 8 * eb;
@@ -431,7 +526,12 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                     mbar_expect_tx(fb, STAGE_BYTES);
                     const unsigned sa = base + stage * STAGE_BYTES;
                     tma_load_2d(sa, a_map, kb * BK, m0, fb);
+#if MC > 1
+                    tma_load_2d_mc(sa + A_TILE_BYTES + rank * B_PART_BYTES, w_map, kb * BK,
+                                   n0 + (int)rank * (BN / MC), fb, (unsigned short)((1u << MC) - 1));
+#else
                     tma_load_2d(sa + A_TILE_BYTES, w_map, kb * BK, n0, fb);
+#endif
                     if (++stage == STAGES) {
                         stage = 0;
                         phase ^= 1u;
@@ -502,8 +602,8 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                 turn_phase ^= 1u;
             }
 #endif
-            const int m0 = (tile / num_n) * BM;
-            const int n0 = (tile % num_n) * BN;
+            int m0, n0;
+            tile_origin(tile, num_n, rank, m0, n0);
             int prev_stage = 0;
             for (int kb = kb0; kb < kb1; ++kb) {
                 mbar_wait(full_bar + 8 * stage, phase);
@@ -521,10 +621,10 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                 wgmma_commit();
 #if STAGES == 1
                 wgmma_wait<0>();
-                if (lane == 0) mbar_arrive(empty_bar + 8 * stage);
+                release_slot(empty_bar + 8 * stage, lane);
 #else
                 wgmma_wait<1>();
-                if (kb > kb0 && lane == 0) mbar_arrive(empty_bar + 8 * prev_stage);
+                if (kb > kb0) release_slot(empty_bar + 8 * prev_stage, lane);
 #endif
                 if (kb == kb0 && storer && store_pending) {
                     // the previous tile's TMA store has long finished reading shared memory
@@ -543,7 +643,7 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
 #endif
 #if STAGES > 1
             wgmma_wait<0>();
-            if (lane == 0) mbar_arrive(empty_bar + 8 * prev_stage);
+            release_slot(empty_bar + 8 * prev_stage, lane);
 #endif
 #pragma unroll
             for (int mi = 0; mi < M_ITERS; ++mi) {
@@ -645,7 +745,7 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
             if (storer) {
 #pragma unroll
                 for (int c = 0; c < EPI_CHUNKS; ++c) {
-                    if (n0 + c * 64 < N) tma_store_2d(out_map, n0 + c * 64, m0, ebuf + c * EPI_CHUNK_BYTES);
+                    if (m0 < M && n0 + c * 64 < N) tma_store_2d(out_map, n0 + c * 64, m0, ebuf + c * EPI_CHUNK_BYTES);
                 }
                 asm volatile("cp.async.bulk.commit_group;" ::: "memory");
 #if PINGPONG
@@ -660,6 +760,9 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
         }
         if (storer) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
     }
+#if CLUSTER > 1
+    cluster_sync();  // no CTA leaves while its peer may still arrive on its barriers
+#endif
 }
 
 // Fusion off: out += r after the GEMM-only kernel (FUSE=0), 8 elements (16 bytes) per step.

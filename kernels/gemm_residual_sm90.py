@@ -148,6 +148,28 @@ def use_pingpong(limits: DeviceLimits, block_size: str, stages: int, dtype: str,
     return True
 
 
+CLUSTER_DEFAULT = False
+"""Use 2x1 clusters with W multicast where ``use_cluster`` allows (set from H200 measurements)."""
+
+
+def use_cluster(limits: DeviceLimits, block_size: str, stages: int, dtype: str,
+                shape: dict[str, int] | None = None) -> int:
+    """Cluster size for these knobs (not itself a knob): 2 where ``CLUSTER_DEFAULT`` is on, the
+    pipeline is on, and (for a known shape) every cluster gets at least one whole wave of work;
+    else 1."""
+    if not CLUSTER_DEFAULT or stages == 0:
+        return 1
+    if shape:
+        try:
+            m, n, _ = _mnk(shape)
+        except ValueError:
+            return 1
+        bm, bn, _ = parse_block_size(block_size)
+        if _cdiv(m, 2 * bm) * _cdiv(n, bn) < max(1, limits.sm_count // 2):
+            return 1
+    return 2
+
+
 def supported(limits: DeviceLimits, dtype: str, shape: dict[str, int] | None = None) -> bool:
     """True where this path applies: compute capability 9.0, bf16/fp16, N and K multiples of 8."""
     if tuple(limits.compute_capability) != (9, 0) or _dtype(dtype) not in DTYPES:
@@ -244,8 +266,9 @@ def default_knobs(limits: DeviceLimits, dtype: str,
     fits (3 stages; measured fastest on the H200). With a shape, the tile whose planned schedule
     (data-parallel waves, stream-K tail) the cost model rates fastest for this M, N, K (128x256
     unless another tile is more than 5 % faster: the model's error): 128x128 (4 stages) where 128x256 tiles leave a
-    bad last wave or too few tiles, e.g. M = 256, 512, 2048, 4096 at N = K = 2560; 5 stages where
-    the 128x128 tile runs ping-pong (>= 2 tiles per CTA: M = 2048, 4096), else 4."""
+    bad last wave or too few tiles, e.g. M = 256, 512 at N = K = 2560; and 128x128 with 5 stages
+    wherever that tile runs ping-pong (>= 2 tiles per CTA: M >= 2048 at N = K = 2560, the seed
+    shape included)."""
     options = block_size_options(limits, dtype)
     if not options:
         raise ValueError(f"no Hopper tile fits {limits.shared_memory_per_block_bytes} bytes")
@@ -271,6 +294,13 @@ def default_knobs(limits: DeviceLimits, dtype: str,
             return schedule_cost(m, n, k, b, sms, g, d) * (1.0 if b == options[0] else 1.05)
 
         block = min(options, key=lambda b: (cost(b), options.index(b)))
+        # ping-pong 128x128 wherever it applies (>= 2 tiles per CTA): timed in alternation with
+        # the cooperative 128x256 at the seed shape it is 5-6 % faster under sustained load and
+        # level in a cold run (bench/NOTES-sm90.md, v6); the model does not know ping-pong
+        if "128x128" in options and any(
+                use_pingpong(limits, "128x128", st, dtype, shape)
+                for st in pipelining_options(limits, dtype, "128x128")):
+            block = "128x128"
     return block, stages_for(block)
 
 
@@ -322,9 +352,13 @@ def check(task: Any, limits: DeviceLimits) -> list[Violation]:
 
 def defines(block_size: str, stages: int, dtype: str, fuse: bool,
             tmap_global: bool = False, streamk: bool = STREAMK_DEFAULT,
-            pingpong: bool = False) -> dict[str, int]:
+            pingpong: bool = False, cluster: int = 1, multicast: bool = True) -> dict[str, int]:
     """The compile-time constants of one configuration (validated integers only)."""
     bm, bn, consumers = parse_block_size(block_size)
+    if cluster not in (1, 2):
+        raise ValueError(f"cluster {cluster}: 1 (none) or 2 (2x1, W multicast)")
+    if cluster == 2 and streamk:
+        raise ValueError("the 2x1 cluster schedule is data-parallel only (streamk=False)")
     if pingpong and (bm * bn > 128 * 128 or consumers != 2):
         raise ValueError(f"tile {block_size}: ping-pong takes {', '.join(PINGPONG_TILES)}")
     if _dtype(dtype) not in DTYPES:
@@ -335,14 +369,16 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
     return {"BM": bm, "BN": bn, "BK": BK, "STAGES": slots, "NUM_CONSUMERS": consumers,
             "IS_BF16": int(_dtype(dtype) == "bf16"), "FUSE": int(bool(fuse)),
             "TMAP_GLOBAL": int(bool(tmap_global)), "STREAMK": int(bool(streamk)),
-            "WS_TILES": WS_TILES, "PINGPONG": int(bool(pingpong))}
+            "WS_TILES": WS_TILES, "PINGPONG": int(bool(pingpong)), "CLUSTER": int(cluster),
+            "CLUSTER_MC": int(bool(multicast))}
 
 
 def render(block_size: str, stages: int, dtype: str, fuse: bool = True,
            tmap_global: bool = False, streamk: bool = STREAMK_DEFAULT,
-           pingpong: bool = False) -> str:
+           pingpong: bool = False, cluster: int = 1, multicast: bool = True) -> str:
     """The CUDA source for one configuration: #defines of integers, then the template."""
-    consts = defines(block_size, stages, dtype, fuse, tmap_global, streamk, pingpong)
+    consts = defines(block_size, stages, dtype, fuse, tmap_global, streamk, pingpong, cluster,
+                     multicast)
     head = "".join(f"#define {k} {int(v)}\n" for k, v in consts.items())
     from kernels.spec import KERNEL_DIR
 
@@ -356,12 +392,14 @@ def options(limits: DeviceLimits | None = None) -> tuple[str, ...]:
 
 def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
           fuse: bool | None = None, tmap_global: bool = False, streamk: bool | None = None,
-          schedule: tuple[int, int] | None = None, pingpong: bool | None = None) -> Build:
+          schedule: tuple[int, int] | None = None, pingpong: bool | None = None,
+          cluster: int | None = None, multicast: bool = True) -> Build:
     """Render and plan one configuration. ``fuse`` defaults to ``task.fusion`` (True when absent):
     off = the GEMM-only kernel (FUSE=0) then ``residual_add_inplace`` on ``out``. ``streamk``
     (default ``STREAMK_DEFAULT``) compiles the stream-K tail in; ``schedule`` = (grid, dp_tiles)
     overrides ``plan_schedule`` (benchmarks; any value is correct, the kernel clamps it);
-    ``pingpong`` (default ``use_pingpong``) picks the consumer schedule."""
+    ``pingpong`` (default ``use_pingpong``) picks the consumer schedule; ``cluster`` (default
+    ``use_cluster``) 2 runs 2x1 clusters sharing W by TMA multicast (data-parallel only)."""
     m, n, k = _mnk(task.shape)
     dtype = _dtype(task.dtype)
     if fuse is None:
@@ -373,16 +411,29 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
         pingpong = use_pingpong(limits, block_size, stages, dtype, task.shape)
     elif pingpong and not pingpong_fits(limits, block_size, stages, dtype):
         raise ValueError(f"ping-pong does not fit {block_size} with {stage_count(stages)} stages")
-    source = render(block_size, stages, dtype, fuse, tmap_global, streamk, bool(pingpong))
+    if cluster is None:
+        cluster = use_cluster(limits, block_size, stages, dtype, task.shape)
+    cluster = int(cluster)
+    if cluster > 1:
+        streamk = False
+    source = render(block_size, stages, dtype, fuse, tmap_global, streamk, bool(pingpong),
+                    cluster, multicast)
     tiles = -(-m // bm) * -(-n // bn)
-    if schedule is None or not streamk:
+    if cluster > 1:
+        # whole clusters; the kernel's tile unit is a group of `cluster` row tiles
+        groups = -(-m // (bm * cluster)) * -(-n // bn)
+        if schedule is not None:
+            groups = min(groups, max(1, int(schedule[0]) // cluster))
+        grid = cluster * max(1, min(groups, limits.sm_count // cluster))
+        dp_tiles = tiles
+    elif schedule is None or not streamk:
         grid, dp_tiles = plan_schedule(m, n, k, block_size, limits.sm_count, streamk)
     else:
         grid, dp_tiles = max(1, int(schedule[0])), int(schedule[1])
     smem = smem_bytes(block_size, stages, dtype, bool(pingpong))
     maps = (
         TensorMapArg("a", rows=m, cols=k, box_rows=bm, box_cols=BK, swizzle_bytes=128),
-        TensorMapArg("w", rows=n, cols=k, box_rows=bn, box_cols=BK, swizzle_bytes=128),
+        TensorMapArg("w", rows=n, cols=k, box_rows=bn // (cluster if multicast else 1), box_cols=BK, swizzle_bytes=128),
         TensorMapArg("r", rows=m, cols=n, box_rows=bm, box_cols=BK, swizzle_bytes=128),
         TensorMapArg("out", rows=m, cols=n, box_rows=bm, box_cols=BK, swizzle_bytes=128),
     )
@@ -401,6 +452,7 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
         "pipelining": "off" if stages == 0 else stages,
         "consumer_warpgroups": consumers,
         "consumers": "ping-pong (whole tiles, alternating)" if pingpong else "cooperative",
+        "cluster": "2x1, W multicast" if cluster > 1 else "none",
         "threads": 128 * (consumers + 1),
         "grid": grid,
         "tiles": tiles,

@@ -26,22 +26,26 @@ H200 = DeviceLimits(compute_capability=(9, 0), sm_count=132,
                     profile="h200")
 
 
-def _combos() -> list[tuple[str, int, str, bool, bool, bool]]:
-    out = []
+def _combos() -> list[tuple[str, int, str, bool, bool, bool, int]]:
+    """(tile, stages, dtype, fuse, streamk, pingpong, cluster)."""
+    out: list[tuple[str, int, str, bool, bool, bool, int]] = []
     for dtype in sm90.DTYPES:
         for bs in sm90.block_size_options(H200, dtype):
             for st in sm90.pipelining_options(H200, dtype, bs):
-                out.append((bs, st, dtype, True, True, False))
+                out.append((bs, st, dtype, True, True, False, 1))
             deepest = max(sm90.pipelining_options(H200, dtype, bs))
-            out.append((bs, deepest, dtype, False, True, False))
-            out.append((bs, deepest, dtype, True, False, False))  # purely data-parallel build
+            out.append((bs, deepest, dtype, False, True, False, 1))
+            out.append((bs, deepest, dtype, True, False, False, 1))  # purely data-parallel build
+            out.append((bs, deepest, dtype, True, False, False, 2))  # 2x1 cluster, W multicast
+            out.append((bs, 0, dtype, False, False, False, 2))
             pp = [st for st in sm90.pipelining_options(H200, dtype, bs)
                   if sm90.pingpong_fits(H200, bs, st, dtype)]
             for st in pp:
-                out.append((bs, st, dtype, True, True, True))
+                out.append((bs, st, dtype, True, True, True, 1))
             if pp:
-                out.append((bs, max(pp), dtype, False, True, True))
-                out.append((bs, max(pp), dtype, True, False, True))
+                out.append((bs, max(pp), dtype, False, True, True, 1))
+                out.append((bs, max(pp), dtype, True, False, True, 1))
+                out.append((bs, max(pp), dtype, True, False, True, 2))
     return out
 
 
@@ -87,13 +91,14 @@ def _cuobjdump() -> str | None:
     return None
 
 
-@pytest.mark.parametrize("block_size,stages,dtype,fuse,streamk,pingpong", COMBOS,
+@pytest.mark.parametrize("block_size,stages,dtype,fuse,streamk,pingpong,cluster", COMBOS,
                          ids=[f"{b}-s{s}-{d}-{'fused' if f else 'unfused'}{'' if k else '-dp'}"
-                              f"{'-pp' if p else ''}" for b, s, d, f, k, p in COMBOS])
+                              f"{'-pp' if p else ''}{'-cl2' if c > 1 else ''}"
+                              for b, s, d, f, k, p, c in COMBOS])
 def test_compiles_without_spills(block_size: str, stages: int, dtype: str, fuse: bool,
-                                 streamk: bool, pingpong: bool) -> None:
+                                 streamk: bool, pingpong: bool, cluster: int) -> None:
     log, cubin = _compile(sm90.render(block_size, stages, dtype, fuse, streamk=streamk,
-                                      pingpong=pingpong))
+                                      pingpong=pingpong, cluster=cluster))
     assert cubin[:4] == b"\x7fELF"
     frames = re.findall(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads",
                         log)
@@ -179,6 +184,36 @@ def test_pingpong_fits_and_choice(monkeypatch: pytest.MonkeyPatch) -> None:
         assert b.launches[0].shared_mem_bytes == sm90.smem_bytes("128x128", 4, "bf16", on)
 
 
+def test_cluster_build() -> None:
+    """2x1 clusters: W's TMA box is half the tile (each CTA multicasts its half), the grid is whole
+    clusters of whole tile pairs, data-parallel only; refused with stream-K or other sizes."""
+    from types import SimpleNamespace
+
+    from kernels.spec import TensorMapArg
+
+    task = SimpleNamespace(shape={"m": 8192, "n": 2560, "k": 2560}, dtype="bf16", fusion=True)
+    assert sm90.use_cluster(H200, "128x256", 3, "bf16", task.shape) == 1  # off by default
+    b = sm90.build(task, H200, "128x256", 3, cluster=2)
+    assert "#define CLUSTER 2" in b.source and "#define STREAMK 0" in b.source
+    (launch,) = b.launches
+    w = [a for a in launch.args if isinstance(a, TensorMapArg)][1]
+    assert (w.buffer, w.box_rows) == ("w", 128)
+    assert launch.grid == (132, 1, 1) and launch.args[-1] == 640  # 320 pairs on 66 clusters
+    assert b.info["cluster"].startswith("2x1")
+    small = sm90.build(SimpleNamespace(shape={"m": 300, "n": 256, "k": 64}, dtype="fp16"),
+                       H200, "128x256", 2, cluster=2)
+    assert small.launches[0].grid == (4, 1, 1)  # 3 row tiles -> 2 pairs x 1 column: 2 clusters
+    forced = sm90.build(task, H200, "128x256", 3, cluster=2, schedule=(7, 0))
+    assert forced.launches[0].grid == (6, 1, 1)  # whole clusters only
+    nomc = sm90.build(task, H200, "128x256", 3, cluster=2, multicast=False)
+    assert "#define CLUSTER_MC 0" in nomc.source
+    assert [a for a in nomc.launches[0].args if isinstance(a, TensorMapArg)][1].box_rows == 256
+    with pytest.raises(ValueError):
+        sm90.defines("128x256", 3, "bf16", True, streamk=True, cluster=2)
+    with pytest.raises(ValueError):
+        sm90.defines("128x256", 3, "bf16", True, streamk=False, cluster=4)
+
+
 def test_check_names_the_field() -> None:
     from types import SimpleNamespace
 
@@ -205,11 +240,11 @@ def test_default_knobs_and_build_plan() -> None:
     def knobs(m: int) -> tuple[str, int]:
         return sm90.default_knobs(H200, "bf16", {"m": m, "n": 2560, "k": 2560})
 
-    assert knobs(8192) == knobs(7976) == knobs(1571) == knobs(1024) == ("128x256", 3)
-    # 128x256 leaves too few tiles or a bad last wave: the half tile, 4 stages (cooperative), or
-    # 5 where it runs ping-pong (>= 2 tiles per CTA)
+    assert knobs(1571) == knobs(1024) == ("128x256", 3)
+    # 128x256 leaves too few tiles: the half tile, 4 stages (cooperative); ping-pong 128x128 with
+    # 5 stages wherever every CTA gets >= 2 of its tiles (the seed shape included)
     assert knobs(256) == ("128x128", 4)
-    assert knobs(2048) == knobs(4096) == ("128x128", 5)
+    assert knobs(2048) == knobs(4096) == knobs(7976) == knobs(8192) == ("128x128", 5)
     for m, pp in ((256, False), (512, False), (2048, True), (4096, True), (8192, True)):
         task = SimpleNamespace(shape={"m": m, "n": 2560, "k": 2560}, dtype="bf16", fusion=True)
         assert sm90.use_pingpong(H200, "128x128", 5, "bf16", task.shape) is pp
