@@ -1,6 +1,9 @@
 // fp32 path of gemm_residual (appended to gemm_residual.cu when GR_DTYPE == 2): true fp32 FFMA,
 // no TF32. Block tile GR_BM x GR_BN x 16, (BM/8) x (BN/8) threads, 8x8 outputs each as 2x2 blocks
-// of 4x4; a warp owns 32 x 64 outputs.
+// of 4x4; a warp owns 32 x 64 outputs. That is what the spec renders; the source also takes
+// experiment knobs that bench/fp32_variants.py times (GR_TN 16: 8x16 per thread; BK 32; GR_KUNROLL;
+// GF_ORDER, the FFMA order), all measured slower on the H200 except GF_ORDER 3, now the default
+// (bench/NOTES-fp32.md).
 //
 // Why this shape (the BK-16 k-contiguous predecessor measured 3.07 ms at the seed shape, the same
 // as the BK-8 one before it): both fed each FFMA group from a shared-memory load issued only a few
@@ -23,22 +26,37 @@
 // K tail (K % 16 == 8): the second 8-k half of the last tile is zero-filled.
 // Epilogue straight from registers: 16-byte loads of R and stores of out, a warp's instruction
 // covering 4 rows x 128 contiguous bytes.
-#define GF_THREADS (GR_BM * GR_BN / 64)
+// GR_TN (rendered for fp32; 8 when absent): outputs per thread along N, 8 or 16. TN 8: 8x8 per
+// thread, warp tile 32 x 64; TN 16: 8x16 per thread (128 accumulators), warp tile 32 x 128.
+#ifndef GR_TN
+#define GR_TN 8
+#endif
+// GR_KUNROLL: k steps per unrolled body (pairs; the whole 16/32-k tile when absent).
+#ifndef GR_KUNROLL
+#define GR_KUNROLL GR_BK
+#endif
+#define GF_NJ (GR_TN / 4)                   // 4-column groups per thread, 32 columns apart
+#define GF_WN (8 * GR_TN)                   // warp tile columns (8 lanes along N)
+#define GF_THREADS (GR_BM * GR_BN / (8 * GR_TN))
 #define GF_NW (GF_THREADS / 32)              // warps per block
-#define GF_WM (GR_BM / 32)                   // warps along M (warp tile 32 x 64)
+#define GF_WM (GR_BM / 32)                   // warps along M (warp tile 32 x WN)
 #define GF_LDA (GR_BM + 4)                   // As row stride in floats (4 mod 32 for BM % 32 == 0)
 #define GF_LDB (GR_BN + 4)
 #define GF_STAGE_FLOATS (GR_BK * (GF_LDA + GF_LDB))
+#define GF_KP (GR_BK / 8)                    // 8-k pieces per tile row (2 or 4)
 #define GF_RP (4 * GF_NW)                    // rows one copy pass covers (4 per warp)
 #define GF_QA (GR_BM / GF_RP)                // copy passes per stage, A and W
 #define GF_QB (GR_BN / GF_RP)
-// 64 accumulators + 2 x 16 fragment registers + addresses: fits 128 registers, i.e. 512 threads per SM.
-#define GF_MIN_BLOCKS (512 / GF_THREADS)
+// TN 8: 64 accumulators + 2 x 16 fragment registers + addresses fit 128 registers (512 threads per
+// SM). TN 16: 128 + 2 x 24 + addresses fit 255 (256 threads per SM).
+#define GF_MIN_BLOCKS (GR_TN == 8 ? 512 / GF_THREADS : (GF_THREADS <= 256 ? 256 / GF_THREADS : 1))
 
-static_assert(GR_BK == 16, "the copy plan covers 16 k per stage (two 8-k halves)");
-static_assert(GR_BM % 32 == 0 && GR_BN % 64 == 0, "warp tiles are 32 x 64");
-static_assert(GF_WM * (GR_BN / 64) == GF_NW, "warps tile the block");
+static_assert(GR_BK == 16 || GR_BK == 32, "the copy plan covers 16 or 32 k per stage (8-k pieces)");
+static_assert(GR_TN == 8 || GR_TN == 16, "8 or 16 outputs per thread along N");
+static_assert(GR_BM % 32 == 0 && GR_BN % GF_WN == 0, "warp tiles are 32 x WN");
+static_assert(GF_WM * (GR_BN / GF_WN) == GF_NW, "warps tile the block");
 static_assert(GR_BM % GF_RP == 0 && GR_BN % GF_RP == 0, "copy passes tile the rows");
+static_assert(GR_KUNROLL % 2 == 0 && GR_BK % GR_KUNROLL == 0, "k unroll: pairs dividing BK");
 // The spec sizes a stage as (BM + BN) x (BK + 4) floats; this layout needs no more than that.
 static_assert(GF_STAGE_FLOATS <= (GR_BM + GR_BN) * (GR_BK + 4), "stage exceeds the spec's smem size");
 
@@ -50,28 +68,32 @@ __device__ __forceinline__ void gf_st(u32 dst, float v) {
     asm volatile("st.shared.f32 [%0], %1;\n" :: "r"(dst), "f"(v));
 }
 
-// One element pair of the copy: (kl, row) and (kl + 8, row) of the k-tile whose (row, kl) element
-// `p` points at, into shared `d` and `d + 8 rows`. HI: the second half is inside K (else zeros).
-template <int LD, bool HI>
-__device__ __forceinline__ void gf_copy2(u32 d, const float* p) {
+// One row's share of the copy: elements (kl + 8h, row) of the k-tile whose (row, kl) element `p`
+// points at, h < KP, into shared `d + h * 8 rows` (immediate offsets on both sides). FULL: the whole
+// tile is inside K; else piece h is inside iff 8h < kleft = K - k0 (piece 0 always is), the others
+// are zeroed by plain stores (the barrier that publishes the stage orders them too).
+template <int LD, bool FULL>
+__device__ __forceinline__ void gf_copy_row(u32 d, const float* p, int kleft) {
+#pragma unroll
+    for (int h = 0; h < GF_KP; ++h) {
+        const u32 dh = d + h * 8 * LD * 4;
+        const bool in = FULL || h == 0 || 8 * h < kleft;
 #if GR_STAGES == 0
-    gf_st(d, p[0]);
-    gf_st(d + 8 * LD * 4, HI ? p[8] : 0.f);
+        gf_st(dh, in ? p[8 * h] : 0.f);
 #else
-    gf_cp4(d, p);
-    if (HI) gf_cp4(d + 8 * LD * 4, p + 8);
-    else gf_st(d + 8 * LD * 4, 0.f);
+        if (in) gf_cp4(dh, p + 8 * h);
+        else gf_st(dh, 0.f);
 #endif
+    }
 }
 
-// Copy the 16-k tile at k0 into the stage at shared byte address `st`, transposed to K-major. The
-// thread's elements: k = kl + 8h (h = 0, 1), rows rl + q * RP (q < QA for A, < QB for W); `dsta` /
+// Copy the k-tile at k0 into the stage at shared byte address `st`, transposed to K-major. The
+// thread's elements: k = kl + 8h (h < KP), rows rl + q * RP (q < QA for A, < QB for W); `dsta` /
 // `dstw`: shared byte offsets of (k = kl, row rl) in a stage. Interior blocks (EDGE false): `pa` /
 // `pw` point at (row rl of the block, column kl), rows stepping by `step` elements. Edge blocks: rows
 // recomputed from the thread's first global row `ra` / `rw` and clamped to M-1 / N-1 (in range;
-// those rows' results are never stored). K is a multiple of 8 and k0 < K, so the first 8-k half is
-// always inside K and the second wholly inside or outside (then zeroed by plain stores: the barrier
-// that publishes the stage orders them too).
+// those rows' results are never stored). K is a multiple of 8 and k0 < K, so each 8-k piece is
+// wholly inside or outside K.
 // Synchronous loads (no stages): unrolled fully, the 64x64 tile would hold 32 loads in registers at
 // once and spill; two passes at a time is plenty without overlap anyway.
 #if GR_STAGES == 0
@@ -79,86 +101,126 @@ __device__ __forceinline__ void gf_copy2(u32 d, const float* p) {
 #else
 #define GF_COPY_UNROLL _Pragma("unroll")
 #endif
-template <bool EDGE, bool HI>
-__device__ __forceinline__ void load_tile_f32_(u32 st, const float* __restrict__ a, const float* __restrict__ w,
-                                               const float* pa, const float* pw, size_t step, int ra, int rw,
-                                               int M, int N, int K, int k0, u32 dsta, u32 dstw) {
+template <bool EDGE, bool FULL>
+__device__ __forceinline__ void load_tile_f32_(u32 st, const float* pa, const float* pw, size_t step, int ra,
+                                               int rw, int M, int N, int K, int k0, u32 dsta, u32 dstw) {
     // EDGE: the row limits go through an opaque move so that the clamped row pointers (loop
     // invariant) are recomputed per tile instead of being hoisted into 16 registers (spills).
     int mlast = M - 1, nlast = N - 1;
     if (EDGE) asm volatile("" : "+r"(mlast), "+r"(nlast));
+    const int kleft = K - k0;
     const float* p = pa + k0;
     GF_COPY_UNROLL
     for (int q = 0; q < GF_QA; ++q) {
         if (EDGE) p = pa + (size_t)min(ra + q * GF_RP, mlast) * K + k0;
-        gf_copy2<GF_LDA, HI>(st + dsta + q * GF_RP * 4, p);
+        gf_copy_row<GF_LDA, FULL>(st + dsta + q * GF_RP * 4, p, kleft);
         if (!EDGE) p += step;
     }
     p = pw + k0;
     GF_COPY_UNROLL
     for (int q = 0; q < GF_QB; ++q) {
         if (EDGE) p = pw + (size_t)min(rw + q * GF_RP, nlast) * K + k0;
-        gf_copy2<GF_LDB, HI>(st + dstw + q * GF_RP * 4, p);
+        gf_copy_row<GF_LDB, FULL>(st + dstw + q * GF_RP * 4, p, kleft);
         if (!EDGE) p += step;
     }
 }
 
 template <bool EDGE>
-__device__ __forceinline__ void load_tile_f32(u32 st, const float* __restrict__ a, const float* __restrict__ w,
-                                              const float* pa, const float* pw, size_t step, int ra, int rw,
+__device__ __forceinline__ void load_tile_f32(u32 st, const float* pa, const float* pw, size_t step, int ra, int rw,
                                               int M, int N, int K, int k0, u32 dsta, u32 dstw) {
-    if (k0 + 8 < K) load_tile_f32_<EDGE, true>(st, a, w, pa, pw, step, ra, rw, M, N, K, k0, dsta, dstw);
-    else load_tile_f32_<EDGE, false>(st, a, w, pa, pw, step, ra, rw, M, N, K, k0, dsta, dstw);
+    if (k0 + GR_BK <= K) load_tile_f32_<EDGE, true>(st, pa, pw, step, ra, rw, M, N, K, k0, dsta, dstw);
+    else load_tile_f32_<EDGE, false>(st, pa, pw, step, ra, rw, M, N, K, k0, dsta, dstw);
 }
 
 // Fragments of k step `k` from the stage at `sa` (A; W follows at BK * LDA floats): rows
-// aoff + {0..3, 16..19}, columns boff + {0..3, 32..35}.
+// aoff + {0..3, 16..19}, columns boff + 32t + {0..3}, t < NJ.
 __device__ __forceinline__ void load_frag_f32(const float* sa, int k, int aoff, int boff, float (&fa)[8],
-                                              float (&fb)[8]) {
+                                              float (&fb)[GR_TN]) {
     const float* pa = sa + k * GF_LDA + aoff;
     const float* pb = sa + GR_BK * GF_LDA + k * GF_LDB + boff;
     const float4 a0 = *reinterpret_cast<const float4*>(pa);
     const float4 a1 = *reinterpret_cast<const float4*>(pa + 16);
-    const float4 b0 = *reinterpret_cast<const float4*>(pb);
-    const float4 b1 = *reinterpret_cast<const float4*>(pb + 32);
     fa[0] = a0.x; fa[1] = a0.y; fa[2] = a0.z; fa[3] = a0.w;
     fa[4] = a1.x; fa[5] = a1.y; fa[6] = a1.z; fa[7] = a1.w;
-    fb[0] = b0.x; fb[1] = b0.y; fb[2] = b0.z; fb[3] = b0.w;
-    fb[4] = b1.x; fb[5] = b1.y; fb[6] = b1.z; fb[7] = b1.w;
+#pragma unroll
+    for (int t = 0; t < GF_NJ; ++t) {
+        const float4 b = *reinterpret_cast<const float4*>(pb + 32 * t);
+        fb[4 * t] = b.x; fb[4 * t + 1] = b.y; fb[4 * t + 2] = b.z; fb[4 * t + 3] = b.w;
+    }
 }
 
-__device__ __forceinline__ void outer_f32(float (&acc)[8][8], const float (&fa)[8], const float (&fb)[8]) {
+// The order in which a k step's FFMAs are written (GF_ORDER) does not change any result (each
+// accumulator sees the same k sequence) but steers ptxas' register allocation and schedule, and it
+// was worth 5.5 % on the H200 (bench/NOTES-fp32.md): 0 i outer / j inner 2.403 ms, 1 j outer 2.31,
+// 2 i outer with j snaking 2.27-2.28, 3 j outer with i snaking 2.270-2.272 (the default).
+#ifndef GF_ORDER
+#define GF_ORDER 3
+#endif
+static_assert(GF_ORDER >= 0 && GF_ORDER <= 3, "FFMA orders 0-3");
+__device__ __forceinline__ void outer_f32(float (&acc)[8][GR_TN], const float (&fa)[8], const float (&fb)[GR_TN]) {
+#if GF_ORDER == 0
 #pragma unroll
     for (int i = 0; i < 8; ++i)
 #pragma unroll
-        for (int j = 0; j < 8; ++j) acc[i][j] = fmaf(fa[i], fb[j], acc[i][j]);
+        for (int j = 0; j < GR_TN; ++j) acc[i][j] = fmaf(fa[i], fb[j], acc[i][j]);
+#elif GF_ORDER == 1
+#pragma unroll
+    for (int j = 0; j < GR_TN; ++j)
+#pragma unroll
+        for (int i = 0; i < 8; ++i) acc[i][j] = fmaf(fa[i], fb[j], acc[i][j]);
+#elif GF_ORDER == 2
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+#pragma unroll
+        for (int jj = 0; jj < GR_TN; ++jj) {
+            const int j = (i & 1) ? GR_TN - 1 - jj : jj;
+            acc[i][j] = fmaf(fa[i], fb[j], acc[i][j]);
+        }
+#elif GF_ORDER == 3
+#pragma unroll
+    for (int j = 0; j < GR_TN; ++j)
+#pragma unroll
+        for (int ii = 0; ii < 8; ++ii) {
+            const int i = (j & 1) ? 7 - ii : ii;
+            acc[i][j] = fmaf(fa[i], fb[j], acc[i][j]);
+        }
+#endif
 }
 
-// One 16-k tile from the stage at `cur`, its first fragments already in f[0]; loads k + 1 while
+// One k-tile from the stage at `cur`, its first fragments already in f[0]; loads k + 1 while
 // computing k. The last step first runs `at_end` (wait for the next tile, barrier) and loads the
-// next tile's k = 0 fragments from `next` into f[0].
+// next tile's k = 0 fragments from `next` into f[0]. The tile runs as BK / KUNROLL passes of one
+// unrolled body of KUNROLL steps (an even count, so the buffer parity is static); the body's last
+// step branches (uniformly) between the next k of this tile and the next tile. A short body keeps
+// the hot loop inside the instruction cache: on the H200, 8x16 tiles fully unrolled over BK 32
+// (4400 instructions, 70 KB) ran 9 % slower than the same kernel with 8-step bodies.
 template <typename AtEnd>
-__device__ __forceinline__ void compute_tile_f32(const float* cur, const float* next, float (&acc)[8][8],
-                                                 float (&fa)[2][8], float (&fb)[2][8], int aoff, int boff,
+__device__ __forceinline__ void compute_tile_f32(const float* cur, const float* next, float (&acc)[8][GR_TN],
+                                                 float (&fa)[2][8], float (&fb)[2][GR_TN], int aoff, int boff,
                                                  AtEnd at_end) {
+#pragma unroll 1
+    for (int kb = 0; kb < GR_BK; kb += GR_KUNROLL) {
 #pragma unroll
-    for (int k = 0; k < GR_BK; ++k) {
-        if (k + 1 < GR_BK) {
-            load_frag_f32(cur, k + 1, aoff, boff, fa[(k + 1) & 1], fb[(k + 1) & 1]);
-        } else {
-            at_end();
-            load_frag_f32(next, 0, aoff, boff, fa[0], fb[0]);
+        for (int kk = 0; kk < GR_KUNROLL; ++kk) {
+            if (kk + 1 < GR_KUNROLL) {
+                load_frag_f32(cur, kb + kk + 1, aoff, boff, fa[(kk + 1) & 1], fb[(kk + 1) & 1]);
+            } else if (kb + GR_KUNROLL < GR_BK) {
+                load_frag_f32(cur, kb + GR_KUNROLL, aoff, boff, fa[0], fb[0]);
+            } else {
+                at_end();
+                load_frag_f32(next, 0, aoff, boff, fa[0], fb[0]);
+            }
+            outer_f32(acc, fa[kk & 1], fb[kk & 1]);
         }
-        outer_f32(acc, fa[k & 1], fb[k & 1]);
     }
 }
 
 template <bool EDGE>
-__device__ __forceinline__ void mainloop_f32(float (&acc)[8][8], float* smem, const float* __restrict__ a,
+__device__ __forceinline__ void mainloop_f32(float (&acc)[8][GR_TN], float* smem, const float* __restrict__ a,
                                              const float* __restrict__ w, int M, int N, int K, int m0, int n0,
                                              int tid, int aoff, int boff) {
     const int lane = tid & 31, warp = tid >> 5;
-    const int kl = lane & 7, rl = (lane >> 3) + 4 * warp;   // copy plan: k within a half, row in a pass
+    const int kl = lane & 7, rl = (lane >> 3) + 4 * warp;   // copy plan: k within a piece, row in a pass
     const int ra = m0 + rl, rw = n0 + rl;
     const size_t step = (size_t)GF_RP * K;
     const float* pa = a + (size_t)(EDGE ? 0 : ra) * K + kl;   // EDGE: column kl of row 0
@@ -167,13 +229,12 @@ __device__ __forceinline__ void mainloop_f32(float (&acc)[8][8], float* smem, co
     const u32 dstw = (u32)(GR_BK * GF_LDA + kl * GF_LDB + rl) * 4u;
     const u32 sbase = smem_addr(smem);
     const int ktiles = (K + GR_BK - 1) / GR_BK;
-    float fa[2][8], fb[2][8];
+    float fa[2][8], fb[2][GR_TN];
 
 #if GR_STAGES == 0
     for (int kt = 0; kt < ktiles; ++kt) {
         __syncthreads();                    // everyone is done reading the previous tile
-        load_tile_f32<EDGE>(sbase, a, w, pa, pw, step, ra, rw, M, N, K, kt * GR_BK,
-                            dsta, dstw);
+        load_tile_f32<EDGE>(sbase, pa, pw, step, ra, rw, M, N, K, kt * GR_BK, dsta, dstw);
         __syncthreads();
         load_frag_f32(smem, 0, aoff, boff, fa[0], fb[0]);
         compute_tile_f32(smem, smem, acc, fa, fb, aoff, boff, [] {});
@@ -182,7 +243,7 @@ __device__ __forceinline__ void mainloop_f32(float (&acc)[8][8], float* smem, co
 #pragma unroll
     for (int s = 0; s < GR_STAGES - 1; ++s) {
         if (s < ktiles)
-            load_tile_f32<EDGE>(sbase + s * GF_STAGE_FLOATS * 4, a, w, pa, pw, step, ra, rw, M, N, K, s * GR_BK,
+            load_tile_f32<EDGE>(sbase + s * GF_STAGE_FLOATS * 4, pa, pw, step, ra, rw, M, N, K, s * GR_BK,
                                 dsta, dstw);
         cp_async_commit();
     }
@@ -194,7 +255,7 @@ __device__ __forceinline__ void mainloop_f32(float (&acc)[8][8], float* smem, co
         // Stage wr held tile kt - 1, whose last reads came before the barrier that ended step kt - 1.
         const int nk = kt + GR_STAGES - 1;
         if (nk < ktiles)
-            load_tile_f32<EDGE>(sbase + wr * GF_STAGE_FLOATS * 4, a, w, pa, pw, step, ra, rw, M, N, K, nk * GR_BK,
+            load_tile_f32<EDGE>(sbase + wr * GF_STAGE_FLOATS * 4, pa, pw, step, ra, rw, M, N, K, nk * GR_BK,
                                 dsta, dstw);
         cp_async_commit();
         const float* cur = smem + rd * GF_STAGE_FLOATS;
@@ -217,17 +278,17 @@ gemm_residual_fp32(const float* __restrict__ a, const float* __restrict__ w, con
     float* smem = reinterpret_cast<float*>(smem_raw);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int n0 = blockIdx.x * GR_BN, m0 = blockIdx.y * GR_BM;
-    // Compute layout: warp (wm, wn) owns rows wm*32 + [0, 32) and columns wn*64 + [0, 64); the lane's
-    // 4-row groups start at m4 * 4 (+16), its 4-column groups at n4 * 4 (+32).
+    // Compute layout: warp (wm, wn) owns rows wm*32 + [0, 32) and columns wn*WN + [0, WN); the lane's
+    // 4-row groups start at m4 * 4 (+16), its 4-column groups at n4 * 4 (+32t).
     const int wm = warp % GF_WM, wn = warp / GF_WM;
     const int m4 = (lane & 1) | ((lane >> 3) & 2), n4 = (lane >> 1) & 7;
-    const int aoff = wm * 32 + m4 * 4, boff = wn * 64 + n4 * 4;
+    const int aoff = wm * 32 + m4 * 4, boff = wn * GF_WN + n4 * 4;
 
-    float acc[8][8];
+    float acc[8][GR_TN];
 #pragma unroll
     for (int i = 0; i < 8; ++i)
 #pragma unroll
-        for (int j = 0; j < 8; ++j) acc[i][j] = 0.f;
+        for (int j = 0; j < GR_TN; ++j) acc[i][j] = 0.f;
 
     if (m0 + GR_BM <= M && n0 + GR_BN <= N)
         mainloop_f32<false>(acc, smem, a, w, M, N, K, m0, n0, tid, aoff, boff);
@@ -241,7 +302,7 @@ gemm_residual_fp32(const float* __restrict__ a, const float* __restrict__ w, con
         const int row = m0 + aoff + (i >> 2) * 16 + (i & 3);
         if (row >= M) continue;
 #pragma unroll
-        for (int t = 0; t < 2; ++t) {
+        for (int t = 0; t < GF_NJ; ++t) {
             const int col = n0 + boff + t * 32;
             if (col >= N) continue;
             float4 v = make_float4(acc[i][t * 4], acc[i][t * 4 + 1], acc[i][t * 4 + 2], acc[i][t * 4 + 3]);
