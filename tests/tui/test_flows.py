@@ -91,10 +91,16 @@ async def test_change_a_knob_and_see_the_comparison(make):
         await pilot.press("r")
         await wait_for_run(pilot, app)
         await pilot.press("3")
+        # the default at this shape is ping-pong 128x128 with 5 stages: the cooperative 128x256
+        # tile fits 3 (the pipelining field is emptied so the tile's default applies)
         await pilot.click("#f-block_size")
-        await pilot.press(*"128x128")
+        await pilot.press(*"128x256")
+        await pilot.click("#f-memory_pipelining")
+        await pilot.press("ctrl+a", "backspace")
+        await pilot.press(*"3")
         await pilot.press("escape")
-        assert app.task_spec.block_size == "128x128"
+        assert app.task_spec.block_size == "128x256"
+        assert app.task_spec.memory_pipelining == 3
         await pilot.press("4", "r")
         await wait_for_run(pilot, app, runs=2)
         compare = text_of(app, "#run-compare")
