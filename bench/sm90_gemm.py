@@ -50,7 +50,7 @@ from kernels.spec import DeviceLimits, TensorMapArg  # noqa: E402
 SEED = (8192, 2560, 2560)
 CHECK_SHAPES = [(1, 2560, 2560), (586, 2560, 2560), (1571, 2560, 2560), (7976, 2560, 2560),
                 (8192, 2560, 2560), (300, 136, 200), (130, 264, 72)]
-CUDA_R_16F, CUDA_R_16BF = 2, 14
+CUDA_R_16F, CUDA_R_16BF, CUDA_R_32F = 2, 14, 0
 
 
 def to_bits(x: cp.ndarray, dtype: str) -> cp.ndarray:
@@ -121,6 +121,11 @@ class Runner:
 
 def make_inputs(m: int, n: int, k: int, dtype: str, seed: int) -> dict[str, cp.ndarray]:
     rs = cp.random.RandomState(seed)
+    if dtype == "tf32":  # fp32 data, NaN-poisoned fp32 output
+        return {"a": rs.standard_normal((m, k), dtype=cp.float32),
+                "w": rs.standard_normal((n, k), dtype=cp.float32),
+                "r": rs.standard_normal((m, n), dtype=cp.float32),
+                "out": cp.full((m, n), cp.nan, dtype=cp.float32)}
     return {
         "a": to_bits(rs.standard_normal((m, k), dtype=cp.float32), dtype),
         "w": to_bits(rs.standard_normal((n, k), dtype=cp.float32), dtype),
@@ -130,6 +135,9 @@ def make_inputs(m: int, n: int, k: int, dtype: str, seed: int) -> dict[str, cp.n
 
 
 def reference(bufs: dict[str, cp.ndarray], dtype: str) -> cp.ndarray:
+    if dtype == "tf32":
+        return (bufs["a"].astype(cp.float64) @ bufs["w"].astype(cp.float64).T
+                + bufs["r"].astype(cp.float64))
     a = from_bits(bufs["a"], dtype).astype(cp.float64)
     w = from_bits(bufs["w"], dtype).astype(cp.float64)
     r = from_bits(bufs["r"], dtype).astype(cp.float64)
@@ -137,7 +145,7 @@ def reference(bufs: dict[str, cp.ndarray], dtype: str) -> cp.ndarray:
 
 
 def compare(out_bits: cp.ndarray, ref: cp.ndarray, dtype: str) -> dict:
-    out = from_bits(out_bits, dtype).astype(cp.float64)
+    out = (out_bits if dtype == "tf32" else from_bits(out_bits, dtype)).astype(cp.float64)
     nan = int(cp.count_nonzero(~cp.isfinite(out)))
     diff = cp.abs(out - ref)
     rms = float(cp.sqrt(cp.mean(ref * ref)))
@@ -168,12 +176,13 @@ def cublas_gemm(bufs, c: cp.ndarray, dtype: str, beta: float):
     handle = cp.cuda.device.get_cublas_handle()
     alpha_h = np.array([1.0], dtype=np.float32)
     beta_h = np.array([beta], dtype=np.float32)
-    t = CUDA_R_16BF if dtype == "bf16" else CUDA_R_16F
+    t = {"bf16": CUDA_R_16BF, "fp16": CUDA_R_16F, "tf32": CUDA_R_32F}[dtype]
+    compute = cublas.CUBLAS_COMPUTE_32F_FAST_TF32 if dtype == "tf32" else cublas.CUBLAS_COMPUTE_32F
 
     def run():
         cublas.gemmEx(handle, cublas.CUBLAS_OP_T, cublas.CUBLAS_OP_N, n, m, k,
                       alpha_h.ctypes.data, bufs["w"].data.ptr, t, k, bufs["a"].data.ptr, t, k,
-                      beta_h.ctypes.data, c.data.ptr, t, n, cublas.CUBLAS_COMPUTE_32F,
+                      beta_h.ctypes.data, c.data.ptr, t, n, compute,
                       cublas.CUBLAS_GEMM_DEFAULT)
     return run
 
@@ -271,6 +280,68 @@ DUEL = {  # name: variant (tile, stages, dtype, fuse, streamk, pingpong, cluster
     "pp 128x128 s5 cl2": ("128x128", 5, "{dt}", True, False, True, 2),
     "coop 128x256 s3 unfused": ("128x256", 3, "{dt}", False, True, False, 1),
 }
+
+
+TF32_CHECKS = [  # (tile, stages, dtype, fuse, streamk, pingpong)
+    ("128x128", 5, "tf32", True, True, False),
+    ("128x128", 3, "tf32", True, True, True),
+    ("128x128", 4, "tf32", False, True, False),
+    ("128x256", 2, "tf32", True, True, False),
+    ("256x128", 2, "tf32", True, False, False),
+    ("128x128", 0, "tf32", True, True, False),
+    ("128x128", 2, "tf32", False, False, True),
+]
+TF32_TIMED = {
+    "coop 128x128 s5": ("128x128", 5, "tf32", True, True, False),
+    "coop 128x128 s4": ("128x128", 4, "tf32", True, True, False),
+    "pp 128x128 s3": ("128x128", 3, "tf32", True, True, True),
+    "coop 128x256 s2": ("128x256", 2, "tf32", True, True, False),
+    "coop 256x128 s2": ("256x128", 2, "tf32", True, True, False),
+    "coop 128x128 s5 unfused": ("128x128", 5, "tf32", False, True, False),
+}
+
+
+def tf32_mode(args, limits, report, failures, forced_checks, timed, get, out_dir) -> int:
+    """tf32 (fp32 data, wgmma .tf32): correctness over odd shapes and forced stream-K schedules,
+    then the seed shape: each candidate twice, cuBLAS FAST_TF32 (beta=1 and GEMM alone)."""
+    t0 = time.perf_counter()
+    for v in TF32_CHECKS:
+        for (m, n, k) in CL_SHAPES:
+            try:
+                forced_checks(m, n, k, v)
+            except Exception as exc:  # noqa: BLE001
+                failures.append(f"{v} {(m, n, k)}: {type(exc).__name__}: {exc}")
+                traceback.print_exc()
+        print(f"checked {v}: {len(failures)} failures so far "
+              f"({time.perf_counter() - t0:.1f} s)", flush=True)
+    n_checks = len(report["checks"])
+    print(f"correctness (tf32): {n_checks - len(failures)} / {n_checks} ok; worst rel_fro "
+          f"{max(c['rel_fro'] for c in report['checks']):.2e}", flush=True)
+    if failures:
+        print("\n".join(failures[:20]))
+        return 1
+    m, n, k = SEED
+    bufs = get(m, n, k, "tf32")[0]
+    c = bufs["r"].copy()
+    rec: dict = {"cublas_b1": time_fn(cublas_gemm(bufs, c, "tf32", 1.0), iters=args.iters)["median_ms"],
+                 "cublas_b0": time_fn(cublas_gemm(bufs, c, "tf32", 0.0), iters=args.iters)["median_ms"]}
+    for _round in range(2):
+        for name, v in TF32_TIMED.items():
+            t, info = timed(m, n, k, v)
+            rec.setdefault(name, []).append(t)
+    dk = sm90.default_knobs(limits, "tf32", {"m": m, "n": n, "k": k})
+    rec["default_knobs"] = dk
+    lines = [f"correctness (tf32): {n_checks} / {n_checks} ok",
+             f"seed tf32: cuBLAS FAST_TF32 beta=1 {rec['cublas_b1']:.4f}, GEMM alone {rec['cublas_b0']:.4f}; "
+             f"default knobs {dk}"]
+    lines += [f"   {nm:26s} " + " ".join(f"{t:.4f}" for t in rec[nm]) for nm in TF32_TIMED]
+    report["seed"].append(rec)
+    table = "\n".join(lines)
+    print(table)
+    if out_dir:
+        Path(out_dir, "sm90_tf32.txt").write_text(table + "\n")
+        Path(out_dir, "sm90_tf32.json").write_text(json.dumps(report, indent=1, default=str))
+    return 0
 
 
 class _Sampler:
@@ -512,6 +583,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--iters", type=int, default=100)
     ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--tf32", action="store_true",
+                    help="tf32 on the wgmma path: correctness, then seed timings vs cuBLAS FAST_TF32")
     ap.add_argument("--duel", action="store_true",
                     help="seed-shape candidates timed in alternation (drift-free ratios) with "
                          "NVML clock/power per candidate")
@@ -549,7 +622,7 @@ def main() -> int:
     def verify(m, n, k, v, schedule=None, label=""):
         bufs, ref = get(m, n, k, v[2])
         b = build(m, n, k, v, schedule)
-        bufs["out"].fill(0xFFFF)
+        bufs["out"].fill(cp.nan if v[2] == "tf32" else 0xFFFF)  # NaN-poisoned
         Runner(b, bufs, v[2], False)()
         cp.cuda.runtime.deviceSynchronize()
         c = compare(bufs["out"], ref, v[2])
@@ -582,6 +655,8 @@ def main() -> int:
                                 max(0, tiles - 5)), "5-tile tail")
             verify(m, n, k, v, (7, 3), "grid 7")
 
+    if args.tf32:
+        return tf32_mode(args, limits, report, failures, forced_checks, timed, get, out_dir)
     if args.duel:
         return duel_mode(args, limits, report, failures, verify, get, out_dir, build)
     if args.cluster:

@@ -1,8 +1,8 @@
 """``gemm_residual``: the headline kernel, choosing its path by compute capability.
 
-On Hopper (9.0) with bf16/fp16 it runs the Hopper-native path (TMA + mbarrier pipeline + wgmma,
-warp-specialised, persistent: kernels/gemm_residual_sm90.*); everywhere else, and for fp32, the
-portable path (mma.sync + cp.async multistage, or fp32 FFMA: kernels/gemm_residual.*).
+On Hopper (9.0) with bf16/fp16/tf32 it runs the Hopper-native path (TMA + mbarrier pipeline +
+wgmma, warp-specialised, persistent: kernels/gemm_residual_sm90.*); everywhere else, and for fp32,
+the portable path (mma.sync + cp.async multistage, or fp32 FFMA: kernels/gemm_residual.*).
 ``gemm_residual_mma`` forces the portable path on any GPU, so it can be checked on Hopper too."""
 
 from __future__ import annotations
@@ -67,11 +67,12 @@ class AutoGemmResidualSpec(GemmResidualSpec):
     def sim_efficiency(self, task: Any, limits: DeviceLimits) -> float:
         if not self._hopper(limits, task.dtype.value):
             return super().sim_efficiency(task, limits)
-        # Shaped on the H200 measurements of this path (bench/NOTES.md): 128x256 with 3 stages
-        # reaches about 72 % of the bf16 datasheet peak; 2 stages ~54 %, off ~37 %; unfused -12 %.
+        # Shaped on the H200 measurements of this path (bench/NOTES.md, NOTES-sm90.md): 128x256
+        # with 3 stages and ping-pong 128x128 with 5 reach about 72 % of the bf16 datasheet peak;
+        # 2 stages ~54 %, off ~37 %; 256x128 -4 %; unfused -12 %.
         stages = task.memory_pipelining or 0
-        eff = {0: 0.37, 2: 0.54}.get(stages, 0.72 if stages == 3 else 0.70)
-        if task.block_size and not str(task.block_size).startswith("128x256"):
+        eff = {0: 0.37, 2: 0.54}.get(stages, 0.72 if stages in (3, 5) else 0.70)
+        if task.block_size and str(task.block_size).startswith("256x128"):
             eff *= 0.96
         if not task.fusion:
             eff *= 0.88

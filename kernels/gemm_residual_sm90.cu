@@ -1,4 +1,6 @@
 // Hopper-native GEMM + residual: out[M,N] = A[M,K] @ W[N,K]^T + R[M,N]   (sm_90a)
+// bf16 / fp16 (fp32 accumulators, result rounded once), or tf32: fp32 A, W, R and out, the tensor
+// cores reading the fp32 operands as tf32 (the low 13 mantissa bits ignored), fp32 accumulation.
 //
 // TMA (cp.async.bulk.tensor, 128B swizzle) -> mbarrier pipeline of STAGES slots -> wgmma
 // (m64nBNk16, fp32 accumulators in registers). Warp-specialised: warpgroup 0 is the producer
@@ -42,7 +44,8 @@
 // slot before it issues the next load, so copies and math never overlap.
 //
 // The Python spec prepends the knobs as #defines of validated integers:
-//   BM, BN, BK (64), STAGES, NUM_CONSUMERS, IS_BF16, FUSE, TMAP_GLOBAL, STREAMK, WS_TILES,
+//   BM, BN, BK (64 16-bit or 32 fp32 elements: 128 bytes), STAGES, NUM_CONSUMERS, DT (0 bf16,
+//   1 fp16, 2 tf32), FUSE, TMAP_GLOBAL, STREAMK, WS_TILES,
 //   PINGPONG, CLUSTER.
 // No headers: NVRTC compiles this on a machine without the CUDA toolkit.
 
@@ -75,9 +78,15 @@
 #if CLUSTER == 2 && STREAMK
 #error "the 2x1 cluster schedule is data-parallel only (STREAMK 0)"
 #endif
-#if BK != 64
-#error "BK must be 64: one 128-byte swizzle row of 16-bit elements"
+#ifndef DT
+#define DT 0
 #endif
+#define IS_BF16 (DT == 0)
+#define ELEM (DT == 2 ? 4 : 2)   // bytes per element of A, W, R and out
+#if BK * ELEM != 128
+#error "BK must fill one 128-byte swizzle row: 64 16-bit or 32 fp32 elements"
+#endif
+#define KSTEPS 4                  // wgmma k-steps of 32 bytes per k-block (k16, or k8 for tf32)
 #if BN != 128 && BN != 256
 #error "BN must be 128 or 256"
 #endif
@@ -100,8 +109,8 @@
 #define M_ITERS (WG_M / 64)
 #define ACC_N (BN / 2)
 #define THREADS (128 * (NUM_CONSUMERS + 1))
-#define A_TILE_BYTES (BM * BK * 2)
-#define B_TILE_BYTES (BN * BK * 2)
+#define A_TILE_BYTES (BM * BK * ELEM)
+#define B_TILE_BYTES (BN * BK * ELEM)
 #define STAGE_BYTES (A_TILE_BYTES + B_TILE_BYTES)
 #define B_PART_BYTES (B_TILE_BYTES / MC)   // the W rows one CTA loads (and multicasts)
 
@@ -109,10 +118,18 @@
 #error "each consumer warpgroup needs a multiple of 64 rows"
 #endif
 
-#if IS_BF16
+#if DT == 2
+#define WG_AB "tf32"
+#define WG_K "8"
+#define WG_IMM "1, 1"          // scale-a, scale-b (tf32 takes no transpose immediates)
+#elif DT == 0
 #define WG_AB "bf16"
+#define WG_K "16"
+#define WG_IMM "1, 1, 0, 0"    // scale-a, scale-b, both K-major (no transpose)
 #else
 #define WG_AB "f16"
+#define WG_K "16"
+#define WG_IMM "1, 1, 0, 0"
 #endif
 
 struct __align__(64) TmaDesc {
@@ -242,7 +259,7 @@ __device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], unsigned long 
     asm volatile(
         "{\n.reg .pred p;\n"
         "setp.ne.b32 p, %130, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n256k16.f32." WG_AB "." WG_AB " "
+        "wgmma.mma_async.sync.aligned.m64n256k" WG_K ".f32." WG_AB "." WG_AB " "
         "{"
         "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
         "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
@@ -252,7 +269,7 @@ __device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], unsigned long 
         "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
         "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
         "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
-        "}, %128, %129, p, 1, 1, 0, 0;\n}\n"
+        "}, %128, %129, p, " WG_IMM ";\n}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
           "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
           "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
@@ -277,13 +294,13 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], unsigned long l
     asm volatile(
         "{\n.reg .pred p;\n"
         "setp.ne.b32 p, %66, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32." WG_AB "." WG_AB " "
+        "wgmma.mma_async.sync.aligned.m64n128k" WG_K ".f32." WG_AB "." WG_AB " "
         "{"
         "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
         "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
         "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
         "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-        "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+        "}, %64, %65, p, " WG_IMM ";\n}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
           "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
           "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
@@ -340,13 +357,26 @@ __device__ __forceinline__ void st_shared_u32(unsigned addr, unsigned v) {
     asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
 }
 
+__device__ __forceinline__ float2 ld_shared_f2(unsigned addr) {
+    float2 v;
+    asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "r"(addr) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ void st_shared_f2(unsigned addr, float a, float b) {
+    asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(addr), "f"(a), "f"(b) : "memory");
+}
+
 // The epilogue tile (R in, out back) lives in shared memory as BN/64 column chunks of
 // BM rows x 128 bytes, 128B-swizzled like the TMA boxes that fill and drain it: a fragment
 // pair (row, col) sits at chunk col/64, row*128 + (((col%64)/8) ^ (row%8))*16 + (col%8)*2,
 // so the 8 rows x 4 pairs of one warp access hit 32 distinct banks.
-#define EPI_CHUNKS (BN / 64)
+// tf32 (fp32 R and out): the same 128-byte swizzled chunks of 32 columns; a thread's pair (8 bytes)
+// at chunk col/32, row*128 + ((((col%32)/4) ^ (row%8)) << 4) + (col%4)*4.
+#define EPI_COLS (128 / ELEM)
+#define EPI_CHUNKS (BN / EPI_COLS)
 #define EPI_CHUNK_BYTES (BM * 128)
-#define EPI_BYTES (BM * BN * 2)
+#define EPI_BYTES (BM * BN * ELEM)
 
 
 #if STREAMK
@@ -543,7 +573,7 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                         mbar_expect_tx(rfb, EPI_BYTES);
 #pragma unroll
                         for (int c = 0; c < EPI_CHUNKS; ++c) {
-                            tma_load_2d(ebuf + c * EPI_CHUNK_BYTES, r_map, n0 + c * 64, m0, rfb);
+                            tma_load_2d(ebuf + c * EPI_CHUNK_BYTES, r_map, n0 + c * EPI_COLS, m0, rfb);
                         }
 #else
                         mbar_arrive(rfb);
@@ -611,7 +641,7 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                 const unsigned sb = base + stage * STAGE_BYTES + A_TILE_BYTES;
                 wgmma_fence();
 #pragma unroll
-                for (int k = 0; k < BK / 16; ++k) {
+                for (int k = 0; k < KSTEPS; ++k) {
 #pragma unroll
                     for (int mi = 0; mi < M_ITERS; ++mi) {
                         WGMMA(acc[mi], smem_desc(sa + mi * 64 * 128 + k * 32), smem_desc(sb + k * 32),
@@ -708,6 +738,43 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                 continue;
             }
 #endif
+#if DT == 2
+#pragma unroll
+            for (int mi = 0; mi < M_ITERS; ++mi) {
+#pragma unroll
+                for (int half = 0; half < 2; ++half) {
+                    const int lr = row0 + mi * 64 + warp * 16 + (lane >> 2) + half * 8;
+                    const unsigned row_addr = ebuf + lr * 128 + (lane & 1) * 8;
+                    const int sw = lane >> 2;  // == lr % 8
+                    const int q2 = (lane & 3) >> 1;
+#pragma unroll
+                    for (int jg = 0; jg < BN / 8; jg += 8) {
+                        // 8 pairs of residuals first (16 registers), then add and write back
+#if FUSE
+                        float2 rv[8];
+#pragma unroll
+                        for (int jj = 0; jj < 8; ++jj) {
+                            const int j = jg + jj;
+                            rv[jj] = ld_shared_f2(row_addr + (j / 4) * EPI_CHUNK_BYTES +
+                                                  (((2 * (j % 4) + q2) ^ sw) << 4));
+                        }
+#endif
+#pragma unroll
+                        for (int jj = 0; jj < 8; ++jj) {
+                            const int j = jg + jj;
+                            float v0 = acc[mi][j * 4 + half * 2];
+                            float v1 = acc[mi][j * 4 + half * 2 + 1];
+#if FUSE
+                            v0 += rv[jj].x;
+                            v1 += rv[jj].y;
+#endif
+                            st_shared_f2(row_addr + (j / 4) * EPI_CHUNK_BYTES + (((2 * (j % 4) + q2) ^ sw) << 4),
+                                         v0, v1);
+                        }
+                    }
+                }
+            }
+#else
 #pragma unroll
             for (int mi = 0; mi < M_ITERS; ++mi) {
 #pragma unroll
@@ -739,13 +806,15 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                     }
                 }
             }
+#endif
             // generic-proxy writes -> async-proxy (TMA) reads
             asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
             asm volatile("bar.sync %0, %1;" ::"r"(bar_id), "n"(TILE_THREADS) : "memory");
             if (storer) {
 #pragma unroll
                 for (int c = 0; c < EPI_CHUNKS; ++c) {
-                    if (m0 < M && n0 + c * 64 < N) tma_store_2d(out_map, n0 + c * 64, m0, ebuf + c * EPI_CHUNK_BYTES);
+                    if (m0 < M && n0 + c * EPI_COLS < N)
+                        tma_store_2d(out_map, n0 + c * EPI_COLS, m0, ebuf + c * EPI_CHUNK_BYTES);
                 }
                 asm volatile("cp.async.bulk.commit_group;" ::: "memory");
 #if PINGPONG
@@ -783,5 +852,21 @@ extern "C" __global__ void residual_add_inplace(unsigned short* __restrict__ out
             op[e] = pack2(a0 + b0, a1 + b1);
         }
         ((uint4*)out)[i] = o;
+    }
+}
+
+// Fusion off, tf32 (fp32 out and r): out += r, 4 elements (16 bytes) per step.
+extern "C" __global__ void residual_add_inplace_f32(float* __restrict__ out, const float* __restrict__ r,
+                                                    int M, int N) {
+    const size_t total4 = (size_t)M * N / 4;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total4;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float4 o = ((const float4*)out)[i];
+        const float4 q = ((const float4*)r)[i];
+        o.x += q.x;
+        o.y += q.y;
+        o.z += q.z;
+        o.w += q.w;
+        ((float4*)out)[i] = o;
     }
 }

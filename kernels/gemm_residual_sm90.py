@@ -42,8 +42,9 @@ from kernels.spec import Build, DeviceLimits, Launch, TensorMapArg, Violation
 SOURCE_FILE = "gemm_residual_sm90.cu"
 KERNEL = "gemm_residual_sm90"
 ADD_KERNEL = "residual_add_inplace"
+ADD_KERNEL_F32 = "residual_add_inplace_f32"
 BK = 64
-"""K per stage: one 128-byte swizzle row of 16-bit elements."""
+"""K per stage for 16-bit data: one 128-byte swizzle row (tf32: 32 fp32 elements, ``bk_of``)."""
 
 TILES: dict[str, tuple[int, int, int]] = {
     # name: (BM, BN, consumer warpgroups)
@@ -53,7 +54,21 @@ TILES: dict[str, tuple[int, int, int]] = {
 }
 """Tile shapes, best default first. Each consumer warpgroup owns BM / consumers rows."""
 
-DTYPES = ("bf16", "fp16")
+DTYPES = ("bf16", "fp16", "tf32")
+"""tf32: fp32 A, W, R and out; the tensor cores read the fp32 operands as tf32 (wgmma .tf32, the low
+13 mantissa bits ignored), fp32 accumulation; the residual added in fp32."""
+ITEMSIZE = {"bf16": 2, "fp16": 2, "tf32": 4}
+DT_CODE = {"bf16": 0, "fp16": 1, "tf32": 2}
+
+
+def bk_of(dtype: Any) -> int:
+    """K per stage in elements: one 128-byte swizzle row (64 for bf16/fp16, 32 for tf32)."""
+    return 128 // ITEMSIZE.get(_dtype(dtype), 2)
+
+
+def _k16(k: int, dtype: Any) -> int:
+    """K in 16-bit-element units, so that k-block counts (cdiv by ``BK``) hold for every dtype."""
+    return k * ITEMSIZE.get(_dtype(dtype), 2) // 2
 BARRIER_BYTES = 16
 """Two 8-byte mbarriers (full, empty) per stage; plus two for the epilogue buffer and 16 bytes
 for the stream-K "finish" flag (ping-pong: two buffers' barriers, two turn barriers, two flags)."""
@@ -89,18 +104,20 @@ _TILE_STAGES = {"128x128": 4}
 """Stage count per tile where the deepest that fits is not the fastest measured."""
 
 
-def parse_block_size(block_size: str) -> tuple[int, int, int]:
-    """'128x256' or '128x256x64' -> (BM, BN, consumers); ValueError for anything else."""
+def parse_block_size(block_size: str, dtype: Any = None) -> tuple[int, int, int]:
+    """'128x256' or '128x256x64' (tf32: 'x32') -> (BM, BN, consumers); ValueError for anything
+    else. Without a dtype the BK part must be 16-bit's 64."""
+    bk = bk_of(dtype) if dtype is not None else BK
     text = str(block_size).strip().lower()
     parts = text.split("x")
     if len(parts) == 3:
-        if parts[2] != str(BK):
-            raise ValueError(f"the Hopper path takes BK = {BK} only (one 128-byte swizzle row), "
-                             f"got {parts[2]}")
+        if parts[2] != str(bk):
+            raise ValueError(f"the Hopper path takes BK = {bk} only here (one 128-byte swizzle "
+                             f"row), got {parts[2]}")
         text = "x".join(parts[:2])
     if text not in TILES:
         raise ValueError(f"unknown tile {block_size!r}; the Hopper path takes "
-                         f"{', '.join(TILES)} (optionally with 'x{BK}')")
+                         f"{', '.join(TILES)} (optionally with 'x{bk}')")
     return TILES[text]
 
 
@@ -112,11 +129,11 @@ def stage_count(stages: int) -> int:
 def smem_bytes(block_size: str, stages: int, dtype: str, pingpong: bool = False) -> int:
     """Dynamic shared memory for one CTA: stages x (A tile + W tile), the BM x BN epilogue
     buffer (residual in, result out; one per consumer with ping-pong), barriers, alignment."""
-    bm, bn, _ = parse_block_size(block_size)
-    itemsize = 2
+    bm, bn, _ = parse_block_size(block_size, dtype)
+    itemsize = ITEMSIZE.get(_dtype(dtype), 2)
     slots = stage_count(stages)
     bufs = 2 if pingpong else 1
-    return (slots * (bm + bn) * BK * itemsize + bufs * bm * bn * itemsize
+    return (slots * (bm + bn) * 128 + bufs * bm * bn * itemsize
             + (slots + 2 * bufs) * BARRIER_BYTES + ALIGN_SLACK)
 
 
@@ -124,7 +141,7 @@ def pingpong_fits(limits: DeviceLimits, block_size: str, stages: int, dtype: str
     """True where the ping-pong consumer schedule can be compiled for these knobs: a tile one
     warpgroup holds whole, and two epilogue buffers plus the stages in shared memory."""
     name = "x".join(block_size.strip().lower().split("x")[:2])
-    parse_block_size(block_size)
+    parse_block_size(block_size, dtype)
     return (name in PINGPONG_TILES
             and smem_bytes(block_size, stages, dtype, True) <= limits.shared_memory_per_block_bytes)
 
@@ -134,8 +151,11 @@ def use_pingpong(limits: DeviceLimits, block_size: str, stages: int, dtype: str,
     """The consumer schedule for these knobs (not itself a knob): ping-pong where it fits and
     ``PINGPONG_DEFAULT`` is on, with the pipeline on (off keeps its meaning: no overlap), and, for
     a known shape, where every CTA gets at least two tiles (with one, a warpgroup would idle and
-    no epilogue would overlap a main loop; not measured, so cooperative there)."""
-    if not (PINGPONG_DEFAULT and stages != 0
+    no epilogue would overlap a main loop; not measured, so cooperative there). At least
+    ``PINGPONG_MIN_STAGES`` stages: one issuing warpgroup needs a deep ring (tf32 128x128 with 3
+    stages, the most its two fp32 epilogue buffers leave: ping-pong 0.44 ms vs cooperative with 5
+    stages 0.33 on the H200)."""
+    if not (PINGPONG_DEFAULT and stages >= PINGPONG_MIN_STAGES
             and pingpong_fits(limits, block_size, stages, dtype)):
         return False
     if shape:
@@ -147,6 +167,11 @@ def use_pingpong(limits: DeviceLimits, block_size: str, stages: int, dtype: str,
         return _cdiv(m, bm) * _cdiv(n, bn) >= 2 * max(1, limits.sm_count)
     return True
 
+
+PINGPONG_MIN_STAGES = 4
+PINGPONG_PREFER_STAGES = 5
+"""``default_knobs`` prefers ping-pong 128x128 over the cost model's tile only where it fits this
+many stages (measured at the seed shape with 5; 4 is slower than cooperative 128x256 there)."""
 
 CLUSTER_DEFAULT = False
 """Use 2x1 clusters with W multicast where ``use_cluster`` allows (set from H200 measurements)."""
@@ -190,7 +215,7 @@ def block_size_options(limits: DeviceLimits, dtype: str) -> list[str]:
 
 def pipelining_options(limits: DeviceLimits, dtype: str, block_size: str) -> list[int]:
     """0 (off) and every stage count from 2 up to what fits in shared memory (at most 8)."""
-    parse_block_size(block_size)
+    parse_block_size(block_size, dtype)
     cap = limits.shared_memory_per_block_bytes
     out = [0] if smem_bytes(block_size, 0, dtype) <= cap else []
     out += [s for s in range(2, MAX_STAGES + 1) if smem_bytes(block_size, s, dtype) <= cap]
@@ -272,13 +297,17 @@ def default_knobs(limits: DeviceLimits, dtype: str,
     options = block_size_options(limits, dtype)
     if not options:
         raise ValueError(f"no Hopper tile fits {limits.shared_memory_per_block_bytes} bytes")
+    # a tile that fits only 2 stages (tf32's 128x256 and 256x128 beside their fp32 epilogue
+    # buffer) is offered as a knob but not chosen: two slots cannot cover the TMA latency
+    options = [b for b in options if max(pipelining_options(limits, dtype, b)) >= 3] or options
 
     def stages_for(block: str) -> int:
         fits = pipelining_options(limits, dtype, block)
         pp = [st for st in fits if st and use_pingpong(limits, block, st, dtype, shape)]
         if pp:  # ping-pong: the deepest that fits (5 for 128x128, measured best)
             return max(pp)
-        want = _TILE_STAGES.get(block, max(fits))
+        # 16-bit cooperative 128x128 measured best at 4 stages; tf32 at the deepest (5)
+        want = _TILE_STAGES.get(block, max(fits)) if ITEMSIZE.get(_dtype(dtype), 2) == 2 else max(fits)
         return want if want in fits else max(fits)
 
     block = options[0]
@@ -287,6 +316,7 @@ def default_knobs(limits: DeviceLimits, dtype: str,
             m, n, k = _mnk(shape)
         except ValueError:
             return block, stages_for(block)
+        k = _k16(k, dtype)
         sms = limits.sm_count
 
         def cost(b: str) -> float:
@@ -299,7 +329,8 @@ def default_knobs(limits: DeviceLimits, dtype: str,
         # level in a cold run (bench/NOTES-sm90.md, v6); the model does not know ping-pong
         if "128x128" in options and any(
                 use_pingpong(limits, "128x128", st, dtype, shape)
-                for st in pipelining_options(limits, dtype, "128x128")):
+                for st in pipelining_options(limits, dtype, "128x128")
+                if st >= PINGPONG_PREFER_STAGES):
             block = "128x128"
     return block, stages_for(block)
 
@@ -313,7 +344,8 @@ def check(task: Any, limits: DeviceLimits) -> list[Violation]:
                              "the wgmma/TMA path needs compute capability 9.0 (sm_90a)",
                              "cc 9.0"))
     if dtype not in DTYPES:
-        out.append(Violation("dtype", dtype, "the Hopper path takes bf16 or fp16", "bf16, fp16"))
+        out.append(Violation("dtype", dtype, "the Hopper path takes bf16, fp16 or tf32",
+                             "bf16, fp16, tf32"))
     try:
         m, n, k = _mnk(task.shape)
     except ValueError as exc:
@@ -333,7 +365,7 @@ def check(task: Any, limits: DeviceLimits) -> list[Violation]:
     stages = getattr(task, "memory_pipelining", None)
     stages = 3 if stages is None else stages
     try:
-        parse_block_size(block)
+        parse_block_size(block, dtype if dtype in DTYPES else None)
     except ValueError as exc:
         return [*out, Violation("block_size", block, str(exc), ", ".join(TILES))]
     if stages == 1 or stages < 0 or stages > MAX_STAGES:
@@ -341,7 +373,7 @@ def check(task: Any, limits: DeviceLimits) -> list[Violation]:
         return out
     need = smem_bytes(block, stages, dtype if dtype in DTYPES else "bf16")
     if need > limits.shared_memory_per_block_bytes:
-        fits = pipelining_options(limits, "bf16", block)
+        fits = pipelining_options(limits, dtype if dtype in DTYPES else "bf16", block)
         out.append(Violation(
             "memory_pipelining", stages,
             f"{need} bytes of shared memory for {block} x {stage_count(stages)} stages; "
@@ -354,7 +386,7 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
             tmap_global: bool = False, streamk: bool = STREAMK_DEFAULT,
             pingpong: bool = False, cluster: int = 1, multicast: bool = True) -> dict[str, int]:
     """The compile-time constants of one configuration (validated integers only)."""
-    bm, bn, consumers = parse_block_size(block_size)
+    bm, bn, consumers = parse_block_size(block_size, dtype)
     if cluster not in (1, 2):
         raise ValueError(f"cluster {cluster}: 1 (none) or 2 (2x1, W multicast)")
     if cluster == 2 and streamk:
@@ -362,12 +394,12 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
     if pingpong and (bm * bn > 128 * 128 or consumers != 2):
         raise ValueError(f"tile {block_size}: ping-pong takes {', '.join(PINGPONG_TILES)}")
     if _dtype(dtype) not in DTYPES:
-        raise ValueError(f"dtype {dtype!r}: the Hopper path takes bf16 or fp16")
+        raise ValueError(f"dtype {dtype!r}: the Hopper path takes bf16, fp16 or tf32")
     slots = stage_count(stages)
     if not 1 <= slots <= MAX_STAGES:
         raise ValueError(f"stages {stages}: must be 0 (off) or 2..{MAX_STAGES}")
-    return {"BM": bm, "BN": bn, "BK": BK, "STAGES": slots, "NUM_CONSUMERS": consumers,
-            "IS_BF16": int(_dtype(dtype) == "bf16"), "FUSE": int(bool(fuse)),
+    return {"BM": bm, "BN": bn, "BK": bk_of(dtype), "STAGES": slots, "NUM_CONSUMERS": consumers,
+            "DT": DT_CODE[_dtype(dtype)], "FUSE": int(bool(fuse)),
             "TMAP_GLOBAL": int(bool(tmap_global)), "STREAMK": int(bool(streamk)),
             "WS_TILES": WS_TILES, "PINGPONG": int(bool(pingpong)), "CLUSTER": int(cluster),
             "CLUSTER_MC": int(bool(multicast))}
@@ -404,7 +436,9 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
     dtype = _dtype(task.dtype)
     if fuse is None:
         fuse = bool(getattr(task, "fusion", True))
-    bm, bn, consumers = parse_block_size(block_size)
+    bm, bn, consumers = parse_block_size(block_size, dtype)
+    bk = bk_of(dtype)
+    k16 = _k16(k, dtype)
     if streamk is None:
         streamk = STREAMK_DEFAULT
     if pingpong is None:
@@ -427,15 +461,16 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
         grid = cluster * max(1, min(groups, limits.sm_count // cluster))
         dp_tiles = tiles
     elif schedule is None or not streamk:
-        grid, dp_tiles = plan_schedule(m, n, k, block_size, limits.sm_count, streamk)
+        grid, dp_tiles = plan_schedule(m, n, k16, block_size, limits.sm_count, streamk)
     else:
         grid, dp_tiles = max(1, int(schedule[0])), int(schedule[1])
     smem = smem_bytes(block_size, stages, dtype, bool(pingpong))
     maps = (
-        TensorMapArg("a", rows=m, cols=k, box_rows=bm, box_cols=BK, swizzle_bytes=128),
-        TensorMapArg("w", rows=n, cols=k, box_rows=bn // (cluster if multicast else 1), box_cols=BK, swizzle_bytes=128),
-        TensorMapArg("r", rows=m, cols=n, box_rows=bm, box_cols=BK, swizzle_bytes=128),
-        TensorMapArg("out", rows=m, cols=n, box_rows=bm, box_cols=BK, swizzle_bytes=128),
+        TensorMapArg("a", rows=m, cols=k, box_rows=bm, box_cols=bk, swizzle_bytes=128),
+        TensorMapArg("w", rows=n, cols=k, box_rows=bn // (cluster if multicast else 1), box_cols=bk,
+                     swizzle_bytes=128),
+        TensorMapArg("r", rows=m, cols=n, box_rows=bm, box_cols=bk, swizzle_bytes=128),
+        TensorMapArg("out", rows=m, cols=n, box_rows=bm, box_cols=bk, swizzle_bytes=128),
     )
     launches = [Launch(KERNEL, (grid, 1, 1), (128 * (consumers + 1), 1, 1), smem,
                        (*maps, m, n, k, dp_tiles))]
@@ -443,11 +478,12 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
     if not fuse:
         total8 = m * n // 8
         add_grid = max(1, min(-(-total8 // 256), limits.sm_count * 8))
-        launches.append(Launch(ADD_KERNEL, (add_grid, 1, 1), (256, 1, 1), 0, ("out", "r", m, n)))
-        functions.append(ADD_KERNEL)
+        add = ADD_KERNEL_F32 if dtype == "tf32" else ADD_KERNEL
+        launches.append(Launch(add, (add_grid, 1, 1), (256, 1, 1), 0, ("out", "r", m, n)))
+        functions.append(add)
     info = {
         "path": "wgmma+TMA (sm_90a, warp-specialised, persistent)",
-        "tile": f"{bm}x{bn}x{BK}",
+        "tile": f"{bm}x{bn}x{bk}",
         "stages": stage_count(stages),
         "pipelining": "off" if stages == 0 else stages,
         "consumer_warpgroups": consumers,

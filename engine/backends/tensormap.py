@@ -32,8 +32,9 @@ TENSOR_MAP_BYTES = 128
 TENSOR_MAP_ALIGN = 64
 
 # CUtensorMapDataType
-_DATA_TYPES = {"fp16": 6, "fp32": 7, "bf16": 9, "u8": 0, "u16": 1, "u32": 2}
-_ITEMSIZE = {"fp16": 2, "fp32": 4, "bf16": 2, "u8": 1, "u16": 2, "u32": 4}
+# tf32 data is fp32 in memory (the tensor cores read it as tf32)
+_DATA_TYPES = {"fp16": 6, "fp32": 7, "tf32": 7, "bf16": 9, "u8": 0, "u16": 1, "u32": 2}
+_ITEMSIZE = {"fp16": 2, "fp32": 4, "tf32": 4, "bf16": 2, "u8": 1, "u16": 2, "u32": 4}
 # CUtensorMapSwizzle
 _SWIZZLE = {0: 0, 32: 1, 64: 2, 128: 3}
 _INTERLEAVE_NONE = 0

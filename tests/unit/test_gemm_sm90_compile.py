@@ -109,18 +109,19 @@ def test_compiles_without_spills(block_size: str, stages: int, dtype: str, fuse:
     assert "serialized" not in log.lower(), f"wgmma serialised:\n{log}"
 
 
-SASS_CASES = [(b, False) for b in sm90.TILES] + [(b, True) for b in sm90.PINGPONG_TILES]
+SASS_CASES = ([(b, False, "bf16") for b in sm90.TILES] + [(b, True, "bf16") for b in sm90.PINGPONG_TILES]
+              + [("128x128", False, "tf32"), ("128x128", True, "tf32")])
 
 
-@pytest.mark.parametrize("block_size,pingpong", SASS_CASES,
-                         ids=[f"{b}{'-pp' if p else ''}" for b, p in SASS_CASES])
-def test_sass_has_hgmma_and_tma(block_size: str, pingpong: bool, tmp_path: Path) -> None:
+@pytest.mark.parametrize("block_size,pingpong,dtype", SASS_CASES,
+                         ids=[f"{b}{'-pp' if p else ''}-{d}" for b, p, d in SASS_CASES])
+def test_sass_has_hgmma_and_tma(block_size: str, pingpong: bool, dtype: str, tmp_path: Path) -> None:
     tool = _cuobjdump()
     if tool is None:
         pytest.skip("cuobjdump not found (CUDA toolkit or the nvidia-cuda-cuobjdump wheel)")
-    deepest = max(st for st in sm90.pipelining_options(H200, "bf16", block_size)
-                  if not pingpong or sm90.pingpong_fits(H200, block_size, st, "bf16"))
-    _, cubin = _compile(sm90.render(block_size, deepest, "bf16", True, pingpong=pingpong))
+    deepest = max(st for st in sm90.pipelining_options(H200, dtype, block_size)
+                  if not pingpong or sm90.pingpong_fits(H200, block_size, st, dtype))
+    _, cubin = _compile(sm90.render(block_size, deepest, dtype, True, pingpong=pingpong))
     path = tmp_path / "k.cubin"
     path.write_bytes(cubin)
     env = dict(os.environ)
@@ -132,11 +133,12 @@ def test_sass_has_hgmma_and_tma(block_size: str, pingpong: bool, tmp_path: Path)
     assert proc.returncode == 0, proc.stderr
     sass = proc.stdout
     bm, bn, consumers = sm90.parse_block_size(block_size)
-    hgmma = re.findall(r"HGMMA\.64x(\d+)x16\.F32\.BF16", sass)
+    kind = r"x8\.F32\.TF32" if dtype == "tf32" else r"x16\.F32\.BF16"
+    hgmma = re.findall(r"HGMMA\.64x(\d+)" + kind, sass)
     assert hgmma, "no HGMMA: the kernel is not on the warpgroup-MMA path"
     assert {int(n) for n in hgmma} == {bn}
     # one HGMMA per k16 step per 64-row slab of a consumer warpgroup (ping-pong: the whole tile)
-    assert len(hgmma) == (sm90.BK // 16) * (bm // (1 if pingpong else consumers) // 64)
+    assert len(hgmma) == 4 * (bm // (1 if pingpong else consumers) // 64)  # 4 k-steps of 32 B
     assert "UTMALDG.2D" in sass
     assert "UTMASTG.2D" in sass
     assert "USETMAXREG" in sass
@@ -212,6 +214,55 @@ def test_cluster_build() -> None:
         sm90.defines("128x256", 3, "bf16", True, streamk=True, cluster=2)
     with pytest.raises(ValueError):
         sm90.defines("128x256", 3, "bf16", True, streamk=False, cluster=4)
+
+
+def test_tf32_build_and_routing() -> None:
+    """tf32 on the Hopper path: fp32 data, BK 32 (one 128-byte row), wgmma .tf32, fp32 epilogue
+    buffer (so 128x256 fits 2 stages and is not a default), fp32 residual add when unfused; the
+    auto spec routes tf32 here on 9.0 and to the portable mma.sync path elsewhere."""
+    from types import SimpleNamespace
+
+    from kernels.gemm_residual_auto import SPEC as AUTO
+    from kernels.spec import TensorMapArg
+
+    assert sm90.bk_of("tf32") == 32 and sm90.bk_of("bf16") == sm90.BK == 64
+    assert sm90.parse_block_size("128x128x32", "tf32") == (128, 128, 2)
+    with pytest.raises(ValueError, match="BK = 32"):
+        sm90.parse_block_size("128x128x64", "tf32")
+    assert sm90.pipelining_options(H200, "tf32", "128x256") == [0, 2]
+    assert sm90.pipelining_options(H200, "tf32", "128x128") == [0, 2, 3, 4, 5]
+    assert sm90.smem_bytes("128x128", 5, "tf32") == 5 * 256 * 128 + 128 * 128 * 4 + 7 * 16 + 1024
+    shape = {"m": 8192, "n": 2560, "k": 2560}
+    # ping-pong fits only 3 stages beside two fp32 buffers: cooperative 128x128 with 5 instead
+    assert sm90.pingpong_fits(H200, "128x128", 3, "tf32")
+    assert not sm90.use_pingpong(H200, "128x128", 3, "tf32", shape)
+    assert sm90.default_knobs(H200, "tf32") == ("128x128", 5)
+    assert sm90.default_knobs(H200, "tf32", shape) == ("128x128", 5)
+    assert not sm90.use_pingpong(H200, "128x128", 5, "tf32", shape)  # does not fit
+    task = SimpleNamespace(shape=shape, dtype="tf32", fusion=False)
+    b = sm90.build(task, H200, "128x128", 5, pingpong=False)
+    assert "#define DT 2" in b.source and "#define BK 32" in b.source
+    maps = [a for a in b.launches[0].args if isinstance(a, TensorMapArg)]
+    assert {m.box_cols for m in maps} == {32}
+    assert [ln.function for ln in b.launches] == ["gemm_residual_sm90", "residual_add_inplace_f32"]
+    assert b.info["tile"] == "128x128x32"
+    # 80 k-blocks of 32: the schedule sees tf32's K as 2x a 16-bit K
+    assert sm90.plan_schedule(8192, 2560, 5120, "128x128", 132) == (b.launches[0].grid[0],
+                                                                    b.launches[0].args[-1])
+    assert [v.field for v in sm90.check(SimpleNamespace(shape=shape, dtype="tf32",
+                                                        block_size="128x256",
+                                                        memory_pipelining=3), H200)] \
+        == ["memory_pipelining"]
+    assert AUTO.build(_auto_task("tf32"), H200).info["path"].startswith("wgmma")
+    a100 = DeviceLimits((8, 0), 108, 166912, 167936, profile="a100")
+    assert AUTO.build(_auto_task("tf32"), a100).info["path"] == "mma.sync.tf32+cp.async"
+
+
+def _auto_task(dtype: str):
+    from engine.task import TaskSpec
+
+    return TaskSpec(kernel="gemm_residual", dtype=dtype, shape={"m": 1024, "n": 256, "k": 512},
+                    block_size="128x128", memory_pipelining=4)
 
 
 def test_check_names_the_field() -> None:
