@@ -16,7 +16,7 @@ for step in "$@"; do
     gpu-tests)
       timeout ${GPU_TESTS_TIMEOUT:-300} python3 -m pytest -m gpu tests/gpu -q -p no:cacheprovider ${PYTEST_K:+-k "$PYTEST_K"} 2>&1 | tee "$OUT/gpu-tests.log" | tail -40 ;;
     bench-cli)
-      for dt in bf16 fp16 fp32; do
+      for dt in bf16 fp16 fp32 tf32; do
         tui bench --backend cuda --dtype "$dt" --json > "$OUT/bench-$dt.json" 2> "$OUT/bench-$dt.err"; echo "$dt rc=$?"
         python3 -c "import json,sys; d=json.load(open('$OUT/bench-$dt.json')); print(d['status'], d['time_ms'], 'TF/s', d['tflops'], 'SOL%', d['sol_pct'], 'score', d['solexec_score'], 'correct', d['correct']); [print('  ', p['name'], p['timing'] and p['timing']['median_ms'], p['tflops'], p['correct'], p['error']) for p in d['peers']]"
       done ;;
