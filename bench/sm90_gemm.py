@@ -344,6 +344,61 @@ def tf32_mode(args, limits, report, failures, forced_checks, timed, get, out_dir
     return 0
 
 
+T160_CHECKS = [  # (tile, stages, dtype, fuse, streamk, pingpong, cluster)
+    ("128x160", 5, "bf16", True, True, False, 1),
+    ("128x160", 4, "fp16", False, True, False, 1),
+    ("128x160", 0, "bf16", True, True, False, 1),
+    ("128x160", 4, "tf32", True, True, False, 1),
+    ("128x160", 5, "fp16", True, False, False, 2),
+]
+T160_SHAPES = CL_SHAPES + [(1024, 2560, 2560), (300, 160, 64), (200, 328, 96)]
+
+
+def tile160_mode(args, limits, report, failures, forced_checks, timed, out_dir) -> int:
+    """128x160 (one wave of 128 tiles at M=1024, 1.94 waves at 2048 for N = 2560): correctness
+    (incl. the 64B-swizzled epilogue tail chunk), then a bf16 M sweep, default knobs vs 128x160
+    with 4 and 5 stages, two alternating rounds."""
+    t0 = time.perf_counter()
+    for v in T160_CHECKS:
+        for (m, n, k) in T160_SHAPES:
+            try:
+                forced_checks(m, n, k, v)
+            except Exception as exc:  # noqa: BLE001
+                failures.append(f"{v} {(m, n, k)}: {type(exc).__name__}: {exc}")
+                traceback.print_exc()
+        print(f"checked {v}: {len(failures)} failures so far "
+              f"({time.perf_counter() - t0:.1f} s)", flush=True)
+    n_checks = len(report["checks"])
+    print(f"correctness (128x160): {n_checks - len(failures)} / {n_checks} ok; worst rel_fro "
+          f"{max(c['rel_fro'] for c in report['checks']):.2e}", flush=True)
+    if failures:
+        print("\n".join(failures[:20]))
+        return 1
+    n = k = 2560
+    lines = [f"correctness (128x160): {n_checks} / {n_checks} ok"]
+    for m in CL_SWEEP:
+        dk = sm90.default_knobs(limits, "bf16", {"m": m, "n": n, "k": k})
+        cands = {f"default {dk[0]} s{dk[1]}": (dk[0], dk[1], "bf16", True, True),
+                 "128x160 s5": ("128x160", 5, "bf16", True, True),
+                 "128x160 s4": ("128x160", 4, "bf16", True, True)}
+        rec: dict = {"m": m}
+        for _round in range(2):
+            for name, v in cands.items():
+                t, info = timed(m, n, k, v)
+                rec.setdefault(name, []).append(t)
+                rec[name + " sched"] = f"{info['schedule']} grid {info['grid']}"
+        report["sweep"].append(rec)
+        lines.append(f"M={m}: " + "; ".join(f"{nm} {min(rec[nm]):.4f}/{max(rec[nm]):.4f} "
+                                            f"({rec[nm + ' sched']})" for nm in cands))
+        print(lines[-1], flush=True)
+    table = "\n".join(lines)
+    print(table)
+    if out_dir:
+        Path(out_dir, "sm90_t160.txt").write_text(table + "\n")
+        Path(out_dir, "sm90_t160.json").write_text(json.dumps(report, indent=1, default=str))
+    return 0
+
+
 class _Sampler:
     """NVML SM clock and power every ~10 ms in a thread, tagged by the candidate running."""
 
@@ -583,6 +638,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--iters", type=int, default=100)
     ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--tile160", action="store_true",
+                    help="the 128x160 tile (N = 2560 = 16 x 160): correctness, M sweep vs default")
     ap.add_argument("--tf32", action="store_true",
                     help="tf32 on the wgmma path: correctness, then seed timings vs cuBLAS FAST_TF32")
     ap.add_argument("--duel", action="store_true",
@@ -655,6 +712,8 @@ def main() -> int:
                                 max(0, tiles - 5)), "5-tile tail")
             verify(m, n, k, v, (7, 3), "grid 7")
 
+    if args.tile160:
+        return tile160_mode(args, limits, report, failures, forced_checks, timed, out_dir)
     if args.tf32:
         return tf32_mode(args, limits, report, failures, forced_checks, timed, get, out_dir)
     if args.duel:

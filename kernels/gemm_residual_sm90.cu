@@ -87,8 +87,8 @@
 #error "BK must fill one 128-byte swizzle row: 64 16-bit or 32 fp32 elements"
 #endif
 #define KSTEPS 4                  // wgmma k-steps of 32 bytes per k-block (k16, or k8 for tf32)
-#if BN != 128 && BN != 256
-#error "BN must be 128 or 256"
+#if BN != 128 && BN != 160 && BN != 256
+#error "BN must be 128, 160 or 256"
 #endif
 
 #if PINGPONG
@@ -313,8 +313,36 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], unsigned long l
 }
 
 
+__device__ __forceinline__ void wgmma_m64n160k16(float (&d)[80], unsigned long long da,
+                                                unsigned long long db, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\n"
+        "setp.ne.b32 p, %82, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n160k" WG_K ".f32." WG_AB "." WG_AB " "
+        "{"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+        "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79"
+        "}, %80, %81, p, " WG_IMM ";\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+          "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+          "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79])
+        : "l"(da), "l"(db), "r"(scale_d));
+}
+
 #if BN == 256
 #define WGMMA wgmma_m64n256k16
+#elif BN == 160
+#define WGMMA wgmma_m64n160k16
 #else
 #define WGMMA wgmma_m64n128k16
 #endif
@@ -377,6 +405,22 @@ __device__ __forceinline__ void st_shared_f2(unsigned addr, float a, float b) {
 #define EPI_CHUNKS (BN / EPI_COLS)
 #define EPI_CHUNK_BYTES (BM * 128)
 #define EPI_BYTES (BM * BN * ELEM)
+// BN = 160 with 16-bit data: two 64-column chunks and a 32-column tail chunk of BM rows x 64 bytes,
+// 64B-swizzled (its own tensor maps: tm_r2 / tm_out2): pair (row, 128 + c) at
+// tail + row*64 + (((c/8) ^ ((row/2)%4)) << 4) + (c%8)*2.
+#define EPI_TAIL_COLS (BN % EPI_COLS)
+#if EPI_TAIL_COLS != 0 && EPI_TAIL_COLS * 2 != EPI_COLS
+#error "the epilogue's tail chunk must be half a chunk"
+#endif
+#define EPI_TAIL (EPI_CHUNKS * EPI_CHUNK_BYTES)   // offset of the tail chunk in the buffer
+
+// Shared address of a thread's 16-bit pair j (columns 8j + 2(lane%4)) in its row of the epilogue
+// buffer: 128B-swizzled 64-column chunks, then the 64B-swizzled tail chunk.
+__device__ __forceinline__ unsigned epi_addr(unsigned row_addr, unsigned tail_addr, int j, int sw,
+                                             int sw_tail) {
+    if (EPI_TAIL_COLS && j >= EPI_CHUNKS * 8) return tail_addr + (((j % 8) ^ sw_tail) << 4);
+    return row_addr + (j / 8) * EPI_CHUNK_BYTES + (((j % 8) ^ sw) << 4);
+}
 
 
 #if STREAMK
@@ -468,6 +512,7 @@ __device__ __forceinline__ void tile_origin(int tile, int num_n, unsigned rank, 
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_ATTR
 gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PARAM(tm_out),
+                   TMAP_PARAM(tm_r2), TMAP_PARAM(tm_out2),
                    int M, int N, int K, int dp_tiles) {
     extern __shared__ unsigned char smem_raw[];
     const unsigned base = (smem_u32(smem_raw) + 1023u) & ~1023u;  // swizzle atoms need 1024 B
@@ -575,6 +620,9 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                         for (int c = 0; c < EPI_CHUNKS; ++c) {
                             tma_load_2d(ebuf + c * EPI_CHUNK_BYTES, r_map, n0 + c * EPI_COLS, m0, rfb);
                         }
+#if EPI_TAIL_COLS
+                        tma_load_2d(ebuf + EPI_TAIL, TMAP_ADDR(tm_r2), n0 + EPI_CHUNKS * EPI_COLS, m0, rfb);
+#endif
 #else
                         mbar_arrive(rfb);
 #endif
@@ -748,19 +796,19 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                     const int sw = lane >> 2;  // == lr % 8
                     const int q2 = (lane & 3) >> 1;
 #pragma unroll
-                    for (int jg = 0; jg < BN / 8; jg += 8) {
-                        // 8 pairs of residuals first (16 registers), then add and write back
+                    for (int jg = 0; jg < BN / 8; jg += 4) {
+                        // 4 pairs of residuals first (8 registers), then add and write back
 #if FUSE
-                        float2 rv[8];
+                        float2 rv[4];
 #pragma unroll
-                        for (int jj = 0; jj < 8; ++jj) {
+                        for (int jj = 0; jj < 4; ++jj) {
                             const int j = jg + jj;
                             rv[jj] = ld_shared_f2(row_addr + (j / 4) * EPI_CHUNK_BYTES +
                                                   (((2 * (j % 4) + q2) ^ sw) << 4));
                         }
 #endif
 #pragma unroll
-                        for (int jj = 0; jj < 8; ++jj) {
+                        for (int jj = 0; jj < 4; ++jj) {
                             const int j = jg + jj;
                             float v0 = acc[mi][j * 4 + half * 2];
                             float v1 = acc[mi][j * 4 + half * 2 + 1];
@@ -782,18 +830,21 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                     const int lr = row0 + mi * 64 + warp * 16 + (lane >> 2) + half * 8;
                     const unsigned row_addr = ebuf + lr * 128 + (lane & 3) * 4;
                     const int sw = lane >> 2;  // == lr % 8
+                    const unsigned tail_addr = ebuf + EPI_TAIL + lr * 64 + (lane & 3) * 4;
+                    const int sw_tail = (lr >> 1) & 3;
+                    (void)tail_addr;
+                    (void)sw_tail;
 #if FUSE
                     // all of this row's residual pairs first: one exposed latency, not BN/8
                     unsigned rv[BN / 8];
 #pragma unroll
                     for (int j = 0; j < BN / 8; ++j) {
-                        rv[j] = ld_shared_u32(row_addr + (j / 8) * EPI_CHUNK_BYTES + (((j % 8) ^ sw) << 4));
+                        rv[j] = ld_shared_u32(epi_addr(row_addr, tail_addr, j, sw, sw_tail));
                     }
 #endif
 #pragma unroll
                     for (int j = 0; j < BN / 8; ++j) {
-                        const unsigned addr =
-                            row_addr + (j / 8) * EPI_CHUNK_BYTES + (((j % 8) ^ sw) << 4);
+                        const unsigned addr = epi_addr(row_addr, tail_addr, j, sw, sw_tail);
                         float v0 = acc[mi][j * 4 + half * 2];
                         float v1 = acc[mi][j * 4 + half * 2 + 1];
 #if FUSE
@@ -816,6 +867,10 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                     if (m0 < M && n0 + c * EPI_COLS < N)
                         tma_store_2d(out_map, n0 + c * EPI_COLS, m0, ebuf + c * EPI_CHUNK_BYTES);
                 }
+#if EPI_TAIL_COLS
+                if (m0 < M && n0 + EPI_CHUNKS * EPI_COLS < N)
+                    tma_store_2d(TMAP_ADDR(tm_out2), n0 + EPI_CHUNKS * EPI_COLS, m0, ebuf + EPI_TAIL);
+#endif
                 asm volatile("cp.async.bulk.commit_group;" ::: "memory");
 #if PINGPONG
                 // the other warpgroup has the tensor cores now: wait here for the store to have

@@ -51,6 +51,7 @@ TILES: dict[str, tuple[int, int, int]] = {
     "128x256": (128, 256, 2),
     "128x128": (128, 128, 2),
     "256x128": (256, 128, 2),
+    "128x160": (128, 160, 2),
 }
 """Tile shapes, best default first. Each consumer warpgroup owns BM / consumers rows."""
 
@@ -98,9 +99,22 @@ _KB_US = 0.55
 _HOT = 0.4
 _EPI_US = 2.0
 _SEG_US = 6.0
-_TILE_SLOWDOWN = {"128x256": 1.0, "128x128": 1.04, "256x128": 1.05}
+_TILE_SLOWDOWN = {"128x256": 1.0, "128x128": 1.04, "256x128": 1.05, "128x160": 1.03}
 """Main-loop time per unit of tile area relative to 128x256 (seed shape, best stages)."""
 _TILE_STAGES = {"128x128": 4}
+_NOT_DEFAULT = {"128x160"}
+"""Tiles the cost model does not rate (chosen only by ``_few_full_waves``)."""
+
+
+def _few_full_waves(m: int, n: int, bm: int, bn: int, sms: int) -> bool:
+    """N a multiple of BN, and the tiles fill one or two waves to >= 90 %: where the 128x160 tile
+    measured faster than every other default on the H200 (N = K = 2560: M = 1024 0.0234 vs
+    0.0312 ms, M = 2048 0.0415 vs 0.0473; slower at M = 256, 512, 1571, 4096, 7976, 8192)."""
+    if n % bn:
+        return False
+    tiles = _cdiv(m, bm) * (n // bn)
+    waves = _cdiv(tiles, sms)
+    return waves <= 2 and tiles >= 0.9 * waves * sms
 """Stage count per tile where the deepest that fits is not the fastest measured."""
 
 
@@ -292,14 +306,17 @@ def default_knobs(limits: DeviceLimits, dtype: str,
     (data-parallel waves, stream-K tail) the cost model rates fastest for this M, N, K (128x256
     unless another tile is more than 5 % faster: the model's error): 128x128 (4 stages) where 128x256 tiles leave a
     bad last wave or too few tiles, e.g. M = 256, 512 at N = K = 2560; and 128x128 with 5 stages
-    wherever that tile runs ping-pong (>= 2 tiles per CTA: M >= 2048 at N = K = 2560, the seed
-    shape included)."""
+    wherever that tile runs ping-pong (>= 2 tiles per CTA: M >= 4096 at N = K = 2560, the seed
+    shape included); 128x160 with 5 stages (16-bit data) where N is a multiple of 160 and its tiles
+    fill one or two waves (``_few_full_waves``: M = 1024, 2048 at N = K = 2560). tf32 takes
+    cooperative 128x128 with 5 stages (its fp32 epilogue buffer leaves the bigger tiles 2)."""
     options = block_size_options(limits, dtype)
     if not options:
         raise ValueError(f"no Hopper tile fits {limits.shared_memory_per_block_bytes} bytes")
     # a tile that fits only 2 stages (tf32's 128x256 and 256x128 beside their fp32 epilogue
     # buffer) is offered as a knob but not chosen: two slots cannot cover the TMA latency
     options = [b for b in options if max(pipelining_options(limits, dtype, b)) >= 3] or options
+    options = [b for b in options if b not in _NOT_DEFAULT] or options
 
     def stages_for(block: str) -> int:
         fits = pipelining_options(limits, dtype, block)
@@ -332,6 +349,11 @@ def default_knobs(limits: DeviceLimits, dtype: str,
                 for st in pipelining_options(limits, dtype, "128x128")
                 if st >= PINGPONG_PREFER_STAGES):
             block = "128x128"
+        # 128x160 where its tiles fill one or two waves (measured for 16-bit data only)
+        if (ITEMSIZE.get(_dtype(dtype), 2) == 2
+                and "128x160" in block_size_options(limits, dtype)
+                and _few_full_waves(m, n, 128, 160, sms)):
+            return "128x160", max(pipelining_options(limits, dtype, "128x160"))
     return block, stages_for(block)
 
 
@@ -472,6 +494,14 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
         TensorMapArg("r", rows=m, cols=n, box_rows=bm, box_cols=bk, swizzle_bytes=128),
         TensorMapArg("out", rows=m, cols=n, box_rows=bm, box_cols=bk, swizzle_bytes=128),
     )
+    # the epilogue's tail chunk (BN = 160 with 16-bit data: 32 columns, 64B swizzle); otherwise
+    # the same maps again (unused)
+    tail = bn % bk
+    if tail:
+        maps += (TensorMapArg("r", rows=m, cols=n, box_rows=bm, box_cols=tail, swizzle_bytes=64),
+                 TensorMapArg("out", rows=m, cols=n, box_rows=bm, box_cols=tail, swizzle_bytes=64))
+    else:
+        maps += (maps[2], maps[3])
     launches = [Launch(KERNEL, (grid, 1, 1), (128 * (consumers + 1), 1, 1), smem,
                        (*maps, m, n, k, dp_tiles))]
     functions = [KERNEL]

@@ -146,7 +146,8 @@ def test_sass_has_hgmma_and_tma(block_size: str, pingpong: bool, dtype: str, tmp
 
 
 def test_options_and_smem_limits() -> None:
-    assert sm90.block_size_options(H200, "bf16") == ["128x256", "128x128", "256x128"]
+    assert sm90.block_size_options(H200, "bf16") == ["128x256", "128x128", "256x128", "128x160"]
+    assert sm90.pipelining_options(H200, "bf16", "128x160") == [0, 2, 3, 4, 5]
     assert sm90.pipelining_options(H200, "bf16", "128x256") == [0, 2, 3]
     assert sm90.pipelining_options(H200, "bf16", "128x128x64") == [0, 2, 3, 4, 5, 6]
     assert sm90.smem_bytes("128x256", 3, "bf16") <= H200.shared_memory_per_block_bytes < sm90.smem_bytes("128x256", 4, "bf16")
@@ -291,11 +292,15 @@ def test_default_knobs_and_build_plan() -> None:
     def knobs(m: int) -> tuple[str, int]:
         return sm90.default_knobs(H200, "bf16", {"m": m, "n": 2560, "k": 2560})
 
-    assert knobs(1571) == knobs(1024) == ("128x256", 3)
+    assert knobs(1571) == ("128x256", 3)
+    # 128x160 where its tiles fill one or two waves (N = 2560 = 16 x 160: 128 and 256 tiles)
+    assert knobs(1024) == ("128x160", 5) and knobs(2048) == ("128x160", 5)
+    assert sm90.default_knobs(H200, "bf16", {"m": 1024, "n": 2560 + 64, "k": 2560})[0] != "128x160"
+    assert sm90.default_knobs(H200, "tf32", {"m": 1024, "n": 2560, "k": 2560})[0] != "128x160"
     # 128x256 leaves too few tiles: the half tile, 4 stages (cooperative); ping-pong 128x128 with
     # 5 stages wherever every CTA gets >= 2 of its tiles (the seed shape included)
     assert knobs(256) == ("128x128", 4)
-    assert knobs(2048) == knobs(4096) == knobs(7976) == knobs(8192) == ("128x128", 5)
+    assert knobs(4096) == knobs(7976) == knobs(8192) == ("128x128", 5)
     for m, pp in ((256, False), (512, False), (2048, True), (4096, True), (8192, True)):
         task = SimpleNamespace(shape={"m": m, "n": 2560, "k": 2560}, dtype="bf16", fusion=True)
         assert sm90.use_pingpong(H200, "128x128", 5, "bf16", task.shape) is pp
@@ -307,7 +312,13 @@ def test_default_knobs_and_build_plan() -> None:
     assert launch.grid == (132, 1, 1) and launch.block == (384, 1, 1)
     assert launch.shared_mem_bytes == sm90.smem_bytes("128x256", 3, "bf16")
     maps = [a for a in launch.args if isinstance(a, TensorMapArg)]
-    assert [m.buffer for m in maps] == ["a", "w", "r", "out"]
+    # a, w, r, out and the epilogue tail chunk's r and out maps (the same maps when BN % 64 == 0)
+    assert [m.buffer for m in maps] == ["a", "w", "r", "out", "r", "out"]
+    assert maps[4] == maps[2] and maps[5] == maps[3]
+    t160 = sm90.build(task, H200, "128x160", 5).launches[0]
+    tail = [a for a in t160.args if isinstance(a, TensorMapArg)][4:]
+    assert [(a.buffer, a.box_cols, a.swizzle_bytes) for a in tail] == [("r", 32, 64), ("out", 32, 64)]
+    assert t160.shared_mem_bytes == sm90.smem_bytes("128x160", 5, "bf16") <= H200.shared_memory_per_block_bytes
     # 630 tiles: 4.8 waves, data-parallel (dp_tiles = all tiles)
     assert launch.args[-4:] == (7976, 2560, 2560, 630)
     assert "#define STREAMK 1" in b.source
