@@ -29,7 +29,7 @@ def _backend_run(task: TaskSpec):
 
 
 KERNELS = ["gemm_residual", "gemm_residual_mma"]
-"""The auto path (wgmma on Hopper for bf16/fp16) and the portable path forced on this GPU."""
+"""The auto path (wgmma on Hopper for bf16/fp16/tf32) and the portable path forced on this GPU."""
 
 
 def _knob_combos(dtype: str, kernel: str = "gemm_residual"):
