@@ -60,6 +60,10 @@ VARIANTS: dict[str, tuple[int, int, int, int, dict[str, int]]] = {
     "t8_128x128x16_s4_o1": (128, 128, 16, 4, {"GR_TN": 8, "GF_ORDER": 1}),
     "t8_128x128x16_s4_o2": (128, 128, 16, 4, {"GR_TN": 8, "GF_ORDER": 2}),
     "t8_128x128x16_s4_o3": (128, 128, 16, 4, {"GR_TN": 8, "GF_ORDER": 3}),
+    # GF_COPY 1: interior copy rows from two advancing 64-bit pointers, one IMAD.WIDE per further row
+    # (1158 instead of 1172 instructions per tile), with FFMA orders 2-10 (see the kernel's gf_pos)
+    **{f"t8_128x128x16_s4_c1_o{o}": (128, 128, 16, 4, {"GR_TN": 8, "GF_COPY": 1, "GF_ORDER": o})
+       for o in (2, 3, 5, 6, 7, 8, 9, 10)},
 }
 
 
@@ -134,6 +138,8 @@ def main() -> None:
     ap.add_argument("--only", default="")
     ap.add_argument("--waves", action="store_true",
                     help="also time the first variant at M = 8448 (1320 tiles of 128x128: 5 full waves of 264)")
+    ap.add_argument("--rounds", type=int, default=0,
+                    help="then time every correct variant and cuBLAS again in R interleaved rounds (rotating order)")
     ap.add_argument("--orig", default="", help="an older gemm_residual_fp32.cu to time as 'orig' (TN 8)")
     args = ap.parse_args()
     variants = dict(VARIANTS)
@@ -199,6 +205,18 @@ def main() -> None:
                         run_kernel(fn, cfg, aw, ww, rw, ow, mw, n, k), args.iters)
             print(f"waves {name} M={mw}: median {np.median(ts):.4f} ms, {2 * mw * n * k / np.median(ts) / 1e9:.1f} "
                   f"TFLOP/s, max err {check(fn, cfg, mw, n, k):.2e}")
+    if args.rounds and rows:
+        calls = {nm: (lambda fn=fns[nm], cfg=variants[nm]: run_kernel(fn, cfg, a, w, r, out, m, n, k))
+                 for _, nm in rows}
+        calls["cuBLAS matmul + add"] = lambda: (cp.matmul(a, w.T, out=out), cp.add(out, r, out=out))
+        names = list(calls)
+        per: dict[str, list[float]] = {nm: [] for nm in names}
+        for rd in range(args.rounds):
+            for nm in names[rd % len(names):] + names[:rd % len(names)]:
+                per[nm].append(float(np.median(timeit(calls[nm], args.iters, warm=2))))
+        for nm in sorted(names, key=lambda x: np.median(per[x])):
+            print(f"rounds {nm:28s} median of {args.rounds} medians {np.median(per[nm]):.4f} ms "
+                  f"[{' '.join(f'{t:.3f}' for t in per[nm])}]")
     # the three fastest again, after the peers (drift check)
     for med, name in sorted(rows)[:3]:
         fn, cfg = fns[name], variants[name]

@@ -2,8 +2,8 @@
 // no TF32. Block tile GR_BM x GR_BN x 16, (BM/8) x (BN/8) threads, 8x8 outputs each as 2x2 blocks
 // of 4x4; a warp owns 32 x 64 outputs. That is what the spec renders; the source also takes
 // experiment knobs that bench/fp32_variants.py times (GR_TN 16: 8x16 per thread; BK 32; GR_KUNROLL;
-// GF_ORDER, the FFMA order), all measured slower on the H200 except GF_ORDER 3, now the default
-// (bench/NOTES-fp32.md).
+// GF_ORDER, the FFMA order; GF_COPY, the copy's address math), all measured slower on the H200 or
+// no faster, except GF_ORDER 3, now the default (bench/NOTES-fp32.md).
 //
 // Why this shape (the BK-16 k-contiguous predecessor measured 3.07 ms at the seed shape, the same
 // as the BK-8 one before it): both fed each FFMA group from a shared-memory load issued only a few
@@ -96,6 +96,13 @@ __device__ __forceinline__ void gf_copy_row(u32 d, const float* p, int kleft) {
 // wholly inside or outside K.
 // Synchronous loads (no stages): unrolled fully, the 64x64 tile would hold 32 loads in registers at
 // once and spill; two passes at a time is plenty without overlap anyway.
+// GF_COPY: interior copy address math. 0 (default): the row pointers are rebuilt from the row index
+// and k0 every tile (64-bit add chains); 1: two 64-bit pointers (A and W at the copied tile's column)
+// advanced per tile, rows q > 0 one IMAD.WIDE each. 1 saves 8 of 1174 instructions per tile in the
+// device's SASS (NVRTC 13.0) but measured the same (2.271 vs 2.270 ms, bench/NOTES-fp32.md).
+#ifndef GF_COPY
+#define GF_COPY 0
+#endif
 #if GR_STAGES == 0
 #define GF_COPY_UNROLL _Pragma("unroll 2")
 #else
@@ -109,6 +116,20 @@ __device__ __forceinline__ void load_tile_f32_(u32 st, const float* pa, const fl
     int mlast = M - 1, nlast = N - 1;
     if (EDGE) asm volatile("" : "+r"(mlast), "+r"(nlast));
     const int kleft = K - k0;
+#if GF_COPY == 1
+    if (!EDGE) {
+        // pa / pw already point at column k0 (advanced by the caller); row q is one IMAD.WIDE away
+        // (32-bit row offset q * RP * K, sign-extended, added to the 64-bit row-0 pointer).
+        const int rstep = GF_RP * K;
+        GF_COPY_UNROLL
+        for (int q = 0; q < GF_QA; ++q)
+            gf_copy_row<GF_LDA, FULL>(st + dsta + q * GF_RP * 4, pa + q * rstep, kleft);
+        GF_COPY_UNROLL
+        for (int q = 0; q < GF_QB; ++q)
+            gf_copy_row<GF_LDB, FULL>(st + dstw + q * GF_RP * 4, pw + q * rstep, kleft);
+        return;
+    }
+#endif
     const float* p = pa + k0;
     GF_COPY_UNROLL
     for (int q = 0; q < GF_QA; ++q) {
@@ -152,11 +173,54 @@ __device__ __forceinline__ void load_frag_f32(const float* sa, int k, int aoff, 
 // The order in which a k step's FFMAs are written (GF_ORDER) does not change any result (each
 // accumulator sees the same k sequence) but steers ptxas' register allocation and schedule, and it
 // was worth 5.5 % on the H200 (bench/NOTES-fp32.md): 0 i outer / j inner 2.403 ms, 1 j outer 2.31,
-// 2 i outer with j snaking 2.27-2.28, 3 j outer with i snaking 2.270-2.272 (the default).
+// 2 i outer with j snaking 2.27-2.28, 3 j outer with i snaking 2.270-2.272 (the default). Orders 4-13
+// (gf_pos: blocks, pairs, reversal on odd k) all measured 1-8 % slower than 3. What ranks them is the
+// register-file reads of the device's SASS (FFMA sources not served by a reuse flag; time ~ 0.45 us
+// per read per tile, r = 0.88 over 11 builds); order 3 has the fewest (2164 per 1024 FFMA; floor 2048).
 #ifndef GF_ORDER
 #define GF_ORDER 3
 #endif
-static_assert(GF_ORDER >= 0 && GF_ORDER <= 3, "FFMA orders 0-3");
+static_assert(GF_ORDER >= 0 && GF_ORDER <= 13, "FFMA orders 0-13");
+static_assert(GF_ORDER <= 3 || GR_TN == 8, "orders 4-13 are written for 8x8 per thread");
+// Orders 4-13 (8x8): position n < 64 of k step `k` -> (i, j) as i * 8 + j.
+__host__ __device__ constexpr int gf_o3(int n) { return ((n >> 3) & 1 ? 7 - (n & 7) : (n & 7)) * 8 + (n >> 3); }
+__host__ __device__ constexpr int gf_pos(int o, int k, int n) {
+    return o == 4 ?   // 2x2 blocks: block grid j-outer / i-snake, inside j-outer / i-snake
+        ((((n >> 4) & 1) ? 3 - ((n >> 2) & 3) : ((n >> 2) & 3)) * 2 + ((((n >> 1) & 1) ^ (((n >> 4) & 1) ? 1 : 0)) ? 1 - (n & 1) : (n & 1))) * 8
+            + (n >> 4) * 2 + ((n >> 1) & 1)
+        : o == 5 ?    // 4x4 blocks (2x2 grid, snake), inside j-outer / i-snake
+        ((n >> 5) * 4 + ((((n >> 2) & 1) ? 3 - (n & 3) : (n & 3)))) * 8 + (((n >> 5) & 1) ? 1 - ((n >> 4) & 1) : ((n >> 4) & 1)) * 4 + ((n >> 2) & 3)
+        : o == 6 ? gf_o3(k & 1 ? 63 - n : n)                    // order 3, reversed on odd k
+        : o == 7 ?    // j in pairs outer, i snake, the pair inner
+        ((((n >> 4) & 1) ? 7 - ((n >> 1) & 7) : ((n >> 1) & 7))) * 8 + (n >> 4) * 2 + (n & 1)
+        : o == 8 ?    // i in pairs outer, j snake, the pair inner
+        ((n >> 4) * 2 + (n & 1)) * 8 + (((n >> 4) & 1) ? 7 - ((n >> 1) & 7) : ((n >> 1) & 7))
+        : o == 9 ? gf_pos(7, 0, k & 1 ? 63 - n : n)             // order 7, reversed on odd k
+        : o == 10 ? (gf_o3(n) & ~7) + (((gf_o3(n) & 7) >> 1) + ((gf_o3(n) & 7) & 1) * 4)  // order 3, j as 0 4 1 5 2 6 3 7
+        : o == 11 ? gf_pos(8, 0, k & 1 ? 63 - n : n)            // order 8, reversed on odd k
+        : o == 12 ? (gf_o3(n) & 7) * 8 + (gf_o3(n) >> 3)         // order 3 transposed (= order 2)
+        : gf_o3(n);                                              // 13: order 3 (a control: same SASS as 3?)
+}
+// Every table order visits each (i, j) once per k step (else results would change silently).
+__host__ __device__ constexpr bool gf_order_is_permutation(int o) {
+    for (int k = 0; k < 2; ++k) {
+        unsigned long long seen = 0;
+        for (int n = 0; n < 64; ++n) seen |= 1ull << gf_pos(o, k, n);
+        if (seen != ~0ull) return false;
+    }
+    return true;
+}
+static_assert(GF_ORDER < 4 || gf_order_is_permutation(GF_ORDER), "GF_ORDER table is not a permutation");
+template <int K>
+__device__ __forceinline__ void outer_f32k(float (&acc)[8][GR_TN], const float (&fa)[8], const float (&fb)[GR_TN]) {
+#if GF_ORDER >= 4
+#pragma unroll
+    for (int n = 0; n < 64; ++n) {
+        const int p = gf_pos(GF_ORDER, K, n), i = p >> 3, j = p & 7;
+        acc[i][j] = fmaf(fa[i], fb[j], acc[i][j]);
+    }
+#endif
+}
 __device__ __forceinline__ void outer_f32(float (&acc)[8][GR_TN], const float (&fa)[8], const float (&fb)[GR_TN]) {
 #if GF_ORDER == 0
 #pragma unroll
@@ -210,7 +274,12 @@ __device__ __forceinline__ void compute_tile_f32(const float* cur, const float* 
                 at_end();
                 load_frag_f32(next, 0, aoff, boff, fa[0], fb[0]);
             }
+#if GF_ORDER >= 4
+            if (kk & 1) outer_f32k<1>(acc, fa[1], fb[1]);
+            else outer_f32k<0>(acc, fa[0], fb[0]);
+#else
             outer_f32(acc, fa[kk & 1], fb[kk & 1]);
+#endif
         }
     }
 }
@@ -234,7 +303,8 @@ __device__ __forceinline__ void mainloop_f32(float (&acc)[8][GR_TN], float* smem
 #if GR_STAGES == 0
     for (int kt = 0; kt < ktiles; ++kt) {
         __syncthreads();                    // everyone is done reading the previous tile
-        load_tile_f32<EDGE>(sbase, pa, pw, step, ra, rw, M, N, K, kt * GR_BK, dsta, dstw);
+        load_tile_f32<EDGE>(sbase, pa + (GF_COPY && !EDGE ? kt * GR_BK : 0), pw + (GF_COPY && !EDGE ? kt * GR_BK : 0),
+                            step, ra, rw, M, N, K, kt * GR_BK, dsta, dstw);
         __syncthreads();
         load_frag_f32(smem, 0, aoff, boff, fa[0], fb[0]);
         compute_tile_f32(smem, smem, acc, fa, fb, aoff, boff, [] {});
@@ -243,20 +313,31 @@ __device__ __forceinline__ void mainloop_f32(float (&acc)[8][GR_TN], float* smem
 #pragma unroll
     for (int s = 0; s < GR_STAGES - 1; ++s) {
         if (s < ktiles)
-            load_tile_f32<EDGE>(sbase + s * GF_STAGE_FLOATS * 4, pa, pw, step, ra, rw, M, N, K, s * GR_BK,
-                                dsta, dstw);
+            load_tile_f32<EDGE>(sbase + s * GF_STAGE_FLOATS * 4, pa + (GF_COPY && !EDGE ? s * GR_BK : 0),
+                                pw + (GF_COPY && !EDGE ? s * GR_BK : 0), step, ra, rw, M, N, K, s * GR_BK, dsta, dstw);
         cp_async_commit();
     }
     cp_async_wait<GR_STAGES - 2>();
     __syncthreads();                        // tile 0 visible to all
     load_frag_f32(smem, 0, aoff, boff, fa[0], fb[0]);
     int rd = 0, wr = GR_STAGES - 1;         // stage read by tile kt / written with tile kt + STAGES - 1
+#if GF_COPY == 1
+    // interior: pointers at the column of the next tile to copy (tile STAGES - 1 first)
+    const float* qa = pa + (EDGE ? 0 : (GR_STAGES - 1) * GR_BK);
+    const float* qw = pw + (EDGE ? 0 : (GR_STAGES - 1) * GR_BK);
+#else
+    const float* const qa = pa;
+    const float* const qw = pw;
+#endif
     for (int kt = 0; kt < ktiles; ++kt) {
         // Stage wr held tile kt - 1, whose last reads came before the barrier that ended step kt - 1.
         const int nk = kt + GR_STAGES - 1;
         if (nk < ktiles)
-            load_tile_f32<EDGE>(sbase + wr * GF_STAGE_FLOATS * 4, pa, pw, step, ra, rw, M, N, K, nk * GR_BK,
+            load_tile_f32<EDGE>(sbase + wr * GF_STAGE_FLOATS * 4, qa, qw, step, ra, rw, M, N, K, nk * GR_BK,
                                 dsta, dstw);
+#if GF_COPY == 1
+        if (!EDGE) { qa += GR_BK; qw += GR_BK; }
+#endif
         cp_async_commit();
         const float* cur = smem + rd * GF_STAGE_FLOATS;
         rd = rd == GR_STAGES - 1 ? 0 : rd + 1;

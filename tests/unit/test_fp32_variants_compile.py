@@ -1,4 +1,4 @@
-"""The fp32 FFMA kernel's experiment knobs (GR_TN, BK 32, GR_KUNROLL, GF_ORDER) compile without spills.
+"""The fp32 FFMA kernel's experiment knobs (GR_TN, BK 32, GR_KUNROLL, GF_ORDER, GF_COPY) compile without spills.
 
 The spec offers 8x8-per-thread BK-16 tiles only (the fastest measured on the H200, bench/NOTES-fp32.md);
 the kernel source also takes 8x16 per thread, BK 32 and short unrolled k bodies, which
@@ -37,6 +37,8 @@ def test_default_render_is_the_8x8_kernel():
     assert "#ifndef GR_TN\n#define GR_TN 8" in src
     # FFMA order 3 (j outer, i snaking): 2.270 ms against 2.403 for order 0 on the H200
     assert "#ifndef GF_ORDER\n#define GF_ORDER 3" in src
+    # copy address math: the per-tile rebuild (GF_COPY 1 measured no faster)
+    assert "#ifndef GF_COPY\n#define GF_COPY 0" in src
     assert SPEC.threads("fp32", (128, 128, 16)) == 256
 
 
@@ -45,7 +47,7 @@ def test_experiment_variants_compile_without_spills():
     pytest.importorskip("cupy")
     fv = _variants_module()
     names = ["t8_128x128x16_s4_o0", "t8_128x128x16_s4_o1", "t8_128x128x16_s4_o2", "t16_128x128x32_s3_u4", "t16_128x128x16_s4_u8", "t8_128x128x32_s3_u4", "t8_256x128x16_s4",
-             "t16_256x128x32_s3_u4"]
+             "t16_256x128x32_s3_u4", "t8_128x128x16_s4_c1_o3", "t8_128x128x16_s4_c1_o5", "t8_128x128x16_s4_c1_o9"]
     cfgs = [fv.VARIANTS[n] for n in names]
 
     def one(cfg):
