@@ -3,6 +3,9 @@
 Usage (device machine, wheels installed as bench/gpu_session.sh does):
     python3 bench/fp32_variants.py [--iters 50] [--only NAME,NAME] [--orig PATH] [--waves]
 (--orig: an older kernel file, e.g. `git show f5bd3c5:kernels/gemm_residual_fp32.cu > orig.cu`.)
+Offline, no GPU: `--sass [--nvrtc libnvrtc.so.13 --cuobjdump PATH]` prints each variant's interior-loop
+SASS statistics; pass the NVRTC of the device's version (13.0: the nvidia-cuda-nvrtc 13.0.88 wheel), whose
+register-file read count ranked the FFMA orders' times (bench/NOTES-fp32.md).
 
 Each variant is the rendered fp32 source (kernels/gemm_residual.py) for a tile, stage count and
 extra #defines (GR_TN outputs per thread along N, GR_KUNROLL k steps per unrolled body). For each:
@@ -17,6 +20,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -132,6 +136,141 @@ def timeit(call, iters: int, warm: int = 5) -> list[float]:
     return ts
 
 
+# ---- offline SASS statistics (--sass; no GPU): what ranked the FFMA orders (bench/NOTES-fp32.md) ----
+_INS = re.compile(r"\s*/\*([0-9a-f]{4,})\*/\s+(.*?);")
+
+
+def nvrtc_compile(src: str, arch: str, lib: str) -> tuple[bool, str, bytes]:
+    """Compile with the libnvrtc.so at `lib` (e.g. the nvidia-cuda-nvrtc wheel matching the device's
+    NVRTC: the device's registers and SASS differ from a newer NVRTC's) through ctypes."""
+    import ctypes
+    d = os.path.dirname(lib)
+    for f in sorted(os.listdir(d)):
+        if f.startswith("libnvrtc-builtins.so"):
+            ctypes.CDLL(os.path.join(d, f), mode=ctypes.RTLD_GLOBAL)
+    nv = ctypes.CDLL(lib)
+    prog = ctypes.c_void_p()
+    nv.nvrtcCreateProgram(ctypes.byref(prog), src.encode(), b"kernel.cu", 0, None, None)
+    opts = [f"--gpu-architecture={arch}".encode(), b"-std=c++17", b"-Xptxas=-v"]
+    ok = nv.nvrtcCompileProgram(prog, len(opts), (ctypes.c_char_p * len(opts))(*opts)) == 0
+    n = ctypes.c_size_t()
+    nv.nvrtcGetProgramLogSize(prog, ctypes.byref(n))
+    log = ctypes.create_string_buffer(n.value)
+    nv.nvrtcGetProgramLog(prog, log)
+    cubin = b""
+    if ok:
+        nv.nvrtcGetCUBINSize(prog, ctypes.byref(n))
+        buf = ctypes.create_string_buffer(n.value)
+        nv.nvrtcGetCUBIN(prog, buf)
+        cubin = buf.raw
+    nv.nvrtcDestroyProgram(ctypes.byref(prog))
+    return ok, log.value.decode(), cubin
+
+
+def _pad_elf(cubin: bytes) -> bytes:
+    """NVRTC's cubin ends before its section table's declared end; cuobjdump wants the whole extent."""
+    u = lambda o, n: int.from_bytes(cubin[o:o + n], "little")  # noqa: E731
+    end = max(u(0x20, 8) + u(0x36, 2) * u(0x38, 2), u(0x28, 8) + u(0x3A, 2) * u(0x3C, 2))
+    return cubin + b"\0" * max(0, end - len(cubin))
+
+
+def sass_stats(cubin: bytes, cuobjdump: str) -> dict:
+    """Per 16-k tile of the interior main loop's steady-state path (the last loop with >= 256 FFMA;
+    conditional branches fall through, unconditional ones are followed), one warp: instructions,
+    FFMA, register-file reads (FFMA sources not served by the previous FFMA's reuse slot), FFMA with
+    2 / 3 uncached sources of one parity, summed stall counts, LDS-to-first-use distances."""
+    import subprocess
+    import tempfile
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(_pad_elf(cubin))
+        f.flush()
+        lines = subprocess.run([cuobjdump, "-sass", f.name], capture_output=True, text=True).stdout.splitlines()
+    ins, ctrl = [], {}
+    on = False
+    for x, line in enumerate(lines):
+        if "Function : " in line:
+            on = "gemm_residual_fp32" in line
+            continue
+        m = _INS.match(line) if on else None
+        if m:
+            a = int(m.group(1), 16)
+            hx = re.search(r"/\* (0x[0-9a-f]{16}) \*/", lines[x + 1]) if x + 1 < len(lines) else None
+            ctrl[a] = (int(hx.group(1), 16) >> 41) & 15 if hx else 0
+            ins.append((a, re.sub(r"\s+", " ", m.group(2).strip())))
+    op = lambda t: re.sub(r"^@!?U?P\w+ ", "", t).split()[0]  # noqa: E731
+    at = {a: j for j, (a, _) in enumerate(ins)}
+    loop = None
+    for j, (a, t) in enumerate(ins):
+        mm = re.search(r"BRA (0x[0-9a-f]+)", t)
+        if mm and int(mm.group(1), 16) < a and int(mm.group(1), 16) in at:
+            lo = at[int(mm.group(1), 16)]
+            if sum(op(u).startswith("FFMA") for _, u in ins[lo:j + 1]) >= 256:
+                loop = (lo, j)
+    if loop is None:
+        return {}
+    path, j = [], loop[0]
+    while True:
+        path.append(ins[j])
+        if j == loop[1]:
+            break
+        mm = re.match(r"BRA (0x[0-9a-f]+)", ins[j][1])
+        j = at[int(mm.group(1), 16)] if mm else j + 1
+    srcs = lambda t: [o.strip() for o in re.sub(r"^@!?U?P\w+ ", "", t).split(" ", 1)[1].split(",")]  # noqa: E731
+    rf = b2 = b3 = nf = 0
+    prev: dict[int, int] = {}
+    for _, t in path:
+        if not op(t).startswith("FFMA"):
+            prev = {}
+            continue
+        nf += 1
+        cur, fresh = {}, []
+        for slot, o in enumerate(srcs(t)[1:4]):
+            m = re.match(r"-?R(\d+)", o)
+            if not m:
+                continue
+            r = int(m.group(1))
+            if prev.get(slot) != r:
+                fresh.append(r)
+            if ".reuse" in o:
+                cur[slot] = r
+        prev = cur
+        rf += len(fresh)
+        b2 += len(fresh) != len({r % 2 for r in fresh})
+        b3 += len(fresh) == 3 and len({r % 2 for r in fresh}) == 1
+    dist = []
+    for i, (_, t) in enumerate(path):
+        if op(t).startswith("LDS") and "RZ" not in t.split(",")[0]:
+            r0 = int(re.search(r"\bR(\d+)", t).group(1))
+            regs = set(range(r0, r0 + (4 if ".128" in op(t) else 1)))
+            for d in range(1, len(path)):
+                u = path[(i + d) % len(path)][1]
+                if " " in u and {int(x) for x in re.findall(r"\bR(\d+)", ",".join(srcs(u)[1:]))} & regs:
+                    dist.append(d)
+                    break
+    dist.sort()
+    return {"instr": len(path), "ffma": nf, "rf_reads": rf, "b2": b2, "b3": b3,
+            "stalls": sum(ctrl.get(a, 0) for a, _ in path),
+            "lds_min": dist[0] if dist else 0, "lds_med": dist[len(dist) // 2] if dist else 0}
+
+
+def sass_report(variants: dict, arch: str, lib: str, cuobjdump: str) -> None:
+    for name, cfg in variants.items():
+        src = source(*cfg)
+        if lib:
+            ok, log, cubin = nvrtc_compile(src, arch, lib)
+        else:
+            rep = compile_cubin(src, arch, ("-std=c++17",))
+            ok, log, cubin = rep.ok, rep.log, rep.cubin
+        if not ok:
+            print(f"{name}: COMPILE FAILED", flush=True)
+            continue
+        regs = re.search(r"Used (\d+) registers", log)
+        spill = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", log)
+        st = sass_stats(cubin, cuobjdump)
+        print(f"{name:28s} regs {regs.group(1) if regs else '?'} spill {spill.group(1)}/{spill.group(2)} | "
+              + " ".join(f"{k} {v}" for k, v in st.items()), flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--iters", type=int, default=50)
@@ -141,10 +280,18 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=0,
                     help="then time every correct variant and cuBLAS again in R interleaved rounds (rotating order)")
     ap.add_argument("--orig", default="", help="an older gemm_residual_fp32.cu to time as 'orig' (TN 8)")
+    ap.add_argument("--sass", action="store_true",
+                    help="offline (no GPU): SASS statistics of each variant's interior loop, then exit")
+    ap.add_argument("--nvrtc", default="", help="--sass: compile with this libnvrtc.so (match the device's)")
+    ap.add_argument("--cuobjdump", default="cuobjdump")
+    ap.add_argument("--arch", default="sm_90a", help="--sass: target")
     args = ap.parse_args()
     variants = dict(VARIANTS)
     if args.only:
         variants = {k: v for k, v in variants.items() if k in args.only.split(",")}
+    if args.sass:
+        sass_report(variants, args.arch, args.nvrtc, args.cuobjdump)
+        return
     srcs = {name: source(*cfg) for name, cfg in variants.items()}
     if args.orig:
         variants["orig_128x128x16_s4"] = (128, 128, 16, 4, {})
