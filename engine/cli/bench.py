@@ -12,7 +12,7 @@ from engine.cli.output import fmt, print_json, stderr_console, stdout_console
 from engine.events import Event, LogEvent, ProgressEvent, StageEvent
 from engine.result import RunResult
 from engine.runner import prepare, run_prepared
-from engine.task import resolve_task
+from engine.task import DType, resolve_task
 
 
 def _fusion(value: str) -> bool:
@@ -24,7 +24,8 @@ def add_task_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--task", type=Path, help="TOML task file (lowest precedence after defaults)")
     p.add_argument("--kernel", help="kernel name (tui kernels lists them)")
     p.add_argument("--shape", help="e.g. m=8192,n=2560,k=2560 or batch=16,seq=512,hidden=2560 or 8192,2560,2560")
-    p.add_argument("--dtype", choices=["bf16", "fp16", "fp32"])
+    p.add_argument("--dtype", choices=[d.value for d in DType],
+                   help="element type (tf32: fp32 data on the tensor cores, opt-in)")
     p.add_argument("--block-size", dest="block_size", help="BLOCK_SIZE tile shape, e.g. 128x128 (env BLOCK_SIZE)")
     p.add_argument("--pipelining", dest="memory_pipelining",
                    help="MEMORY_PIPELINING: off or a number of stages (env MEMORY_PIPELINING)")

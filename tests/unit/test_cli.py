@@ -29,6 +29,15 @@ def test_bench_sim_json(capsys):
     assert {p["name"] for p in d["peers"]} >= {"cupy_matmul_add", "cublas_gemm_beta1"}
 
 
+@pytest.mark.parametrize("dtype", ["bf16", "fp16", "fp32", "tf32"])
+def test_bench_takes_every_dtype(capsys, dtype):
+    """Every dtype the engine knows is accepted on the command line (tf32 was once refused)."""
+    code, out, _ = run_cli(capsys, "bench", *SIM, "--dtype", dtype, "--json")
+    assert code == 0
+    d = json.loads(out)
+    assert d["dtype"] == dtype and d["correct"] is True
+
+
 def test_bench_human_output_is_labelled_simulated(capsys):
     code, out, _ = run_cli(capsys, "bench", *SIM)
     assert code == 0 and "SIMULATED" in out
