@@ -1,11 +1,14 @@
 """Hopper-native path of gemm_residual: TMA + mbarrier pipeline + wgmma, warp-specialised,
-persistent (``gemm_residual_sm90.cu``). Used on compute capability 9.0 for bf16/fp16.
+persistent (``gemm_residual_sm90.cu``). Used on compute capability 9.0 for bf16/fp16 and tf32
+(fp32 data read as tf32 by the tensor cores).
 
 ``out[M, N] = A[M, K] @ W[N, K]^T + R[M, N]``; fp32 accumulation, the residual added in fp32 in
-the epilogue and the result rounded once. Module-level functions, so that the ``gemm_residual``
+the epilogue and the result rounded once. Tiles 128x256, 128x128, 256x128 and 128x160 (N = 2560 =
+16 x 160); optional 2x1 clusters with TMA multicast of W (``build(cluster=2)``, off by default:
+measured no faster). Module-level functions, so that the ``gemm_residual``
 spec can delegate to them:
 
-- ``supported(limits, dtype, shape)``: cc 9.0 and bf16/fp16 (and N, K multiples of 8).
+- ``supported(limits, dtype, shape)``: cc 9.0 and bf16/fp16/tf32 (and N, K multiples of 8).
 - ``block_size_options`` / ``pipelining_options`` / ``smem_bytes`` / ``check``.
 - ``build(task, limits, block_size, stages, fuse=None)``: a :class:`kernels.spec.Build` whose
   GEMM launch takes four :class:`~kernels.spec.TensorMapArg` (A, W, R, out; 128B swizzle,
