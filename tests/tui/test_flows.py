@@ -45,6 +45,26 @@ async def test_run_a_task_and_read_the_result(make):
         assert "✓ collect" in text_of(app, "#run-stages")
 
 
+async def test_the_knobs_shown_are_the_knobs_that_run(make):
+    """The Run screen's task line fills the defaults by shape, as the engine does: the knobs it
+    shows before a run are those the result reports (the shape-blind defaults once differed)."""
+    app = make(start_mode="run")
+    async with app.run_test(size=(120, 40)) as pilot:
+        before = text_of(app, "#run-task")
+        await pilot.press("r")
+        await wait_for_run(pilot, app)
+        ran = app.last_result.task
+        assert f"BLOCK_SIZE={ran['block_size']} MEMORY_PIPELINING={ran['memory_pipelining']}" in before
+        small = with_fields(app.task_spec, shape={"m": 1024, "n": 2560, "k": 2560})
+        app.task_spec = small
+        await pilot.pause()
+        await pilot.press("r")
+        await wait_for_run(pilot, app, runs=2)
+        ran = app.last_result.task
+        assert (ran["block_size"], ran["memory_pipelining"]) == ("128x160", 5)  # h200, M = 1024
+        assert f"BLOCK_SIZE={ran['block_size']} MEMORY_PIPELINING={ran['memory_pipelining']}" in text_of(app, "#run-task")
+
+
 async def test_injected_fault_shows_the_rule_and_the_next_run_works(make, monkeypatch):
     import engine.runner
 

@@ -80,7 +80,8 @@ def summary_text(result: RunResult) -> Text:
 
 
 def resolved_knobs(task: Any, profile: Any) -> dict[str, Any]:
-    """The task's knobs with the kernel's defaults filled in for this profile (as prepare does)."""
+    """The task's knobs with the kernel's defaults for this profile and shape filled in (as the
+    engine's prepare does, so the cockpit shows the knobs that will run)."""
     d = task.model_dump(mode="json")
     if profile is None or (d.get("block_size") and d.get("memory_pipelining") is not None):
         return d
@@ -88,7 +89,10 @@ def resolved_knobs(task: Any, profile: Any) -> dict[str, Any]:
         from kernels import get_spec
         from kernels.spec import DeviceLimits
 
-        bs, pl = get_spec(task.kernel).default_knobs(DeviceLimits.from_profile(profile), task.dtype.value)
+        spec = get_spec(task.kernel)
+        # the shape-aware defaults, as the engine's prepare resolves them
+        bs, pl = spec.default_knobs(DeviceLimits.from_profile(profile), task.dtype.value,
+                                    spec.normalize_shape(task.shape))
     except Exception:
         return d
     d["block_size"] = d.get("block_size") or bs

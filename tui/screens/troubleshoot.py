@@ -60,7 +60,11 @@ def resolve_relative(update: dict[str, Any], task: TaskSpec, profile: Any) -> di
     from kernels.spec import DeviceLimits
 
     spec, limits = get_spec(task.kernel), DeviceLimits.from_profile(profile)
-    current = task.block_size or spec.default_knobs(limits, task.dtype.value)[0]
+    try:
+        shape = spec.normalize_shape(task.shape)
+    except ValueError:
+        shape = None
+    current = task.block_size or spec.default_knobs(limits, task.dtype.value, shape)[0]
     options = sorted(spec.block_size_options(limits, task.dtype.value), key=tile_area)
     if want == "smaller":
         pick = [o for o in options if tile_area(o) < tile_area(current)][-1:]

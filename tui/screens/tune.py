@@ -57,7 +57,7 @@ def validate_form(values: dict[str, Any], profile: Any) -> tuple[TaskSpec | None
     if profile is None:
         return task, ["no profile: pick one on 2 Profile to check the limits"], prediction
     limits = DeviceLimits.from_profile(profile)
-    bs, pl = spec.default_knobs(limits, task.dtype.value)
+    bs, pl = spec.default_knobs(limits, task.dtype.value, shape)  # shape-aware, as the engine
     checked = task.model_copy(update={"block_size": task.block_size or bs,
                                       "memory_pipelining": pl if task.memory_pipelining is None
                                       else task.memory_pipelining})
