@@ -28,7 +28,8 @@ def run(args: argparse.Namespace) -> int:
             bss = spec.block_size_options(limits, dt)
             per_dtype[dt] = {"block_size": bss,
                              "memory_pipelining": spec.pipelining_options(limits, dt, bss[0]) if bss else [],
-                             "default": list(spec.default_knobs(limits, dt))}
+                             # at the kernel's default shape, as a run of the default task resolves it
+                             "default": list(spec.default_knobs(limits, dt, spec.default_shape or None))}
         rows.append({"name": name, "title": spec.title, "dims": list(spec.dims),
                      "default_shape": spec.default_shape, "dtypes": per_dtype})
     if args.json:
@@ -40,5 +41,6 @@ def run(args: argparse.Namespace) -> int:
         for dt, d in r["dtypes"].items():
             con.print(f"  {dt}: BLOCK_SIZE {' '.join(d['block_size'])} | MEMORY_PIPELINING "
                       f"{' '.join('off' if s == 0 else str(s) for s in d['memory_pipelining'])} "
-                      f"| default {d['default'][0]}/{d['default'][1] or 'off'}")
+                      f"| default at {'x'.join(map(str, r['default_shape'].values())) or 'any shape'} "
+                      f"{d['default'][0]}/{d['default'][1] or 'off'}")
     return 0
