@@ -282,6 +282,40 @@ DUEL = {  # name: variant (tile, stages, dtype, fuse, streamk, pingpong, cluster
 }
 
 
+def write_table(lines: list[str], report: dict, out_dir: str | None, stem: str) -> None:
+    """Print the table; with $OUT, save it as STEM.txt and the report as STEM.json."""
+    table = "\n".join(lines)
+    print(table)
+    if out_dir:
+        Path(out_dir, f"{stem}.txt").write_text(table + "\n")
+        Path(out_dir, f"{stem}.json").write_text(json.dumps(report, indent=1, default=str))
+
+
+def sweep_line(rec: dict) -> str:
+    """'M=1024: name 0.0235, name2 ...' from a sweep record."""
+    return f"M={rec['m']}: " + ", ".join(f"{kk} {vv:.4f}" if isinstance(vv, float) else f"{kk} {vv}"
+                                        for kk, vv in rec.items() if kk != "m")
+
+
+def check_all(variants, shapes, check, report, failures, label: str = "") -> int:
+    """``check(m, n, k, v)`` for every variant and shape, exceptions counted as failures; prints
+    progress per variant and a summary; returns the number of checks run so far."""
+    t0 = time.perf_counter()
+    for v in variants:
+        for (m, n, k) in shapes:
+            try:
+                check(m, n, k, v)
+            except Exception as exc:  # noqa: BLE001
+                failures.append(f"{v} {(m, n, k)}: {type(exc).__name__}: {exc}")
+                traceback.print_exc()
+        print(f"checked {v}: {len(failures)} failures so far "
+              f"({time.perf_counter() - t0:.1f} s)", flush=True)
+    n_checks = len(report["checks"])
+    print(f"correctness{f' ({label})' if label else ''}: {n_checks - len(failures)} / {n_checks} ok; "
+          f"worst rel_fro {max(c['rel_fro'] for c in report['checks']):.2e}", flush=True)
+    return n_checks
+
+
 TF32_CHECKS = [  # (tile, stages, dtype, fuse, streamk, pingpong)
     ("128x128", 5, "tf32", True, True, False),
     ("128x128", 3, "tf32", True, True, True),
@@ -304,19 +338,7 @@ TF32_TIMED = {
 def tf32_mode(args, limits, report, failures, forced_checks, timed, get, out_dir) -> int:
     """tf32 (fp32 data, wgmma .tf32): correctness over odd shapes and forced stream-K schedules,
     then the seed shape: each candidate twice, cuBLAS FAST_TF32 (beta=1 and GEMM alone)."""
-    t0 = time.perf_counter()
-    for v in TF32_CHECKS:
-        for (m, n, k) in CL_SHAPES:
-            try:
-                forced_checks(m, n, k, v)
-            except Exception as exc:  # noqa: BLE001
-                failures.append(f"{v} {(m, n, k)}: {type(exc).__name__}: {exc}")
-                traceback.print_exc()
-        print(f"checked {v}: {len(failures)} failures so far "
-              f"({time.perf_counter() - t0:.1f} s)", flush=True)
-    n_checks = len(report["checks"])
-    print(f"correctness (tf32): {n_checks - len(failures)} / {n_checks} ok; worst rel_fro "
-          f"{max(c['rel_fro'] for c in report['checks']):.2e}", flush=True)
+    n_checks = check_all(TF32_CHECKS, CL_SHAPES, forced_checks, report, failures, "tf32")
     if failures:
         print("\n".join(failures[:20]))
         return 1
@@ -336,11 +358,7 @@ def tf32_mode(args, limits, report, failures, forced_checks, timed, get, out_dir
              f"default knobs {dk}"]
     lines += [f"   {nm:26s} " + " ".join(f"{t:.4f}" for t in rec[nm]) for nm in TF32_TIMED]
     report["seed"].append(rec)
-    table = "\n".join(lines)
-    print(table)
-    if out_dir:
-        Path(out_dir, "sm90_tf32.txt").write_text(table + "\n")
-        Path(out_dir, "sm90_tf32.json").write_text(json.dumps(report, indent=1, default=str))
+    write_table(lines, report, out_dir, "sm90_tf32")
     return 0
 
 
@@ -358,19 +376,7 @@ def tile160_mode(args, limits, report, failures, forced_checks, timed, out_dir) 
     """128x160 (one wave of 128 tiles at M=1024, 1.94 waves at 2048 for N = 2560): correctness
     (incl. the 64B-swizzled epilogue tail chunk), then a bf16 M sweep, default knobs vs 128x160
     with 4 and 5 stages, two alternating rounds."""
-    t0 = time.perf_counter()
-    for v in T160_CHECKS:
-        for (m, n, k) in T160_SHAPES:
-            try:
-                forced_checks(m, n, k, v)
-            except Exception as exc:  # noqa: BLE001
-                failures.append(f"{v} {(m, n, k)}: {type(exc).__name__}: {exc}")
-                traceback.print_exc()
-        print(f"checked {v}: {len(failures)} failures so far "
-              f"({time.perf_counter() - t0:.1f} s)", flush=True)
-    n_checks = len(report["checks"])
-    print(f"correctness (128x160): {n_checks - len(failures)} / {n_checks} ok; worst rel_fro "
-          f"{max(c['rel_fro'] for c in report['checks']):.2e}", flush=True)
+    n_checks = check_all(T160_CHECKS, T160_SHAPES, forced_checks, report, failures, "128x160")
     if failures:
         print("\n".join(failures[:20]))
         return 1
@@ -391,11 +397,7 @@ def tile160_mode(args, limits, report, failures, forced_checks, timed, out_dir) 
         lines.append(f"M={m}: " + "; ".join(f"{nm} {min(rec[nm]):.4f}/{max(rec[nm]):.4f} "
                                             f"({rec[nm + ' sched']})" for nm in cands))
         print(lines[-1], flush=True)
-    table = "\n".join(lines)
-    print(table)
-    if out_dir:
-        Path(out_dir, "sm90_t160.txt").write_text(table + "\n")
-        Path(out_dir, "sm90_t160.json").write_text(json.dumps(report, indent=1, default=str))
+    write_table(lines, report, out_dir, "sm90_t160")
     return 0
 
 
@@ -489,31 +491,18 @@ def duel_mode(args, limits, report, failures, verify, get, out_dir, build) -> in
     if sampler:
         sampler.stop = True
     lines += failures[:20]
-    table = "\n".join(lines)
-    print(table)
-    if out_dir:
-        Path(out_dir, "sm90_duel.txt").write_text(table + "\n")
-        Path(out_dir, "sm90_duel.json").write_text(json.dumps(report, indent=1, default=str))
+    write_table(lines, report, out_dir, "sm90_duel")
     return 0 if not failures else 1
 
 
 def cluster_mode(args, limits, report, failures, verify, timed, get, out_dir) -> int:
     """2x1 clusters (W multicast) vs the current default: correctness, seed (interleaved), sweep."""
-    t0 = time.perf_counter()
-    for v in CL_VARIANTS:
-        for (m, n, k) in CL_SHAPES:
-            try:
-                verify(m, n, k, v)
-                if m >= 1571:
-                    verify(m, n, k, v, (6, 0), "grid 6")
-            except Exception as exc:  # noqa: BLE001
-                failures.append(f"{v} {(m, n, k)}: {type(exc).__name__}: {exc}")
-                traceback.print_exc()
-        print(f"checked {v}: {len(failures)} failures so far "
-              f"({time.perf_counter() - t0:.1f} s)", flush=True)
-    n_checks = len(report["checks"])
-    print(f"correctness: {n_checks - len(failures)} / {n_checks} ok; worst rel_fro "
-          f"{max(c['rel_fro'] for c in report['checks']):.2e}", flush=True)
+    def _check(m, n, k, v):
+        verify(m, n, k, v)
+        if m >= 1571:
+            verify(m, n, k, v, (6, 0), "grid 6")
+
+    n_checks = check_all(CL_VARIANTS, CL_SHAPES, _check, report, failures)
     lines = [f"correctness (cluster): {n_checks - len(failures)} / {n_checks} ok "
              f"(+ re-checks after timing)"]
     if failures:
@@ -561,33 +550,15 @@ def cluster_mode(args, limits, report, failures, verify, timed, get, out_dir) ->
             rec[name + " grid"] = info["grid"]
         report["sweep"].append(rec)
         print(json.dumps(rec, default=str), flush=True)
-        lines.append(f"M={m}: " + ", ".join(f"{kk} {vv:.4f}" if isinstance(vv, float)
-                                            else f"{kk} {vv}" for kk, vv in rec.items()
-                                            if kk != "m"))
+        lines.append(sweep_line(rec))
     lines += failures[:20]
-    table = "\n".join(lines)
-    print(table)
-    if out_dir:
-        Path(out_dir, "sm90_cluster.txt").write_text(table + "\n")
-        Path(out_dir, "sm90_cluster.json").write_text(json.dumps(report, indent=1, default=str))
+    write_table(lines, report, out_dir, "sm90_cluster")
     return 0 if not failures else 1
 
 
 def quick(args, limits, report, failures, forced_checks, timed, get, out_dir) -> int:
     """Ping-pong vs cooperative consumers: correctness, then seed timings (interleaved)."""
-    t0 = time.perf_counter()
-    for v in PP_VARIANTS:
-        for (m, n, k) in QUICK_SHAPES:
-            try:
-                forced_checks(m, n, k, v)
-            except Exception as exc:  # noqa: BLE001
-                failures.append(f"{v} {(m, n, k)}: {type(exc).__name__}: {exc}")
-                traceback.print_exc()
-        print(f"checked {v}: {len(failures)} failures so far "
-              f"({time.perf_counter() - t0:.1f} s)", flush=True)
-    n_checks = len(report["checks"])
-    print(f"correctness: {n_checks - len(failures)} / {n_checks} ok; worst rel_fro "
-          f"{max(c['rel_fro'] for c in report['checks']):.2e}", flush=True)
+    n_checks = check_all(PP_VARIANTS, QUICK_SHAPES, forced_checks, report, failures)
 
     m, n, k = SEED
     lines = [f"correctness (ping-pong): {n_checks - len(failures)} / {n_checks} ok "
@@ -622,15 +593,9 @@ def quick(args, limits, report, failures, forced_checks, timed, get, out_dir) ->
             rec[f"pp s{st} schedule"] = info["schedule"] + f" grid {info['grid']}"
         report["sweep"].append(rec)
         print(json.dumps(rec, default=str), flush=True)
-        lines.append(f"M={m}: " + ", ".join(f"{kk} {vv:.4f}" if isinstance(vv, float)
-                                            else f"{kk} {vv}" for kk, vv in rec.items()
-                                            if kk != "m"))
+        lines.append(sweep_line(rec))
     lines += failures[:20]
-    table = "\n".join(lines)
-    print(table)
-    if out_dir:
-        Path(out_dir, "sm90_quick.txt").write_text(table + "\n")
-        Path(out_dir, "sm90_quick.json").write_text(json.dumps(report, indent=1, default=str))
+    write_table(lines, report, out_dir, "sm90_quick")
     return 0 if not failures else 1
 
 
@@ -724,21 +689,9 @@ def main() -> int:
         return quick(args, limits, report, failures, forced_checks, timed, get, out_dir)
 
     # ---- 1. correctness ----
-    t0 = time.perf_counter()
     shapes = [(1, 2560, 2560), (586, 2560, 2560), (1571, 2560, 2560), (2048, 2560, 2560),
               (7976, 2560, 2560), (8192, 2560, 2560), (300, 136, 200), (130, 264, 72)]
-    for v in VARIANTS:
-        for (m, n, k) in shapes:
-            try:
-                forced_checks(m, n, k, v)
-            except Exception as exc:  # noqa: BLE001
-                failures.append(f"{v} {(m, n, k)}: {type(exc).__name__}: {exc}")
-                traceback.print_exc()
-        print(f"checked {v}: {len(failures)} failures so far "
-              f"({time.perf_counter() - t0:.1f} s)", flush=True)
-    n_checks = len(report["checks"])
-    print(f"correctness: {n_checks - len(failures)} / {n_checks} ok; worst rel_fro "
-          f"{max(c['rel_fro'] for c in report['checks']):.2e}", flush=True)
+    n_checks = check_all(VARIANTS, shapes, forced_checks, report, failures)
 
     # ---- 2. timing ----
     base = ("128x256", 3, "bf16", True, True)
