@@ -218,7 +218,7 @@ class AddRmsNormSpec(KernelSpec):
         defines = {"AR_DTYPE": DTYPE_CODE[dtype], "AR_THREADS": int(threads), "AR_VPT": int(vpt),
                    "AR_STAGES": max(1, int(stages)), "AR_MINB": int(minb), "AR_FUSE": int(bool(fusion))}
         head = "".join(f"#define {k} {v}\n" for k, v in defines.items())
-        return head + self.read_source("add_rmsnorm.cu")
+        return head + self.vec16(defines["AR_DTYPE"]) + self.read_source("add_rmsnorm.cu")
 
     def _resolve(self, task: Any, limits: DeviceLimits) -> tuple[int, int]:
         dtype = _dtype(task)

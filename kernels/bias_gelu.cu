@@ -13,77 +13,13 @@
 // The grid strides over the [M, N] array viewed as M*N/EPV 16-byte vectors; N is a multiple of 8
 // so a vector never straddles two rows and its bias vector is (i mod N/EPV).
 
-typedef unsigned int u32;
-
 #if BG_DTYPE == 2
 #define BG_EPV 4
 #else
 #define BG_EPV 8
 #endif
 
-__device__ __forceinline__ uint4 ld_stream(const uint4* p) {
-    uint4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-    return v;
-}
-__device__ __forceinline__ uint4 ld_plain(const uint4* p) {
-    uint4 v;
-    asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p) : "memory");
-    return v;
-}
-__device__ __forceinline__ uint4 ld_cached(const uint4* p) {
-    uint4 v;
-    asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-    return v;
-}
-__device__ __forceinline__ void st_vec(uint4* p, uint4 v) {
-    asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};"
-                 :: "l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
-}
-
-#if BG_DTYPE != 2
-__device__ __forceinline__ u32 pack2(float lo, float hi) {
-    u32 r;
-#if BG_DTYPE == 0
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-#else
-    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-#endif
-    return r;
-}
-__device__ __forceinline__ void unpack2(u32 v, float& lo, float& hi) {
-#if BG_DTYPE == 0
-    lo = __int_as_float(v << 16);
-    hi = __int_as_float(v & 0xffff0000u);
-#else
-    asm("{ .reg .b16 l, h; mov.b32 {l, h}, %2; cvt.f32.f16 %0, l; cvt.f32.f16 %1, h; }"
-        : "=f"(lo), "=f"(hi) : "r"(v));
-#endif
-}
-#endif
-__device__ __forceinline__ void unpack(const uint4 v, float* f) {
-#if BG_DTYPE == 2
-    f[0] = __uint_as_float(v.x); f[1] = __uint_as_float(v.y);
-    f[2] = __uint_as_float(v.z); f[3] = __uint_as_float(v.w);
-#else
-    unpack2(v.x, f[0], f[1]); unpack2(v.y, f[2], f[3]);
-    unpack2(v.z, f[4], f[5]); unpack2(v.w, f[6], f[7]);
-#endif
-}
-__device__ __forceinline__ uint4 pack(const float* f) {
-    uint4 v;
-#if BG_DTYPE == 2
-    v.x = __float_as_uint(f[0]); v.y = __float_as_uint(f[1]);
-    v.z = __float_as_uint(f[2]); v.w = __float_as_uint(f[3]);
-#else
-    v.x = pack2(f[0], f[1]); v.y = pack2(f[2], f[3]);
-    v.z = pack2(f[4], f[5]); v.w = pack2(f[6], f[7]);
-#endif
-    return v;
-}
+// 16-byte access and conversions: vec16.cuh (prepended by the spec, VEC_DTYPE = BG_DTYPE).
 
 // gelu_tanh(v) = v * sigmoid(2u): ex2.approx (relative error ~2^-22) and a fast reciprocal;
 // -2u is clamped so that exp never overflows (gelu(v) -> 0 from below there).

@@ -125,7 +125,8 @@ class BiasGeluSpec(KernelSpec):
     def render(self, dtype: str, threads: int, stages: int, fusion: bool) -> str:
         defines = {"BG_DTYPE": DTYPE_CODE[dtype], "BG_THREADS": int(threads),
                    "BG_UNROLL": max(1, int(stages)), "BG_FUSE": int(bool(fusion))}
-        return "".join(f"#define {k} {v}\n" for k, v in defines.items()) + self.read_source("bias_gelu.cu")
+        head = "".join(f"#define {k} {v}\n" for k, v in defines.items())
+        return head + self.vec16(defines["BG_DTYPE"]) + self.read_source("bias_gelu.cu")
 
     def _resolve(self, task: Any, limits: DeviceLimits) -> tuple[int, int]:
         bs_d, st_d = self.default_knobs(limits, _dtype(task))

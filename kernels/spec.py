@@ -160,6 +160,11 @@ class KernelSpec(ABC):
     def read_source(self, filename: str) -> str:
         return (KERNEL_DIR / filename).read_text(encoding="utf-8")
 
+    def vec16(self, dtype_code: int) -> str:
+        """The shared 16-byte access and conversion helpers (``vec16.cuh``) for a kernel whose
+        dtype code (0 bf16, 1 fp16, 2 fp32) is ``dtype_code``."""
+        return f"#define VEC_DTYPE {int(dtype_code)}\n" + self.read_source("vec16.cuh")
+
     # --- shape and knobs -------------------------------------------------------------------
     def normalize_shape(self, shape: dict[str, int]) -> dict[str, int]:
         """Map positional ('_0', '_1', ...) or aliased dimensions onto ``dims``; raise ValueError
