@@ -28,21 +28,15 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from kernels.rowwise import DTYPE_CODE, ITEMSIZE, check_rows, threads_per_sm
+from kernels.rowwise import dtype_of as _dtype
 from kernels.spec import Buffer, Build, DeviceLimits, KernelSpec, Launch, PeerSpec, Violation
 
-THREAD_CHOICES = (128, 256, 512, 1024)
 STAGE_CHOICES = (0, 2, 3, 4)
 """MEMORY_PIPELINING: off (0) or rows in flight per block."""
-DTYPE_CODE = {"bf16": 0, "fp16": 1, "fp32": 2}
-ITEMSIZE = {"bf16": 2, "fp16": 2, "fp32": 4}
 MAX_VPT = 8
 """Most 16-byte vectors per thread kept in registers; longer rows take the re-read path."""
 EPS = 1e-6
-_INT32_MAX = 2**31 - 1
-
-
-def _dtype(task: Any) -> str:
-    return str(getattr(task.dtype, "value", task.dtype))
 
 
 def vectors_per_row(n: int, dtype: str) -> int:
@@ -68,13 +62,6 @@ def register_estimate(dtype: str, threads: int, vpt: int, stages: int, fused: bo
     else:
         base, per_vec, per_slot = (32, 22, 10) if fused else (30, 18, 7)
     return base + per_vec * vpt + per_slot * vpt * (slots - 1)
-
-
-def threads_per_sm(limits: DeviceLimits | None) -> int:
-    """Resident threads per SM: 1536 on sm_86/sm_89, 2048 on sm_80 and sm_90."""
-    if limits is not None and limits.compute_capability in ((8, 6), (8, 7), (8, 9)):
-        return 1536
-    return 2048
 
 
 def blocks_per_sm(dtype: str, threads: int, vpt: int, stages: int, fused: bool,
@@ -148,36 +135,15 @@ class AddRmsNormSpec(KernelSpec):
         """dtype; m, n in int32 range; n a multiple of 8 (16-byte vectors, for every dtype);
         BLOCK_SIZE in the space and within the thread limit; MEMORY_PIPELINING offered; the
         variant's register estimate fits one block on an SM."""
-        out: list[Violation] = []
-        dtype = _dtype(task)
-        if dtype not in DTYPE_CODE:
-            return [Violation("dtype", dtype, "unknown dtype", "bf16, fp16 or fp32")]
-        try:
-            shape = self.normalize_shape(dict(task.shape))
-        except ValueError as exc:
-            out.append(Violation("shape", dict(task.shape), str(exc), "m, n"))
-            shape = None
-        if shape is not None:
-            for d in ("m", "n"):
-                if not 1 <= shape[d] <= _INT32_MAX:
-                    out.append(Violation(f"shape.{d}", shape[d], f"{d} must be in 1..{_INT32_MAX}",
-                                         "int32 kernel arguments"))
-            if shape["n"] % 8:
-                out.append(Violation("shape.n", shape["n"],
-                                     "n must be a multiple of 8 (rows move in 16-byte vectors)", "multiple of 8"))
+        def size(shape: dict[str, int], dtype: str) -> list[Violation]:
             if shape["m"] * shape["n"] > 2**31 * 8:
-                out.append(Violation("shape.m", shape["m"], "m * n too large", f"m * n <= {2**34}"))
-        threads = None
-        bs = task.block_size
-        if bs is not None:
-            allowed = ", ".join(str(t) for t in THREAD_CHOICES)
-            if str(bs) not in {str(t) for t in THREAD_CHOICES}:
-                out.append(Violation("block_size", bs, "expected threads per block", allowed))
-            elif int(bs) > limits.max_threads_per_block:
-                out.append(Violation("block_size", bs, f"needs {bs} threads per block",
-                                     f"{limits.max_threads_per_block} threads"))
-            else:
-                threads = int(bs)
+                return [Violation("shape.m", shape["m"], "m * n too large", f"m * n <= {2**34}")]
+            return []
+
+        out, shape, threads = check_rows(self, task, limits, size)
+        if any(v.field == "dtype" for v in out):
+            return out
+        dtype = _dtype(task)
         stages = task.memory_pipelining
         if stages is not None and stages not in STAGE_CHOICES:
             out.append(Violation("memory_pipelining", stages, "rows in flight not offered", "off (0), 2, 3 or 4"))

@@ -20,20 +20,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from kernels.add_rmsnorm import threads_per_sm
+from kernels.rowwise import DTYPE_CODE, INT32_MAX, ITEMSIZE, check_rows, threads_per_sm
+from kernels.rowwise import dtype_of as _dtype
 from kernels.spec import Buffer, Build, DeviceLimits, KernelSpec, Launch, PeerSpec, Violation
 
-THREAD_CHOICES = (128, 256, 512, 1024)
 STAGE_CHOICES = (0, 2, 4, 8)
 """MEMORY_PIPELINING: off (0) or 16-byte vectors in flight per thread."""
-DTYPE_CODE = {"bf16": 0, "fp16": 1, "fp32": 2}
-ITEMSIZE = {"bf16": 2, "fp16": 2, "fp32": 4}
 GELU_C = math.sqrt(2.0 / math.pi)
-_INT32_MAX = 2**31 - 1
-
-
-def _dtype(task: Any) -> str:
-    return str(getattr(task.dtype, "value", task.dtype))
 
 
 def gelu_tanh(xp: Any, v: Any) -> Any:
@@ -72,34 +65,15 @@ class BiasGeluSpec(KernelSpec):
         return opts[0], 0
 
     def check(self, task: Any, limits: DeviceLimits) -> list[Violation]:
-        out: list[Violation] = []
-        dtype = _dtype(task)
-        if dtype not in DTYPE_CODE:
-            return [Violation("dtype", dtype, "unknown dtype", "bf16, fp16 or fp32")]
-        try:
-            shape = self.normalize_shape(dict(task.shape))
-        except ValueError as exc:
-            out.append(Violation("shape", dict(task.shape), str(exc), "m, n"))
-            shape = None
-        if shape is not None:
-            for d in ("m", "n"):
-                if not 1 <= shape[d] <= _INT32_MAX:
-                    out.append(Violation(f"shape.{d}", shape[d], f"{d} must be in 1..{_INT32_MAX}",
-                                         "int32 kernel arguments"))
-            if shape["n"] % 8:
-                out.append(Violation("shape.n", shape["n"],
-                                     "n must be a multiple of 8 (rows move in 16-byte vectors)", "multiple of 8"))
-            if shape["m"] * shape["n"] * ITEMSIZE[dtype] // 16 > _INT32_MAX:
-                out.append(Violation("shape.m", shape["m"], "m * n is more than 2^31 16-byte vectors",
-                                     "32-bit vector indices"))
-        bs = task.block_size
-        if bs is not None:
-            allowed = ", ".join(str(t) for t in THREAD_CHOICES)
-            if str(bs) not in {str(t) for t in THREAD_CHOICES}:
-                out.append(Violation("block_size", bs, "expected threads per block", allowed))
-            elif int(bs) > limits.max_threads_per_block:
-                out.append(Violation("block_size", bs, f"needs {bs} threads per block",
-                                     f"{limits.max_threads_per_block} threads"))
+        def size(shape: dict[str, int], dtype: str) -> list[Violation]:
+            if shape["m"] * shape["n"] * ITEMSIZE[dtype] // 16 > INT32_MAX:
+                return [Violation("shape.m", shape["m"], "m * n is more than 2^31 16-byte vectors",
+                                  "32-bit vector indices")]
+            return []
+
+        out, _, _ = check_rows(self, task, limits, size)
+        if any(v.field == "dtype" for v in out):
+            return out
         st = task.memory_pipelining
         if st is not None and st not in STAGE_CHOICES:
             out.append(Violation("memory_pipelining", st, "vectors in flight not offered", "off (0), 2, 4 or 8"))

@@ -1,0 +1,66 @@
+"""What the row-wise memory-bound kernels (``add_rmsnorm``, ``bias_gelu``) share: the dtypes and
+thread counts they offer, resident threads per SM, and the checks of dtype, an ``[m, n]`` shape
+moved in 16-byte vectors, and BLOCK_SIZE as threads per block."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from kernels.spec import DeviceLimits, KernelSpec, Violation
+
+THREAD_CHOICES = (128, 256, 512, 1024)
+DTYPE_CODE = {"bf16": 0, "fp16": 1, "fp32": 2}
+ITEMSIZE = {"bf16": 2, "fp16": 2, "fp32": 4}
+INT32_MAX = 2**31 - 1
+
+
+def dtype_of(task: Any) -> str:
+    return str(getattr(task.dtype, "value", task.dtype))
+
+
+def threads_per_sm(limits: DeviceLimits | None) -> int:
+    """Resident threads per SM: 1536 on sm_86/sm_89, 2048 on sm_80 and sm_90."""
+    if limits is not None and limits.compute_capability in ((8, 6), (8, 7), (8, 9)):
+        return 1536
+    return 2048
+
+
+def check_rows(spec: KernelSpec, task: Any, limits: DeviceLimits,
+               size_check: Callable[[dict[str, int], str], list[Violation]]
+               ) -> tuple[list[Violation], dict[str, int] | None, int | None]:
+    """(violations, shape or None, threads or None) for the checks both kernels make: dtype (an
+    unknown one ends the check), m and n in int32 range, n a multiple of 8, the kernel's own size
+    limit (``size_check(shape, dtype)``), and BLOCK_SIZE one of ``THREAD_CHOICES`` within the
+    device's threads per block."""
+    dtype = dtype_of(task)
+    if dtype not in DTYPE_CODE:
+        return [Violation("dtype", dtype, "unknown dtype", "bf16, fp16 or fp32")], None, None
+    out: list[Violation] = []
+    shape: dict[str, int] | None
+    try:
+        shape = spec.normalize_shape(dict(task.shape))
+    except ValueError as exc:
+        out.append(Violation("shape", dict(task.shape), str(exc), "m, n"))
+        shape = None
+    if shape is not None:
+        for d in ("m", "n"):
+            if not 1 <= shape[d] <= INT32_MAX:
+                out.append(Violation(f"shape.{d}", shape[d], f"{d} must be in 1..{INT32_MAX}",
+                                     "int32 kernel arguments"))
+        if shape["n"] % 8:
+            out.append(Violation("shape.n", shape["n"],
+                                 "n must be a multiple of 8 (rows move in 16-byte vectors)", "multiple of 8"))
+        out += size_check(shape, dtype)
+    threads = None
+    bs = task.block_size
+    if bs is not None:
+        allowed = ", ".join(str(t) for t in THREAD_CHOICES)
+        if str(bs) not in {str(t) for t in THREAD_CHOICES}:
+            out.append(Violation("block_size", bs, "expected threads per block", allowed))
+        elif int(bs) > limits.max_threads_per_block:
+            out.append(Violation("block_size", bs, f"needs {bs} threads per block",
+                                 f"{limits.max_threads_per_block} threads"))
+        else:
+            threads = int(bs)
+    return out, shape, threads
