@@ -266,14 +266,13 @@ CL_VARIANTS = [  # (tile, stages, dtype, fuse, streamk, pingpong, cluster)
     ("256x128", 3, "bf16", True, False, False, 2),
     ("128x128", 5, "bf16", True, False, True, 2),
     ("128x128", 4, "fp16", False, False, True, 2),
-    ("128x256", 3, "bf16", True, False, False, 2, False),
 ]
 CL_SHAPES = [(1, 2560, 2560), (586, 2560, 2560), (1571, 2560, 2560), (2048, 2560, 2560),
              (8192, 2560, 2560), (300, 136, 200), (130, 264, 72), (384, 520, 136)]
 CL_SWEEP = (256, 512, 1024, 1571, 2048, 4096, 7976, 8192)
 
 
-DUEL = {  # name: variant (tile, stages, dtype, fuse, streamk, pingpong, cluster, multicast)
+DUEL = {  # name: variant (tile, stages, dtype, fuse, streamk, pingpong, cluster)
     "coop 128x256 s3": ("128x256", 3, "{dt}", True, True, False, 1),
     "coop 128x256 s3 cl2": ("128x256", 3, "{dt}", True, False, False, 2),
     "pp 128x128 s5": ("128x128", 5, "{dt}", True, True, True, 1),
@@ -462,14 +461,7 @@ def duel_mode(args, limits, report, failures, verify, get, out_dir, build) -> in
             for nm, fn in runs.items():
                 if sampler:
                     sampler.tag = f"{dt} {nm}"
-                evs = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(20)]
-                for s_, e_ in evs:
-                    s_.record()
-                    fn()
-                    e_.record()
-                evs[-1][1].synchronize()
-                ts = sorted(cp.cuda.get_elapsed_time(s_, e_) for s_, e_ in evs)
-                per[nm].append(ts[len(ts) // 2])
+                per[nm].append(time_fn(fn, warmup=0, iters=20)["median_ms"])
         if sampler:
             sampler.tag = None
         first = next(iter(per))
@@ -519,7 +511,6 @@ def cluster_mode(args, limits, report, failures, verify, timed, get, out_dir) ->
         cands = {"default": sm90.default_knobs(limits, dt, {"m": m, "n": n, "k": k}),
                  "128x256 s3 coop": ("128x256", 3, dt, True, True, False, 1),
                  "128x256 s3 cl2": ("128x256", 3, dt, True, False, False, 2),
-                 "128x256 s3 cl2 no-mc": ("128x256", 3, dt, True, False, False, 2, False),
                  "128x256 s3 cl2 grid128": ("128x256", 3, dt, True, False, False, 2),
                  "pp 128x128 s5 cl2": ("128x128", 5, dt, True, False, True, 2),
                  "256x128 s3 cl2": ("256x128", 3, dt, True, False, False, 2)}
@@ -636,10 +627,9 @@ def main() -> int:
         bs, st, dt, fuse, sk = v[:5]
         pp = v[5] if len(v) > 5 else None
         cl = v[6] if len(v) > 6 else None
-        mc = v[7] if len(v) > 7 else True
         task = SimpleNamespace(shape={"m": m, "n": n, "k": k}, dtype=dt)
         return sm90.build(task, limits, bs, st, fuse=fuse, streamk=sk, schedule=schedule,
-                          pingpong=pp, cluster=cl, multicast=mc)
+                          pingpong=pp, cluster=cl)
 
     def verify(m, n, k, v, schedule=None, label=""):
         bufs, ref = get(m, n, k, v[2])

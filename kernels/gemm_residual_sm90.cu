@@ -64,14 +64,7 @@
 #ifndef CLUSTER
 #define CLUSTER 1
 #endif
-#ifndef CLUSTER_MC
-#define CLUSTER_MC 1   // 0: clustered launch without the multicast (a measurement control)
-#endif
-#if CLUSTER > 1 && CLUSTER_MC
-#define MC CLUSTER
-#else
-#define MC 1
-#endif
+#define MC CLUSTER   // CTAs a W k-block is multicast to
 #if CLUSTER != 1 && CLUSTER != 2
 #error "CLUSTER must be 1 or 2"
 #endif

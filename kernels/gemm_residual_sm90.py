@@ -409,7 +409,7 @@ def check(task: Any, limits: DeviceLimits) -> list[Violation]:
 
 def defines(block_size: str, stages: int, dtype: str, fuse: bool,
             tmap_global: bool = False, streamk: bool = STREAMK_DEFAULT,
-            pingpong: bool = False, cluster: int = 1, multicast: bool = True) -> dict[str, int]:
+            pingpong: bool = False, cluster: int = 1) -> dict[str, int]:
     """The compile-time constants of one configuration (validated integers only)."""
     bm, bn, consumers = parse_block_size(block_size, dtype)
     if cluster not in (1, 2):
@@ -426,16 +426,14 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
     return {"BM": bm, "BN": bn, "BK": bk_of(dtype), "STAGES": slots, "NUM_CONSUMERS": consumers,
             "DT": DT_CODE[_dtype(dtype)], "FUSE": int(bool(fuse)),
             "TMAP_GLOBAL": int(bool(tmap_global)), "STREAMK": int(bool(streamk)),
-            "WS_TILES": WS_TILES, "PINGPONG": int(bool(pingpong)), "CLUSTER": int(cluster),
-            "CLUSTER_MC": int(bool(multicast))}
+            "WS_TILES": WS_TILES, "PINGPONG": int(bool(pingpong)), "CLUSTER": int(cluster)}
 
 
 def render(block_size: str, stages: int, dtype: str, fuse: bool = True,
            tmap_global: bool = False, streamk: bool = STREAMK_DEFAULT,
-           pingpong: bool = False, cluster: int = 1, multicast: bool = True) -> str:
+           pingpong: bool = False, cluster: int = 1) -> str:
     """The CUDA source for one configuration: #defines of integers, then the template."""
-    consts = defines(block_size, stages, dtype, fuse, tmap_global, streamk, pingpong, cluster,
-                     multicast)
+    consts = defines(block_size, stages, dtype, fuse, tmap_global, streamk, pingpong, cluster)
     head = "".join(f"#define {k} {int(v)}\n" for k, v in consts.items())
     from kernels.spec import KERNEL_DIR
 
@@ -450,7 +448,7 @@ def options(limits: DeviceLimits | None = None) -> tuple[str, ...]:
 def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
           fuse: bool | None = None, tmap_global: bool = False, streamk: bool | None = None,
           schedule: tuple[int, int] | None = None, pingpong: bool | None = None,
-          cluster: int | None = None, multicast: bool = True) -> Build:
+          cluster: int | None = None) -> Build:
     """Render and plan one configuration. ``fuse`` defaults to ``task.fusion`` (True when absent):
     off = the GEMM-only kernel (FUSE=0) then ``residual_add_inplace`` on ``out``. ``streamk``
     (default ``STREAMK_DEFAULT``) compiles the stream-K tail in; ``schedule`` = (grid, dp_tiles)
@@ -476,7 +474,7 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
     if cluster > 1:
         streamk = False
     source = render(block_size, stages, dtype, fuse, tmap_global, streamk, bool(pingpong),
-                    cluster, multicast)
+                    cluster)
     tiles = -(-m // bm) * -(-n // bn)
     if cluster > 1:
         # whole clusters; the kernel's tile unit is a group of `cluster` row tiles
@@ -492,7 +490,7 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
     smem = smem_bytes(block_size, stages, dtype, bool(pingpong))
     maps = (
         TensorMapArg("a", rows=m, cols=k, box_rows=bm, box_cols=bk, swizzle_bytes=128),
-        TensorMapArg("w", rows=n, cols=k, box_rows=bn // (cluster if multicast else 1), box_cols=bk,
+        TensorMapArg("w", rows=n, cols=k, box_rows=bn // cluster, box_cols=bk,
                      swizzle_bytes=128),
         TensorMapArg("r", rows=m, cols=n, box_rows=bm, box_cols=bk, swizzle_bytes=128),
         TensorMapArg("out", rows=m, cols=n, box_rows=bm, box_cols=bk, swizzle_bytes=128),

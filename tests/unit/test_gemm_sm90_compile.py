@@ -208,9 +208,6 @@ def test_cluster_build() -> None:
     assert small.launches[0].grid == (4, 1, 1)  # 3 row tiles -> 2 pairs x 1 column: 2 clusters
     forced = sm90.build(task, H200, "128x256", 3, cluster=2, schedule=(7, 0))
     assert forced.launches[0].grid == (6, 1, 1)  # whole clusters only
-    nomc = sm90.build(task, H200, "128x256", 3, cluster=2, multicast=False)
-    assert "#define CLUSTER_MC 0" in nomc.source
-    assert [a for a in nomc.launches[0].args if isinstance(a, TensorMapArg)][1].box_rows == 256
     with pytest.raises(ValueError):
         sm90.defines("128x256", 3, "bf16", True, streamk=True, cluster=2)
     with pytest.raises(ValueError):
