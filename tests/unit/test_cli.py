@@ -38,6 +38,14 @@ def test_bench_takes_every_dtype(capsys, dtype):
     assert d["dtype"] == dtype and d["correct"] is True
 
 
+def test_bench_unknown_dtype_exits_2_naming_the_flag(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["bench", *SIM, "--dtype", "int8"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "--dtype" in err and "int8" in err and "tf32" in err  # names the flag and the choices
+
+
 def test_bench_human_output_is_labelled_simulated(capsys):
     code, out, _ = run_cli(capsys, "bench", *SIM)
     assert code == 0 and "SIMULATED" in out

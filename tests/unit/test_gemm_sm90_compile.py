@@ -227,6 +227,10 @@ def test_tf32_build_and_routing() -> None:
     assert sm90.parse_block_size("128x128x32", "tf32") == (128, 128, 2)
     with pytest.raises(ValueError, match="BK = 32"):
         sm90.parse_block_size("128x128x64", "tf32")
+    bad = SimpleNamespace(shape={"m": 8192, "n": 2560, "k": 2560}, dtype="tf32",
+                          block_size="128x128x64", memory_pipelining=5)
+    (v,) = sm90.check(bad, H200)
+    assert v.field == "block_size" and "BK = 32" in v.message
     assert sm90.pipelining_options(H200, "tf32", "128x256") == [0, 2]
     assert sm90.pipelining_options(H200, "tf32", "128x128") == [0, 2, 3, 4, 5]
     assert sm90.smem_bytes("128x128", 5, "tf32") == 5 * 256 * 128 + 128 * 128 * 4 + 7 * 16 + 1024
