@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One device call's worth of work on the GPU machine: install the carried wheels, then run the
-# steps named as arguments (gpu-tests, bench-cli, check, bench, tui). Logs go to $OUT.
+# steps named as arguments (facts, gpu-tests, bench-cli, check, bench, calibrate, sm90 with
+# SM90_ARGS, tui). Logs go to $OUT.
 set -uo pipefail
 OUT=${OUT:-./out}; mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >/dev/null 2>&1 || { echo "wheel install failed"; exit 1; }
@@ -28,6 +29,8 @@ for step in "$@"; do
     calibrate)
       tui calibrate --profile h200 > "$OUT/calibrate.txt" 2>&1; echo "calibrate rc=$?"; cat "$OUT/calibrate.txt"
       tui bench --backend cuda --no-peers 2>&1 | grep -E "measured|T_SOL|ours" ;;
+    sm90)
+      OUT="$OUT" timeout ${SM90_TIMEOUT:-300} python3 bench/sm90_gemm.py ${SM90_ARGS:---quick} 2>&1 | tail -60 ;;
     tui)
       OUT="$OUT" timeout 150 python3 tests/gpu/tui_flow.py 2>&1 | tail -40 ;;
     *) echo "unknown step $step" ;;

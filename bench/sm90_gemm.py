@@ -51,6 +51,8 @@ SEED = (8192, 2560, 2560)
 CHECK_SHAPES = [(1, 2560, 2560), (586, 2560, 2560), (1571, 2560, 2560), (7976, 2560, 2560),
                 (8192, 2560, 2560), (300, 136, 200), (130, 264, 72)]
 CUDA_R_16F, CUDA_R_16BF, CUDA_R_32F = 2, 14, 0
+F32 = ("tf32", "fp32")
+"""fp32 data in memory (tf32: one tensor-core product; fp32: 3xTF32)."""
 
 
 def to_bits(x: cp.ndarray, dtype: str) -> cp.ndarray:
@@ -92,6 +94,9 @@ class Runner:
         if key not in _modules:
             _modules[key] = cp.RawModule(code=build.source, options=build.options)
         mod = _modules[key]
+        for b in build.scratch:  # e.g. the 3xTF32 split: shared by every build on these buffers
+            if b.name not in bufs or bufs[b.name].shape != b.shape:
+                bufs[b.name] = cp.empty(b.shape, dtype=cp.float32)
         self.keep = []
         self.calls = []
         for launch in build.launches:
@@ -121,7 +126,7 @@ class Runner:
 
 def make_inputs(m: int, n: int, k: int, dtype: str, seed: int) -> dict[str, cp.ndarray]:
     rs = cp.random.RandomState(seed)
-    if dtype == "tf32":  # fp32 data, NaN-poisoned fp32 output
+    if dtype in F32:  # fp32 data, NaN-poisoned fp32 output
         return {"a": rs.standard_normal((m, k), dtype=cp.float32),
                 "w": rs.standard_normal((n, k), dtype=cp.float32),
                 "r": rs.standard_normal((m, n), dtype=cp.float32),
@@ -135,7 +140,7 @@ def make_inputs(m: int, n: int, k: int, dtype: str, seed: int) -> dict[str, cp.n
 
 
 def reference(bufs: dict[str, cp.ndarray], dtype: str) -> cp.ndarray:
-    if dtype == "tf32":
+    if dtype in F32:
         return (bufs["a"].astype(cp.float64) @ bufs["w"].astype(cp.float64).T
                 + bufs["r"].astype(cp.float64))
     a = from_bits(bufs["a"], dtype).astype(cp.float64)
@@ -145,13 +150,15 @@ def reference(bufs: dict[str, cp.ndarray], dtype: str) -> cp.ndarray:
 
 
 def compare(out_bits: cp.ndarray, ref: cp.ndarray, dtype: str) -> dict:
-    out = (out_bits if dtype == "tf32" else from_bits(out_bits, dtype)).astype(cp.float64)
+    out = (out_bits if dtype in F32 else from_bits(out_bits, dtype)).astype(cp.float64)
     nan = int(cp.count_nonzero(~cp.isfinite(out)))
     diff = cp.abs(out - ref)
     rms = float(cp.sqrt(cp.mean(ref * ref)))
     rel_fro = float(cp.linalg.norm(out - ref) / max(float(cp.linalg.norm(ref)), 1e-30))
     max_rel = float(cp.max(diff)) / max(rms, 1e-30)
     ok = nan == 0 and rel_fro < 1e-2 and max_rel < 0.05
+    if dtype == "fp32":  # fp32-class: the engine's fp32 rtol is 1e-4
+        ok = nan == 0 and rel_fro < 1e-5 and max_rel < 1e-4
     return {"nonfinite": nan, "rel_fro": rel_fro, "max_abs_over_rms": max_rel, "ok": ok}
 
 
@@ -176,7 +183,7 @@ def cublas_gemm(bufs, c: cp.ndarray, dtype: str, beta: float):
     handle = cp.cuda.device.get_cublas_handle()
     alpha_h = np.array([1.0], dtype=np.float32)
     beta_h = np.array([beta], dtype=np.float32)
-    t = {"bf16": CUDA_R_16BF, "fp16": CUDA_R_16F, "tf32": CUDA_R_32F}[dtype]
+    t = {"bf16": CUDA_R_16BF, "fp16": CUDA_R_16F, "tf32": CUDA_R_32F, "fp32": CUDA_R_32F}[dtype]
     compute = cublas.CUBLAS_COMPUTE_32F_FAST_TF32 if dtype == "tf32" else cublas.CUBLAS_COMPUTE_32F
 
     def run():
@@ -359,6 +366,130 @@ def tf32_mode(args, limits, report, failures, forced_checks, timed, get, out_dir
     report["seed"].append(rec)
     write_table(lines, report, out_dir, "sm90_tf32")
     return 0
+
+
+FP32_CHECKS = [  # (tile, stages, dtype, fuse, streamk, pingpong, cluster, split_hi, promote)
+    ("128x128", 5, "fp32", True, True, False, 1, False, 1),
+    ("128x128", 5, "fp32", True, True, False, 1, False, 0),
+    ("128x128", 5, "fp32", True, True, False, 1, True, 4),
+    ("128x128", 3, "fp32", True, True, True, 1, False, 0),
+    ("128x128", 4, "fp32", False, True, False, 1, False, 2),
+    ("128x256", 2, "fp32", True, True, False, 1, True, 0),
+    ("128x160", 4, "fp32", True, True, False, 1, False, 1),
+    ("128x128", 0, "fp32", True, False, False, 1, False, 1),
+]
+FP32_TIMED = {  # name: variant
+    "3xTF32 128x128 s5 promote 4": ("128x128", 5, "fp32", True, True, False, 1, False, 4),
+    "3xTF32 128x128 s5 promote 0": ("128x128", 5, "fp32", True, True, False, 1, False, 0),
+    "3xTF32 128x128 s5 promote 1": ("128x128", 5, "fp32", True, True, False, 1, False, 1),
+    "3xTF32 128x128 s5 promote 2": ("128x128", 5, "fp32", True, True, False, 1, False, 2),
+    "3xTF32 128x128 s5 promote 8": ("128x128", 5, "fp32", True, True, False, 1, False, 8),
+    "3xTF32 128x128 s5 promote 16": ("128x128", 5, "fp32", True, True, False, 1, False, 16),
+    "3xTF32 128x160 s4 promote 4": ("128x160", 4, "fp32", True, True, False, 1, False, 4),
+    "1xTF32 128x128 s5": ("128x128", 5, "tf32", True, True, False, 1),
+}
+
+
+def fp32_mode(args, limits, report, failures, forced_checks, timed, get, out_dir, build) -> int:
+    """fp32 by 3xTF32: correctness (odd shapes, forced stream-K splits) at the fp32 bar; then, at
+    the seed shape, each candidate's error against fp64 (max |out - ref| / rms(ref), normwise)
+    beside our FFMA kernel, cuBLAS fp32 (COMPUTE_32F, beta=1) and one tf32 product; then all of
+    them timed in alternation (rounds x 20 launches) with NVML clock and power; then an M sweep of
+    the default against cuBLAS fp32 beta=1."""
+    from engine.task import TaskSpec
+    from kernels.gemm_residual_auto import PORTABLE_SPEC
+
+    n_checks = check_all(FP32_CHECKS, CL_SHAPES, forced_checks, report, failures, "fp32 3xTF32")
+    if failures:
+        print("\n".join(failures[:20]))
+        return 1
+    m, n, k = SEED
+    bufs, ref = get(m, n, k, "fp32")
+    shape = {"m": m, "n": n, "k": k}
+    runs: dict = {}
+    errs: dict = {}
+
+    def measure_err(name, fn, out):
+        out.fill(cp.nan)
+        fn()
+        cp.cuda.runtime.deviceSynchronize()
+        errs[name] = compare(out, ref, "fp32")
+
+    for name, v in FP32_TIMED.items():
+        runs[name] = Runner(build(m, n, k, v), bufs, "fp32", False)
+        measure_err(name, runs[name], bufs["out"])
+    bs, st = PORTABLE_SPEC.default_knobs(limits, "fp32", shape)
+    ffma = PORTABLE_SPEC.build(TaskSpec(kernel="gemm_residual_mma", dtype="fp32", shape=shape,
+                                        block_size=bs, memory_pipelining=st), limits)
+    runs[f"FFMA {bs} s{st}"] = Runner(ffma, bufs, "fp32", False)
+    measure_err(f"FFMA {bs} s{st}", runs[f"FFMA {bs} s{st}"], bufs["out"])
+    c1 = bufs["r"].copy()
+    b1 = cublas_gemm(bufs, c1, "fp32", 1.0)
+
+    def cublas_b1():
+        c1[...] = bufs["r"]  # beta=1 accumulates into C: restore R first (a copy, timed too)
+        b1()
+    runs["cuBLAS fp32 beta=1 (+copy of R)"] = cublas_b1
+    measure_err("cuBLAS fp32 beta=1 (+copy of R)", cublas_b1, c1)
+    c0 = cp.empty_like(bufs["r"])
+    runs["cuBLAS fp32 GEMM alone (b=0)"] = cublas_gemm(bufs, c0, "fp32", 0.0)
+    runs["cuBLAS fp32 beta=1 (no copy)"] = b1
+    try:
+        sampler = _Sampler()
+    except Exception as exc:  # noqa: BLE001
+        print(f"no NVML sampler: {exc}")
+        sampler = None
+    for fn in runs.values():
+        for _ in range(3):
+            fn()
+    per: dict[str, list[float]] = {nm: [] for nm in runs}
+    for _r in range(args.rounds):
+        for nm, fn in runs.items():
+            if sampler:
+                sampler.tag = nm
+            per[nm].append(time_fn(fn, warmup=0, iters=20)["median_ms"])
+    if sampler:
+        sampler.tag = None
+        sampler.stop = True
+    for name, v in FP32_TIMED.items():  # the workspace and output still right after all launches
+        measure_err(name + " (after)", runs[name], bufs["out"])
+        if v[2] == "fp32" and not errs[name + " (after)"]["ok"]:
+            failures.append(f"after timing {name}: {errs[name + ' (after)']}")
+    lines = [f"correctness (fp32 3xTF32, max |err|/rms < 1e-4, normwise < 1e-5): "
+             f"{n_checks} / {n_checks} ok",
+             f"seed fp32 ({args.rounds} rounds x 20 launches, alternating); error vs fp64",
+             f"   {'candidate':34s} {'median':>8} {'best rnd':>8} {'ratio':>6} {'SM MHz':>7} {'W':>5} "
+             f"{'max|err|/rms':>12} {'normwise':>9}"]
+    first = next(iter(per))
+    for nm, ts in per.items():
+        srt = sorted(ts)
+        ratios = sorted(a / b for a, b in zip(ts, per[first], strict=True))
+        clk = pw = float("nan")
+        if sampler:
+            smp = [(c_, p_) for tg, c_, p_ in sampler.samples if tg == nm]
+            if smp:
+                clk = sum(c_ for c_, _ in smp) / len(smp)
+                pw = sum(p_ for _, p_ in smp) / len(smp)
+        e = errs.get(nm)
+        lines.append(f"   {nm:34s} {srt[len(srt) // 2]:8.4f} {srt[0]:8.4f} "
+                     f"{ratios[len(ratios) // 2]:6.3f} {clk:7.0f} {pw:5.0f} "
+                     + (f"{e['max_abs_over_rms']:12.2e} {e['rel_fro']:9.2e}" if e else ""))
+        report["seed"].append({"name": nm, "rounds": ts, "err": e})
+    print("\n".join(lines), flush=True)
+    for mm in SWEEP:
+        rec: dict = {"m": mm}
+        bb = get(mm, n, k, "fp32")[0]
+        c = bb["r"].copy()
+        rec["cublas_fp32_b1"] = time_fn(cublas_gemm(bb, c, "fp32", 1.0), iters=20)["median_ms"]
+        dk = sm90.default_knobs(limits, "fp32", {"m": mm, "n": n, "k": k})
+        rec["default"], info = timed(mm, n, k, (dk[0], dk[1], "fp32", True, True))
+        rec["default knobs"] = f"{dk[0]} s{dk[1]} {info['schedule']}"
+        report["sweep"].append(rec)
+        lines.append(sweep_line(rec))
+        print(lines[-1], flush=True)
+    lines += failures[:20]
+    write_table(lines, report, out_dir, "sm90_fp32")
+    return 0 if not failures else 1
 
 
 T160_CHECKS = [  # (tile, stages, dtype, fuse, streamk, pingpong, cluster)
@@ -598,6 +729,9 @@ def main() -> int:
                     help="the 128x160 tile (N = 2560 = 16 x 160): correctness, M sweep vs default")
     ap.add_argument("--tf32", action="store_true",
                     help="tf32 on the wgmma path: correctness, then seed timings vs cuBLAS FAST_TF32")
+    ap.add_argument("--fp32", action="store_true",
+                    help="fp32 by 3xTF32: correctness, accuracy vs FFMA/cuBLAS fp32/1xTF32 against "
+                         "fp64, seed timings in alternation, M sweep vs cuBLAS fp32")
     ap.add_argument("--duel", action="store_true",
                     help="seed-shape candidates timed in alternation (drift-free ratios) with "
                          "NVML clock/power per candidate")
@@ -627,14 +761,16 @@ def main() -> int:
         bs, st, dt, fuse, sk = v[:5]
         pp = v[5] if len(v) > 5 else None
         cl = v[6] if len(v) > 6 else None
+        sh = v[7] if len(v) > 7 else None
+        pr = v[8] if len(v) > 8 else None
         task = SimpleNamespace(shape={"m": m, "n": n, "k": k}, dtype=dt)
         return sm90.build(task, limits, bs, st, fuse=fuse, streamk=sk, schedule=schedule,
-                          pingpong=pp, cluster=cl)
+                          pingpong=pp, cluster=cl, split_hi=sh, promote=pr)
 
     def verify(m, n, k, v, schedule=None, label=""):
         bufs, ref = get(m, n, k, v[2])
         b = build(m, n, k, v, schedule)
-        bufs["out"].fill(cp.nan if v[2] == "tf32" else 0xFFFF)  # NaN-poisoned
+        bufs["out"].fill(cp.nan if v[2] in F32 else 0xFFFF)  # NaN-poisoned
         Runner(b, bufs, v[2], False)()
         cp.cuda.runtime.deviceSynchronize()
         c = compare(bufs["out"], ref, v[2])
@@ -671,6 +807,8 @@ def main() -> int:
         return tile160_mode(args, limits, report, failures, forced_checks, timed, out_dir)
     if args.tf32:
         return tf32_mode(args, limits, report, failures, forced_checks, timed, get, out_dir)
+    if args.fp32:
+        return fp32_mode(args, limits, report, failures, forced_checks, timed, get, out_dir, build)
     if args.duel:
         return duel_mode(args, limits, report, failures, verify, get, out_dir, build)
     if args.cluster:

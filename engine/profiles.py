@@ -99,6 +99,16 @@ class Profile(BaseModel):
             raise InputError(f"profile {self.name} has no peak for dtype {dtype}")
         return float(val) * 1e12
 
+    def sol_peak_flops(self, dtype: str) -> float:
+        """The compute ceiling SOL uses for ``dtype``: the datasheet peak, except fp32, whose
+        fp32-accurate results also come from three tf32 tensor-core products (3xTF32): its
+        ceiling is the faster of the FFMA peak and a third of the tf32 peak (H100/H200: 164.9
+        vs 66.9 TFLOP/s; L40S and RTX 4090: FFMA stays faster)."""
+        peak = self.peak_flops(dtype)
+        if dtype == "fp32" and self.peak_tflops.tf32:
+            peak = max(peak, float(self.peak_tflops.tf32) * 1e12 / 3)
+        return peak
+
     @property
     def bandwidth_bytes_per_s(self) -> float:
         return self.memory_bandwidth_gbps * 1e9

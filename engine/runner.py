@@ -153,7 +153,7 @@ def attach_measured_sol(result: RunResult, profile: Profile, profiles: ProfileSe
     if measured is None:
         return
     dtype = result.task.get("dtype", "bf16")
-    fig = sol_figures(sol["flops"], sol["bytes"], measured.peak_flops(dtype), measured.bandwidth_bytes_per_s,
+    fig = sol_figures(sol["flops"], sol["bytes"], measured.sol_peak_flops(dtype), measured.bandwidth_bytes_per_s,
                       result.timing.median_ms)
     result.sol_measured, result.measured_profile = fig.to_dict(), measured.name
 

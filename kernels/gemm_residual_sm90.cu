@@ -45,8 +45,18 @@
 //
 // The Python spec prepends the knobs as #defines of validated integers:
 //   BM, BN, BK (64 16-bit or 32 fp32 elements: 128 bytes), STAGES, NUM_CONSUMERS, DT (0 bf16,
-//   1 fp16, 2 tf32), FUSE, TMAP_GLOBAL, STREAMK, WS_TILES,
-//   PINGPONG, CLUSTER.
+//   1 fp16, 2 tf32, 3 fp32 by 3xTF32), FUSE, TMAP_GLOBAL, STREAMK, WS_TILES,
+//   PINGPONG, CLUSTER, SPLIT_HI (DT 3).
+//
+// DT 3 (fp32 inputs, fp32-class accuracy on the tensor cores, "3xTF32"): tf32_split first writes
+// each operand's low part lo = tf32(x - hi) (and, with SPLIT_HI, hi = tf32(x) itself; without it
+// the tensor cores' own reading of x is hi: they ignore its low 13 mantissa bits). The GEMM then
+// runs 3x the k-blocks: a_lo * w_hi, a_hi * w_lo, a_hi * w_hi into one fp32 accumulator (small
+// terms first); a_lo * w_lo (~2^-22 relative) is dropped. Same tiles, wgmma .tf32 and epilogue as
+// DT 2. PROMOTE = p > 0: the tensor cores sum p k-blocks at a time from zero (their own
+// accumulation is coarser than fp32 round-to-nearest and its error grows with the steps); each
+// group is drained and added into a second register accumulator by FADD (cooperative tiles of
+// at most 64 x 160 per warpgroup, where the second set fits). The drain costs a bubble per group.
 // No headers: NVRTC compiles this on a machine without the CUDA toolkit.
 
 #if !defined(BM) || !defined(BN) || !defined(BK) || !defined(STAGES) || !defined(NUM_CONSUMERS)
@@ -75,13 +85,20 @@
 #define DT 0
 #endif
 #define IS_BF16 (DT == 0)
-#define ELEM (DT == 2 ? 4 : 2)   // bytes per element of A, W, R and out
+#define ELEM (DT >= 2 ? 4 : 2)   // bytes per element of A, W, R and out
 #if BK * ELEM != 128
 #error "BK must fill one 128-byte swizzle row: 64 16-bit or 32 fp32 elements"
 #endif
 #define KSTEPS 4                  // wgmma k-steps of 32 bytes per k-block (k16, or k8 for tf32)
 #if BN != 128 && BN != 160 && BN != 256
 #error "BN must be 128, 160 or 256"
+#endif
+
+#ifndef PROMOTE
+#define PROMOTE 0
+#endif
+#if PROMOTE && (DT != 3 || (BM / NUM_CONSUMERS) * BN > 64 * 160 || PINGPONG)
+#error "PROMOTE: fp32 (DT 3), cooperative, at most 64 x 160 accumulators per warpgroup (2 sets)"
 #endif
 
 #if PINGPONG
@@ -111,7 +128,7 @@
 #error "each consumer warpgroup needs a multiple of 64 rows"
 #endif
 
-#if DT == 2
+#if DT == 2 || DT == 3
 #define WG_AB "tf32"
 #define WG_K "8"
 #define WG_IMM "1, 1"          // scale-a, scale-b (tf32 takes no transpose immediates)
@@ -506,6 +523,9 @@ __device__ __forceinline__ void tile_origin(int tile, int num_n, unsigned rank, 
 extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_ATTR
 gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PARAM(tm_out),
                    TMAP_PARAM(tm_r2), TMAP_PARAM(tm_out2),
+#if DT == 3
+                   TMAP_PARAM(tm_alo), TMAP_PARAM(tm_wlo),
+#endif
                    int M, int N, int K, int dp_tiles) {
     extern __shared__ unsigned char smem_raw[];
     const unsigned base = (smem_u32(smem_raw) + 1023u) & ~1023u;  // swizzle atoms need 1024 B
@@ -527,7 +547,12 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
 #else
     const unsigned rank = 0;
 #endif
+#if DT == 3
+    const int kb_k = (K + BK - 1) / BK;  // k-blocks of one product; three products
+    const int num_kb = 3 * kb_k;
+#else
     const int num_kb = (K + BK - 1) / BK;
+#endif
 #if STREAMK
     // at most WS_TILES split tiles (the workspace's slots): the rest run data-parallel
     dp_tiles = dp_tiles < 0 ? 0 : dp_tiles;
@@ -572,6 +597,10 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
             const unsigned long long w_map = TMAP_ADDR(tm_w);
             asm volatile("prefetch.tensormap [%0];" ::"l"(a_map) : "memory");
             asm volatile("prefetch.tensormap [%0];" ::"l"(w_map) : "memory");
+#if DT == 3
+            asm volatile("prefetch.tensormap [%0];" ::"l"(TMAP_ADDR(tm_alo)) : "memory");
+            asm volatile("prefetch.tensormap [%0];" ::"l"(TMAP_ADDR(tm_wlo)) : "memory");
+#endif
 #if FUSE
             const unsigned long long r_map = TMAP_ADDR(tm_r);
             asm volatile("prefetch.tensormap [%0];" ::"l"(r_map) : "memory");
@@ -588,17 +617,34 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                 // the k-block after which the producer stages the next residual tile: late enough
                 // that the consumers have left the previous epilogue, early enough to hide the load
                 const int r_issue_kb = kb0 + (kb1 - kb0 - 1 < STAGES ? kb1 - kb0 - 1 : STAGES);
+#if DT == 3
+                int seg = kb0 / kb_k, kq = kb0 - seg * kb_k;  // product, k-block within it
+#endif
                 for (int kb = kb0; kb < kb1; ++kb) {
                     mbar_wait(empty_bar + 8 * stage, phase ^ 1u);
                     const unsigned fb = full_bar + 8 * stage;
                     mbar_expect_tx(fb, STAGE_BYTES);
                     const unsigned sa = base + stage * STAGE_BYTES;
-                    tma_load_2d(sa, a_map, kb * BK, m0, fb);
+#if DT == 3
+                    // product seg: 0 a_lo * w_hi, 1 a_hi * w_lo, 2 a_hi * w_hi
+                    const int kx = kq * BK;
+                    const unsigned long long am = seg == 0 ? TMAP_ADDR(tm_alo) : a_map;
+                    const unsigned long long wm = seg == 1 ? TMAP_ADDR(tm_wlo) : w_map;
+                    if (++kq == kb_k) {
+                        kq = 0;
+                        ++seg;
+                    }
+#else
+                    const int kx = kb * BK;
+                    const unsigned long long am = a_map;
+                    const unsigned long long wm = w_map;
+#endif
+                    tma_load_2d(sa, am, kx, m0, fb);
 #if MC > 1
-                    tma_load_2d_mc(sa + A_TILE_BYTES + rank * B_PART_BYTES, w_map, kb * BK,
+                    tma_load_2d_mc(sa + A_TILE_BYTES + rank * B_PART_BYTES, wm, kx,
                                    n0 + (int)rank * (BN / MC), fb, (unsigned short)((1u << MC) - 1));
 #else
-                    tma_load_2d(sa + A_TILE_BYTES, w_map, kb * BK, n0, fb);
+                    tma_load_2d(sa + A_TILE_BYTES, wm, kx, n0, fb);
 #endif
                     if (++stage == STAGES) {
                         stage = 0;
@@ -676,6 +722,64 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
             int m0, n0;
             tile_origin(tile, num_n, rank, m0, n0);
             int prev_stage = 0;
+#if PROMOTE
+            // groups of PROMOTE k-blocks, each summed from zero by the tensor cores, drained
+            // (wgmma.wait_group 0) and added into `sum` by FADD
+            float sum[M_ITERS][ACC_N];
+#pragma unroll
+            for (int mi = 0; mi < M_ITERS; ++mi) {
+#pragma unroll
+                for (int i = 0; i < ACC_N; ++i) sum[mi][i] = 0.0f;
+            }
+            for (int g0 = kb0; g0 < kb1; g0 += PROMOTE) {
+                const int g1 = g0 + PROMOTE < kb1 ? g0 + PROMOTE : kb1;
+                for (int kb = g0; kb < g1; ++kb) {
+                    mbar_wait(full_bar + 8 * stage, phase);
+                    const unsigned sa = base + stage * STAGE_BYTES + row0 * 128;
+                    const unsigned sb = base + stage * STAGE_BYTES + A_TILE_BYTES;
+                    wgmma_fence();
+#pragma unroll
+                    for (int k = 0; k < KSTEPS; ++k) {
+#pragma unroll
+                        for (int mi = 0; mi < M_ITERS; ++mi) {
+                            WGMMA(acc[mi], smem_desc(sa + mi * 64 * 128 + k * 32),
+                                  smem_desc(sb + k * 32), (kb != g0) | (k != 0));
+                        }
+                    }
+                    wgmma_commit();
+#if STAGES == 1
+                    wgmma_wait<0>();
+                    release_slot(empty_bar + 8 * stage, lane);
+#else
+                    wgmma_wait<1>();
+                    if (kb > g0) release_slot(empty_bar + 8 * prev_stage, lane);
+#endif
+                    if (kb == kb0 && storer && store_pending) {
+                        asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+                        mbar_arrive(reb);
+                        store_pending = false;
+                    }
+                    prev_stage = stage;
+                    if (++stage == STAGES) {
+                        stage = 0;
+                        phase ^= 1u;
+                    }
+                }
+#if STAGES > 1
+                wgmma_wait<0>();
+                release_slot(empty_bar + 8 * prev_stage, lane);
+#endif
+#pragma unroll
+                for (int mi = 0; mi < M_ITERS; ++mi) {
+#pragma unroll
+                    for (int i = 0; i < ACC_N; ++i) {
+                        fence_reg(acc[mi][i]);
+                        sum[mi][i] += acc[mi][i];
+                    }
+                }
+            }
+#define ACC_OUT sum
+#else
             for (int kb = kb0; kb < kb1; ++kb) {
                 mbar_wait(full_bar + 8 * stage, phase);
                 const unsigned sa = base + stage * STAGE_BYTES + row0 * 128;
@@ -721,6 +825,8 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
 #pragma unroll
                 for (int i = 0; i < ACC_N; ++i) fence_reg(acc[mi][i]);
             }
+#define ACC_OUT acc
+#endif
 
 #if STREAMK
             bool finish = true;
@@ -732,8 +838,8 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                 for (int mi = 0; mi < M_ITERS; ++mi) {
 #pragma unroll
                     for (int q = 0; q < ACC_N / 4; ++q) {
-                        red_add_v4(ws + (mi * (ACC_N / 4) + q) * TILE_THREADS, acc[mi][4 * q],
-                                   acc[mi][4 * q + 1], acc[mi][4 * q + 2], acc[mi][4 * q + 3]);
+                        red_add_v4(ws + (mi * (ACC_N / 4) + q) * TILE_THREADS, ACC_OUT[mi][4 * q],
+                                   ACC_OUT[mi][4 * q + 1], ACC_OUT[mi][4 * q + 2], ACC_OUT[mi][4 * q + 3]);
                     }
                 }
                 fence_gpu();
@@ -753,10 +859,10 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                         for (int q = 0; q < ACC_N / 4; ++q) {
                             float4* p = ws + (mi * (ACC_N / 4) + q) * TILE_THREADS;
                             const float4 v = ld_cg_v4(p);
-                            acc[mi][4 * q] = v.x;
-                            acc[mi][4 * q + 1] = v.y;
-                            acc[mi][4 * q + 2] = v.z;
-                            acc[mi][4 * q + 3] = v.w;
+                            ACC_OUT[mi][4 * q] = v.x;
+                            ACC_OUT[mi][4 * q + 1] = v.y;
+                            ACC_OUT[mi][4 * q + 2] = v.z;
+                            ACC_OUT[mi][4 * q + 3] = v.w;
                             st_cg_zero_v4(p);
                         }
                     }
@@ -779,7 +885,7 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                 continue;
             }
 #endif
-#if DT == 2
+#if DT >= 2
 #pragma unroll
             for (int mi = 0; mi < M_ITERS; ++mi) {
 #pragma unroll
@@ -803,8 +909,8 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
 #pragma unroll
                         for (int jj = 0; jj < 4; ++jj) {
                             const int j = jg + jj;
-                            float v0 = acc[mi][j * 4 + half * 2];
-                            float v1 = acc[mi][j * 4 + half * 2 + 1];
+                            float v0 = ACC_OUT[mi][j * 4 + half * 2];
+                            float v1 = ACC_OUT[mi][j * 4 + half * 2 + 1];
 #if FUSE
                             v0 += rv[jj].x;
                             v1 += rv[jj].y;
@@ -838,8 +944,8 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
 #pragma unroll
                     for (int j = 0; j < BN / 8; ++j) {
                         const unsigned addr = epi_addr(row_addr, tail_addr, j, sw, sw_tail);
-                        float v0 = acc[mi][j * 4 + half * 2];
-                        float v1 = acc[mi][j * 4 + half * 2 + 1];
+                        float v0 = ACC_OUT[mi][j * 4 + half * 2];
+                        float v1 = ACC_OUT[mi][j * 4 + half * 2 + 1];
 #if FUSE
                         float r0, r1;
                         unpack2(rv[j], r0, r1);
@@ -918,3 +1024,52 @@ extern "C" __global__ void residual_add_inplace_f32(float* __restrict__ out, con
         ((float4*)out)[i] = o;
     }
 }
+
+#if DT == 3
+#ifndef SPLIT_HI
+#define SPLIT_HI 0
+#endif
+// x rounded to tf32 (nearest, ties away: cvt.rna), returned as fp32 with the low 13 bits zero.
+__device__ __forceinline__ float tf32_rna(float x) {
+    unsigned r;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+    return __uint_as_float(r & 0xFFFFE000u);
+}
+
+__device__ __forceinline__ void split4(float4 x, float4& hi, float4& lo) {
+    float* xv = (float*)&x;
+    float* hv = (float*)&hi;
+    float* lv = (float*)&lo;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+#if SPLIT_HI
+        hv[e] = tf32_rna(xv[e]);
+#else
+        hv[e] = __uint_as_float(__float_as_uint(xv[e]) & 0xFFFFE000u);  // what the tensor cores read
+#endif
+        lv[e] = tf32_rna(xv[e] - hv[e]);  // x - hi is exact in fp32
+    }
+}
+
+// 3xTF32 operand split, one launch for A (n4a float4s) then W (n4w): lo always, hi with SPLIT_HI.
+extern "C" __global__ void tf32_split(const float4* __restrict__ a, float4* __restrict__ a_hi,
+                                      float4* __restrict__ a_lo, int n4a,
+                                      const float4* __restrict__ w, float4* __restrict__ w_hi,
+                                      float4* __restrict__ w_lo, int n4w) {
+    const long long total = (long long)n4a + n4w;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += (long long)gridDim.x * blockDim.x) {
+        const bool is_a = i < n4a;
+        const long long j = is_a ? i : i - n4a;
+        float4 hi, lo;
+        split4(is_a ? a[j] : w[j], hi, lo);
+        (is_a ? a_lo : w_lo)[j] = lo;
+#if SPLIT_HI
+        (is_a ? a_hi : w_hi)[j] = hi;
+#else
+        (void)a_hi;
+        (void)w_hi;
+#endif
+    }
+}
+#endif

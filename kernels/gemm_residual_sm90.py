@@ -1,6 +1,7 @@
 """Hopper-native path of gemm_residual: TMA + mbarrier pipeline + wgmma, warp-specialised,
-persistent (``gemm_residual_sm90.cu``). Used on compute capability 9.0 for bf16/fp16 and tf32
-(fp32 data read as tf32 by the tensor cores).
+persistent (``gemm_residual_sm90.cu``). Used on compute capability 9.0 for bf16/fp16, tf32
+(fp32 data read as tf32 by the tensor cores) and fp32 (3xTF32: each fp32 operand split into a tf32
+high and low part, three tensor-core products summed in fp32; fp32-class accuracy).
 
 ``out[M, N] = A[M, K] @ W[N, K]^T + R[M, N]``; fp32 accumulation, the residual added in fp32 in
 the epilogue and the result rounded once. Tiles 128x256, 128x128, 256x128 and 128x160 (N = 2560 =
@@ -8,7 +9,7 @@ the epilogue and the result rounded once. Tiles 128x256, 128x128, 256x128 and 12
 measured no faster). Module-level functions, so that the ``gemm_residual``
 spec can delegate to them:
 
-- ``supported(limits, dtype, shape)``: cc 9.0 and bf16/fp16/tf32 (and N, K multiples of 8).
+- ``supported(limits, dtype, shape)``: cc 9.0 and bf16/fp16/tf32/fp32 (and N, K multiples of 8).
 - ``block_size_options`` / ``pipelining_options`` / ``smem_bytes`` / ``check``.
 - ``build(task, limits, block_size, stages, fuse=None)``: a :class:`kernels.spec.Build` whose
   GEMM launch takes four :class:`~kernels.spec.TensorMapArg` (A, W, R, out; 128B swizzle,
@@ -38,9 +39,10 @@ registers (<= 128 fp32 accumulators per thread: the 128x128 tile) and two epilog
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
-from kernels.spec import Build, DeviceLimits, Launch, TensorMapArg, Violation
+from kernels.spec import Buffer, Build, DeviceLimits, Launch, TensorMapArg, Violation
 
 SOURCE_FILE = "gemm_residual_sm90.cu"
 KERNEL = "gemm_residual_sm90"
@@ -58,11 +60,32 @@ TILES: dict[str, tuple[int, int, int]] = {
 }
 """Tile shapes, best default first. Each consumer warpgroup owns BM / consumers rows."""
 
-DTYPES = ("bf16", "fp16", "tf32")
+DTYPES = ("bf16", "fp16", "tf32", "fp32")
 """tf32: fp32 A, W, R and out; the tensor cores read the fp32 operands as tf32 (wgmma .tf32, the low
-13 mantissa bits ignored), fp32 accumulation; the residual added in fp32."""
-ITEMSIZE = {"bf16": 2, "fp16": 2, "tf32": 4}
-DT_CODE = {"bf16": 0, "fp16": 1, "tf32": 2}
+13 mantissa bits ignored), fp32 accumulation; the residual added in fp32.
+fp32: the same data, fp32-class results by 3xTF32 (``tf32_split`` writes each operand's low part
+tf32(x - hi); the GEMM sums a_lo*w_hi + a_hi*w_lo + a_hi*w_hi over 3x the k-blocks). The
+portable path's FFMA kernel stays available as ``gemm_residual_mma``."""
+ITEMSIZE = {"bf16": 2, "fp16": 2, "tf32": 4, "fp32": 4}
+DT_CODE = {"bf16": 0, "fp16": 1, "tf32": 2, "fp32": 3}
+PASSES = {"fp32": 3}
+"""Tensor-core products per k-block (3xTF32 for fp32; one otherwise)."""
+SPLIT_HI_DEFAULT = False
+"""fp32: False reads each operand's high part as the tensor cores see x itself (low 13 bits
+ignored) and writes only the low parts; True also writes hi = tf32(x) rounded to nearest."""
+SPLIT_KERNEL = "tf32_split"
+PROMOTE_DEFAULT = 4
+"""fp32: k-blocks (of 32) the tensor cores sum from zero before the group is drained and added
+into a second register accumulator by FADD; 0 = all of K in the tensor cores, whose own
+accumulation is coarser than fp32 round-to-nearest (its error grows with the steps). Set from
+H200 measurements (bench/NOTES-sm90.md, v10). ``promote_fits`` says where it applies."""
+
+
+def promote_fits(block_size: str, pingpong: bool) -> bool:
+    """A second accumulator set fits beside the first: cooperative tiles of at most 64 x 160
+    accumulators per consumer warpgroup (128x128, 128x160)."""
+    bm, bn, consumers = parse_block_size(block_size, "fp32")
+    return not pingpong and bm // consumers * bn <= 64 * 160
 
 
 def bk_of(dtype: Any) -> int:
@@ -71,8 +94,10 @@ def bk_of(dtype: Any) -> int:
 
 
 def _k16(k: int, dtype: Any) -> int:
-    """K in 16-bit-element units, so that k-block counts (cdiv by ``BK``) hold for every dtype."""
-    return k * ITEMSIZE.get(_dtype(dtype), 2) // 2
+    """K in 16-bit-element units times the products per k-block, so that k-block counts (cdiv by
+    ``BK``) hold for every dtype (fp32's three tf32 products count three times)."""
+    dt = _dtype(dtype)
+    return k * ITEMSIZE.get(dt, 2) // 2 * PASSES.get(dt, 1)
 BARRIER_BYTES = 16
 """Two 8-byte mbarriers (full, empty) per stage; plus two for the epilogue buffer and 16 bytes
 for the stream-K "finish" flag (ping-pong: two buffers' barriers, two turn barriers, two flags)."""
@@ -192,6 +217,9 @@ many stages (measured at the seed shape with 5; 4 is slower than cooperative 128
 
 CLUSTER_DEFAULT = False
 """Use 2x1 clusters with W multicast where ``use_cluster`` allows (set from H200 measurements)."""
+CLUSTER_DTYPES = ("bf16", "fp16", "tf32")
+"""Clusters are compiled for these only: fp32's three-product producer spills a register in the
+ping-pong cluster build (the producer warpgroup keeps 40), and clusters measured no gain anyway."""
 
 
 def use_cluster(limits: DeviceLimits, block_size: str, stages: int, dtype: str,
@@ -199,7 +227,7 @@ def use_cluster(limits: DeviceLimits, block_size: str, stages: int, dtype: str,
     """Cluster size for these knobs (not itself a knob): 2 where ``CLUSTER_DEFAULT`` is on, the
     pipeline is on, and (for a known shape) every cluster gets at least one whole wave of work;
     else 1."""
-    if not CLUSTER_DEFAULT or stages == 0:
+    if not CLUSTER_DEFAULT or stages == 0 or _dtype(dtype) not in CLUSTER_DTYPES:
         return 1
     if shape:
         try:
@@ -213,7 +241,8 @@ def use_cluster(limits: DeviceLimits, block_size: str, stages: int, dtype: str,
 
 
 def supported(limits: DeviceLimits, dtype: str, shape: dict[str, int] | None = None) -> bool:
-    """True where this path applies: compute capability 9.0, bf16/fp16, N and K multiples of 8."""
+    """True where this path applies: compute capability 9.0, bf16/fp16/tf32/fp32, N and K
+    multiples of 8."""
     if tuple(limits.compute_capability) != (9, 0) or _dtype(dtype) not in DTYPES:
         return False
     if shape:
@@ -369,8 +398,8 @@ def check(task: Any, limits: DeviceLimits) -> list[Violation]:
                              "the wgmma/TMA path needs compute capability 9.0 (sm_90a)",
                              "cc 9.0"))
     if dtype not in DTYPES:
-        out.append(Violation("dtype", dtype, "the Hopper path takes bf16, fp16 or tf32",
-                             "bf16, fp16, tf32"))
+        out.append(Violation("dtype", dtype, "the Hopper path takes bf16, fp16, tf32 or fp32",
+                             "bf16, fp16, tf32, fp32"))
     try:
         m, n, k = _mnk(task.shape)
     except ValueError as exc:
@@ -409,31 +438,47 @@ def check(task: Any, limits: DeviceLimits) -> list[Violation]:
 
 def defines(block_size: str, stages: int, dtype: str, fuse: bool,
             tmap_global: bool = False, streamk: bool = STREAMK_DEFAULT,
-            pingpong: bool = False, cluster: int = 1) -> dict[str, int]:
+            pingpong: bool = False, cluster: int = 1,
+            split_hi: bool = SPLIT_HI_DEFAULT, promote: int | None = None) -> dict[str, int]:
+    """``promote`` (fp32 only; default ``PROMOTE_DEFAULT`` where ``promote_fits``, else 0)."""
     """The compile-time constants of one configuration (validated integers only)."""
     bm, bn, consumers = parse_block_size(block_size, dtype)
     if cluster not in (1, 2):
         raise ValueError(f"cluster {cluster}: 1 (none) or 2 (2x1, W multicast)")
     if cluster == 2 and streamk:
         raise ValueError("the 2x1 cluster schedule is data-parallel only (streamk=False)")
+    if cluster == 2 and _dtype(dtype) not in CLUSTER_DTYPES:
+        raise ValueError(f"the 2x1 cluster schedule takes {', '.join(CLUSTER_DTYPES)}")
     if pingpong and (bm * bn > 128 * 128 or consumers != 2):
         raise ValueError(f"tile {block_size}: ping-pong takes {', '.join(PINGPONG_TILES)}")
     if _dtype(dtype) not in DTYPES:
-        raise ValueError(f"dtype {dtype!r}: the Hopper path takes bf16, fp16 or tf32")
+        raise ValueError(f"dtype {dtype!r}: the Hopper path takes bf16, fp16, tf32 or fp32")
     slots = stage_count(stages)
     if not 1 <= slots <= MAX_STAGES:
         raise ValueError(f"stages {stages}: must be 0 (off) or 2..{MAX_STAGES}")
-    return {"BM": bm, "BN": bn, "BK": bk_of(dtype), "STAGES": slots, "NUM_CONSUMERS": consumers,
-            "DT": DT_CODE[_dtype(dtype)], "FUSE": int(bool(fuse)),
-            "TMAP_GLOBAL": int(bool(tmap_global)), "STREAMK": int(bool(streamk)),
-            "WS_TILES": WS_TILES, "PINGPONG": int(bool(pingpong)), "CLUSTER": int(cluster)}
+    out = {"BM": bm, "BN": bn, "BK": bk_of(dtype), "STAGES": slots, "NUM_CONSUMERS": consumers,
+           "DT": DT_CODE[_dtype(dtype)], "FUSE": int(bool(fuse)),
+           "TMAP_GLOBAL": int(bool(tmap_global)), "STREAMK": int(bool(streamk)),
+           "WS_TILES": WS_TILES, "PINGPONG": int(bool(pingpong)), "CLUSTER": int(cluster)}
+    if _dtype(dtype) == "fp32":
+        fits = promote_fits(block_size, pingpong)
+        if promote is None:
+            promote = PROMOTE_DEFAULT if fits else 0
+        if int(promote) < 0 or (promote and not fits):
+            raise ValueError(f"promote {promote}: 0, or k-blocks per group on a cooperative tile "
+                             "of at most 64 x 160 accumulators per warpgroup")
+        out["SPLIT_HI"] = int(bool(split_hi))
+        out["PROMOTE"] = int(promote)
+    return out
 
 
 def render(block_size: str, stages: int, dtype: str, fuse: bool = True,
            tmap_global: bool = False, streamk: bool = STREAMK_DEFAULT,
-           pingpong: bool = False, cluster: int = 1) -> str:
+           pingpong: bool = False, cluster: int = 1,
+           split_hi: bool = SPLIT_HI_DEFAULT, promote: int | None = None) -> str:
     """The CUDA source for one configuration: #defines of integers, then the template."""
-    consts = defines(block_size, stages, dtype, fuse, tmap_global, streamk, pingpong, cluster)
+    consts = defines(block_size, stages, dtype, fuse, tmap_global, streamk, pingpong, cluster,
+                     split_hi, promote)
     head = "".join(f"#define {k} {int(v)}\n" for k, v in consts.items())
     from kernels.spec import KERNEL_DIR
 
@@ -448,13 +493,17 @@ def options(limits: DeviceLimits | None = None) -> tuple[str, ...]:
 def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
           fuse: bool | None = None, tmap_global: bool = False, streamk: bool | None = None,
           schedule: tuple[int, int] | None = None, pingpong: bool | None = None,
-          cluster: int | None = None) -> Build:
+          cluster: int | None = None, split_hi: bool | None = None,
+          promote: int | None = None) -> Build:
     """Render and plan one configuration. ``fuse`` defaults to ``task.fusion`` (True when absent):
     off = the GEMM-only kernel (FUSE=0) then ``residual_add_inplace`` on ``out``. ``streamk``
     (default ``STREAMK_DEFAULT``) compiles the stream-K tail in; ``schedule`` = (grid, dp_tiles)
     overrides ``plan_schedule`` (benchmarks; any value is correct, the kernel clamps it);
     ``pingpong`` (default ``use_pingpong``) picks the consumer schedule; ``cluster`` (default
-    ``use_cluster``) 2 runs 2x1 clusters sharing W by TMA multicast (data-parallel only)."""
+    ``use_cluster``) 2 runs 2x1 clusters sharing W by TMA multicast (data-parallel only).
+    fp32 (3xTF32) first launches ``tf32_split`` on A and W into scratch buffers (``Build.scratch``:
+    a_lo, w_lo, and with ``split_hi``, default ``SPLIT_HI_DEFAULT``, a_hi, w_hi); ``promote``
+    see ``defines``."""
     m, n, k = _mnk(task.shape)
     dtype = _dtype(task.dtype)
     if fuse is None:
@@ -473,8 +522,13 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
     cluster = int(cluster)
     if cluster > 1:
         streamk = False
+    if split_hi is None:
+        split_hi = SPLIT_HI_DEFAULT
+    x3 = dtype == "fp32"
+    consts = defines(block_size, stages, dtype, fuse, tmap_global, streamk, bool(pingpong),
+                     cluster, bool(split_hi), promote)
     source = render(block_size, stages, dtype, fuse, tmap_global, streamk, bool(pingpong),
-                    cluster)
+                    cluster, bool(split_hi), promote)
     tiles = -(-m // bm) * -(-n // bn)
     if cluster > 1:
         # whole clusters; the kernel's tile unit is a group of `cluster` row tiles
@@ -488,9 +542,10 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
     else:
         grid, dp_tiles = max(1, int(schedule[0])), int(schedule[1])
     smem = smem_bytes(block_size, stages, dtype, bool(pingpong))
+    a_hi, w_hi = ("a_hi", "w_hi") if x3 and split_hi else ("a", "w")
     maps = (
-        TensorMapArg("a", rows=m, cols=k, box_rows=bm, box_cols=bk, swizzle_bytes=128),
-        TensorMapArg("w", rows=n, cols=k, box_rows=bn // cluster, box_cols=bk,
+        TensorMapArg(a_hi, rows=m, cols=k, box_rows=bm, box_cols=bk, swizzle_bytes=128),
+        TensorMapArg(w_hi, rows=n, cols=k, box_rows=bn // cluster, box_cols=bk,
                      swizzle_bytes=128),
         TensorMapArg("r", rows=m, cols=n, box_rows=bm, box_cols=bk, swizzle_bytes=128),
         TensorMapArg("out", rows=m, cols=n, box_rows=bm, box_cols=bk, swizzle_bytes=128),
@@ -503,13 +558,28 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
                  TensorMapArg("out", rows=m, cols=n, box_rows=bm, box_cols=tail, swizzle_bytes=64))
     else:
         maps += (maps[2], maps[3])
-    launches = [Launch(KERNEL, (grid, 1, 1), (128 * (consumers + 1), 1, 1), smem,
-                       (*maps, m, n, k, dp_tiles))]
-    functions = [KERNEL]
+    launches: list[Launch] = []
+    functions: list[str] = []
+    scratch: tuple[Buffer, ...] = ()
+    if x3:
+        maps += (replace(maps[0], buffer="a_lo"), replace(maps[1], buffer="w_lo"))
+        scratch = (Buffer("a_lo", (m, k), "fp32", "scratch"),
+                   Buffer("w_lo", (n, k), "fp32", "scratch"))
+        if split_hi:
+            scratch += (Buffer("a_hi", (m, k), "fp32", "scratch"),
+                        Buffer("w_hi", (n, k), "fp32", "scratch"))
+        total4 = (m * k + n * k) // 4
+        split_grid = max(1, min(-(-total4 // 256), limits.sm_count * 8))
+        launches.append(Launch(SPLIT_KERNEL, (split_grid, 1, 1), (256, 1, 1), 0,
+                               ("a", a_hi, "a_lo", m * k // 4, "w", w_hi, "w_lo", n * k // 4)))
+        functions.append(SPLIT_KERNEL)
+    launches.append(Launch(KERNEL, (grid, 1, 1), (128 * (consumers + 1), 1, 1), smem,
+                           (*maps, m, n, k, dp_tiles)))
+    functions.append(KERNEL)
     if not fuse:
         total8 = m * n // 8
         add_grid = max(1, min(-(-total8 // 256), limits.sm_count * 8))
-        add = ADD_KERNEL_F32 if dtype == "tf32" else ADD_KERNEL
+        add = ADD_KERNEL_F32 if ITEMSIZE[dtype] == 4 else ADD_KERNEL
         launches.append(Launch(add, (add_grid, 1, 1), (256, 1, 1), 0, ("out", "r", m, n)))
         functions.append(add)
     info = {
@@ -529,8 +599,14 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
         "fused": bool(fuse),
         "tensor_maps": "by pointer (global)" if tmap_global else "by value (__grid_constant__)",
     }
+    if x3:
+        info["math"] = ("3xTF32 (a_lo*w_hi + a_hi*w_lo + a_hi*w_hi; hi "
+                        + ("tf32-rounded" if split_hi else "as the tensor cores read x") + "; "
+                        + (f"tensor cores sum {consts['PROMOTE']} k-blocks, then FADD"
+                           if consts["PROMOTE"] else "tensor-core accumulation over all of K")
+                        + ")")
     return Build(source=source, functions=tuple(functions), launches=tuple(launches),
-                 options=options(limits), info=info)
+                 options=options(limits), info=info, scratch=scratch)
 
 
 def _dtype(dtype: Any) -> str:

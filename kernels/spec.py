@@ -114,6 +114,9 @@ class Build:
     options: tuple[str, ...] = ()
     info: dict[str, Any] = field(default_factory=dict)
     """Resolved knobs and geometry for display: tile, stages, path (e.g. 'mma.sync+cp.async')."""
+    scratch: tuple[Buffer, ...] = ()
+    """Device buffers this configuration needs beyond the spec's ``buffers`` (e.g. the 3xTF32
+    operand split), allocated by the backend next to the outputs and never verified."""
 
     @property
     def source_sha256(self) -> str:

@@ -13,7 +13,7 @@ from engine.task import TaskSpec
 
 
 def peak_flops_for(profile: Any, dtype: str) -> float:
-    return profile.peak_flops(dtype)
+    return profile.sol_peak_flops(dtype)
 
 
 def now_iso() -> str:

@@ -239,6 +239,7 @@ class CudaBackend:
                     s[b.name] = to_storage(rng.standard_normal(b.shape, dtype=cp.float32), dtype)
             sets.append(s)
         outs = {b.name: cp.empty(b.shape, dtype=_STORAGE[dtype]) for b in buffers if b.role != "input"}
+        outs.update({b.name: cp.empty(b.shape, dtype=_STORAGE[b.dtype]) for b in build.scratch})
         flag = cp.zeros(1, dtype=cp.int32)
         cp.cuda.Device().synchronize()
         em.done("inputs", f"N(0,1), {n_sets} rotating set(s) of {in_bytes / 2**20:.1f} MiB (L2 {l2 / 2**20:.0f} MiB)")

@@ -94,7 +94,7 @@ class SimBackend:
 
         eff = max(1e-3, min(0.99, spec.sim_efficiency(task, limits)))
         t_sol = t_sol_ms(spec.flops(shape), spec.bytes_moved(shape, dtype),
-                         profile.peak_flops(dtype), profile.bandwidth_bytes_per_s)
+                         profile.sol_peak_flops(dtype), profile.bandwidth_bytes_per_s)
         t_model = t_sol / eff
 
         em.start("warmup")

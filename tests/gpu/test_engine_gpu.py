@@ -29,7 +29,8 @@ def _backend_run(task: TaskSpec):
 
 
 KERNELS = ["gemm_residual", "gemm_residual_mma"]
-"""The auto path (wgmma on Hopper for bf16/fp16/tf32) and the portable path forced on this GPU."""
+"""The auto path (wgmma on Hopper for bf16/fp16/tf32, and fp32 by 3xTF32) and the portable path
+(FFMA for fp32) forced on this GPU."""
 
 
 def _knob_combos(dtype: str, kernel: str = "gemm_residual"):
@@ -85,6 +86,23 @@ def test_every_knob_combination_correct(kernel, dtype):
         if res.status is not RunStatus.ok:
             failures.append((bs, st, fusion, res.status.value, (res.error or "")[:200]))
     assert failures == []
+
+
+def test_fp32_3xtf32_as_accurate_as_ffma():
+    """fp32 on Hopper runs 3xTF32 on the tensor cores: its error against the fp64 reference must be
+    fp32-class, i.e. in the order of the FFMA kernel's (the portable path, forced), and ten times
+    under the fp32 tolerance; one tf32 product alone is far coarser."""
+    shape = {"m": 2048, "n": 2560, "k": 2560}
+    runs = {kernel: _backend_run(TaskSpec(kernel=kernel, shape=shape, dtype="fp32", warmup=1,
+                                          iterations=2, peers=False))
+            for kernel in ("gemm_residual", "gemm_residual_mma")}
+    tf32 = _backend_run(TaskSpec(shape=shape, dtype="tf32", warmup=1, iterations=2, peers=False))
+    x3, ffma = runs["gemm_residual"], runs["gemm_residual_mma"]
+    assert "3xTF32" in x3.launch["info"]["math"]
+    assert x3.correctness.correct and ffma.correctness.correct
+    assert x3.correctness.max_rel_err < get_spec("gemm_residual").rtol("fp32") / 10
+    assert x3.correctness.normwise_rel_err < 10 * ffma.correctness.normwise_rel_err
+    assert tf32.correctness.normwise_rel_err > 10 * x3.correctness.normwise_rel_err
 
 
 def test_random_shapes():

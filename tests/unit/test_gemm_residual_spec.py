@@ -213,6 +213,39 @@ def test_tf32_rtol_covers_tf32_rounding():
     assert errs["rna"] > SPEC.rtol("fp32")
 
 
+def test_3xtf32_split_meets_the_fp32_tolerance():
+    """The Hopper fp32 path's 3xTF32, emulated in numpy (K = 2560, N(0,1)): hi as the tensor cores
+    read x (low 13 bits dropped), lo = tf32_rna(x - hi); three tf32 products, a_lo * w_lo dropped.
+    The representation error sits far under the fp32 rtol, and each piece is exactly tf32 (so the
+    tensor cores read it unchanged); one tf32 product alone fails the fp32 rtol."""
+    from engine.verify import compare
+
+    rng = np.random.default_rng(7)
+    m, n, k = 128, 128, 2560
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    w = rng.standard_normal((n, k)).astype(np.float32)
+    r = rng.standard_normal((m, n)).astype(np.float32)
+    ref = SPEC.reference(np, {"a": a, "w": w, "r": r})
+
+    def split(x, hi_mode):
+        hi = _tf32(x, hi_mode)
+        lo = _tf32((x - hi).astype(np.float32), "rna")
+        assert np.array_equal(x - hi, (x.astype(np.float64) - hi.astype(np.float64)).astype(np.float32))
+        return hi.astype(np.float64), lo.astype(np.float64)
+
+    errs = {}
+    for hi_mode in ("rz", "rna"):  # SPLIT_HI off (hardware truncation) and on (written, rounded)
+        (ah, al), (wh, wl) = split(a, hi_mode), split(w, hi_mode)
+        assert np.array_equal(_tf32(al.astype(np.float32), "rz"), al.astype(np.float32))
+        out = al @ wh.T + ah @ wl.T + ah @ wh.T + r
+        c = compare(np, out, ref, SPEC.rtol("fp32"))
+        assert c.correct, (hi_mode, c.max_rel_err)
+        errs[hi_mode] = c.max_rel_err
+    assert max(errs.values()) < SPEC.rtol("fp32") / 20
+    one = _tf32(a, "rz").astype(np.float64) @ _tf32(w, "rz").astype(np.float64).T + r
+    assert not compare(np, one, ref, SPEC.rtol("fp32")).correct
+
+
 def test_peers():
     peers = {p.name: p for p in SPEC.peers(task())}
     assert set(peers) == {"cupy_matmul_add", "cublas_gemm_add", "cublas_gemm_beta1", "cublas_gemm"}

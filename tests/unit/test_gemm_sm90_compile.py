@@ -36,8 +36,9 @@ def _combos() -> list[tuple[str, int, str, bool, bool, bool, int]]:
             deepest = max(sm90.pipelining_options(H200, dtype, bs))
             out.append((bs, deepest, dtype, False, True, False, 1))
             out.append((bs, deepest, dtype, True, False, False, 1))  # purely data-parallel build
-            out.append((bs, deepest, dtype, True, False, False, 2))  # 2x1 cluster, W multicast
-            out.append((bs, 0, dtype, False, False, False, 2))
+            if dtype in sm90.CLUSTER_DTYPES:
+                out.append((bs, deepest, dtype, True, False, False, 2))  # 2x1 cluster, multicast
+                out.append((bs, 0, dtype, False, False, False, 2))
             pp = [st for st in sm90.pipelining_options(H200, dtype, bs)
                   if sm90.pingpong_fits(H200, bs, st, dtype)]
             for st in pp:
@@ -45,7 +46,8 @@ def _combos() -> list[tuple[str, int, str, bool, bool, bool, int]]:
             if pp:
                 out.append((bs, max(pp), dtype, False, True, True, 1))
                 out.append((bs, max(pp), dtype, True, False, True, 1))
-                out.append((bs, max(pp), dtype, True, False, True, 2))
+                if dtype in sm90.CLUSTER_DTYPES:
+                    out.append((bs, max(pp), dtype, True, False, True, 2))
     return out
 
 
@@ -110,7 +112,7 @@ def test_compiles_without_spills(block_size: str, stages: int, dtype: str, fuse:
 
 
 SASS_CASES = ([(b, False, "bf16") for b in sm90.TILES] + [(b, True, "bf16") for b in sm90.PINGPONG_TILES]
-              + [("128x128", False, "tf32"), ("128x128", True, "tf32")])
+              + [("128x128", False, "tf32"), ("128x128", True, "tf32"), ("128x128", False, "fp32")])
 
 
 @pytest.mark.parametrize("block_size,pingpong,dtype", SASS_CASES,
@@ -133,7 +135,7 @@ def test_sass_has_hgmma_and_tma(block_size: str, pingpong: bool, dtype: str, tmp
     assert proc.returncode == 0, proc.stderr
     sass = proc.stdout
     bm, bn, consumers = sm90.parse_block_size(block_size)
-    kind = r"x8\.F32\.TF32" if dtype == "tf32" else r"x16\.F32\.BF16"
+    kind = r"x8\.F32\.TF32" if dtype in ("tf32", "fp32") else r"x16\.F32\.BF16"
     hgmma = re.findall(r"HGMMA\.64x(\d+)" + kind, sass)
     assert hgmma, "no HGMMA: the kernel is not on the warpgroup-MMA path"
     assert {int(n) for n in hgmma} == {bn}
@@ -151,8 +153,11 @@ def test_options_and_smem_limits() -> None:
     assert sm90.pipelining_options(H200, "bf16", "128x256") == [0, 2, 3]
     assert sm90.pipelining_options(H200, "bf16", "128x128x64") == [0, 2, 3, 4, 5, 6]
     assert sm90.smem_bytes("128x256", 3, "bf16") <= H200.shared_memory_per_block_bytes < sm90.smem_bytes("128x256", 4, "bf16")
-    assert sm90.block_size_options(H200, "fp32") == []
-    assert not sm90.supported(H200, "fp32", {"m": 8, "n": 8, "k": 8})
+    assert sm90.block_size_options(H200, "fp8") == []
+    assert sm90.block_size_options(H200, "fp32") == sm90.block_size_options(H200, "tf32")
+    assert not sm90.supported(H200, "fp8", {"m": 8, "n": 8, "k": 8})
+    assert sm90.supported(H200, "fp32", {"m": 8, "n": 8, "k": 8})
+    assert not sm90.supported(H200, "fp32", {"m": 8, "n": 8, "k": 12})
     assert sm90.supported(H200, "bf16", {"m": 7976, "n": 2560, "k": 2560})
     h100_like = DeviceLimits((8, 0), 108, 166912, 167936)
     assert not sm90.supported(h100_like, "bf16")
@@ -260,11 +265,67 @@ def test_tf32_build_and_routing() -> None:
     assert AUTO.build(_auto_task("tf32"), a100).info["path"] == "mma.sync.tf32+cp.async"
 
 
-def _auto_task(dtype: str):
+def test_fp32_3xtf32_build_and_routing() -> None:
+    """fp32 on the Hopper path: tf32_split into scratch buffers, then the GEMM with two more maps
+    (a_lo, w_lo) over 3x the k-blocks; with split_hi the high parts are written too and the maps
+    read them. Clusters are refused. The auto spec routes fp32 here on 9.0 (info names 3xTF32) and
+    to the FFMA kernel elsewhere; gemm_residual_mma keeps FFMA on Hopper."""
+    from types import SimpleNamespace
+
+    from kernels.gemm_residual_auto import PORTABLE_SPEC
+    from kernels.gemm_residual_auto import SPEC as AUTO
+    from kernels.spec import TensorMapArg
+
+    shape = {"m": 8192, "n": 2560, "k": 2560}
+    assert sm90.supported(H200, "fp32", shape) and sm90.bk_of("fp32") == 32
+    assert sm90.default_knobs(H200, "fp32", shape) == sm90.default_knobs(H200, "tf32", shape)
+    task = SimpleNamespace(shape=shape, dtype="fp32", fusion=True)
+    b = sm90.build(task, H200, "128x128", 5)
+    assert "#define DT 3" in b.source and "#define SPLIT_HI 0" in b.source
+    assert f"#define PROMOTE {sm90.PROMOTE_DEFAULT}" in b.source  # cooperative 128x128: fits
+    assert "#define PROMOTE 0" in sm90.build(task, H200, "128x128", 3, pingpong=True).source
+    assert "#define PROMOTE 0" in sm90.build(task, H200, "128x256", 2).source
+    with pytest.raises(ValueError, match="promote"):
+        sm90.build(task, H200, "128x256", 2, promote=1)
+    assert "PROMOTE" not in sm90.defines("128x128", 5, "tf32", True)
+    assert [ln.function for ln in b.launches] == ["tf32_split", "gemm_residual_sm90"]
+    split, gemm = b.launches
+    assert split.args == ("a", "a", "a_lo", 8192 * 2560 // 4, "w", "w", "w_lo", 2560 * 2560 // 4)
+    maps = [a for a in gemm.args if isinstance(a, TensorMapArg)]
+    assert [m.buffer for m in maps] == ["a", "w", "r", "out", "r", "out", "a_lo", "w_lo"]
+    assert maps[6].box_rows == 128 and maps[7].box_rows == 128 and maps[6].box_cols == 32
+    assert [(x.name, x.shape, x.role) for x in b.scratch] == [
+        ("a_lo", (8192, 2560), "scratch"), ("w_lo", (2560, 2560), "scratch")]
+    assert "3xTF32" in b.info["math"]
+    # the schedule counts three products: 3 x 80 k-blocks of 32
+    assert sm90.plan_schedule(8192, 2560, 3 * 5120, "128x128", 132) == (gemm.grid[0], gemm.args[-1])
+    hi = sm90.build(task, H200, "128x128", 5, split_hi=True)
+    assert "#define SPLIT_HI 1" in hi.source
+    assert hi.launches[0].args[1] == "a_hi" and hi.launches[0].args[5] == "w_hi"
+    assert [m.buffer for m in hi.launches[1].args if isinstance(m, TensorMapArg)][:2] == ["a_hi", "w_hi"]
+    assert {x.name for x in hi.scratch} == {"a_lo", "w_lo", "a_hi", "w_hi"}
+    with pytest.raises(ValueError, match="cluster"):
+        sm90.build(task, H200, "128x256", 2, streamk=False, cluster=2)
+    assert sm90.use_cluster(H200, "128x128", 5, "fp32", shape) == 1
+    # tf32 keeps its single product and no split
+    assert [ln.function for ln in sm90.build(SimpleNamespace(shape=shape, dtype="tf32"), H200,
+                                             "128x128", 5).launches] == ["gemm_residual_sm90"]
+    log, _ = _compile(hi.source)
+    assert "0 bytes spill stores" in log and " 0 bytes spill loads" in log
+    assert "bytes spill stores" not in log.replace("0 bytes spill stores", "")
+    auto = AUTO.build(_auto_task("fp32"), H200)
+    assert auto.info["path"].startswith("wgmma") and "3xTF32" in auto.info["math"]
+    assert [x.name for x in auto.scratch] == ["a_lo", "w_lo"]
+    a100 = DeviceLimits((8, 0), 108, 166912, 167936, profile="a100")
+    assert AUTO.build(_auto_task("fp32", "128x64"), a100).functions == ("gemm_residual_fp32",)
+    assert PORTABLE_SPEC.build(_auto_task("fp32", "128x64"), H200).functions == ("gemm_residual_fp32",)
+
+
+def _auto_task(dtype: str, block_size: str = "128x128"):
     from engine.task import TaskSpec
 
     return TaskSpec(kernel="gemm_residual", dtype=dtype, shape={"m": 1024, "n": 256, "k": 512},
-                    block_size="128x128", memory_pipelining=4)
+                    block_size=block_size, memory_pipelining=4)
 
 
 def test_check_names_the_field() -> None:

@@ -74,3 +74,17 @@ def test_user_profile_roundtrip(tmp_path):
     assert ps.get("h200-measured").memory_bandwidth_gbps == 4137.0
     assert ps.origins["h200-measured"] == path
     assert ps.detect("NVIDIA H200").name == "h200"   # measured profiles are never auto-detected
+
+
+def test_sol_peak_for_fp32_counts_3xtf32():
+    """fp32's SOL ceiling is the faster of FFMA and a third of the tf32 peak (3xTF32 gives
+    fp32-class results on the tensor cores): Hopper and A100 take tf32 / 3, L40S keeps FFMA;
+    every other dtype keeps its datasheet peak."""
+    reg = load_profiles()
+    h200, a100, l40s = reg.get("h200"), reg.get("a100-sxm-80gb"), reg.get("l40s")
+    assert h200.sol_peak_flops("fp32") == pytest.approx(494.7e12 / 3)
+    assert h200.sol_peak_flops("fp32") > h200.peak_flops("fp32")
+    assert a100.sol_peak_flops("fp32") == pytest.approx(a100.peak_tflops.tf32 * 1e12 / 3)
+    assert l40s.sol_peak_flops("fp32") == l40s.peak_flops("fp32") == pytest.approx(91.6e12)
+    for dt in ("bf16", "fp16", "tf32"):
+        assert h200.sol_peak_flops(dt) == h200.peak_flops(dt)

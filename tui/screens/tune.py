@@ -66,7 +66,7 @@ def validate_form(values: dict[str, Any], profile: Any) -> tuple[TaskSpec | None
     except ValueError as exc:  # a knob the spec cannot even read, e.g. an unknown tile
         problems = [f"BLOCK_SIZE={checked.block_size}: {exc}"]
     figs = sol_figures(spec.flops(shape), spec.bytes_moved(shape, task.dtype.value),
-                       profile.peak_flops(task.dtype.value), profile.bandwidth_bytes_per_s)
+                       profile.sol_peak_flops(task.dtype.value), profile.bandwidth_bytes_per_s)
     try:
         pl_options = spec.pipelining_options(limits, task.dtype.value, checked.block_size)
     except ValueError:
