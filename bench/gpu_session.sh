@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call's worth of work on the GPU machine: install the carried wheels, then run the
 # steps named as arguments (facts, gpu-tests, bench-cli, check, bench, calibrate, sm90 with
-# SM90_ARGS, tui). Logs go to $OUT.
+# SM90_ARGS, ncu with NCU_CASES, tui). Logs go to $OUT.
 set -uo pipefail
 OUT=${OUT:-./out}; mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >/dev/null 2>&1 || { echo "wheel install failed"; exit 1; }
@@ -31,6 +31,12 @@ for step in "$@"; do
       tui bench --backend cuda --no-peers 2>&1 | grep -E "measured|T_SOL|ours" ;;
     sm90)
       OUT="$OUT" timeout ${SM90_TIMEOUT:-300} python3 bench/sm90_gemm.py ${SM90_ARGS:---quick} 2>&1 | tail -60 ;;
+    ncu)
+      NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+      timeout ${NCU_TIMEOUT:-400} "$NCU" --clock-control none -k regex:gemm_residual_sm90 --section SpeedOfLight \
+        --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section WarpStateStats --section LaunchStats \
+        python3 bench/ncu_probe.py ${NCU_CASES:+--cases "$NCU_CASES"} > "$OUT/ncu.txt" 2>&1; echo "ncu rc=$?"
+      grep -E "^[a-z0-9]+-(bf16|fp16|fp32):|SM Frequency|Elapsed Cycles|Duration|SM Active Cycles|Compute \(SM\) Throughput|L2 Cache Throughput|DRAM Throughput" "$OUT/ncu.txt" ;;
     tui)
       OUT="$OUT" timeout 150 python3 tests/gpu/tui_flow.py 2>&1 | tail -40 ;;
     *) echo "unknown step $step" ;;
