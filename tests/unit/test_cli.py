@@ -51,6 +51,20 @@ def test_bench_human_output_is_labelled_simulated(capsys):
     assert code == 0 and "SIMULATED" in out
 
 
+def test_bench_names_the_kernel_path_and_fp32_math(capsys):
+    """The human output names the path that ran in full, and for fp32 on a Hopper profile the
+    3xTF32 arithmetic; its SOL % is against the fp32 ceiling (tf32 / 3), so under 100 %."""
+    code, out, _ = run_cli(capsys, "bench", *SIM, "--profile", "h200", "--dtype", "fp32")
+    text = " ".join(out.split())
+    assert code == 0 and "ours: wgmma+TMA" in text and "3xTF32" in text
+    code, out, _ = run_cli(capsys, "bench", *SIM, "--profile", "h200", "--dtype", "fp32", "--json")
+    d = json.loads(out)
+    assert d["t_sol_ms"] == pytest.approx(2 * 8192 * 2560 * 2560 / (494.7e12 / 3) * 1e3, rel=1e-3)
+    assert 0 < d["sol_pct"] < 100
+    code, out, _ = run_cli(capsys, "bench", *SIM, "--profile", "a100-sxm-80gb", "--dtype", "fp32")
+    assert code == 0 and "3xTF32" not in out
+
+
 def test_bench_result_is_stored_and_listed(capsys):
     run_cli(capsys, "bench", *SIM, "--json")
     code, out, _ = run_cli(capsys, "history", "--json")
