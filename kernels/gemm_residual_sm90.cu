@@ -733,6 +733,10 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
             }
             for (int g0 = kb0; g0 < kb1; g0 += PROMOTE) {
                 const int g1 = g0 + PROMOTE < kb1 ? g0 + PROMOTE : kb1;
+#else
+            {  // one group: the whole k-range in the tensor cores
+                const int g0 = kb0, g1 = kb1;
+#endif
                 for (int kb = g0; kb < g1; ++kb) {
                     mbar_wait(full_bar + 8 * stage, phase);
                     const unsigned sa = base + stage * STAGE_BYTES + row0 * 128;
@@ -755,6 +759,7 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                     if (kb > g0) release_slot(empty_bar + 8 * prev_stage, lane);
 #endif
                     if (kb == kb0 && storer && store_pending) {
+                        // the previous tile's TMA store has long finished reading shared memory
                         asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
                         mbar_arrive(reb);
                         store_pending = false;
@@ -765,6 +770,9 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                         phase ^= 1u;
                     }
                 }
+#if PINGPONG
+                if (storer) mbar_arrive(turn_bar + 8 * (cw ^ 1));  // the other consumer's turn
+#endif
 #if STAGES > 1
                 wgmma_wait<0>();
                 release_slot(empty_bar + 8 * prev_stage, lane);
@@ -774,57 +782,15 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
 #pragma unroll
                     for (int i = 0; i < ACC_N; ++i) {
                         fence_reg(acc[mi][i]);
+#if PROMOTE
                         sum[mi][i] += acc[mi][i];
+#endif
                     }
                 }
             }
+#if PROMOTE
 #define ACC_OUT sum
 #else
-            for (int kb = kb0; kb < kb1; ++kb) {
-                mbar_wait(full_bar + 8 * stage, phase);
-                const unsigned sa = base + stage * STAGE_BYTES + row0 * 128;
-                const unsigned sb = base + stage * STAGE_BYTES + A_TILE_BYTES;
-                wgmma_fence();
-#pragma unroll
-                for (int k = 0; k < KSTEPS; ++k) {
-#pragma unroll
-                    for (int mi = 0; mi < M_ITERS; ++mi) {
-                        WGMMA(acc[mi], smem_desc(sa + mi * 64 * 128 + k * 32), smem_desc(sb + k * 32),
-                              (kb != kb0) | (k != 0));
-                    }
-                }
-                wgmma_commit();
-#if STAGES == 1
-                wgmma_wait<0>();
-                release_slot(empty_bar + 8 * stage, lane);
-#else
-                wgmma_wait<1>();
-                if (kb > kb0) release_slot(empty_bar + 8 * prev_stage, lane);
-#endif
-                if (kb == kb0 && storer && store_pending) {
-                    // the previous tile's TMA store has long finished reading shared memory
-                    asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
-                    mbar_arrive(reb);
-                    store_pending = false;
-                }
-                prev_stage = stage;
-                if (++stage == STAGES) {
-                    stage = 0;
-                    phase ^= 1u;
-                }
-            }
-#if PINGPONG
-            if (storer) mbar_arrive(turn_bar + 8 * (cw ^ 1));  // the other consumer's turn
-#endif
-#if STAGES > 1
-            wgmma_wait<0>();
-            release_slot(empty_bar + 8 * prev_stage, lane);
-#endif
-#pragma unroll
-            for (int mi = 0; mi < M_ITERS; ++mi) {
-#pragma unroll
-                for (int i = 0; i < ACC_N; ++i) fence_reg(acc[mi][i]);
-            }
 #define ACC_OUT acc
 #endif
 
