@@ -42,7 +42,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from kernels.spec import Buffer, Build, DeviceLimits, Launch, TensorMapArg, Violation
+from kernels.spec import KERNEL_DIR, Buffer, Build, DeviceLimits, Launch, TensorMapArg, Violation
 
 SOURCE_FILE = "gemm_residual_sm90.cu"
 KERNEL = "gemm_residual_sm90"
@@ -477,11 +477,13 @@ def render(block_size: str, stages: int, dtype: str, fuse: bool = True,
            pingpong: bool = False, cluster: int = 1,
            split_hi: bool = SPLIT_HI_DEFAULT, promote: int | None = None) -> str:
     """The CUDA source for one configuration: #defines of integers, then the template."""
-    consts = defines(block_size, stages, dtype, fuse, tmap_global, streamk, pingpong, cluster,
-                     split_hi, promote)
-    head = "".join(f"#define {k} {int(v)}\n" for k, v in consts.items())
-    from kernels.spec import KERNEL_DIR
+    return _source(defines(block_size, stages, dtype, fuse, tmap_global, streamk, pingpong,
+                           cluster, split_hi, promote))
 
+
+def _source(consts: dict[str, int]) -> str:
+    """``defines``' constants as #defines of integers, then the kernel template."""
+    head = "".join(f"#define {k} {int(v)}\n" for k, v in consts.items())
     return head + (KERNEL_DIR / SOURCE_FILE).read_text(encoding="utf-8")
 
 
@@ -527,8 +529,7 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
     x3 = dtype == "fp32"
     consts = defines(block_size, stages, dtype, fuse, tmap_global, streamk, bool(pingpong),
                      cluster, bool(split_hi), promote)
-    source = render(block_size, stages, dtype, fuse, tmap_global, streamk, bool(pingpong),
-                    cluster, bool(split_hi), promote)
+    source = _source(consts)
     tiles = -(-m // bm) * -(-n // bn)
     if cluster > 1:
         # whole clusters; the kernel's tile unit is a group of `cluster` row tiles
