@@ -190,18 +190,22 @@ def _tf32(x, mode):
     return (bits & 0xFFFFE000).astype(np.uint32).view(np.float32)
 
 
+def _fp32_problem(seed, m, n, k):
+    """N(0,1) fp32 a[m, k], w[n, k], r[m, n] and the float64 reference."""
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    w = rng.standard_normal((n, k)).astype(np.float32)
+    r = rng.standard_normal((m, n)).astype(np.float32)
+    return a, w, r, SPEC.reference(np, {"a": a, "w": w, "r": r})
+
+
 def test_tf32_rtol_covers_tf32_rounding():
     """Emulate TF32 operands (K = 2560, N(0,1)) in numpy and apply the verifier's metric
     |out - ref| / (|ref| + rms(ref)): cvt.rna rounding must sit well under rtol, and even hardware
     truncation (what the tensor cores do to unrounded fp32) must pass."""
     from engine.verify import compare
 
-    rng = np.random.default_rng(5)
-    m, n, k = 256, 256, 2560
-    a = rng.standard_normal((m, k)).astype(np.float32)
-    w = rng.standard_normal((n, k)).astype(np.float32)
-    r = rng.standard_normal((m, n)).astype(np.float32)
-    ref = SPEC.reference(np, {"a": a, "w": w, "r": r})
+    a, w, r, ref = _fp32_problem(5, 256, 256, 2560)
     errs = {}
     for mode in ("rna", "rz"):
         out = _tf32(a, mode).astype(np.float64) @ _tf32(w, mode).astype(np.float64).T + r
@@ -220,12 +224,7 @@ def test_3xtf32_split_meets_the_fp32_tolerance():
     tensor cores read it unchanged); one tf32 product alone fails the fp32 rtol."""
     from engine.verify import compare
 
-    rng = np.random.default_rng(7)
-    m, n, k = 128, 128, 2560
-    a = rng.standard_normal((m, k)).astype(np.float32)
-    w = rng.standard_normal((n, k)).astype(np.float32)
-    r = rng.standard_normal((m, n)).astype(np.float32)
-    ref = SPEC.reference(np, {"a": a, "w": w, "r": r})
+    a, w, r, ref = _fp32_problem(7, 128, 128, 2560)
 
     def split(x, hi_mode):
         hi = _tf32(x, hi_mode)
