@@ -32,7 +32,7 @@ import numpy as np  # noqa: E402
 from cupy.cuda import driver  # noqa: E402
 
 from kernels.gemm_residual import SPEC  # noqa: E402
-from kernels.nvrtc_check import compile_cubin  # noqa: E402
+from kernels.nvrtc_check import compile_cubin, complete_elf  # noqa: E402
 
 SEED = (8192, 2560, 2560)
 EDGES = [(777, 1000, 1000), (1571, 2560, 1016), (333, 1048, 1040), (129, 264, 2048)]
@@ -167,13 +167,6 @@ def nvrtc_compile(src: str, arch: str, lib: str) -> tuple[bool, str, bytes]:
     return ok, log.value.decode(), cubin
 
 
-def _pad_elf(cubin: bytes) -> bytes:
-    """NVRTC's cubin ends before its section table's declared end; cuobjdump wants the whole extent."""
-    u = lambda o, n: int.from_bytes(cubin[o:o + n], "little")  # noqa: E731
-    end = max(u(0x20, 8) + u(0x36, 2) * u(0x38, 2), u(0x28, 8) + u(0x3A, 2) * u(0x3C, 2))
-    return cubin + b"\0" * max(0, end - len(cubin))
-
-
 def sass_stats(cubin: bytes, cuobjdump: str) -> dict:
     """Per 16-k tile of the interior main loop's steady-state path (the last loop with >= 256 FFMA;
     conditional branches fall through, unconditional ones are followed), one warp: instructions,
@@ -182,7 +175,7 @@ def sass_stats(cubin: bytes, cuobjdump: str) -> dict:
     import subprocess
     import tempfile
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(_pad_elf(cubin))
+        f.write(complete_elf(cubin))
         f.flush()
         lines = subprocess.run([cuobjdump, "-sass", f.name], capture_output=True, text=True).stdout.splitlines()
     ins, ctrl = [], {}

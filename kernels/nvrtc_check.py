@@ -71,6 +71,20 @@ def parse_ptxas_log(log: str) -> dict[str, FunctionReport]:
     return reports
 
 
+def complete_elf(cubin: bytes) -> bytes:
+    """The cubin padded to the end of its ELF program- and section-header tables. CuPy's getCUBIN
+    drops the last byte (it treats the image as a C string), and NVRTC's image may end before its
+    section table's declared end; cuobjdump wants the whole extent. Non-ELF data is returned as is."""
+    if cubin[:4] != b"\x7fELF":
+        return cubin
+
+    def u(off: int, n: int) -> int:
+        return int.from_bytes(cubin[off:off + n], "little")
+
+    end = max(u(0x20, 8) + u(0x36, 2) * u(0x38, 2), u(0x28, 8) + u(0x3A, 2) * u(0x3C, 2))
+    return cubin + b"\0" * max(0, end - len(cubin))
+
+
 def compile_cubin(source: str, arch: str, options: tuple[str, ...] = (), name: str = "kernel.cu",
                   verbose: bool = True) -> CompileReport:
     """Compile ``source`` for ``arch`` (e.g. 'sm_90a') with NVRTC; never raises on a compile error."""
@@ -87,7 +101,7 @@ def compile_cubin(source: str, arch: str, options: tuple[str, ...] = (), name: s
         except nvrtc.NVRTCError:
             ok = False
         log = nvrtc.getProgramLog(prog)
-        cubin = nvrtc.getCUBIN(prog) if ok else b""
+        cubin = complete_elf(nvrtc.getCUBIN(prog)) if ok else b""
     finally:
         nvrtc.destroyProgram(prog)
     return CompileReport(ok=ok, arch=arch, log=log, functions=parse_ptxas_log(log), cubin=cubin)

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from kernels import gemm_residual_sm90 as sm90
+from kernels.nvrtc_check import complete_elf
 from kernels.spec import DeviceLimits
 
 nvrtc = pytest.importorskip("cupy_backends.cuda.libs.nvrtc")
@@ -62,22 +63,7 @@ def _compile(source: str) -> tuple[str, bytes]:
         pytest.fail(f"NVRTC failed: {exc}\n{nvrtc.getProgramLog(prog)}")
     log = nvrtc.getProgramLog(prog)
     cubin = nvrtc.getCUBIN(prog)
-    return log, _complete_elf(cubin)
-
-
-def _complete_elf(cubin: bytes) -> bytes:
-    """CuPy's getCUBIN drops the last byte (it treats the image as a C string); pad the ELF back
-    to the end of its program-header table so that cuobjdump accepts it."""
-    if cubin[:4] != b"\x7fELF":
-        return cubin
-    phoff = int.from_bytes(cubin[0x20:0x28], "little")
-    phentsize = int.from_bytes(cubin[0x36:0x38], "little")
-    phnum = int.from_bytes(cubin[0x38:0x3A], "little")
-    shoff = int.from_bytes(cubin[0x28:0x30], "little")
-    shentsize = int.from_bytes(cubin[0x3A:0x3C], "little")
-    shnum = int.from_bytes(cubin[0x3C:0x3E], "little")
-    end = max(phoff + phentsize * phnum, shoff + shentsize * shnum)
-    return cubin + b"\0" * max(0, end - len(cubin))
+    return log, complete_elf(cubin)
 
 
 def _cuobjdump() -> str | None:
