@@ -434,22 +434,9 @@ def fp32_mode(args, limits, report, failures, forced_checks, timed, get, out_dir
     c0 = cp.empty_like(bufs["r"])
     runs["cuBLAS fp32 GEMM alone (b=0)"] = cublas_gemm(bufs, c0, "fp32", 0.0)
     runs["cuBLAS fp32 beta=1 (no copy)"] = b1
-    try:
-        sampler = _Sampler()
-    except Exception as exc:  # noqa: BLE001
-        print(f"no NVML sampler: {exc}")
-        sampler = None
-    for fn in runs.values():
-        for _ in range(3):
-            fn()
-    per: dict[str, list[float]] = {nm: [] for nm in runs}
-    for _r in range(args.rounds):
-        for nm, fn in runs.items():
-            if sampler:
-                sampler.tag = nm
-            per[nm].append(time_fn(fn, warmup=0, iters=20)["median_ms"])
+    sampler = make_sampler()
+    per = alternate(runs, args.rounds, sampler, warm=3)
     if sampler:
-        sampler.tag = None
         sampler.stop = True
     for name, v in FP32_TIMED.items():  # the workspace and output still right after all launches
         measure_err(name + " (after)", runs[name], bufs["out"])
@@ -460,21 +447,11 @@ def fp32_mode(args, limits, report, failures, forced_checks, timed, get, out_dir
              f"seed fp32 ({args.rounds} rounds x 20 launches, alternating); error vs fp64",
              f"   {'candidate':34s} {'median':>8} {'best rnd':>8} {'ratio':>6} {'SM MHz':>7} {'W':>5} "
              f"{'max|err|/rms':>12} {'normwise':>9}"]
-    first = next(iter(per))
-    for nm, ts in per.items():
-        srt = sorted(ts)
-        ratios = sorted(a / b for a, b in zip(ts, per[first], strict=True))
-        clk = pw = float("nan")
-        if sampler:
-            smp = [(c_, p_) for tg, c_, p_ in sampler.samples if tg == nm]
-            if smp:
-                clk = sum(c_ for c_, _ in smp) / len(smp)
-                pw = sum(p_ for _, p_ in smp) / len(smp)
+    for nm, med, best, ratio, clk, pw in alternation_rows(per, sampler):
         e = errs.get(nm)
-        lines.append(f"   {nm:34s} {srt[len(srt) // 2]:8.4f} {srt[0]:8.4f} "
-                     f"{ratios[len(ratios) // 2]:6.3f} {clk:7.0f} {pw:5.0f} "
+        lines.append(f"   {nm:34s} {med:8.4f} {best:8.4f} {ratio:6.3f} {clk:7.0f} {pw:5.0f} "
                      + (f"{e['max_abs_over_rms']:12.2e} {e['rel_fro']:9.2e}" if e else ""))
-        report["seed"].append({"name": nm, "rounds": ts, "err": e})
+        report["seed"].append({"name": nm, "rounds": per[nm], "err": e})
     print("\n".join(lines), flush=True)
     for mm in SWEEP:
         rec: dict = {"m": mm}
@@ -562,17 +539,55 @@ class _Sampler:
             time.sleep(0.01)
 
 
+def make_sampler():
+    """A running ``_Sampler``, or None (printed why) where NVML does not answer."""
+    try:
+        return _Sampler()
+    except Exception as exc:  # noqa: BLE001
+        print(f"no NVML sampler: {exc}")
+        return None
+
+
+def alternate(runs: dict, rounds: int, sampler, tag: str = "", warm: int = 10) -> dict:
+    """Time every callable in ``runs`` for 20 launches per round, the candidates one after another
+    in each of ``rounds`` rounds (so drift hits all alike): name -> the rounds' medians. The
+    sampler, if any, tags its samples ``tag + name`` meanwhile."""
+    for fn in runs.values():
+        for _ in range(warm):
+            fn()
+    per: dict[str, list[float]] = {nm: [] for nm in runs}
+    for _r in range(rounds):
+        for nm, fn in runs.items():
+            if sampler:
+                sampler.tag = tag + nm
+            per[nm].append(time_fn(fn, warmup=0, iters=20)["median_ms"])
+    if sampler:
+        sampler.tag = None
+    return per
+
+
+def alternation_rows(per: dict, sampler, tag: str = "") -> list[tuple]:
+    """(name, median, best round, median ratio to the first candidate, mean SM MHz, mean W) per
+    candidate of ``alternate``'s result (NaN clock and power without a sampler)."""
+    first = next(iter(per))
+    rows = []
+    for nm, ts in per.items():
+        srt = sorted(ts)
+        ratios = sorted(a / b for a, b in zip(ts, per[first], strict=True))
+        smp = [(c_, p_) for tg, c_, p_ in sampler.samples if tg == tag + nm] if sampler else []
+        clk = sum(c_ for c_, _ in smp) / len(smp) if smp else float("nan")
+        pw = sum(p_ for _, p_ in smp) / len(smp) if smp else float("nan")
+        rows.append((nm, srt[len(srt) // 2], srt[0], ratios[len(ratios) // 2], clk, pw))
+    return rows
+
+
 def duel_mode(args, limits, report, failures, verify, get, out_dir, build) -> int:
     """Seed-shape candidates in alternation: each round runs every candidate for 20 launches
     (events around each launch), so slow drift (power, temperature) hits all alike. Reports the
     median per candidate, the median of its per-round ratio to the first, and NVML SM clock and
     power sampled while it ran."""
     m, n, k = SEED
-    try:
-        sampler = _Sampler()
-    except Exception as exc:  # noqa: BLE001
-        print(f"no NVML sampler: {exc}")
-        sampler = None
+    sampler = make_sampler()
     lines = []
     for dt in ("bf16", "fp16"):
         bufs, ref = get(m, n, k, dt)
@@ -584,32 +599,12 @@ def duel_mode(args, limits, report, failures, verify, get, out_dir, build) -> in
             runs[name] = Runner(build(m, n, k, v), bufs, dt, False)
         c = cp.empty_like(bufs["r"])
         runs["cuBLAS GEMM only (b=0)"] = cublas_gemm(bufs, c, dt, 0.0)
-        for fn in runs.values():
-            for _ in range(10):
-                fn()
-        per: dict[str, list[float]] = {nm: [] for nm in runs}
-        for _r in range(args.rounds):
-            for nm, fn in runs.items():
-                if sampler:
-                    sampler.tag = f"{dt} {nm}"
-                per[nm].append(time_fn(fn, warmup=0, iters=20)["median_ms"])
-        if sampler:
-            sampler.tag = None
-        first = next(iter(per))
+        per = alternate(runs, args.rounds, sampler, tag=f"{dt} ")
         lines.append(f"seed {dt} ({args.rounds} rounds x 20 launches, alternating)")
         lines.append(f"   {'candidate':28s} {'median':>8} {'best rnd':>8} {'ratio':>6} {'SM MHz':>7} {'W':>6}")
-        for nm, ts in per.items():
-            srt = sorted(ts)
-            ratios = sorted(a / b for a, b in zip(ts, per[first], strict=True))
-            clk = pw = float("nan")
-            if sampler:
-                smp = [(c_, p_) for tg, c_, p_ in sampler.samples if tg == f"{dt} {nm}"]
-                if smp:
-                    clk = sum(c_ for c_, _ in smp) / len(smp)
-                    pw = sum(p_ for _, p_ in smp) / len(smp)
-            lines.append(f"   {nm:28s} {srt[len(srt) // 2]:8.4f} {srt[0]:8.4f} "
-                         f"{ratios[len(ratios) // 2]:6.3f} {clk:7.0f} {pw:6.0f}")
-            report["seed"].append({"dtype": dt, "name": nm, "rounds": ts})
+        for nm, med, best, ratio, clk, pw in alternation_rows(per, sampler, tag=f"{dt} "):
+            lines.append(f"   {nm:28s} {med:8.4f} {best:8.4f} {ratio:6.3f} {clk:7.0f} {pw:6.0f}")
+            report["seed"].append({"dtype": dt, "name": nm, "rounds": per[nm]})
         print("\n".join(lines[-len(per) - 2:]), flush=True)
     if sampler:
         sampler.stop = True

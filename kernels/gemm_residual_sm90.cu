@@ -57,6 +57,7 @@
 // accumulation is coarser than fp32 round-to-nearest and its error grows with the steps); each
 // group is drained and added into a second register accumulator by FADD (cooperative tiles of
 // at most 64 x 160 per warpgroup, where the second set fits). The drain costs a bubble per group.
+// The spec then prepends vec16.cuh (16-bit <-> fp32 conversions) with VEC_DTYPE = DT (2 for fp32 data).
 // No headers: NVRTC compiles this on a machine without the CUDA toolkit.
 
 #if !defined(BM) || !defined(BN) || !defined(BK) || !defined(STAGES) || !defined(NUM_CONSUMERS)
@@ -357,27 +358,7 @@ __device__ __forceinline__ void wgmma_m64n160k16(float (&d)[80], unsigned long l
 #define WGMMA wgmma_m64n128k16
 #endif
 
-// Two fp32 -> packed 16-bit pair, rounded to nearest even; lo is the lower address.
-__device__ __forceinline__ unsigned pack2(float lo, float hi) {
-    unsigned r;
-#if IS_BF16
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-#else
-    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-#endif
-    return r;
-}
-
-__device__ __forceinline__ void unpack2(unsigned v, float& lo, float& hi) {
-#if IS_BF16
-    asm("mov.b32 %0, %1;" : "=f"(lo) : "r"(v << 16));
-    asm("mov.b32 %0, %1;" : "=f"(hi) : "r"(v & 0xFFFF0000u));
-#else
-    asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\ncvt.f32.f16 %0, l;\ncvt.f32.f16 %1, h;\n}\n"
-        : "=f"(lo), "=f"(hi)
-        : "r"(v));
-#endif
-}
+// pack2 / unpack2 (fp32 pair <-> packed 16-bit pair, rounded to nearest even): vec16.cuh.
 
 __device__ __forceinline__ void tma_store_2d(unsigned long long tmap, int c0, int c1, unsigned src) {
     asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];" ::"l"(tmap),
@@ -954,6 +935,7 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
 #endif
 }
 
+#if ELEM == 2
 // Fusion off: out += r after the GEMM-only kernel (FUSE=0), 8 elements (16 bytes) per step.
 extern "C" __global__ void residual_add_inplace(unsigned short* __restrict__ out,
                                                 const unsigned short* __restrict__ r, int M, int N) {
@@ -974,8 +956,8 @@ extern "C" __global__ void residual_add_inplace(unsigned short* __restrict__ out
         ((uint4*)out)[i] = o;
     }
 }
-
-// Fusion off, tf32 (fp32 out and r): out += r, 4 elements (16 bytes) per step.
+#else
+// Fusion off, fp32 data (tf32, fp32): out += r, 4 elements (16 bytes) per step.
 extern "C" __global__ void residual_add_inplace_f32(float* __restrict__ out, const float* __restrict__ r,
                                                     int M, int N) {
     const size_t total4 = (size_t)M * N / 4;
@@ -990,6 +972,7 @@ extern "C" __global__ void residual_add_inplace_f32(float* __restrict__ out, con
         ((float4*)out)[i] = o;
     }
 }
+#endif
 
 #if DT == 3
 #ifndef SPLIT_HI

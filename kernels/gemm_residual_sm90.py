@@ -482,9 +482,12 @@ def render(block_size: str, stages: int, dtype: str, fuse: bool = True,
 
 
 def _source(consts: dict[str, int]) -> str:
-    """``defines``' constants as #defines of integers, then the kernel template."""
+    """``defines``' constants as #defines of integers, the shared 16-bit conversions
+    (``vec16.cuh``, VEC_DTYPE 0 bf16, 1 fp16, 2 fp32 data), then the kernel template."""
     head = "".join(f"#define {k} {int(v)}\n" for k, v in consts.items())
-    return head + (KERNEL_DIR / SOURCE_FILE).read_text(encoding="utf-8")
+    head += f"#define VEC_DTYPE {min(int(consts['DT']), 2)}\n"
+    return (head + (KERNEL_DIR / "vec16.cuh").read_text(encoding="utf-8")
+            + (KERNEL_DIR / SOURCE_FILE).read_text(encoding="utf-8"))
 
 
 def options(limits: DeviceLimits | None = None) -> tuple[str, ...]:
