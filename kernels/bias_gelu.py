@@ -20,9 +20,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from kernels.rowwise import DTYPE_CODE, INT32_MAX, ITEMSIZE, check_rows, threads_per_sm
+from kernels.rowwise import DTYPE_CODE, ITEMSIZE, check_rows, threads_per_sm
 from kernels.rowwise import dtype_of as _dtype
-from kernels.spec import Buffer, Build, DeviceLimits, KernelSpec, Launch, PeerSpec, Violation
+from kernels.spec import INT32_MAX, Buffer, Build, DeviceLimits, KernelSpec, Launch, PeerSpec, Violation
 
 STAGE_CHOICES = (0, 2, 4, 8)
 """MEMORY_PIPELINING: off (0) or 16-byte vectors in flight per thread."""

@@ -39,7 +39,6 @@ DTYPE_CODE = {"bf16": 0, "fp16": 1, "fp32": 2, "tf32": 3}
 ITEMSIZE = {"bf16": 2, "fp16": 2, "fp32": 4, "tf32": 4}
 DEFAULT_BK = {"bf16": 32, "fp16": 32, "fp32": 16, "tf32": 16}
 _TILE_RE = re.compile(r"^(\d{1,4})x(\d{1,4})(?:x(\d{1,3}))?$")
-_INT32_MAX = 2**31 - 1
 
 
 def _dtype(task: Any) -> str:
@@ -164,20 +163,11 @@ class GemmResidualSpec(KernelSpec):
     def check(self, task: Any, limits: DeviceLimits) -> list[Violation]:
         """dtype, shape (dims present, N and K multiples of 8, int32 range), BLOCK_SIZE syntax and
         tile space, MEMORY_PIPELINING offered, shared memory and threads per block against limits."""
-        out: list[Violation] = []
         dtype = _dtype(task)
         if dtype not in DTYPE_CODE:
             return [Violation("dtype", dtype, "unknown dtype", "bf16, fp16, fp32 or tf32")]
-        try:
-            shape = self.normalize_shape(dict(task.shape))
-        except ValueError as exc:
-            out.append(Violation("shape", dict(task.shape), str(exc), "m, n, k or batch, seq, hidden"))
-            shape = None
+        out, shape = self.shape_violations(task, "m, n, k or batch, seq, hidden")
         if shape is not None:
-            for d in ("m", "n", "k"):
-                if not 1 <= shape[d] <= _INT32_MAX:
-                    out.append(Violation(f"shape.{d}", shape[d], f"{d} must be in 1..{_INT32_MAX}",
-                                         "int32 kernel arguments"))
             for d in ("n", "k"):
                 if shape[d] % 8:
                     out.append(Violation(f"shape.{d}", shape[d],

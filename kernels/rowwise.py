@@ -12,7 +12,6 @@ from kernels.spec import DeviceLimits, KernelSpec, Violation
 THREAD_CHOICES = (128, 256, 512, 1024)
 DTYPE_CODE = {"bf16": 0, "fp16": 1, "fp32": 2}
 ITEMSIZE = {"bf16": 2, "fp16": 2, "fp32": 4}
-INT32_MAX = 2**31 - 1
 
 
 def dtype_of(task: Any) -> str:
@@ -36,18 +35,8 @@ def check_rows(spec: KernelSpec, task: Any, limits: DeviceLimits,
     dtype = dtype_of(task)
     if dtype not in DTYPE_CODE:
         return [Violation("dtype", dtype, "unknown dtype", "bf16, fp16 or fp32")], None, None
-    out: list[Violation] = []
-    shape: dict[str, int] | None
-    try:
-        shape = spec.normalize_shape(dict(task.shape))
-    except ValueError as exc:
-        out.append(Violation("shape", dict(task.shape), str(exc), "m, n"))
-        shape = None
+    out, shape = spec.shape_violations(task, "m, n")
     if shape is not None:
-        for d in ("m", "n"):
-            if not 1 <= shape[d] <= INT32_MAX:
-                out.append(Violation(f"shape.{d}", shape[d], f"{d} must be in 1..{INT32_MAX}",
-                                     "int32 kernel arguments"))
         if shape["n"] % 8:
             out.append(Violation("shape.n", shape["n"],
                                  "n must be a multiple of 8 (rows move in 16-byte vectors)", "multiple of 8"))

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 KERNEL_DIR = Path(__file__).resolve().parent
+INT32_MAX = 2**31 - 1
+"""Kernels take their dimensions as int32 arguments."""
 
 
 @dataclass(frozen=True)
@@ -185,6 +187,16 @@ class KernelSpec(ABC):
                              + (f"; missing {', '.join(missing)}" if missing else "")
                              + (f"; unknown {', '.join(extra)}" if extra else ""))
         return {d: shape[d] for d in self.dims}
+
+    def shape_violations(self, task: Any, hint: str) -> tuple[list[Violation], dict[str, int] | None]:
+        """(violations, shape or None): the task's shape read onto ``dims`` (a problem names the
+        expected dimensions, ``hint``) and each dimension in 1..INT32_MAX."""
+        try:
+            shape = self.normalize_shape(dict(task.shape))
+        except ValueError as exc:
+            return [Violation("shape", dict(task.shape), str(exc), hint)], None
+        return [Violation(f"shape.{d}", shape[d], f"{d} must be in 1..{INT32_MAX}", "int32 kernel arguments")
+                for d in self.dims if not 1 <= shape[d] <= INT32_MAX], shape
 
     @abstractmethod
     def block_size_options(self, limits: DeviceLimits, dtype: str) -> list[str]:
