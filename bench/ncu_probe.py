@@ -38,8 +38,12 @@ def main() -> int:
     ap.add_argument("--cases", default="seed-bf16,seed-fp16,m256-bf16")
     ap.add_argument("--launches", type=int, default=2)
     args = ap.parse_args()
+    names = args.cases.split(",")
+    unknown = [nm for nm in names if nm not in CASES]
+    if unknown:
+        ap.error(f"--cases: unknown {', '.join(unknown)}; known: {', '.join(CASES)}")
     limits = limits_of_device()
-    for name in args.cases.split(","):
+    for name in names:
         m, n, k, dt = CASES[name]
         shape = {"m": m, "n": n, "k": k}
         bs, st = sm90.default_knobs(limits, dt, shape)
