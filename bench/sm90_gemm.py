@@ -279,24 +279,13 @@ CL_SHAPES = [(1, 2560, 2560), (586, 2560, 2560), (1571, 2560, 2560), (2048, 2560
 CL_SWEEP = (256, 512, 1024, 1571, 2048, 4096, 7976, 8192)
 
 
-DUEL = {  # name: variant (tile, stages, dtype, fuse, streamk, pingpong, cluster, split_hi,
-    #                promote, mk_order)
+DUEL = {  # name: variant (tile, stages, dtype, fuse, streamk, pingpong, cluster)
     "pp 128x128 s5 (default)": ("128x128", 5, "{dt}", True, True, True, 1),
-    "pp 128x128 s5 slab-outer": ("128x128", 5, "{dt}", True, True, True, 1, None, None, 1),
-    "pp 64x256 s4": ("64x256", 4, "{dt}", True, True, True, 1),
-    "pp 64x256 s4 cl2": ("64x256", 4, "{dt}", True, False, True, 2),
+    "coop 128x256 s3": ("128x256", 3, "{dt}", True, True, False, 1),
+    "coop 128x160 s4": ("128x160", 4, "{dt}", True, True, False, 1),
+    "coop 128x160 s5": ("128x160", 5, "{dt}", True, True, False, 1),
     "pp 128x128 s5 cl2": ("128x128", 5, "{dt}", True, False, True, 2),
 }
-DUEL_CHECKS = [  # the duel's new builds over odd shapes and forced stream-K schedules
-    ("64x256", 4, "bf16", True, True, True),
-    ("64x256", 4, "fp16", False, True, True),
-    ("64x256", 4, "bf16", True, False, True, 2),
-    ("64x256", 2, "fp16", True, True, False),
-    ("64x256", 0, "bf16", True, True, False),
-    ("128x128", 5, "fp16", True, True, True, 1, None, None, 1),
-]
-DUEL_SWEEP = (2048, 4096, 7976)
-"""M (N = K = 2560) where the duel also alternates the default against the tiles it tries."""
 
 
 def write_table(lines: list[str], report: dict, out_dir: str | None, stem: str) -> None:
@@ -592,23 +581,14 @@ def alternation_rows(per: dict, sampler, tag: str = "") -> list[tuple]:
     return rows
 
 
-def duel_mode(args, limits, report, failures, verify, forced_checks, get, out_dir, build) -> int:
+def duel_mode(args, limits, report, failures, verify, get, out_dir, build) -> int:
     """Seed-shape candidates in alternation: each round runs every candidate for 20 launches
     (events around each launch), so slow drift (power, temperature) hits all alike. Reports the
     median per candidate, the median of its per-round ratio to the first, and NVML SM clock and
-    power sampled while it ran. First checks ``DUEL_CHECKS`` (the candidates' new builds) over odd
-    shapes and forced schedules; then alternates the default against the other tiles at
-    ``DUEL_SWEEP`` (bf16)."""
-    def _check(m, n, k, v):
-        if len(v) > 6 and v[6] == 2:  # clusters: data-parallel only, no forced schedules
-            verify(m, n, k, v)
-        else:
-            forced_checks(m, n, k, v)
-
-    n_checks = check_all(DUEL_CHECKS, QUICK_SHAPES, _check, report, failures, "duel builds")
+    power sampled while it ran."""
     m, n, k = SEED
     sampler = make_sampler()
-    lines = [f"correctness (duel builds): {n_checks - len(failures)} / {n_checks} ok"]
+    lines = []
     for dt in ("bf16", "fp16"):
         bufs, ref = get(m, n, k, dt)
         runs = {}
@@ -626,18 +606,6 @@ def duel_mode(args, limits, report, failures, verify, forced_checks, get, out_di
             lines.append(f"   {nm:28s} {med:8.4f} {best:8.4f} {ratio:6.3f} {clk:7.0f} {pw:6.0f}")
             report["seed"].append({"dtype": dt, "name": nm, "rounds": per[nm]})
         print("\n".join(lines[-len(per) - 2:]), flush=True)
-    tiles = {nm: v for nm, v in DUEL.items() if "cl2" not in nm}
-    for m in DUEL_SWEEP:
-        runs = {}
-        for name, v in tiles.items():
-            v = tuple(x.format(dt="bf16") if isinstance(x, str) else x for x in v)
-            verify(m, n, k, v, label="duel sweep")
-            runs[name] = Runner(build(m, n, k, v), get(m, n, k, "bf16")[0], "bf16", False)
-        per = alternate(runs, max(4, args.rounds // 3), sampler, tag=f"M={m} ")
-        lines.append(f"M={m} bf16: " + "; ".join(
-            f"{nm} {med:.4f} (ratio {ratio:.3f})"
-            for nm, med, _b, ratio, _c, _p in alternation_rows(per, sampler, tag=f"M={m} ")))
-        print(lines[-1], flush=True)
     if sampler:
         sampler.stop = True
     lines += failures[:20]
@@ -790,10 +758,9 @@ def main() -> int:
         cl = v[6] if len(v) > 6 else None
         sh = v[7] if len(v) > 7 else None
         pr = v[8] if len(v) > 8 else None
-        mk = v[9] if len(v) > 9 else 0
         task = SimpleNamespace(shape={"m": m, "n": n, "k": k}, dtype=dt)
         return sm90.build(task, limits, bs, st, fuse=fuse, streamk=sk, schedule=schedule,
-                          pingpong=pp, cluster=cl, split_hi=sh, promote=pr, mk_order=mk)
+                          pingpong=pp, cluster=cl, split_hi=sh, promote=pr)
 
     def verify(m, n, k, v, schedule=None, label=""):
         bufs, ref = get(m, n, k, v[2])
@@ -838,8 +805,7 @@ def main() -> int:
     if args.fp32:
         return fp32_mode(args, limits, report, failures, forced_checks, timed, get, out_dir, build)
     if args.duel:
-        return duel_mode(args, limits, report, failures, verify, forced_checks, get, out_dir,
-                         build)
+        return duel_mode(args, limits, report, failures, verify, get, out_dir, build)
     if args.cluster:
         return cluster_mode(args, limits, report, failures, verify, timed, get, out_dir)
     if args.quick:

@@ -98,9 +98,6 @@
 #ifndef PROMOTE
 #define PROMOTE 0
 #endif
-#ifndef MK_ORDER
-#define MK_ORDER 0   // wgmma issue order: 0 k-step outer (default), 1 64-row slab outer
-#endif
 #if PROMOTE && (DT != 3 || (BM / NUM_CONSUMERS) * BN > 64 * 160 || PINGPONG)
 #error "PROMOTE: fp32 (DT 3), cooperative, at most 64 x 160 accumulators per warpgroup (2 sets)"
 #endif
@@ -726,18 +723,6 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                     const unsigned sa = base + stage * STAGE_BYTES + row0 * 128;
                     const unsigned sb = base + stage * STAGE_BYTES + A_TILE_BYTES;
                     wgmma_fence();
-#if MK_ORDER
-                    // each 64-row slab's k-steps back to back (one accumulator at a time)
-#pragma unroll
-                    for (int mi = 0; mi < M_ITERS; ++mi) {
-#pragma unroll
-                        for (int k = 0; k < KSTEPS; ++k) {
-                            WGMMA(acc[mi], smem_desc(sa + mi * 64 * 128 + k * 32),
-                                  smem_desc(sb + k * 32), (kb != g0) | (k != 0));
-                        }
-                    }
-#else
-                    // the slabs of one k-step back to back (they share the W operand)
 #pragma unroll
                     for (int k = 0; k < KSTEPS; ++k) {
 #pragma unroll
@@ -746,7 +731,6 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                                   smem_desc(sb + k * 32), (kb != g0) | (k != 0));
                         }
                     }
-#endif
                     wgmma_commit();
 #if STAGES == 1
                     wgmma_wait<0>();

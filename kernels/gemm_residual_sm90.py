@@ -57,10 +57,8 @@ TILES: dict[str, tuple[int, int, int]] = {
     "128x128": (128, 128, 2),
     "256x128": (256, 128, 2),
     "128x160": (128, 160, 2),
-    "64x256": (64, 256, 1),
 }
-"""Tile shapes, best default first. Each consumer warpgroup owns BM / consumers rows (cooperative);
-ping-pong always runs two consumer warpgroups, each owning whole tiles (``PINGPONG_TILES``)."""
+"""Tile shapes, best default first. Each consumer warpgroup owns BM / consumers rows."""
 
 DTYPES = ("bf16", "fp16", "tf32", "fp32")
 """tf32: fp32 A, W, R and out; the tensor cores read the fp32 operands as tf32 (wgmma .tf32, the low
@@ -110,7 +108,7 @@ WS_TILES = 264
 """Stream-K workspace slots (fp32 BM x BN each, static in the module): at most this many tiles
 are split; two waves of 132 SMs."""
 STREAMK_DEFAULT = True
-PINGPONG_TILES = ("128x128", "64x256")
+PINGPONG_TILES = ("128x128",)
 """Tiles one consumer warpgroup can hold whole (BM * BN / 128 threads <= 128 accumulators)."""
 PINGPONG_DEFAULT = True
 """Use ping-pong consumers where they fit and each CTA gets >= 2 tiles (``use_pingpong``); measured
@@ -132,10 +130,7 @@ _SEG_US = 6.0
 _TILE_SLOWDOWN = {"128x256": 1.0, "128x128": 1.04, "256x128": 1.05, "128x160": 1.03}
 """Main-loop time per unit of tile area relative to 128x256 (seed shape, best stages)."""
 _TILE_STAGES = {"128x128": 4}
-_NOT_DEFAULT = {"128x160", "64x256"}
-TILE_DTYPES = {"64x256": ("bf16", "fp16")}
-"""Tiles compiled for some dtypes only: 64x256 holds 128 accumulators per thread, and fp32 data's
-wider epilogue and three-product producer spill registers beside them (ptxas, cooperative build)."""
+_NOT_DEFAULT = {"128x160"}
 """Tiles the cost model does not rate (chosen only by ``_few_full_waves``)."""
 
 
@@ -261,8 +256,7 @@ def block_size_options(limits: DeviceLimits, dtype: str) -> list[str]:
     if _dtype(dtype) not in DTYPES:
         return []
     return [name for name in TILES
-            if _dtype(dtype) in TILE_DTYPES.get(name, DTYPES)
-            and smem_bytes(name, 2, dtype) <= limits.shared_memory_per_block_bytes]
+            if smem_bytes(name, 2, dtype) <= limits.shared_memory_per_block_bytes]
 
 
 def pipelining_options(limits: DeviceLimits, dtype: str, block_size: str) -> list[int]:
@@ -428,11 +422,6 @@ def check(task: Any, limits: DeviceLimits) -> list[Violation]:
         parse_block_size(block, dtype if dtype in DTYPES else None)
     except ValueError as exc:
         return [*out, Violation("block_size", block, str(exc), ", ".join(TILES))]
-    name = "x".join(str(block).strip().lower().split("x")[:2])
-    if dtype in DTYPES and dtype not in TILE_DTYPES.get(name, DTYPES):
-        out.append(Violation("block_size", block, f"the {name} tile is compiled for "
-                             f"{', '.join(TILE_DTYPES[name])} only",
-                             ", ".join(block_size_options(limits, dtype))))
     if stages == 1 or stages < 0 or stages > MAX_STAGES:
         out.append(Violation("memory_pipelining", stages, "must be 0 (off) or 2..8", "0, 2..8"))
         return out
@@ -450,8 +439,7 @@ def check(task: Any, limits: DeviceLimits) -> list[Violation]:
 def defines(block_size: str, stages: int, dtype: str, fuse: bool,
             tmap_global: bool = False, streamk: bool = STREAMK_DEFAULT,
             pingpong: bool = False, cluster: int = 1,
-            split_hi: bool = SPLIT_HI_DEFAULT, promote: int | None = None,
-            mk_order: int = 0) -> dict[str, int]:
+            split_hi: bool = SPLIT_HI_DEFAULT, promote: int | None = None) -> dict[str, int]:
     """``promote`` (fp32 only; default ``PROMOTE_DEFAULT`` where ``promote_fits``, else 0)."""
     """The compile-time constants of one configuration (validated integers only)."""
     bm, bn, consumers = parse_block_size(block_size, dtype)
@@ -461,13 +449,8 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
         raise ValueError("the 2x1 cluster schedule is data-parallel only (streamk=False)")
     if cluster == 2 and _dtype(dtype) not in CLUSTER_DTYPES:
         raise ValueError(f"the 2x1 cluster schedule takes {', '.join(CLUSTER_DTYPES)}")
-    name = f"{bm}x{bn}"
-    if _dtype(dtype) not in TILE_DTYPES.get(name, DTYPES):
-        raise ValueError(f"tile {name}: compiled for {', '.join(TILE_DTYPES[name])} only")
-    if pingpong and bm * bn > 128 * 128:
+    if pingpong and (bm * bn > 128 * 128 or consumers != 2):
         raise ValueError(f"tile {block_size}: ping-pong takes {', '.join(PINGPONG_TILES)}")
-    if pingpong:
-        consumers = 2
     if _dtype(dtype) not in DTYPES:
         raise ValueError(f"dtype {dtype!r}: the Hopper path takes bf16, fp16, tf32 or fp32")
     slots = stage_count(stages)
@@ -477,8 +460,6 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
            "DT": DT_CODE[_dtype(dtype)], "FUSE": int(bool(fuse)),
            "TMAP_GLOBAL": int(bool(tmap_global)), "STREAMK": int(bool(streamk)),
            "WS_TILES": WS_TILES, "PINGPONG": int(bool(pingpong)), "CLUSTER": int(cluster)}
-    if mk_order:
-        out["MK_ORDER"] = 1
     if _dtype(dtype) == "fp32":
         fits = promote_fits(block_size, pingpong)
         if promote is None:
@@ -518,7 +499,7 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
           fuse: bool | None = None, tmap_global: bool = False, streamk: bool | None = None,
           schedule: tuple[int, int] | None = None, pingpong: bool | None = None,
           cluster: int | None = None, split_hi: bool | None = None,
-          promote: int | None = None, mk_order: int = 0) -> Build:
+          promote: int | None = None) -> Build:
     """Render and plan one configuration. ``fuse`` defaults to ``task.fusion`` (True when absent):
     off = the GEMM-only kernel (FUSE=0) then ``residual_add_inplace`` on ``out``. ``streamk``
     (default ``STREAMK_DEFAULT``) compiles the stream-K tail in; ``schedule`` = (grid, dp_tiles)
@@ -550,8 +531,7 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
         split_hi = SPLIT_HI_DEFAULT
     x3 = dtype == "fp32"
     consts = defines(block_size, stages, dtype, fuse, tmap_global, streamk, bool(pingpong),
-                     cluster, bool(split_hi), promote, mk_order)
-    consumers = consts["NUM_CONSUMERS"]
+                     cluster, bool(split_hi), promote)
     source = _source(consts)
     tiles = -(-m // bm) * -(-n // bn)
     if cluster > 1:

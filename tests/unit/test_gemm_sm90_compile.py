@@ -134,8 +134,7 @@ def test_sass_has_hgmma_and_tma(block_size: str, pingpong: bool, dtype: str, tmp
 
 
 def test_options_and_smem_limits() -> None:
-    assert sm90.block_size_options(H200, "bf16") == ["128x256", "128x128", "256x128", "128x160", "64x256"]
-    assert "64x256" not in sm90.block_size_options(H200, "fp32")
+    assert sm90.block_size_options(H200, "bf16") == ["128x256", "128x128", "256x128", "128x160"]
     assert sm90.pipelining_options(H200, "bf16", "128x160") == [0, 2, 3, 4, 5]
     assert sm90.pipelining_options(H200, "bf16", "128x256") == [0, 2, 3]
     assert sm90.pipelining_options(H200, "bf16", "128x128x64") == [0, 2, 3, 4, 5, 6]
