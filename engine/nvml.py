@@ -324,6 +324,31 @@ def sample(index: int, gpm: GpmTracker | None = None) -> Sample:
     return s
 
 
+def energy_mj(index: int) -> int | None:
+    """The board's total energy counter (GPU and memory) in mJ since the driver loaded; None where
+    NVML does not keep one (before Volta, some virtual GPUs). It advances in coarse steps: compare
+    two reads taken where it changed (``engine.energy``)."""
+    h = handle(index)
+    if h is None:
+        return None
+    v = _q("nvmlDeviceGetTotalEnergyConsumption", h)
+    return int(v) if v is not None else None
+
+
+def power_instant_w(index: int) -> float | None:
+    """Instantaneous board power in W (field NVML_FI_DEV_POWER_INSTANT); None where the driver
+    does not report it. ``nvmlDeviceGetPowerUsage`` is a 1-second average on Ampere and later."""
+    mod = init()
+    h = handle(index)
+    fid = getattr(mod, "NVML_FI_DEV_POWER_INSTANT", None)
+    if h is None or fid is None:
+        return None
+    vals = _q("nvmlDeviceGetFieldValues", h, [fid])
+    if not vals or getattr(vals[0], "nvmlReturn", 1) != 0:
+        return None
+    return vals[0].value.uiVal / 1000.0
+
+
 def compute_processes(index: int) -> list[dict[str, Any]]:
     """Processes holding a compute context on GPU ``index`` (pid, used MiB); [] when unknown."""
     h = handle(index)

@@ -105,6 +105,10 @@ class RunResult(BaseModel):
     peers: list[PeerResult] = Field(default_factory=list)
     solexec_score: float | None = None
     baseline_ms: float | None = None
+    energy: dict[str, Any] | None = None
+    """Board power and energy per launch (``engine.energy``; task.energy_s > 0): watts,
+    ms_per_launch, mj_per_launch, gflop_per_j, gb_per_j, window_s, sm_clock_mhz, instant_w,
+    throttle_reasons, source; or {"note": why not measured}."""
     launch: dict[str, Any] = Field(default_factory=dict)
     """Geometry and resources: grid, block, shared memory, registers, spills."""
     validity: dict[str, Any] = Field(default_factory=dict)
@@ -154,6 +158,7 @@ class RunResult(BaseModel):
             "error": self.error,
             "error_kind": self.error_kind,
             "matched_rules": self.matched_rules,
+            "energy": self.energy,
             "launch": self.launch,
             "validity": self.validity,
             "fingerprint": self.fingerprint.model_dump(mode="json"),

@@ -93,6 +93,10 @@ class TaskSpec(BaseModel):
     """Untimed launches before measuring (module load, clocks, caches)."""
     iterations: int = Field(default=100, ge=1, le=1_000_000)
     """Timed launches; median, p10 and p90 are taken over them."""
+    energy_s: float = Field(default=0.0, ge=0.0, le=60.0)
+    """Seconds of back-to-back launches after the timed runs for board power and energy per launch
+    from NVML's total-energy counter (0 = off; at least 0.5 s: the counter advances in ~100 ms steps,
+    so the figure is good to about 2 steps / window, e.g. +-4 % over 5 s)."""
     device: int = Field(default=0, ge=0, le=63)
     """GPU index as CUDA enumerates it (after CUDA_VISIBLE_DEVICES)."""
     backend: BackendName = BackendName.auto
@@ -107,6 +111,14 @@ class TaskSpec(BaseModel):
     """Wall-clock limit for the whole run; the engine process is killed when it passes."""
     fault: Fault = Fault.none
     """Deliberately inject a fault (tests and rehearsals): compile_error, launch_failure, ..."""
+
+    @field_validator("energy_s")
+    @classmethod
+    def _energy_s(cls, v: float) -> float:
+        if 0 < v < 0.5:
+            raise ValueError("energy_s: 0 (off) or at least 0.5 s (NVML's energy counter advances "
+                             "in steps, about 100 ms apart on an H200)")
+        return v
 
     @field_validator("memory_pipelining", mode="before")
     @classmethod

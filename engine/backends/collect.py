@@ -7,6 +7,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from engine import __version__
+from engine.energy import per_work
 from engine.result import Correctness, Fingerprint, PeerResult, RunResult, RunStatus, Timing
 from engine.sol import sol_figures, solexec_score
 from engine.task import TaskSpec
@@ -45,6 +46,7 @@ def finish(
     launch: dict[str, Any],
     validity: dict[str, Any],
     fingerprint: Fingerprint,
+    energy: dict[str, Any] | None = None,
     log: list[str],
     started_at: str,
 ) -> RunResult:
@@ -71,4 +73,5 @@ def finish(
         sol=fig.to_dict(), correctness=correctness, peers=peers, solexec_score=score,
         baseline_ms=None if baseline is None else baseline.timing.median_ms, launch=launch,
         validity=validity, fingerprint=fingerprint, log=log, started_at=started_at,
+        energy=None if energy is None else per_work(energy, flops, nbytes),
     )

@@ -301,8 +301,9 @@ class CudaBackend:
                 times += [cp.cuda.get_elapsed_time(a, b) for a, b in chunk]
                 chunk = []
                 em.progress("timed", i + 1, task.iterations)
-        sampler.stop.set()
         timing = timing_stats(times)
+        energy = self._energy(task, run_once, timing.median_ms, em) if task.energy_s > 0 else None
+        sampler.stop.set()
         em.done("timed", f"median {timing.median_ms:.4f} ms over {timing.samples}")
 
         # --- verify ------------------------------------------------------------------------
@@ -351,9 +352,38 @@ class CudaBackend:
                                 "shared_mem_bytes": ln.shared_mem_bytes} for ln in build.launches]}
         res = finish(task=task, profile=profile, spec=spec, simulated=False, timing=timing,
                      correctness=correctness, peers=peers, launch=launch, validity=validity,
-                     fingerprint=fp, log=em.log, started_at=started)
+                     fingerprint=fp, log=em.log, started_at=started, energy=energy)
         em.done("collect")
         return res
+
+    @staticmethod
+    def _energy(task: Any, run_once: Any, median_ms: float, em: Any) -> dict[str, Any]:
+        """Board power and energy per launch over ``task.energy_s`` s of back-to-back launches
+        (``engine.energy``), or {"note": why not}."""
+        import itertools
+
+        from engine import energy, nvml
+
+        try:
+            idx = nvml.index_for_pci_bus_id(runtime.deviceGetPCIBusId(task.device))
+        except Exception as exc:  # NVML missing: the run itself is still good
+            return {"note": f"NVML unavailable, energy not measured: {exc}"}
+        if idx is None:
+            return {"note": "NVML does not list this GPU: energy not measured"}
+        em.info(f"energy: {task.energy_s:g} s of back-to-back launches, NVML energy counter")
+        count = itertools.count()
+        batch = energy.batch_for(median_ms)
+        load = energy.CupyLoad(cp, lambda: run_once(next(count)), batch=batch)
+        try:
+            fig = energy.measure(load, energy.NvmlReader(idx), task.energy_s, launches_per_batch=batch)
+        finally:
+            cp.cuda.Device().synchronize()
+        if "note" in fig:
+            em.info(fig["note"], "warning")
+        else:
+            em.info(f"energy: {fig['watts']:.0f} W, {fig['mj_per_launch']:.3g} mJ per launch "
+                    f"({fig['ms_per_launch']:.4f} ms) over {fig['window_s']:.2f} s")
+        return fig
 
     @staticmethod
     def _verify(spec: Any, inputs: dict[str, Any], outs: dict[str, Any], dtype: str) -> Any:

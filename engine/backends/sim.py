@@ -166,6 +166,8 @@ class SimBackend:
         res = finish(task=task, profile=profile, spec=spec, simulated=True, timing=timing,
                      correctness=correctness, peers=peers, launch=launch,
                      validity={"note": "SIMULATED: no clocks, throttling or other processes"},
+                     energy=({"note": "SIMULATED: no power or energy is measured"}
+                             if task.energy_s > 0 else None),
                      fingerprint=fp, log=em.log, started_at=started)
         em.done("collect")
         return res

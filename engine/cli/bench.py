@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.cli.output import fmt, print_json, stderr_console, stdout_console
+from engine.energy import describe as describe_energy
 from engine.events import Event, LogEvent, ProgressEvent, StageEvent
 from engine.result import RunResult
 from engine.runner import prepare, run_prepared
@@ -33,6 +34,9 @@ def add_task_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-fusion", dest="fusion", action="store_false", help="GEMM, then a separate add kernel")
     p.add_argument("--warmup", type=int, help="warm-up launches (default 10)")
     p.add_argument("--iterations", type=int, help="timed launches (default 100)")
+    p.add_argument("--energy", dest="energy_s", type=float, nargs="?", const=5.0, metavar="SECONDS",
+                   help="after the timed runs, SECONDS (default 5) of back-to-back launches for board "
+                        "power and energy per launch from NVML's energy counter (about +-4 %% at 5 s)")
     p.add_argument("--backend", choices=["auto", "cuda", "sim"], help="default auto")
     p.add_argument("--profile", help="hardware profile name or alias (default: detected from the GPU)")
     p.add_argument("--device", type=int, help="GPU index (default 0)")
@@ -45,7 +49,7 @@ def add_task_args(p: argparse.ArgumentParser) -> None:
 
 
 TASK_FIELDS = ("kernel", "shape", "dtype", "block_size", "memory_pipelining", "fusion", "warmup", "iterations",
-               "backend", "device", "timeout_s", "seed", "verify", "peers", "fault")
+               "energy_s", "backend", "device", "timeout_s", "seed", "verify", "peers", "fault")
 
 
 def task_from_args(args: argparse.Namespace) -> Any:
@@ -150,6 +154,8 @@ def print_result(res: RunResult, notices: list[str]) -> None:
         con.print(f"verification: max abs err {c.max_abs_err:.3g}, max rel err {c.max_rel_err:.3g} (rtol {c.rtol:g}), "
                   f"normwise {c.normwise_rel_err:.3g}, NaN {c.nan_count}, Inf {c.inf_count}, unwritten {c.unwritten_count}"
                   + (f" -- {c.note}" if c.note else ""))
+    if res.energy is not None:
+        con.print(describe_energy(res.energy))
     v = res.validity
     if v.get("throttle_reasons_seen"):
         con.print(f"[yellow]clocks throttled during the run:[/] {', '.join(v['throttle_reasons_seen'])}")

@@ -124,6 +124,17 @@ def test_peers_timed_and_correct():
     assert res.solexec_score is not None
 
 
+def test_energy_per_launch_from_the_board_counter():
+    """--energy: power edge to edge on NVML's energy counter; energy per launch = W x ms."""
+    res = _backend_run(TaskSpec(warmup=10, iterations=50, peers=False, energy_s=1.0))
+    e = res.energy
+    assert res.status is RunStatus.ok and e is not None and "note" not in e, e
+    assert 50 < e["watts"] < 1500 and e["window_s"] >= 1.0 and e["launches"] > 0
+    assert e["mj_per_launch"] == pytest.approx(e["watts"] * e["ms_per_launch"])
+    assert 0.5 < e["ms_per_launch"] / res.timing.median_ms < 2.0
+    assert e["gflop_per_j"] == pytest.approx(res.sol["flops"] / (e["mj_per_launch"] / 1e3) / 1e9)
+
+
 @pytest.mark.parametrize("fault,status,needle", [
     ("illegal_address", RunStatus.launch_error, "illegal memory access"),
     ("launch_failure", RunStatus.launch_error, "launch failure"),

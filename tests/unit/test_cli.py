@@ -29,6 +29,20 @@ def test_bench_sim_json(capsys):
     assert {p["name"] for p in d["peers"]} >= {"cupy_matmul_add", "cublas_gemm_beta1"}
 
 
+def test_bench_energy_flag_on_the_simulated_device_says_not_measured(capsys):
+    code, out, _ = run_cli(capsys, "bench", *SIM, "--no-peers", "--energy", "--json")
+    assert code == 0
+    d = json.loads(out)
+    assert d["energy"] == {"note": "SIMULATED: no power or energy is measured"}
+    code, out, _ = run_cli(capsys, "bench", *SIM, "--no-peers", "--json")
+    assert json.loads(out)["energy"] is None  # off unless asked for
+
+
+def test_bench_energy_too_short_exits_2(capsys):
+    code, _out, err = run_cli(capsys, "bench", *SIM, "--energy", "0.1")
+    assert code == 2 and "energy_s" in err
+
+
 @pytest.mark.parametrize("dtype", ["bf16", "fp16", "fp32", "tf32"])
 def test_bench_takes_every_dtype(capsys, dtype):
     """Every dtype the engine knows is accepted on the command line (tf32 was once refused)."""

@@ -76,6 +76,11 @@ def summary_text(result: RunResult) -> Text:
     if c is not None:
         out.append(f"\nmax abs err {c.max_abs_err:.3g}  rel {c.normwise_rel_err:.3g}  "
                    f"NaN {c.nan_count}  Inf {c.inf_count}")
+    e = result.energy
+    if e:
+        out.append("\n" + (f"energy not measured: {e['note']}" if "note" in e else
+                           f"board {e['watts']:.0f} W  {e['mj_per_launch']:.3g} mJ/launch  "
+                           f"{fmt(e.get('gflop_per_j'), 'GFLOP/J')}"))
     return out
 
 
