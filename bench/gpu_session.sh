@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One device call's worth of work on the GPU machine: install the carried wheels, then run the
-# steps named as arguments (facts, gpu-tests, bench-cli, check, bench, calibrate, sm90 with
-# SM90_ARGS, ncu with NCU_CASES, tui). Logs go to $OUT.
+# steps named as arguments (facts, gpu-tests, bench-cli, check, bench with BENCH_ARGS, calibrate, sm90 with
+# SM90_ARGS, ncu with NCU_CASES, energy with ENERGY_ARGS, energy-cli,
+# ncu-metrics with NCU_CASES, tui). Logs go to $OUT.
 set -uo pipefail
 OUT=${OUT:-./out}; mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >/dev/null 2>&1 || { echo "wheel install failed"; exit 1; }
@@ -25,7 +26,7 @@ for step in "$@"; do
       tui check > "$OUT/check.txt" 2>&1; echo "check rc=$?"; cat "$OUT/check.txt" | tail -60
       tui checklist > "$OUT/checklist.txt" 2>&1; cat "$OUT/checklist.txt" ;;
     bench)
-      timeout ${BENCH_TIMEOUT:-300} python3 bench/bench.py 2>&1 | tee "$OUT/bench.txt" | tail -60 ;;
+      timeout ${BENCH_TIMEOUT:-300} python3 bench/bench.py ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.txt" | tail -60 ;;
     calibrate)
       tui calibrate --profile h200 > "$OUT/calibrate.txt" 2>&1; echo "calibrate rc=$?"; cat "$OUT/calibrate.txt"
       tui bench --backend cuda --no-peers 2>&1 | grep -E "measured|T_SOL|ours" ;;
@@ -37,6 +38,20 @@ for step in "$@"; do
         --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section WarpStateStats --section LaunchStats \
         python3 bench/ncu_probe.py ${NCU_CASES:+--cases "$NCU_CASES"} > "$OUT/ncu.txt" 2>&1; echo "ncu rc=$?"
       grep -E "^[a-z0-9]+-(bf16|fp16|fp32):|SM Frequency|Elapsed Cycles|Duration|SM Active Cycles|Compute \(SM\) Throughput|L2 Cache Throughput|DRAM Throughput" "$OUT/ncu.txt" ;;
+    ncu-metrics)
+      NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+      timeout ${NCU_TIMEOUT:-400} "$NCU" --clock-control none -k "regex:gemm|xmma|sm90|cutlass" --section SpeedOfLight \
+        --section LaunchStats --section InstructionStats \
+        --metrics gpc__cycles_elapsed.max,lts__t_bytes.sum,dram__bytes.sum,smsp__inst_executed.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,sm__cycles_active.avg \
+        python3 bench/ncu_probe.py --launches 1 ${NCU_CASES:+--cases "$NCU_CASES"} > "$OUT/ncu-metrics.txt" 2>&1; echo "ncu rc=$?"
+      grep -E "^seed|^m[0-9]+-|  [a-z_0-9]+.*\(|SM Frequency|Duration|gpc__cycles|lts__t_bytes|dram__bytes|smsp__inst_executed.sum|lsu_wavefronts|sm__cycles_active|Grid Size|Cluster Size|Registers Per|Shared Memory Config|Dynamic Shared|Block Size|Executed Instructions  " "$OUT/ncu-metrics.txt" | head -150 ;;
+    energy)
+      timeout ${ENERGY_TIMEOUT:-200} python3 bench/energy_probe.py ${ENERGY_ARGS:-} 2>&1 | tail -30 ;;
+    energy-cli)
+      for dt in ${ENERGY_DTYPES:-bf16 fp16}; do
+        tui bench --backend cuda --dtype "$dt" --no-peers --energy ${ENERGY_S:-2} > "$OUT/energy-cli-$dt.txt" 2>&1; echo "$dt rc=$?"
+        grep -E "^(ours|energy)|median" "$OUT/energy-cli-$dt.txt" | head -6
+      done ;;
     tui)
       OUT="$OUT" timeout 150 python3 tests/gpu/tui_flow.py 2>&1 | tail -40 ;;
     *) echo "unknown step $step" ;;

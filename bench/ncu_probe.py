@@ -20,17 +20,25 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # sm90_gemm, beside this file
 
 import cupy as cp  # noqa: E402
-from sm90_gemm import Runner, limits_of_device, make_inputs  # noqa: E402
+from sm90_gemm import Runner, cublas_gemm, limits_of_device, make_inputs  # noqa: E402
 
 from kernels import gemm_residual_sm90 as sm90  # noqa: E402
 
-CASES = {
+CASES = {  # name: (m, n, k, dtype[, build overrides]); "cublas" = cuBLAS gemmEx GEMM alone
     "seed-bf16": (8192, 2560, 2560, "bf16"),
     "seed-fp16": (8192, 2560, 2560, "fp16"),
     "seed-fp32": (8192, 2560, 2560, "fp32"),
     "m256-bf16": (256, 2560, 2560, "bf16"),
     "m512-bf16": (512, 2560, 2560, "bf16"),
+    "seed-bf16-gemm": (8192, 2560, 2560, "bf16", {"fuse": False}),
+    "seed-bf16-coop256-cl2": (8192, 2560, 2560, "bf16",
+                              {"block": "128x256", "stages": 3, "pingpong": False, "cluster": 2,
+                               "streamk": False}),
+    "seed-bf16-cublas": (8192, 2560, 2560, "bf16", "cublas"),
+    "seed-fp16-cublas": (8192, 2560, 2560, "fp16", "cublas"),
 }
+"""Overrides: fuse=False launches only the GEMM kernel (no residual read, like cuBLAS's GEMM alone);
+the rest are ``gemm_residual_sm90.build`` arguments."""
 
 
 def main() -> int:
@@ -44,14 +52,25 @@ def main() -> int:
         ap.error(f"--cases: unknown {', '.join(unknown)}; known: {', '.join(CASES)}")
     limits = limits_of_device()
     for name in names:
-        m, n, k, dt = CASES[name]
+        m, n, k, dt, *extra = CASES[name]
+        over = extra[0] if extra else {}
+        over = over if isinstance(over, str) else dict(over)
         shape = {"m": m, "n": n, "k": k}
-        bs, st = sm90.default_knobs(limits, dt, shape)
-        build = sm90.build(SimpleNamespace(shape=shape, dtype=dt), limits, bs, st)
-        run = Runner(build, make_inputs(m, n, k, dt, seed=1), dt, False)
-        print(f"{name}: {bs} s{st} {build.info['consumers']}, {build.info['schedule']}, "
-              f"grid {build.info['grid']}, launches {[ln.function for ln in build.launches]}",
-              flush=True)
+        bufs = make_inputs(m, n, k, dt, seed=1)
+        if over == "cublas":
+            run = cublas_gemm(bufs, cp.empty_like(bufs["r"]), dt, 0.0)
+            print(f"{name}: cuBLAS gemmEx, beta 0 (GEMM alone)", flush=True)
+        else:
+            bs, st = sm90.default_knobs(limits, dt, shape)
+            bs, st = over.pop("block", bs), over.pop("stages", st)
+            build = sm90.build(SimpleNamespace(shape=shape, dtype=dt), limits, bs, st, **over)
+            run = Runner(build, bufs, dt, False)
+            if over.get("fuse") is False:
+                run.calls = run.calls[:1]  # the GEMM kernel only
+            print(f"{name}: {bs} s{st} {build.info['consumers']}, {build.info['schedule']}, "
+                  f"cluster {build.info['cluster']}, grid {build.info['grid']}, "
+                  f"{len(run.calls)} launch(es)",
+                  flush=True)
         for _ in range(args.launches):
             run()
             cp.cuda.runtime.deviceSynchronize()

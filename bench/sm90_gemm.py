@@ -282,7 +282,7 @@ CL_SWEEP = (256, 512, 1024, 1571, 2048, 4096, 7976, 8192)
 DUEL = {  # name: variant (tile, stages, dtype, fuse, streamk, pingpong, cluster)
     "pp 128x128 s5 (default)": ("128x128", 5, "{dt}", True, True, True, 1),
     "coop 128x256 s3": ("128x256", 3, "{dt}", True, True, False, 1),
-    "coop 128x160 s4": ("128x160", 4, "{dt}", True, True, False, 1),
+    "coop 128x256 s3 cl2": ("128x256", 3, "{dt}", True, False, False, 2),
     "coop 128x160 s5": ("128x160", 5, "{dt}", True, True, False, 1),
     "pp 128x128 s5 cl2": ("128x128", 5, "{dt}", True, False, True, 2),
 }

@@ -17,3 +17,15 @@ def test_ncu_probe_unknown_case_exits_2_naming_the_flag():
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert "--cases" in proc.stderr and "bogus" in proc.stderr and "seed-fp16" in proc.stderr
+
+
+@pytest.mark.parametrize("argv,needle", [(["--shape", "8192,2560"], "--shape"),
+                                         (["--shape", "8192,2560,2561"], "--shape"),
+                                         (["--seconds", "0"], "--seconds")])
+def test_energy_probe_bad_arguments_exit_2_naming_the_flag(argv, needle):
+    pytest.importorskip("cupy")
+    pytest.importorskip("pynvml")
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "energy_probe.py"), *argv],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert needle in proc.stderr
