@@ -98,6 +98,9 @@
 #ifndef PROMOTE
 #define PROMOTE 0
 #endif
+#ifndef DESC_OLD
+#define DESC_OLD 0
+#endif
 #if PROMOTE && (DT != 3 || (BM / NUM_CONSUMERS) * BN > 64 * 160 || PINGPONG)
 #error "PROMOTE: fp32 (DT 3), cooperative, at most 64 x 160 accumulators per warpgroup (2 sets)"
 #endif
@@ -241,14 +244,19 @@ __device__ __forceinline__ void release_slot(unsigned bar, int lane) {
 #endif
 }
 
-// wgmma shared-memory descriptor for a K-major tile written by TMA with 128B swizzle:
-// rows of 128 bytes, 8-row (1024-byte) swizzle atoms stacked along M/N (SBO = 1024).
-__device__ __forceinline__ unsigned long long smem_desc(unsigned saddr) {
-    unsigned long long d = (unsigned long long)((saddr & 0x3FFFF) >> 4);
-    d |= 1ull << 16;                           // LBO: unused for swizzled K-major
-    d |= (unsigned long long)(1024 >> 4) << 32;  // SBO
-    d |= 1ull << 62;                           // 128B swizzle
-    return d;
+// wgmma shared-memory descriptor for a K-major tile written by TMA with 128B swizzle: rows of 128
+// bytes, 8-row (1024-byte) swizzle atoms stacked along M/N. Split at bit 32: the low word holds
+// the address field (addr >> 4, 14 bits) and LBO (1: unused for swizzled K-major), the high word
+// SBO (1024 >> 4) and the mode (bit 62: 128B swizzle), a constant. Shared memory is < 256 KB, so
+// a tile offset (>> 4) adds to the low word without leaving the address field: one add per wgmma
+// instead of rebuilding the descriptor (the main loop's SASS: 84 instructions per k-block and
+// warp instead of 119 for ping-pong 128x128).
+__device__ __forceinline__ unsigned desc_lo(unsigned saddr) {
+    return ((saddr & 0x3FFFF) >> 4) | (1u << 16);
+}
+#define DESC_HI ((1024u >> 4) | (1u << 30))
+__device__ __forceinline__ unsigned long long desc64(unsigned lo) {
+    return ((unsigned long long)DESC_HI << 32) | lo;
 }
 
 __device__ __forceinline__ void wgmma_fence() {
@@ -543,7 +551,7 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
     dp_tiles = num_tiles;
 #endif
 
-    const int wg = threadIdx.x / 128;
+    const int wg = __shfl_sync(0xffffffffu, (int)threadIdx.x / 128, 0);  // warp-uniform (CUTLASS idiom)
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(full_bar + 8 * s, 1);
@@ -684,6 +692,7 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
         int stage = 0;
         unsigned phase = 0, rphase = 0;
         float acc[M_ITERS][ACC_N];
+        const unsigned desc_a = desc_lo(base + row0 * 128);  // slot 0, this warpgroup's rows
 
         while (sched_next(sched, dp_tiles, num_kb, tile, kb0, kb1)) {
 #if PINGPONG
@@ -720,17 +729,34 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
 #endif
                 for (int kb = g0; kb < g1; ++kb) {
                     mbar_wait(full_bar + 8 * stage, phase);
+                    // the slot's descriptors (low words); slab and k-step offsets add to them
+                    // warp-uniform by construction; the shuffle proves it to ptxas, which then keeps
+                    // the descriptor arithmetic in uniform registers (ping-pong's ring position
+                    // otherwise lives in a vector register: 84 instructions per k-block, not 53)
+                    const unsigned da = __shfl_sync(0xffffffffu, desc_a + stage * (STAGE_BYTES >> 4), 0);
+                    const unsigned db = da + ((A_TILE_BYTES - row0 * 128) >> 4);
+                    wgmma_fence();
+#if DESC_OLD  // measurement only: the descriptor rebuilt from the address for every wgmma
                     const unsigned sa = base + stage * STAGE_BYTES + row0 * 128;
                     const unsigned sb = base + stage * STAGE_BYTES + A_TILE_BYTES;
-                    wgmma_fence();
 #pragma unroll
                     for (int k = 0; k < KSTEPS; ++k) {
 #pragma unroll
                         for (int mi = 0; mi < M_ITERS; ++mi) {
-                            WGMMA(acc[mi], smem_desc(sa + mi * 64 * 128 + k * 32),
-                                  smem_desc(sb + k * 32), (kb != g0) | (k != 0));
+                            WGMMA(acc[mi], desc64(desc_lo(sa + mi * 64 * 128 + k * 32)),
+                                  desc64(desc_lo(sb + k * 32)), (kb != g0) | (k != 0));
                         }
                     }
+#else
+#pragma unroll
+                    for (int k = 0; k < KSTEPS; ++k) {
+#pragma unroll
+                        for (int mi = 0; mi < M_ITERS; ++mi) {
+                            WGMMA(acc[mi], desc64(da + ((mi * 64 * 128 + k * 32) >> 4)),
+                                  desc64(db + ((k * 32) >> 4)), (kb != g0) | (k != 0));
+                        }
+                    }
+#endif
                     wgmma_commit();
 #if STAGES == 1
                     wgmma_wait<0>();
