@@ -37,7 +37,6 @@ from engine import energy, nvml  # noqa: E402
 from kernels import gemm_residual_sm90 as sm90  # noqa: E402
 
 TILES = {  # --tiles: other builds of ours, (tile, stages, ping-pong, cluster[, source prefix])
-    "pp 128x128 s5 old desc": ("128x128", 5, True, 1, "#define DESC_OLD 1\n"),
     "pp 128x128 s5 cl2": ("128x128", 5, True, 2),
     "coop 128x256 s3": ("128x256", 3, False, 1),
     "coop 128x256 s3 cl2": ("128x256", 3, False, 2),

@@ -98,9 +98,6 @@
 #ifndef PROMOTE
 #define PROMOTE 0
 #endif
-#ifndef DESC_OLD
-#define DESC_OLD 0
-#endif
 #if PROMOTE && (DT != 3 || (BM / NUM_CONSUMERS) * BN > 64 * 160 || PINGPONG)
 #error "PROMOTE: fp32 (DT 3), cooperative, at most 64 x 160 accumulators per warpgroup (2 sets)"
 #endif
@@ -248,9 +245,9 @@ __device__ __forceinline__ void release_slot(unsigned bar, int lane) {
 // bytes, 8-row (1024-byte) swizzle atoms stacked along M/N. Split at bit 32: the low word holds
 // the address field (addr >> 4, 14 bits) and LBO (1: unused for swizzled K-major), the high word
 // SBO (1024 >> 4) and the mode (bit 62: 128B swizzle), a constant. Shared memory is < 256 KB, so
-// a tile offset (>> 4) adds to the low word without leaving the address field: one add per wgmma
-// instead of rebuilding the descriptor (the main loop's SASS: 84 instructions per k-block and
-// warp instead of 119 for ping-pong 128x128).
+// a tile offset (>> 4) adds to the low word without leaving the address field: one uniform add
+// per wgmma instead of rebuilding the descriptor (the main loop's SASS for ping-pong 128x128: 56
+// instructions per k-block and warp instead of 120; NOTES-sm90 v13).
 __device__ __forceinline__ unsigned desc_lo(unsigned saddr) {
     return ((saddr & 0x3FFFF) >> 4) | (1u << 16);
 }
@@ -729,25 +726,14 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
 #endif
                 for (int kb = g0; kb < g1; ++kb) {
                     mbar_wait(full_bar + 8 * stage, phase);
-                    // the slot's descriptors (low words); slab and k-step offsets add to them
-                    // warp-uniform by construction; the shuffle proves it to ptxas, which then keeps
-                    // the descriptor arithmetic in uniform registers (ping-pong's ring position
-                    // otherwise lives in a vector register: 84 instructions per k-block, not 53)
+                    // the slot's descriptors (low words); slab and k-step offsets add to them. The
+                    // value is warp-uniform by construction; the shuffle proves it to ptxas, which
+                    // then keeps the descriptor arithmetic in uniform registers (ping-pong's ring
+                    // position otherwise lives in a vector register: 84 SASS instructions per k-block
+                    // instead of 56)
                     const unsigned da = __shfl_sync(0xffffffffu, desc_a + stage * (STAGE_BYTES >> 4), 0);
                     const unsigned db = da + ((A_TILE_BYTES - row0 * 128) >> 4);
                     wgmma_fence();
-#if DESC_OLD  // measurement only: the descriptor rebuilt from the address for every wgmma
-                    const unsigned sa = base + stage * STAGE_BYTES + row0 * 128;
-                    const unsigned sb = base + stage * STAGE_BYTES + A_TILE_BYTES;
-#pragma unroll
-                    for (int k = 0; k < KSTEPS; ++k) {
-#pragma unroll
-                        for (int mi = 0; mi < M_ITERS; ++mi) {
-                            WGMMA(acc[mi], desc64(desc_lo(sa + mi * 64 * 128 + k * 32)),
-                                  desc64(desc_lo(sb + k * 32)), (kb != g0) | (k != 0));
-                        }
-                    }
-#else
 #pragma unroll
                     for (int k = 0; k < KSTEPS; ++k) {
 #pragma unroll
@@ -756,7 +742,6 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                                   desc64(db + ((k * 32) >> 4)), (kb != g0) | (k != 0));
                         }
                     }
-#endif
                     wgmma_commit();
 #if STAGES == 1
                     wgmma_wait<0>();
