@@ -601,7 +601,7 @@ def duel_mode(args, limits, report, failures, verify, get, out_dir, build) -> in
         runs["cuBLAS GEMM only (b=0)"] = cublas_gemm(bufs, c, dt, 0.0)
         per = alternate(runs, args.rounds, sampler, tag=f"{dt} ")
         lines.append(f"seed {dt} ({args.rounds} rounds x 20 launches, alternating)")
-        lines.append(f"   {'candidate':28s} {'median':>8} {'best rnd':>8} {'ratio':>6} {'SM MHz':>7} {'W':>6}")
+        lines.append(f"   {'candidate':28s} {'median':>8} {'best rnd':>8} {'ratio':>6} {'SM MHz':>7} {'W 1s':>6}")
         for nm, med, best, ratio, clk, pw in alternation_rows(per, sampler, tag=f"{dt} "):
             lines.append(f"   {nm:28s} {med:8.4f} {best:8.4f} {ratio:6.3f} {clk:7.0f} {pw:6.0f}")
             report["seed"].append({"dtype": dt, "name": nm, "rounds": per[nm]})
