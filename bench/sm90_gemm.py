@@ -613,6 +613,35 @@ def duel_mode(args, limits, report, failures, verify, get, out_dir, build) -> in
     return 0 if not failures else 1
 
 
+def msweep_alt_mode(args, limits, report, failures, verify, get, out_dir, build) -> int:
+    """The default build at each M of ``--m-list`` (N = K = 2560, bf16), timed in alternation, so
+    that the sweep's order (the card heating from one M to the next) does not rank the shapes:
+    median ms and TFLOP/s per M over ``--rounds`` rounds of 20 launches."""
+    n = k = 2560
+    sampler = make_sampler()
+    runs, flops = {}, {}
+    for m in args.m_list:
+        shape = {"m": m, "n": n, "k": k}
+        bs, st = sm90.default_knobs(limits, "bf16", shape)
+        v = (bs, st, "bf16", True, True)
+        verify(m, n, k, v, label="msweep-alt")
+        b = build(m, n, k, v)
+        name = f"M={m} {bs} s{st} {b.info['consumers'].split(' ')[0]} {b.info['schedule']}"
+        runs[name] = Runner(b, get(m, n, k, "bf16")[0], "bf16", False)
+        flops[name] = 2 * m * n * k
+    per = alternate(runs, args.rounds, sampler, tag="alt ")
+    lines = [f"default builds, bf16, N = K = 2560, {args.rounds} alternating rounds x 20 launches"]
+    for nm, med, best, _r, clk, _p in alternation_rows(per, sampler, tag="alt "):
+        lines.append(f"   {nm:60s} {med:8.4f} ms (best round {best:.4f}) "
+                     f"{flops[nm] / med / 1e9:6.0f} TFLOP/s  SM {clk:5.0f} MHz")
+        report["sweep"].append({"name": nm, "rounds": per[nm]})
+    if sampler:
+        sampler.stop = True
+    lines += failures[:20]
+    write_table(lines, report, out_dir, "sm90_msweep_alt")
+    return 0 if not failures else 1
+
+
 def cluster_mode(args, limits, report, failures, verify, timed, get, out_dir) -> int:
     """2x1 clusters (W multicast) vs the current default: correctness, seed (interleaved), sweep."""
     def _check(m, n, k, v):
@@ -731,6 +760,10 @@ def main() -> int:
                     help="seed-shape candidates timed in alternation (drift-free ratios) with "
                          "NVML clock/power per candidate")
     ap.add_argument("--rounds", type=int, default=40)
+    ap.add_argument("--msweep-alt", action="store_true",
+                    help="the default build at each M of --m-list, timed in alternation")
+    ap.add_argument("--m-list", type=lambda t: [int(x) for x in t.split(",")],
+                    default=[7976, 8192, 7936, 8064], help="M values for --msweep-alt")
     ap.add_argument("--cluster", action="store_true",
                     help="2x1 clusters with W multicast vs the default: correctness, seed, M sweep")
     ap.add_argument("--quick", action="store_true",
@@ -804,6 +837,8 @@ def main() -> int:
         return tf32_mode(args, limits, report, failures, forced_checks, timed, get, out_dir)
     if args.fp32:
         return fp32_mode(args, limits, report, failures, forced_checks, timed, get, out_dir, build)
+    if args.msweep_alt:
+        return msweep_alt_mode(args, limits, report, failures, verify, get, out_dir, build)
     if args.duel:
         return duel_mode(args, limits, report, failures, verify, get, out_dir, build)
     if args.cluster:
