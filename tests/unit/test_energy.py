@@ -139,3 +139,21 @@ def test_run_summary_shows_energy_or_why_not():
     note = summary_text(RunResult(**base, energy={"note": "SIMULATED: no power"})).plain
     assert "energy not measured: SIMULATED: no power" in note
     assert "energy" not in summary_text(RunResult(**base)).plain
+
+
+def test_tune_form_takes_and_checks_energy_seconds():
+    from engine.profiles import load_profiles
+    from tui.screens.tune import validate_form
+
+    prof = load_profiles().get("h200")
+    base = TaskSpec().model_dump(mode="json")
+    task, probs, _ = validate_form(base | {"energy_s": "0.2"}, prof)
+    assert task is None and any(p.startswith("energy_s=") and "0.5 s" in p for p in probs)
+    task, probs, _ = validate_form(base | {"energy_s": "5"}, prof)
+    assert task is not None and task.energy_s == 5.0
+
+
+def test_energy_seconds_leave_the_simulated_timings_alone():
+    from engine.backends.sim import task_seed
+
+    assert task_seed(TaskSpec(energy_s=5.0)) == task_seed(TaskSpec())

@@ -108,6 +108,9 @@ class TuneScreen(CockpitScreen):
                 yield Input(id="f-warmup", compact=True, type="integer")
                 yield Label("iterations")
                 yield Input(id="f-iterations", compact=True, type="integer")
+                yield Label("energy s")
+                yield Input(id="f-energy_s", compact=True, type="number",
+                            placeholder="0 = off; >= 0.5 s of back-to-back launches (NVML)")
                 yield Label("fault")
                 yield Select([(f, f) for f in FAULTS], id="f-fault", allow_blank=False, compact=True)
                 yield Label("task file")
@@ -134,6 +137,7 @@ class TuneScreen(CockpitScreen):
             self.query_one("#f-fusion", Select).value = task.fusion
             self.query_one("#f-warmup", Input).value = str(task.warmup)
             self.query_one("#f-iterations", Input).value = str(task.iterations)
+            self.query_one("#f-energy_s", Input).value = f"{task.energy_s:g}"
             self.query_one("#f-fault", Select).value = task.fault.value
         self.validate()
 
@@ -150,6 +154,7 @@ class TuneScreen(CockpitScreen):
             "fusion": self.query_one("#f-fusion", Select).value,
             "warmup": self.query_one("#f-warmup", Input).value.strip(),
             "iterations": self.query_one("#f-iterations", Input).value.strip(),
+            "energy_s": self.query_one("#f-energy_s", Input).value.strip() or 0,
             "fault": self.query_one("#f-fault", Select).value,
         })
         return base
