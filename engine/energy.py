@@ -102,9 +102,7 @@ class NvmlReader:
     def clock_mhz(self) -> float | None:
         from engine import nvml
 
-        h = nvml.handle(self.index)
-        mod = nvml.init()
-        return None if h is None else nvml._q("nvmlDeviceGetClockInfo", h, mod.NVML_CLOCK_SM)
+        return nvml.sm_clock_mhz(self.index)
 
     def reasons(self) -> int | None:
         from engine import nvml

@@ -335,6 +335,13 @@ def energy_mj(index: int) -> int | None:
     return int(v) if v is not None else None
 
 
+def sm_clock_mhz(index: int) -> float | None:
+    """The current SM clock of GPU ``index`` in MHz; None where NVML does not answer."""
+    mod = init()
+    h = handle(index)
+    return None if h is None else _q("nvmlDeviceGetClockInfo", h, mod.NVML_CLOCK_SM)
+
+
 def power_instant_w(index: int) -> float | None:
     """Instantaneous board power in W (field NVML_FI_DEV_POWER_INSTANT); None where the driver
     does not report it. ``nvmlDeviceGetPowerUsage`` is a 1-second average on Ampere and later."""

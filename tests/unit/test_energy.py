@@ -157,3 +157,40 @@ def test_energy_seconds_leave_the_simulated_timings_alone():
     from engine.backends.sim import task_seed
 
     assert task_seed(TaskSpec(energy_s=5.0)) == task_seed(TaskSpec())
+
+
+class _FakeField:
+    def __init__(self, ret: int, mw: int) -> None:
+        self.nvmlReturn = ret
+        self.value = type("V", (), {"uiVal": mw})()
+
+
+class _FakePynvml:
+    NVML_FI_DEV_POWER_INSTANT = 186
+    NVML_CLOCK_SM = 1
+
+    def __init__(self, field_ret: int = 0, energy: bool = True) -> None:
+        self.field_ret = field_ret
+        if energy:
+            self.nvmlDeviceGetTotalEnergyConsumption = lambda h: 123_456_789
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        return ("h", i)
+
+    def nvmlDeviceGetFieldValues(self, h, ids):
+        assert ids == [186]
+        return [_FakeField(self.field_ret, 612_345)]
+
+    def nvmlDeviceGetClockInfo(self, h, which):
+        return 1755 if which == 1 else 0
+
+
+@pytest.mark.parametrize("field_ret,energy", [(0, True), (3, False)])
+def test_nvml_energy_readers(monkeypatch, field_ret, energy):
+    from engine import nvml
+
+    monkeypatch.setattr(nvml, "_state", {"init": True, "error": None,
+                                         "mod": _FakePynvml(field_ret, energy)})
+    assert nvml.energy_mj(0) == (123_456_789 if energy else None)  # a missing function: None
+    assert nvml.power_instant_w(0) == (pytest.approx(612.345) if field_ret == 0 else None)
+    assert nvml.sm_clock_mhz(0) == 1755
