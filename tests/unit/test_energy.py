@@ -194,3 +194,23 @@ def test_nvml_energy_readers(monkeypatch, field_ret, energy):
     assert nvml.energy_mj(0) == (123_456_789 if energy else None)  # a missing function: None
     assert nvml.power_instant_w(0) == (pytest.approx(612.345) if field_ret == 0 else None)
     assert nvml.sm_clock_mhz(0) == 1755
+
+
+def test_comparison_shows_energy_only_when_measured():
+    from rich.console import Console
+
+    from engine.result import RunResult, RunStatus
+    from tui.screens.run import comparison_table
+
+    def res(run_id, mj=None):
+        return RunResult(status=RunStatus.ok, simulated=False, task={"dtype": "fp16"}, profile="h200",
+                         run_id=run_id, energy=None if mj is None else {"mj_per_launch": mj})
+
+    def text(t):
+        con = Console(width=100, record=True)
+        con.print(t)
+        return con.export_text()
+
+    both = text(comparison_table(res(2, 80.0), res(1, 100.0)))
+    assert "mJ/launch" in both and "-20.0 % (better)" in both
+    assert "mJ/launch" not in text(comparison_table(res(2), res(1)))

@@ -130,6 +130,9 @@ def comparison_table(new: RunResult, old: RunResult | None) -> Table | Text:
     t.add_row("SOL %", fmt(osol, digits=1), fmt(nsol, digits=1), fmt_delta_pct(nsol, osol, lower_is_better=False))
     t.add_row("score", fmt(old.solexec_score, digits=3), fmt(new.solexec_score, digits=3),
               fmt_delta_pct(new.solexec_score, old.solexec_score, lower_is_better=False))
+    oe, ne = (old.energy or {}).get("mj_per_launch"), (new.energy or {}).get("mj_per_launch")
+    if oe is not None or ne is not None:  # at a power cap the joules per launch set the pace
+        t.add_row("mJ/launch", fmt(oe, digits=1), fmt(ne, digits=1), fmt_delta_pct(ne, oe))
     return t
 
 
