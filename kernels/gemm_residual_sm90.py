@@ -42,7 +42,16 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from kernels.spec import KERNEL_DIR, Buffer, Build, DeviceLimits, Launch, TensorMapArg, Violation
+from kernels.spec import (
+    KERNEL_DIR,
+    Buffer,
+    Build,
+    DeviceLimits,
+    Launch,
+    TensorMapArg,
+    Violation,
+    vec16_source,
+)
 
 SOURCE_FILE = "gemm_residual_sm90.cu"
 KERNEL = "gemm_residual_sm90"
@@ -485,8 +494,7 @@ def _source(consts: dict[str, int]) -> str:
     """``defines``' constants as #defines of integers, the shared 16-bit conversions
     (``vec16.cuh``, VEC_DTYPE 0 bf16, 1 fp16, 2 fp32 data), then the kernel template."""
     head = "".join(f"#define {k} {int(v)}\n" for k, v in consts.items())
-    head += f"#define VEC_DTYPE {min(int(consts['DT']), 2)}\n"
-    return (head + (KERNEL_DIR / "vec16.cuh").read_text(encoding="utf-8")
+    return (head + vec16_source(min(int(consts["DT"]), 2))
             + (KERNEL_DIR / SOURCE_FILE).read_text(encoding="utf-8"))
 
 

@@ -140,6 +140,12 @@ class PeerSpec:
     """False for peers that compute only part of the function (e.g. the GEMM without R)."""
 
 
+def vec16_source(dtype_code: int) -> str:
+    """The shared 16-byte access and conversion helpers (``vec16.cuh``) for a kernel whose dtype
+    code (0 bf16, 1 fp16, 2 fp32 data) is ``dtype_code``: its VEC_DTYPE #define, then the text."""
+    return f"#define VEC_DTYPE {int(dtype_code)}\n" + (KERNEL_DIR / "vec16.cuh").read_text(encoding="utf-8")
+
+
 class KernelSpec(ABC):
     """Base class for a kernel's spec. Subclasses set the class attributes and implement the rest."""
 
@@ -166,9 +172,8 @@ class KernelSpec(ABC):
         return (KERNEL_DIR / filename).read_text(encoding="utf-8")
 
     def vec16(self, dtype_code: int) -> str:
-        """The shared 16-byte access and conversion helpers (``vec16.cuh``) for a kernel whose
-        dtype code (0 bf16, 1 fp16, 2 fp32) is ``dtype_code``."""
-        return f"#define VEC_DTYPE {int(dtype_code)}\n" + self.read_source("vec16.cuh")
+        """``vec16_source`` for a kernel spec."""
+        return vec16_source(dtype_code)
 
     # --- shape and knobs -------------------------------------------------------------------
     def normalize_shape(self, shape: dict[str, int]) -> dict[str, int]:
