@@ -30,6 +30,7 @@ EDGE_WAIT_S = 3.0
 BATCH = 20
 IN_FLIGHT = 3
 MIN_SECONDS = 0.5
+"""The shortest window a task may ask for (``TaskSpec.energy_s``): a few counter steps."""
 MAX_SECONDS = 60.0
 
 

@@ -14,6 +14,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from engine.energy import MAX_SECONDS as ENERGY_MAX_S
+from engine.energy import MIN_SECONDS as ENERGY_MIN_S
 from engine.errors import InputError
 from engine.tomlio import load_toml
 
@@ -93,7 +95,7 @@ class TaskSpec(BaseModel):
     """Untimed launches before measuring (module load, clocks, caches)."""
     iterations: int = Field(default=100, ge=1, le=1_000_000)
     """Timed launches; median, p10 and p90 are taken over them."""
-    energy_s: float = Field(default=0.0, ge=0.0, le=60.0)
+    energy_s: float = Field(default=0.0, ge=0.0, le=ENERGY_MAX_S)
     """Seconds of back-to-back launches after the timed runs for board power and energy per launch
     from NVML's total-energy counter (0 = off; at least 0.5 s: the counter advances in ~100 ms steps,
     so the figure is good to about 2 steps / window, e.g. +-4 % over 5 s)."""
@@ -115,9 +117,9 @@ class TaskSpec(BaseModel):
     @field_validator("energy_s")
     @classmethod
     def _energy_s(cls, v: float) -> float:
-        if 0 < v < 0.5:
-            raise ValueError("energy_s: 0 (off) or at least 0.5 s (NVML's energy counter advances "
-                             "in steps, about 100 ms apart on an H200)")
+        if 0 < v < ENERGY_MIN_S:
+            raise ValueError(f"energy_s: 0 (off) or at least {ENERGY_MIN_S:g} s (NVML's energy counter "
+                             "advances in steps, about 100 ms apart on an H200)")
         return v
 
     @field_validator("memory_pipelining", mode="before")

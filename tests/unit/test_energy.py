@@ -149,6 +149,8 @@ def test_tune_form_takes_and_checks_energy_seconds():
     base = TaskSpec().model_dump(mode="json")
     task, probs, _ = validate_form(base | {"energy_s": "0.2"}, prof)
     assert task is None and any(p.startswith("energy_s=") and "0.5 s" in p for p in probs)
+    task, probs, _ = validate_form(base | {"energy_s": "abc"}, prof)
+    assert task is None and any(p.startswith("energy_s='abc'") for p in probs)
     task, probs, _ = validate_form(base | {"energy_s": "5"}, prof)
     assert task is not None and task.energy_s == 5.0
 

@@ -78,3 +78,13 @@ def test_save_and_load_roundtrip(tmp_path):
     path = tmp_path / "sub" / "task.toml"
     save_task(t, path)
     assert resolve_task(path, {}, {}) == t
+
+
+@pytest.mark.parametrize("text,needle", [('energy_s = "lots"\n', "energy_s"), ("energy_s = 0.2\n", "at least 0.5 s"),
+                                         ("energy_s = 600\n", "energy_s")])
+def test_task_file_energy_seconds_malformed_is_named(tmp_path, text, needle):
+    f = tmp_path / "t.toml"
+    f.write_text(text)
+    with pytest.raises(InputError, match=needle) as e:
+        resolve_task(f, {}, {})
+    assert e.value.exit_code == 2 and f.read_text() == text  # the file is left as it was
