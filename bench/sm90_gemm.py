@@ -745,6 +745,17 @@ def quick(args, limits, report, failures, forced_checks, timed, get, out_dir) ->
     return 0 if not failures else 1
 
 
+def m_list(text: str) -> list[int]:
+    """'7976,8192' -> [7976, 8192]; argparse reports the flag and this message otherwise."""
+    try:
+        ms = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected positive integers separated by commas") from None
+    if not ms or min(ms) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: every M must be >= 1")
+    return ms
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--iters", type=int, default=100)
@@ -762,8 +773,8 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=40)
     ap.add_argument("--msweep-alt", action="store_true",
                     help="the default build at each M of --m-list, timed in alternation")
-    ap.add_argument("--m-list", type=lambda t: [int(x) for x in t.split(",")],
-                    default=[7976, 8192, 7936, 8064], help="M values for --msweep-alt")
+    ap.add_argument("--m-list", type=m_list, default=[7976, 8192, 7936, 8064],
+                    help="M values for --msweep-alt, e.g. 7976,8192")
     ap.add_argument("--cluster", action="store_true",
                     help="2x1 clusters with W multicast vs the default: correctness, seed, M sweep")
     ap.add_argument("--quick", action="store_true",

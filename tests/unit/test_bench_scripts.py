@@ -29,3 +29,12 @@ def test_energy_probe_bad_arguments_exit_2_naming_the_flag(argv, needle):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert needle in proc.stderr
+
+
+@pytest.mark.parametrize("value", ["7976,x", "0,8192"])
+def test_sm90_gemm_bad_m_list_exits_2_naming_the_flag(value):
+    pytest.importorskip("cupy")
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "sm90_gemm.py"), "--msweep-alt", "--m-list", value],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert "--m-list" in proc.stderr and value in proc.stderr
