@@ -21,6 +21,8 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from engine import nvml
+
 SOURCE = ("NVML total-energy counter (the whole board: GPU and HBM), read edge to edge over "
           "back-to-back launches")
 WARM_S = 0.3
@@ -91,23 +93,15 @@ class NvmlReader:
         self.index = index
 
     def energy_mj(self) -> int | None:
-        from engine import nvml
-
         return nvml.energy_mj(self.index)
 
     def instant_w(self) -> float | None:
-        from engine import nvml
-
         return nvml.power_instant_w(self.index)
 
     def clock_mhz(self) -> float | None:
-        from engine import nvml
-
         return nvml.sm_clock_mhz(self.index)
 
     def reasons(self) -> int | None:
-        from engine import nvml
-
         return nvml.clocks_event_mask(self.index)
 
 
@@ -129,8 +123,6 @@ def measure(load: Load, reader: Reader, seconds: float, launches_per_batch: int 
     counter_step_s (the counter's update spacing seen) and uncertainty_pct: the counter's value can lag
     its update by up to a step at either end, so power is known to about 2 steps / window (measured
     on an H200: 100 ms steps, 2 s windows of one kernel scatter by +-5-10 %)."""
-    from engine import nvml
-
     last = reader.energy_mj()
     if last is None:
         return {"note": "this GPU or driver keeps no NVML energy counter: energy not measured"}
