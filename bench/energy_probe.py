@@ -38,8 +38,8 @@ from kernels import gemm_residual_sm90 as sm90  # noqa: E402
 
 TILES = {  # --tiles: other builds of ours, (tile, stages, ping-pong, cluster[, source prefix])
     "pp 128x128 s5 cl2": ("128x128", 5, True, 2),
-    "coop 128x256 s3": ("128x256", 3, False, 1),
-    "coop 128x256 s3 cl2": ("128x256", 3, False, 2),
+    "pp 128x160 s4": ("128x160", 4, True, 1),
+    "pp 128x160 s4 cl2": ("128x160", 4, True, 2),
 }
 
 

@@ -34,6 +34,10 @@ CASES = {  # name: (m, n, k, dtype[, build overrides]); "cublas" = cuBLAS gemmEx
     "seed-bf16-coop256-cl2": (8192, 2560, 2560, "bf16",
                               {"block": "128x256", "stages": 3, "pingpong": False, "cluster": 2,
                                "streamk": False}),
+    "seed-bf16-pp160": (8192, 2560, 2560, "bf16", {"block": "128x160", "stages": 4, "pingpong": True}),
+    "seed-bf16-pp160-cl2": (8192, 2560, 2560, "bf16",
+                            {"block": "128x160", "stages": 4, "pingpong": True, "cluster": 2,
+                             "streamk": False}),
     "seed-bf16-cublas": (8192, 2560, 2560, "bf16", "cublas"),
     "seed-fp16-cublas": (8192, 2560, 2560, "fp16", "cublas"),
 }

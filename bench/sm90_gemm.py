@@ -745,6 +745,94 @@ def quick(args, limits, report, failures, forced_checks, timed, get, out_dir) ->
     return 0 if not failures else 1
 
 
+PP160_VARIANTS = [  # (tile, stages, dtype, fuse, streamk, pingpong, cluster): ping-pong 128x160
+    ("128x160", 4, "bf16", True, True, True, 1),
+    ("128x160", 4, "fp16", True, True, True, 1),
+    ("128x160", 3, "bf16", False, True, True, 1),
+    ("128x160", 0, "fp16", True, True, True, 1),
+    ("128x160", 2, "bf16", True, False, True, 1),
+    ("128x160", 4, "bf16", True, False, True, 2),
+    ("128x160", 4, "fp16", False, False, True, 2),
+    ("128x160", 3, "fp16", True, False, True, 2),
+]
+PP160_SHAPES = [(1, 2560, 2560), (586, 2560, 2560), (1571, 2560, 2560), (2048, 2560, 2560),
+                (8192, 2560, 2560), (300, 136, 200), (130, 264, 72), (384, 520, 136)]
+PP160_DUEL = {  # name: variant; the first is the ratio's reference
+    "pp 128x128 s5 (default)": ("128x128", 5, "{dt}", True, True, True, 1),
+    "pp 128x128 s5 cl2": ("128x128", 5, "{dt}", True, False, True, 2),
+    "pp 128x160 s4": ("128x160", 4, "{dt}", True, True, True, 1),
+    "pp 128x160 s3": ("128x160", 3, "{dt}", True, True, True, 1),
+    "pp 128x160 s4 cl2": ("128x160", 4, "{dt}", True, False, True, 2),
+    "pp 128x160 s3 cl2": ("128x160", 3, "{dt}", True, False, True, 2),
+}
+PP160_SWEEP = (512, 1024, 2048, 4096, 7976, 8192)
+
+
+def pp160_mode(args, limits, report, failures, verify, forced_checks, get, out_dir, build) -> int:
+    """Ping-pong on the 128x160 tile (a warpgroup holds 128 x 160 fp32 accumulators; 19 % fewer
+    L2 bytes per output than 128x128, 38 % fewer with W multicast in 2x1 clusters): correctness of
+    its variants (stream-K forced schedules; clusters on small grids and odd M tile counts), the
+    seed-shape candidates in alternation (bf16, fp16; SM clock per candidate), then an M sweep of
+    the default vs ping-pong 128x160 with and without clusters, each M in alternation."""
+    def _check(m, n, k, v):
+        if v[6] == 2:
+            verify(m, n, k, v)
+            if m >= 1571:
+                verify(m, n, k, v, (6, 0), "grid 6")
+        else:
+            forced_checks(m, n, k, v)
+
+    n_checks = check_all(PP160_VARIANTS, PP160_SHAPES, _check, report, failures)
+    lines = [f"correctness (ping-pong 128x160): {n_checks - len(failures)} / {n_checks} ok"]
+    print(lines[0], flush=True)
+    if failures:
+        lines += failures[:20]
+        write_table(lines, report, out_dir, "sm90_pp160")
+        return 1
+    m, n, k = SEED
+    sampler = make_sampler()
+    for dt in () if args.skip_seed else ("bf16", "fp16"):
+        bufs, _ref = get(m, n, k, dt)
+        runs = {}
+        for name, v in PP160_DUEL.items():
+            v = tuple(x.format(dt=dt) if isinstance(x, str) else x for x in v)
+            verify(m, n, k, v, label="duel")
+            runs[name] = Runner(build(m, n, k, v), bufs, dt, False)
+        runs["cuBLAS GEMM only (b=0)"] = cublas_gemm(bufs, cp.empty_like(bufs["r"]), dt, 0.0)
+        per = alternate(runs, args.rounds, sampler, tag=f"{dt} ")
+        lines.append(f"seed {dt} ({args.rounds} rounds x 20 launches, alternating)")
+        lines.append(f"   {'candidate':28s} {'median':>8} {'best rnd':>8} {'ratio':>6} {'SM MHz':>7}")
+        for nm, med, best, ratio, clk, _pw in alternation_rows(per, sampler, tag=f"{dt} "):
+            lines.append(f"   {nm:28s} {med:8.4f} {best:8.4f} {ratio:6.3f} {clk:7.0f}")
+            report["seed"].append({"dtype": dt, "name": nm, "rounds": per[nm]})
+        print("\n".join(lines[-len(per) - 2:]), flush=True)
+    n = k = 2560
+    sweep_rounds = args.rounds if args.skip_seed else max(4, args.rounds // 4)
+    lines.append(f"bf16 M sweep, N = K = 2560, each M {sweep_rounds} alternating rounds")
+    for m in args.m_list if args.m_list_given else PP160_SWEEP:
+        bufs, _ref = get(m, n, k, "bf16")
+        dk = sm90.default_knobs(limits, "bf16", {"m": m, "n": n, "k": k})
+        cands = {f"default {dk[0]} s{dk[1]}": (dk[0], dk[1], "bf16", True, True),
+                 "pp 128x160 s4": ("128x160", 4, "bf16", True, True, True, 1),
+                 "pp 128x160 s4 cl2": ("128x160", 4, "bf16", True, False, True, 2),
+                 "pp 128x128 s5 cl2": ("128x128", 5, "bf16", True, False, True, 2)}
+        runs = {}
+        for name, v in cands.items():
+            verify(m, n, k, v, label="sweep")
+            runs[name] = Runner(build(m, n, k, v), bufs, "bf16", False)
+        per = alternate(runs, sweep_rounds, sampler, tag=f"M{m} ")
+        rows = alternation_rows(per, sampler, tag=f"M{m} ")
+        lines.append(f"M={m}: " + "; ".join(f"{nm} {med:.4f} ({ratio:.3f})"
+                                            for nm, med, _b, ratio, _c, _p in rows))
+        report["sweep"].append({"m": m, **{nm: per[nm] for nm in per}})
+        print(lines[-1], flush=True)
+    if sampler:
+        sampler.stop = True
+    lines += failures[:20]
+    write_table(lines, report, out_dir, "sm90_pp160")
+    return 0 if not failures else 1
+
+
 def m_list(text: str) -> list[int]:
     """'7976,8192' -> [7976, 8192]; argparse reports the flag and this message otherwise."""
     try:
@@ -773,13 +861,22 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=40)
     ap.add_argument("--msweep-alt", action="store_true",
                     help="the default build at each M of --m-list, timed in alternation")
-    ap.add_argument("--m-list", type=m_list, default=[7976, 8192, 7936, 8064],
-                    help="M values for --msweep-alt, e.g. 7976,8192")
+    ap.add_argument("--m-list", type=m_list, default=None,
+                    help="M values for --msweep-alt (default 7976,8192,7936,8064) or the --pp160 "
+                         "sweep, e.g. 1024,2048")
+    ap.add_argument("--skip-seed", action="store_true",
+                    help="--pp160: correctness and the M sweep only (each M --rounds rounds)")
     ap.add_argument("--cluster", action="store_true",
                     help="2x1 clusters with W multicast vs the default: correctness, seed, M sweep")
+    ap.add_argument("--pp160", action="store_true",
+                    help="ping-pong on the 128x160 tile: correctness, seed candidates in "
+                         "alternation, M sweep vs the default")
     ap.add_argument("--quick", action="store_true",
                     help="ping-pong vs cooperative: correctness, seed timings, short M sweep")
     args = ap.parse_args()
+    args.m_list_given = args.m_list is not None
+    if args.m_list is None:
+        args.m_list = [7976, 8192, 7936, 8064]
     limits = limits_of_device()
     sms = limits.sm_count
     print(f"device: {cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}, {limits}", flush=True)
@@ -854,6 +951,8 @@ def main() -> int:
         return duel_mode(args, limits, report, failures, verify, get, out_dir, build)
     if args.cluster:
         return cluster_mode(args, limits, report, failures, verify, timed, get, out_dir)
+    if args.pp160:
+        return pp160_mode(args, limits, report, failures, verify, forced_checks, get, out_dir, build)
     if args.quick:
         return quick(args, limits, report, failures, forced_checks, timed, get, out_dir)
 

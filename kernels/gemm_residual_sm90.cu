@@ -106,8 +106,8 @@
 #if NUM_CONSUMERS != 2
 #error "ping-pong needs two consumer warpgroups"
 #endif
-#if BM * BN > 16384
-#error "ping-pong: a consumer holds the whole tile, at most 128 fp32 accumulators per thread"
+#if BM * BN > 20480
+#error "ping-pong: a consumer holds the whole tile, at most 160 fp32 accumulators per thread"
 #endif
 #define WG_M BM
 #define TILE_THREADS 128

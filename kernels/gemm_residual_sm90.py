@@ -117,8 +117,8 @@ WS_TILES = 264
 """Stream-K workspace slots (fp32 BM x BN each, static in the module): at most this many tiles
 are split; two waves of 132 SMs."""
 STREAMK_DEFAULT = True
-PINGPONG_TILES = ("128x128",)
-"""Tiles one consumer warpgroup can hold whole (BM * BN / 128 threads <= 128 accumulators)."""
+PINGPONG_TILES = ("128x128", "128x160")
+"""Tiles one consumer warpgroup can hold whole (BM * BN / 128 threads <= 160 accumulators)."""
 PINGPONG_DEFAULT = True
 """Use ping-pong consumers where they fit and each CTA gets >= 2 tiles (``use_pingpong``); measured
 on the H200 (NOTES-sm90.md v5): 128x128 s5 ping-pong vs the cooperative 128x128 s4 default at
@@ -458,7 +458,7 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
         raise ValueError("the 2x1 cluster schedule is data-parallel only (streamk=False)")
     if cluster == 2 and _dtype(dtype) not in CLUSTER_DTYPES:
         raise ValueError(f"the 2x1 cluster schedule takes {', '.join(CLUSTER_DTYPES)}")
-    if pingpong and (bm * bn > 128 * 128 or consumers != 2):
+    if pingpong and (bm * bn > 128 * 160 or consumers != 2):
         raise ValueError(f"tile {block_size}: ping-pong takes {', '.join(PINGPONG_TILES)}")
     if _dtype(dtype) not in DTYPES:
         raise ValueError(f"dtype {dtype!r}: the Hopper path takes bf16, fp16, tf32 or fp32")
