@@ -8,7 +8,7 @@
 //   GR_FUSE    1 = residual added in the epilogue, 0 = GEMM writes A@W^T (a separate add follows)
 // This file holds the shared helpers, the bf16/fp16/tf32 mma.sync kernel and the elementwise add;
 // gemm_residual_fp32.cu (appended for fp32) holds the SIMT FFMA kernel.
-// No CUDA headers: NVRTC needs none of them, conversions are inline PTX.
+// No CUDA headers: NVRTC needs none of them, conversions are inline PTX (vec16.cuh, prepended).
 
 typedef unsigned short u16;
 typedef unsigned int u32;
@@ -34,36 +34,8 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N)); }
 
-#if !GR_F32IO
-// Two floats -> packed pair (lo in the low half), round to nearest even.
-__device__ __forceinline__ u32 pack2(float lo, float hi) {
-    u32 r;
-#if GR_DTYPE == 0
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-#else
-    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-#endif
-    return r;
-}
-__device__ __forceinline__ float lo2f(u32 v) {
-#if GR_DTYPE == 0
-    return __int_as_float(v << 16);
-#else
-    float f;
-    asm("{ .reg .b16 l, h; mov.b32 {l, h}, %1; cvt.f32.f16 %0, l; }" : "=f"(f) : "r"(v));
-    return f;
-#endif
-}
-__device__ __forceinline__ float hi2f(u32 v) {
-#if GR_DTYPE == 0
-    return __int_as_float(v & 0xffff0000u);
-#else
-    float f;
-    asm("{ .reg .b16 l, h; mov.b32 {l, h}, %1; cvt.f32.f16 %0, h; }" : "=f"(f) : "r"(v));
-    return f;
-#endif
-}
-#endif
+// pack2 / unpack2 (fp32 pair <-> packed 16-bit pair, rounded to nearest even): vec16.cuh,
+// prepended by the spec with VEC_DTYPE = GR_DTYPE (2 for fp32 and tf32 data).
 
 // ------------------------------------------------------------------------------------------
 // Fusion off: out = out + r, 16 bytes per thread per step, grid-stride.
@@ -82,10 +54,12 @@ residual_add(elem_t* __restrict__ out, const elem_t* __restrict__ r, int M, int 
         x.z = __float_as_uint(__uint_as_float(x.z) + __uint_as_float(y.z));
         x.w = __float_as_uint(__uint_as_float(x.w) + __uint_as_float(y.w));
 #else
-        x.x = pack2(lo2f(x.x) + lo2f(y.x), hi2f(x.x) + hi2f(y.x));
-        x.y = pack2(lo2f(x.y) + lo2f(y.y), hi2f(x.y) + hi2f(y.y));
-        x.z = pack2(lo2f(x.z) + lo2f(y.z), hi2f(x.z) + hi2f(y.z));
-        x.w = pack2(lo2f(x.w) + lo2f(y.w), hi2f(x.w) + hi2f(y.w));
+        float a[8], b[8];
+        unpack(x, a);
+        unpack(y, b);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) a[e] += b[e];
+        x = pack(a);
 #endif
         o[i] = x;
     }
@@ -310,9 +284,10 @@ gemm_residual_mma(const elem_t* __restrict__ a, const elem_t* __restrict__ w, co
                 u32* p = reinterpret_cast<u32*>(cs + row * GR_LDC + col);
                 float x0 = acc[mt][nt][2 * h], x1 = acc[mt][nt][2 * h + 1];
 #if GR_FUSE
-                const u32 rv = *p;  // garbage outside M/N: those elements are never stored
-                x0 += lo2f(rv);
-                x1 += hi2f(rv);
+                float r0, r1;
+                unpack2(*p, r0, r1);  // garbage outside M/N: those elements are never stored
+                x0 += r0;
+                x1 += r1;
 #endif
                 *p = pack2(x0, x1);
             }

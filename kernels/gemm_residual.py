@@ -17,7 +17,7 @@ import math
 import re
 from typing import Any
 
-from kernels.spec import Buffer, Build, DeviceLimits, KernelSpec, Launch, PeerSpec, Violation
+from kernels.spec import Buffer, Build, DeviceLimits, KernelSpec, Launch, PeerSpec, Violation, vec16_source
 
 # Tensor-core tiles (BM, BN, BK) for bf16/fp16 -> warps (along M, along N); best default first. tf32
 # takes the same BM x BN with BK 16 (the same 64 bytes of K per stage row).
@@ -243,7 +243,7 @@ class GemmResidualSpec(KernelSpec):
                    "GR_WARPS_M": int(wm), "GR_WARPS_N": int(wn), "GR_STAGES": int(stages),
                    "GR_FUSE": int(bool(fusion))}
         head = "".join(f"#define {k} {v}\n" for k, v in defines.items())
-        src = head + self.read_source("gemm_residual.cu")
+        src = head + vec16_source(min(DTYPE_CODE[dtype], 2)) + self.read_source("gemm_residual.cu")
         if dtype == "fp32":
             src += "\n" + self.read_source("gemm_residual_fp32.cu")
         return src
