@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call's worth of work on the GPU machine: install the carried wheels, then run the
 # steps named as arguments (facts, gpu-tests, bench-cli, check, bench with BENCH_ARGS, calibrate, sm90 with
-# SM90_ARGS, ncu with NCU_CASES, energy with ENERGY_ARGS, energy-cli,
+# SM90_ARGS, ncu with NCU_CASES, membound-hints with HINTS_ARGS, energy with ENERGY_ARGS, energy-cli,
 # ncu-metrics with NCU_CASES, tui). Logs go to $OUT.
 set -uo pipefail
 OUT=${OUT:-./out}; mkdir -p "$OUT"
@@ -45,6 +45,8 @@ for step in "$@"; do
         --metrics gpc__cycles_elapsed.max,lts__t_bytes.sum,dram__bytes.sum,smsp__inst_executed.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,sm__cycles_active.avg \
         python3 bench/ncu_probe.py --launches 1 ${NCU_CASES:+--cases "$NCU_CASES"} > "$OUT/ncu-metrics.txt" 2>&1; echo "ncu rc=$?"
       grep -E "^seed|^m[0-9]+-|  [a-z_0-9]+.*\(|SM Frequency|Duration|gpc__cycles|lts__t_bytes|dram__bytes|smsp__inst_executed.sum|lsu_wavefronts|sm__cycles_active|Grid Size|Cluster Size|Registers Per|Shared Memory Config|Dynamic Shared|Block Size|Executed Instructions  " "$OUT/ncu-metrics.txt" | head -150 ;;
+    membound-hints)
+      OUT="$OUT" timeout ${HINTS_TIMEOUT:-240} python3 bench/membound_hints.py ${HINTS_ARGS:-} 2>&1 | tail -40 ;;
     energy)
       timeout ${ENERGY_TIMEOUT:-200} python3 bench/energy_probe.py ${ENERGY_ARGS:-} 2>&1 | tail -30 ;;
     energy-cli)

@@ -25,7 +25,10 @@
 #endif
 #define AR_SLOTS (AR_STAGES < 2 ? 1 : AR_STAGES)
 
-// 16-byte access and conversions: vec16.cuh (prepended by the spec, VEC_DTYPE = AR_DTYPE).
+// 16-byte access and conversions: vec16.cuh (prepended by the spec, VEC_DTYPE = AR_DTYPE). Final
+// outputs go through st_out (streaming stores where the spec sets STREAM_STORES: large shapes);
+// residual_out where this build reads it back (the unfused add, the long-row path's second pass)
+// always through plain stores (st_vec).
 
 // Block-wide sum: warp shuffles, then one value per warp through shared memory (double-buffered
 // by row parity, so one barrier per row suffices: a warp can only overwrite red[p] two rows later,
@@ -132,7 +135,7 @@ AR_ENTRY(const uint4* __restrict__ a, const uint4* __restrict__ b, const uint4* 
                     unpack(bb[st][k], t);
 #pragma unroll
                     for (int e = 0; e < AR_EPV; ++e) s[k][e] += t[e];
-                    st_vec(res + base + j, pack(s[k]));
+                    st_out(res + base + j, pack(s[k]));
 #endif
 #pragma unroll
                     for (int e = 0; e < AR_EPV; ++e) sq = fmaf(s[k][e], s[k][e], sq);
@@ -151,7 +154,7 @@ AR_ENTRY(const uint4* __restrict__ a, const uint4* __restrict__ b, const uint4* 
                     unpack(wv[k], g);
 #pragma unroll
                     for (int e = 0; e < AR_EPV; ++e) g[e] = s[k][e] * rstd * g[e];
-                    st_vec(out + base + j, pack(g));
+                    st_out(out + base + j, pack(g));
                 }
             }
         }
@@ -218,7 +221,7 @@ AR_ENTRY(const uint4* __restrict__ a, const uint4* __restrict__ b, const uint4* 
             unpack(ld_cached(w + j), g);
 #pragma unroll
             for (int e = 0; e < AR_EPV; ++e) g[e] = s[e] * rstd * g[e];
-            st_vec(out + base + j, pack(g));
+            st_out(out + base + j, pack(g));
         }
     }
 #endif

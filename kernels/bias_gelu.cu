@@ -58,7 +58,7 @@ __device__ __forceinline__ void run(const uint4* x, const uint4* bias, uint4* ou
 #pragma unroll
                     for (int e = 0; e < BG_EPV; ++e) f[e] = gelu(f[e]);
                 }
-                st_vec(out + i, pack(f));
+                st_out(out + i, pack(f));
             }
         }
     }

@@ -6,11 +6,42 @@
 typedef unsigned int u32;
 
 // Streamed inputs: read-only path, no L1 allocation. Reused inputs (weights, bias): read-only
-// path, cached. In-place operands: plain loads. Outputs: plain 16-byte stores.
+// path, cached. In-place operands: plain loads. Outputs: plain 16-byte stores (st_vec); a kernel's
+// final outputs go through st_out, which with STREAM_STORES 1 (set by the spec, from the shape)
+// uses streaming stores (st_stream: .cs, evict first). Measured on the H200 (NOTES-membound.md,
+// session 6): add_rmsnorm [32768, 4096] writes 537 MB, 3644 -> 3780 GB/s; at [8192, 2560] (84 MB)
+// and for bias_gelu [8192, 10240] (168 MB) .cs was 1 % slower.
+// VEC_LD_HINT / VEC_ST_HINT (measurement builds, bench/membound_hints.py): streamed loads 0 =
+// plain (default), 1 = L2 evict-first policy, 2 = 256-byte L2 prefetch; streaming stores 1 = .cs
+// (default), 2 = L2 evict-first policy.
+#ifndef STREAM_STORES
+#define STREAM_STORES 0
+#endif
+#ifndef VEC_LD_HINT
+#define VEC_LD_HINT 0
+#endif
+#ifndef VEC_ST_HINT
+#define VEC_ST_HINT 1
+#endif
+#if VEC_LD_HINT == 1 || VEC_ST_HINT == 2
+__device__ __forceinline__ unsigned long long evict_first_policy() {
+    unsigned long long p;
+    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+    return p;
+}
+#endif
 __device__ __forceinline__ uint4 ld_stream(const uint4* p) {
     uint4 v;
+#if VEC_LD_HINT == 1
+    asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p), "l"(evict_first_policy()));
+#elif VEC_LD_HINT == 2
+    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+#else
     asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
                  : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+#endif
     return v;
 }
 __device__ __forceinline__ uint4 ld_plain(const uint4* p) {
@@ -28,6 +59,22 @@ __device__ __forceinline__ uint4 ld_cached(const uint4* p) {
 __device__ __forceinline__ void st_vec(uint4* p, uint4 v) {
     asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};"
                  :: "l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+}
+__device__ __forceinline__ void st_stream(uint4* p, uint4 v) {
+#if VEC_ST_HINT == 2
+    asm volatile("st.global.L2::cache_hint.v4.u32 [%0], {%1, %2, %3, %4}, %5;"
+                 :: "l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "l"(evict_first_policy()) : "memory");
+#else
+    asm volatile("st.global.cs.v4.u32 [%0], {%1, %2, %3, %4};"
+                 :: "l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+#endif
+}
+__device__ __forceinline__ void st_out(uint4* p, uint4 v) {
+#if STREAM_STORES
+    st_stream(p, v);
+#else
+    st_vec(p, v);
+#endif
 }
 
 // --- conversions: a 16-byte vector <-> 8 (16-bit) or 4 (fp32) floats, rounded to nearest even ---

@@ -38,3 +38,14 @@ def test_sm90_gemm_bad_m_list_exits_2_naming_the_flag(value):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert "--m-list" in proc.stderr and value in proc.stderr
+
+
+@pytest.mark.parametrize("argv,needle", [(["--variants", "default,3/0"], "--variants"),
+                                         (["--variants", "0-1"], "--variants"),
+                                         (["--iters", "0"], "--iters")])
+def test_membound_hints_bad_arguments_exit_2_naming_the_flag(argv, needle):
+    pytest.importorskip("cupy")
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "membound_hints.py"), *argv],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert needle in proc.stderr

@@ -196,3 +196,44 @@ def test_sim_odd_shapes():
     _sim("add_rmsnorm", shape={"m": 1, "n": 8})
     _sim("add_rmsnorm", shape={"m": 777, "n": 131072}, dtype="fp32")
     _sim("bias_gelu", shape={"m": 3, "n": 24})
+
+
+def test_streaming_stores_only_where_the_kernel_writes_256_mib():
+    """add_rmsnorm's final outputs take streaming stores (.cs) from 256 MiB written (measured
+    faster on the H200 at [32768, 4096], slower at [8192, 2560]); bias_gelu keeps plain stores."""
+    from kernels.add_rmsnorm import stream_stores
+
+    assert stream_stores(32768, 4096, "bf16", True)  # 537 MB written
+    assert stream_stores(32768, 4096, "bf16", False)  # out alone: 256 MiB
+    assert not stream_stores(32768, 4095, "bf16", False)
+    assert not stream_stores(8192, 2560, "bf16", True)  # 84 MB
+    assert stream_stores(8192, 8192, "fp32", True)
+    big = RMS.build(task(RMS), H200)
+    small = RMS.build(task(RMS, shape={"m": 8192, "n": 2560}), H200)
+    assert "#define STREAM_STORES 1" in big.source and big.info["stores"] == "streaming (.cs)"
+    assert "#define STREAM_STORES 0" in small.source and small.info["stores"] == "plain"
+    assert "STREAM_STORES" not in GELU.build(task(GELU), H200).source.split("#define VEC_DTYPE")[0]
+
+
+def _ptx(source: str) -> str:
+    nvrtc = pytest.importorskip("cupy_backends.cuda.libs.nvrtc")
+    prog = nvrtc.createProgram(source, "k.cu", [], [])
+    try:
+        nvrtc.compileProgram(prog, ["--gpu-architecture=compute_90", "-std=c++17"])
+        ptx = nvrtc.getPTX(prog)
+        return ptx.decode() if isinstance(ptx, bytes) else ptx
+    finally:
+        nvrtc.destroyProgram(prog)
+
+
+def test_streaming_stores_reach_the_instructions():
+    """STREAM_STORES is not a label: the large shape's final stores are st.global.cs, while the
+    residual_out the unfused rmsnorm reads back keeps plain stores."""
+    big = _ptx(RMS.build(task(RMS), H200).source)
+    small = _ptx(RMS.build(task(RMS, shape={"m": 8192, "n": 2560}), H200).source)
+    # res and out, two vectors per thread, for each of the two rows in flight (unrolled)
+    assert big.count("st.global.cs.v4.u32") == 2 * 2 * 2 and "st.global.v4.u32" not in big
+    assert "st.global.cs" not in small and "st.global.v4.u32" in small
+    unfused = _ptx(RMS.build(task(RMS, fusion=False), H200).source)
+    add_body = unfused.split(".entry rmsnorm")[0]
+    assert "st.global.cs" not in add_body and "st.global.cs" in unfused
