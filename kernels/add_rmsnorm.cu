@@ -26,9 +26,9 @@
 #define AR_SLOTS (AR_STAGES < 2 ? 1 : AR_STAGES)
 
 // 16-byte access and conversions: vec16.cuh (prepended by the spec, VEC_DTYPE = AR_DTYPE). Final
-// outputs go through st_out (streaming stores where the spec sets STREAM_STORES: large shapes);
-// residual_out where this build reads it back (the unfused add, the long-row path's second pass)
-// always through plain stores (st_vec).
+// outputs go through st_out (plain stores; streaming ones in measurement builds); residual_out
+// where this build reads it back (the unfused add, the long-row path's second pass) always through
+// st_vec.
 
 // Block-wide sum: warp shuffles, then one value per warp through shared memory (double-buffered
 // by row parity, so one barrier per row suffices: a warp can only overwrite red[p] two rows later,

@@ -21,9 +21,6 @@ Knobs:
 
 The grid is persistent: sm_count x blocks-per-SM (the launch bounds promise that many, so the
 register budget of each variant is fixed and checked for spills), striding over the rows.
-
-Stores (not a knob, ``stream_stores``): the final outputs go out with streaming stores (``.cs``,
-evict first) where the kernel writes at least ``STREAM_STORES_MIN_BYTES``; plain stores otherwise.
 """
 
 from __future__ import annotations
@@ -40,17 +37,6 @@ STAGE_CHOICES = (0, 2, 3, 4)
 MAX_VPT = 8
 """Most 16-byte vectors per thread kept in registers; longer rows take the re-read path."""
 EPS = 1e-6
-STREAM_STORES_MIN_BYTES = 256 << 20
-"""Final outputs of at least this many bytes (both outputs fused; out alone unfused) go out with
-streaming stores. Measured on the H200, engine method (100 launches after 10 warm-ups, 16 shuffled
-rounds; bench/NOTES-membound.md, session 6): [32768, 4096] bf16 (537 MB written) 0.2947 ->
-0.2841 ms median (3644 -> 3780 GB/s; 10 of 16 rounds 0.283-0.284 ms, the rest 0.295 as plain
-stores in every round); [8192, 2560] (84 MB) 0.0470 -> 0.0475, 1 % slower with .cs."""
-
-
-def stream_stores(m: int, n: int, dtype: str, fused: bool) -> bool:
-    """Streaming stores for these outputs: the kernel writes >= ``STREAM_STORES_MIN_BYTES``."""
-    return (2 if fused else 1) * m * n * ITEMSIZE[dtype] >= STREAM_STORES_MIN_BYTES
 
 
 def vectors_per_row(n: int, dtype: str) -> int:
@@ -194,11 +180,9 @@ class AddRmsNormSpec(KernelSpec):
                 Buffer("weight", (n,), dt, "input"), Buffer("residual_out", (m, n), dt, "output"),
                 Buffer("out", (m, n), dt, "output")]
 
-    def render(self, dtype: str, threads: int, vpt: int, stages: int, minb: int, fusion: bool,
-               stream: bool = False) -> str:
+    def render(self, dtype: str, threads: int, vpt: int, stages: int, minb: int, fusion: bool) -> str:
         defines = {"AR_DTYPE": DTYPE_CODE[dtype], "AR_THREADS": int(threads), "AR_VPT": int(vpt),
-                   "AR_STAGES": max(1, int(stages)), "AR_MINB": int(minb), "AR_FUSE": int(bool(fusion)),
-                   "STREAM_STORES": int(bool(stream))}
+                   "AR_STAGES": max(1, int(stages)), "AR_MINB": int(minb), "AR_FUSE": int(bool(fusion))}
         head = "".join(f"#define {k} {v}\n" for k, v in defines.items())
         return head + self.vec16(defines["AR_DTYPE"]) + self.read_source("add_rmsnorm.cu")
 
@@ -233,12 +217,10 @@ class AddRmsNormSpec(KernelSpec):
                         Launch("rmsnorm", grid, block, 0,
                                ("residual_out", "residual_out", "weight", "residual_out", "out", m, n))]
         path = ("registers" if vpt else "re-read") + (f", {stages} rows in flight" if stages else ", no overlap")
-        stream = stream_stores(m, n, dtype, fusion)
         info = {"threads": threads, "vectors_per_thread": vpt, "rows_in_flight": max(1, stages),
                 "blocks_per_sm": minb, "grid": grid, "fusion": fusion, "path": path,
-                "stores": "streaming (.cs)" if stream else "plain",
                 "register_estimate": register_estimate(dtype, threads, vpt, stages, fusion)}
-        return Build(source=self.render(dtype, threads, vpt, stages, minb, fusion, stream),
+        return Build(source=self.render(dtype, threads, vpt, stages, minb, fusion),
                      functions=tuple(ln.function for ln in launches), launches=tuple(launches),
                      options=("-std=c++17",), info=info)
 

@@ -7,13 +7,11 @@ typedef unsigned int u32;
 
 // Streamed inputs: read-only path, no L1 allocation. Reused inputs (weights, bias): read-only
 // path, cached. In-place operands: plain loads. Outputs: plain 16-byte stores (st_vec); a kernel's
-// final outputs go through st_out, which with STREAM_STORES 1 (set by the spec, from the shape)
-// uses streaming stores (st_stream: .cs, evict first). Measured on the H200 (NOTES-membound.md,
-// session 6): add_rmsnorm [32768, 4096] writes 537 MB, 3644 -> 3780 GB/s; at [8192, 2560] (84 MB)
-// and for bias_gelu [8192, 10240] (168 MB) .cs was 1 % slower.
-// VEC_LD_HINT / VEC_ST_HINT (measurement builds, bench/membound_hints.py): streamed loads 0 =
-// plain (default), 1 = L2 evict-first policy, 2 = 256-byte L2 prefetch; streaming stores 1 = .cs
-// (default), 2 = L2 evict-first policy.
+// final outputs go through st_out, which is st_vec unless STREAM_STORES is 1.
+// Measurement builds only (bench/membound_hints.py; bench/NOTES-membound.md, session 6: no gain
+// through the engine, so the specs never set them): STREAM_STORES 1 makes st_out a streaming store
+// (VEC_ST_HINT 1 .cs, 2 L2 evict-first policy); VEC_LD_HINT 1 gives the streamed loads an L2
+// evict-first policy, 2 a 256-byte L2 prefetch.
 #ifndef STREAM_STORES
 #define STREAM_STORES 0
 #endif

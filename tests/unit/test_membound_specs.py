@@ -4,6 +4,7 @@ FLOPs/bytes, references against a numpy formula, and simulated runs where the kn
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -18,6 +19,7 @@ from kernels.bias_gelu import SPEC as GELU
 from kernels.spec import DeviceLimits
 
 H200 = DeviceLimits((9, 0), 132, 232448, 233472, profile="h200")
+BENCH = Path(__file__).resolve().parents[2] / "bench"
 L40S = DeviceLimits((8, 9), 142, 101376, 102400, profile="l40s")
 
 
@@ -198,23 +200,6 @@ def test_sim_odd_shapes():
     _sim("bias_gelu", shape={"m": 3, "n": 24})
 
 
-def test_streaming_stores_only_where_the_kernel_writes_256_mib():
-    """add_rmsnorm's final outputs take streaming stores (.cs) from 256 MiB written (measured
-    faster on the H200 at [32768, 4096], slower at [8192, 2560]); bias_gelu keeps plain stores."""
-    from kernels.add_rmsnorm import stream_stores
-
-    assert stream_stores(32768, 4096, "bf16", True)  # 537 MB written
-    assert stream_stores(32768, 4096, "bf16", False)  # out alone: 256 MiB
-    assert not stream_stores(32768, 4095, "bf16", False)
-    assert not stream_stores(8192, 2560, "bf16", True)  # 84 MB
-    assert stream_stores(8192, 8192, "fp32", True)
-    big = RMS.build(task(RMS), H200)
-    small = RMS.build(task(RMS, shape={"m": 8192, "n": 2560}), H200)
-    assert "#define STREAM_STORES 1" in big.source and big.info["stores"] == "streaming (.cs)"
-    assert "#define STREAM_STORES 0" in small.source and small.info["stores"] == "plain"
-    assert "STREAM_STORES" not in GELU.build(task(GELU), H200).source.split("#define VEC_DTYPE")[0]
-
-
 def _ptx(source: str) -> str:
     nvrtc = pytest.importorskip("cupy_backends.cuda.libs.nvrtc")
     prog = nvrtc.createProgram(source, "k.cu", [], [])
@@ -226,14 +211,26 @@ def _ptx(source: str) -> str:
         nvrtc.destroyProgram(prog)
 
 
-def test_streaming_stores_reach_the_instructions():
-    """STREAM_STORES is not a label: the large shape's final stores are st.global.cs, while the
-    residual_out the unfused rmsnorm reads back keeps plain stores."""
-    big = _ptx(RMS.build(task(RMS), H200).source)
-    small = _ptx(RMS.build(task(RMS, shape={"m": 8192, "n": 2560}), H200).source)
+def test_default_builds_store_plainly_and_the_hint_builds_do_not():
+    """The engine's builds use plain stores (streaming stores measured no faster through the
+    engine, NOTES-membound session 6); bench/membound_hints.py's STREAM_STORES / VEC_*_HINT builds
+    really change the instructions (st.global.cs, L2 cache hints), while residual_out, which the
+    unfused rmsnorm reads back, keeps plain stores."""
+    import importlib.util
+
+    pytest.importorskip("cupy")
+    spec_ = importlib.util.spec_from_file_location("membound_hints", BENCH / "membound_hints.py")
+    hints = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(hints)
+    fused = RMS.build(task(RMS), H200).source
+    assert "STREAM_STORES" not in fused.split("#define VEC_DTYPE")[0]
+    plain = _ptx(fused)
+    assert "st.global.cs" not in plain and "cache_hint" not in plain
+    cs = _ptx(hints.variant_source(fused, (0, 1)))
     # res and out, two vectors per thread, for each of the two rows in flight (unrolled)
-    assert big.count("st.global.cs.v4.u32") == 2 * 2 * 2 and "st.global.v4.u32" not in big
-    assert "st.global.cs" not in small and "st.global.v4.u32" in small
-    unfused = _ptx(RMS.build(task(RMS, fusion=False), H200).source)
-    add_body = unfused.split(".entry rmsnorm")[0]
-    assert "st.global.cs" not in add_body and "st.global.cs" in unfused
+    assert cs.count("st.global.cs.v4.u32") == 2 * 2 * 2 and "st.global.v4.u32" not in cs
+    ef = _ptx(hints.variant_source(fused, (1, 2)))
+    assert ef.count("st.global.L2::cache_hint") == 8 and "ld.global.nc.L1::no_allocate.L2::cache_hint" in ef
+    unfused = _ptx(hints.variant_source(RMS.build(task(RMS, fusion=False), H200).source, (0, 1)))
+    add_body, rms_body = unfused.split(".entry rmsnorm")
+    assert "st.global.cs" not in add_body and "st.global.cs" in rms_body
