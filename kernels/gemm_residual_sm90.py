@@ -34,7 +34,8 @@ Consumer schedule (not a knob either: ``use_pingpong``): cooperative (both consu
 share every tile, BM / 2 rows each, and run the epilogue together) or ping-pong (each consumer
 warpgroup owns whole tiles, alternately, with its own epilogue buffer, so one warpgroup's
 epilogue overlaps the other's main loop). Ping-pong needs the whole tile in one warpgroup's
-registers (<= 128 fp32 accumulators per thread: the 128x128 tile) and two epilogue buffers.
+registers (<= 160 fp32 accumulators per thread: the 128x128 and 128x160 tiles) and two epilogue
+buffers (128x160: at most 4 stages beside them).
 """
 
 from __future__ import annotations

@@ -156,6 +156,11 @@ def test_pingpong_fits_and_choice(monkeypatch: pytest.MonkeyPatch) -> None:
     assert [st for st in sm90.pipelining_options(H200, "bf16", "128x128")
             if sm90.pingpong_fits(H200, "128x128", st, "bf16")] == [0, 2, 3, 4, 5]
     assert not any(sm90.pingpong_fits(H200, b, 2, "bf16") for b in ("128x256", "256x128"))
+    # 128x160: 160 accumulators per thread, two 40 KB buffers leave 4 of its 5 stages; tf32's
+    # 80 KB fp32 buffers leave it none that pipelines
+    assert [st for st in sm90.pipelining_options(H200, "bf16", "128x160")
+            if sm90.pingpong_fits(H200, "128x160", st, "bf16")] == [0, 2, 3, 4]
+    assert not sm90.pingpong_fits(H200, "128x160", 2, "tf32")
     assert (sm90.smem_bytes("128x128", 5, "bf16", True)
             == sm90.smem_bytes("128x128", 5, "bf16") + 128 * 128 * 2 + 2 * sm90.BARRIER_BYTES)
     with pytest.raises(ValueError):
@@ -173,6 +178,8 @@ def test_pingpong_fits_and_choice(monkeypatch: pytest.MonkeyPatch) -> None:
         assert not sm90.use_pingpong(H200, "128x128", 0, "bf16")  # off: no overlap at all
         assert not sm90.use_pingpong(H200, "128x128", 6, "bf16")  # does not fit
         assert not sm90.use_pingpong(H200, "128x256", 3, "bf16")
+        assert sm90.use_pingpong(H200, "128x160", 4, "bf16", task.shape) is on  # 1024 tiles
+        assert not sm90.use_pingpong(H200, "128x160", 5, "bf16", task.shape)  # cooperative s5
         b = sm90.build(task, H200, "128x128", 4)  # 1280 tiles: >= 2 per CTA
         assert (f"#define PINGPONG {int(on)}" in b.source)
         assert b.launches[0].shared_mem_bytes == sm90.smem_bytes("128x128", 4, "bf16", on)
