@@ -468,6 +468,24 @@ def pcie_link(index: int) -> dict[str, int] | None:
     return {k: int(v) for k, v in vals.items() if v is not None}
 
 
+def power_limits(index: int) -> dict[str, float] | None:
+    """{enforced_w, default_w, min_w, max_w}: the power limit in force, the board's default and the
+    range an administrator may set (keys absent when unknown); None when none is reported."""
+    h = handle(index)
+    if h is None:
+        return None
+    out: dict[str, float] = {}
+    for key, fn in (("enforced_w", "nvmlDeviceGetEnforcedPowerLimit"),
+                    ("default_w", "nvmlDeviceGetPowerManagementDefaultLimit")):
+        v = _q(fn, h)
+        if v:
+            out[key] = v / 1000.0
+    cons = _q("nvmlDeviceGetPowerManagementLimitConstraints", h)
+    if cons and len(cons) == 2 and cons[1]:
+        out["min_w"], out["max_w"] = cons[0] / 1000.0, cons[1] / 1000.0
+    return out or None
+
+
 def temperatures(index: int) -> dict[str, float] | None:
     """{current_c, slowdown_c, shutdown_c, max_operating_c} (keys absent when unknown)."""
     h = handle(index)

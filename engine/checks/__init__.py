@@ -47,6 +47,7 @@ CHECKS: list[Check] = [
     Check("health.retirement", "no pending row remap or page retirement", health.check_retirement),
     Check("health.xid", "no Xid errors in the kernel log", health.check_xid),
     Check("health.throttle", "clocks not throttled", gpu_state.check_throttle),
+    Check("health.power_limit", "power limit at the board's default", gpu_state.check_power_limit),
     Check("health.pcie", "PCIe link at full width", gpu_state.check_pcie),
     Check("health.temperature", "temperature below the slowdown threshold", gpu_state.check_temperature),
     Check("health.mig", "MIG mode as expected", gpu_state.check_mig),

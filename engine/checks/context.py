@@ -79,7 +79,7 @@ class RealNvml:
     def __getattr__(self, name: str) -> Callable[..., Any]:
         # driver_version, cuda_driver_version, nvml_library_version, device_count, devices,
         # persistence_mode, ecc_uncorrectable, retired_pages, remapped_rows, clocks_event_mask,
-        # pcie_link, temperatures, mig_mode, compute_mode, gpu_processes
+        # power_limits, pcie_link, temperatures, mig_mode, compute_mode, gpu_processes
         if name.startswith("_"):
             raise AttributeError(name)
         return lambda *args: self._call(name, *args)

@@ -33,6 +33,34 @@ def check_throttle(ctx: CheckContext) -> tuple[Status, str, str]:
         "throttle reasons are not reported here")
 
 
+POWER_LIMIT_LOWERED = 0.98
+"""A power limit under this fraction of the board's default counts as lowered."""
+
+
+def check_power_limit(ctx: CheckContext) -> tuple[Status, str, str]:
+    """Dense tensor-core kernels run at the board's power cap (on the H200 the seed GEMM holds the
+    "software power cap" reason within a second), so their speed follows the limit in force: a
+    lowered limit makes every result slower and incomparable with the profile's peaks."""
+    def judge(d: Any, pl: dict) -> Finding:
+        enf, dflt = pl.get("enforced_w"), pl.get("default_w")
+        if enf is None:
+            return None
+        rng = (f"; settable {pl['min_w']:.0f}-{pl['max_w']:.0f} W"
+               if pl.get("min_w") is not None and pl.get("max_w") is not None else "")
+        if dflt is None:
+            return "pass", f"GPU {d.index}: power limit {enf:.0f} W (no default reported{rng})"
+        text = f"GPU {d.index}: power limit {enf:.0f} W, the board's default {dflt:.0f} W{rng}"
+        if enf < POWER_LIMIT_LOWERED * dflt:
+            return "warn", (text + f" (lowered to {enf / dflt:.0%}: kernels that run at the power cap, "
+                            "dense GEMMs first, are slower by about as much)")
+        return "pass", text
+
+    return per_device(ctx, "power_limits", judge, {
+        "warn": "restore it with `sudo nvidia-smi -i <gpu> -pl <default W>` unless a site policy set it "
+                "on purpose; compare results only between runs under the same limit"},
+        "the power limit is not reported here")
+
+
 def check_pcie(ctx: CheckContext) -> tuple[Status, str, str]:
     def judge(d: Any, link: dict) -> Finding:
         gen, mgen, w, mw = (link.get(k) for k in ("gen", "max_gen", "width", "max_width"))

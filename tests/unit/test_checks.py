@@ -181,6 +181,15 @@ CASES: list[tuple[str, str, dict[str, Any], str]] = [
     ("health.throttle", "warn", {"nvml": nvml_with(clocks_event_mask=0x4)}, "software power cap"),
     ("health.throttle", "fail", {"nvml": nvml_with(clocks_event_mask=0x40)}, "hardware thermal slowdown"),
     ("health.throttle", "skip", {"nvml": nvml_with(clocks_event_mask=None)}, "not reported"),
+    # health.power_limit
+    ("health.power_limit", "pass", {}, "700 W, the board's default 700 W; settable 200-700 W"),
+    ("health.power_limit", "warn", {"nvml": nvml_with(power_limits={"enforced_w": 450.0, "default_w": 700.0})},
+     "lowered to 64%"),
+    ("health.power_limit", "pass", {"nvml": nvml_with(power_limits={"enforced_w": 690.0, "default_w": 700.0})},
+     "690 W"),
+    ("health.power_limit", "pass", {"nvml": nvml_with(power_limits={"enforced_w": 300.0})}, "no default reported"),
+    ("health.power_limit", "skip", {"nvml": nvml_with(power_limits=None)}, "not reported"),
+    ("health.power_limit", "skip", NO_DRIVER, "no NVIDIA driver"),
     # health.pcie
     ("health.pcie", "pass", {}, "gen 5/5 x16/x16"),
     ("health.pcie", "pass", {"nvml": nvml_with(pcie_link={"gen": 1, "max_gen": 5, "width": 16, "max_width": 16})}, "power saving"),
@@ -291,3 +300,40 @@ def test_probe_runs_once_per_context() -> None:
 
     run_checks(ctx=make_ctx(cuda_probe=probe), with_rules=False)
     assert calls == [("sm_90a", True)]
+
+
+def test_a_lowered_power_limit_points_at_the_power_cap_rule() -> None:
+    ctx = make_ctx(nvml=nvml_with(power_limits={"enforced_w": 450.0, "default_w": 700.0}))
+    (r,) = run_checks(only=["health.power_limit"], ctx=ctx)
+    assert r.status == "warn" and "power-cap" in r.rules
+    assert "nvidia-smi -i <gpu> -pl" in r.fix
+
+
+class _FakePowerNvml:
+    def __init__(self, constraints):
+        self.constraints = constraints
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        return ("h", i)
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, h):
+        return 450_000
+
+    def nvmlDeviceGetPowerManagementDefaultLimit(self, h):
+        return 700_000
+
+    def nvmlDeviceGetPowerManagementLimitConstraints(self, h):
+        if self.constraints is None:
+            raise RuntimeError("NVML_ERROR_NOT_SUPPORTED")
+        return self.constraints
+
+
+@pytest.mark.parametrize("constraints", [[200_000, 700_000], None])
+def test_nvml_power_limits_in_watts(monkeypatch: pytest.MonkeyPatch, constraints) -> None:
+    from engine import nvml
+
+    monkeypatch.setattr(nvml, "_state", {"init": True, "error": None, "mod": _FakePowerNvml(constraints)})
+    want = {"enforced_w": 450.0, "default_w": 700.0}
+    if constraints:
+        want.update(min_w=200.0, max_w=700.0)
+    assert nvml.power_limits(0) == want

@@ -24,6 +24,7 @@ def healthy_answers() -> dict[str, dict[int, Any]]:
         "remapped_rows": {0: {"correctable": 0, "uncorrectable": 0, "pending": False, "failure": False}},
         "retired_pages": {},
         "clocks_event_mask": {0: 0x1},
+        "power_limits": {0: {"enforced_w": 700.0, "default_w": 700.0, "min_w": 200.0, "max_w": 700.0}},
         "pcie_link": {0: {"gen": 5, "max_gen": 5, "width": 16, "max_width": 16}},
         "temperatures": {0: {"current_c": 35.0, "slowdown_c": 87.0, "shutdown_c": 92.0}},
         "mig_mode": {0: {"current": False, "pending": False}},

@@ -65,7 +65,7 @@ def test_check_table_and_checklist_record(no_driver: None, capsys: pytest.Captur
 def test_real_check_runs_on_this_machine(capsys: pytest.CaptureFixture) -> None:
     rc, out = run_json(capsys, ["check", "--json"])
     assert rc in (0, 1)
-    assert len(out["checks"]) == 30
+    assert len(out["checks"]) == 31
     loaded = out["checks"][0]
     if loaded["status"] == "fail":
         assert "too old" not in loaded["detail"]
