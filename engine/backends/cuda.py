@@ -130,7 +130,10 @@ def compile_cubin(source: str, arch: str, options: list[str]) -> tuple[bytes, st
 
 
 class _Sampler(threading.Thread):
-    """Samples NVML every 50 ms while the kernel runs: clocks and throttle reasons seen."""
+    """Samples NVML every 50 ms while the kernel runs: clocks and throttle reasons seen. A timed
+    phase can be shorter than that (the seed GEMM's 100 launches take ~15 ms), so the backend also
+    takes one sample itself at the end of the warm-up and of the timed runs (``snap``): the clock
+    the card had come down to by then."""
 
     def __init__(self, pci_bus_id: str) -> None:
         super().__init__(daemon=True)
@@ -138,18 +141,28 @@ class _Sampler(threading.Thread):
         self.stop = threading.Event()
         self.samples: list[dict[str, Any]] = []
 
+    def _take(self) -> bool:
+        from engine import nvml
+
+        idx = nvml.index_for_pci_bus_id(self.pci)
+        if idx is None:
+            return False
+        s = nvml.sample(idx)
+        self.samples.append({"sm_clock_mhz": s.sm_clock_mhz, "mem_clock_mhz": s.mem_clock_mhz,
+                             "throttle_mask": s.throttle_mask, "temperature_c": s.temperature_c,
+                             "power_w": s.power_w})
+        return True
+
+    def snap(self) -> None:
+        """One sample now, from the caller's thread; telemetry is advisory, so never raises."""
+        try:
+            self._take()
+        except Exception:
+            return
+
     def run(self) -> None:
         try:
-            from engine import nvml
-
-            idx = nvml.index_for_pci_bus_id(self.pci)
-            if idx is None:
-                return
-            while not self.stop.is_set():
-                s = nvml.sample(idx)
-                self.samples.append({"sm_clock_mhz": s.sm_clock_mhz, "mem_clock_mhz": s.mem_clock_mhz,
-                                     "throttle_mask": s.throttle_mask, "temperature_c": s.temperature_c,
-                                     "power_w": s.power_w})
+            while not self.stop.is_set() and self._take():
                 self.stop.wait(0.05)
         except Exception:  # telemetry is advisory: never fail a run for it
             return
@@ -283,6 +296,7 @@ class CudaBackend:
                 cp.cuda.Device().synchronize()
                 em.progress("warmup", i + 1, task.warmup)
         cp.cuda.Device().synchronize()
+        sampler.snap()
         em.done("warmup", f"{task.warmup} launches")
 
         # --- timed runs --------------------------------------------------------------------
@@ -301,6 +315,7 @@ class CudaBackend:
                 times += [cp.cuda.get_elapsed_time(a, b) for a, b in chunk]
                 chunk = []
                 em.progress("timed", i + 1, task.iterations)
+        sampler.snap()  # the clock and throttle reasons at the end of the timed runs
         timing = timing_stats(times)
         energy = self._energy(task, run_once, timing.median_ms, em) if task.energy_s > 0 else None
         sampler.stop.set()
@@ -465,6 +480,9 @@ class CudaBackend:
                     info = nvml.device_info(idx)
                     if info:
                         fp.gpu_uuid = info.uuid
+                    pl = nvml.power_limits(idx) or {}
+                    # GEMMs at the power cap scale with it: two results compare only under one limit
+                    v.update(power_limit_w=pl.get("enforced_w"), power_limit_default_w=pl.get("default_w"))
                     fp.driver_version = nvml.driver_version()
             except Exception:
                 pass

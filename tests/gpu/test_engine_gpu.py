@@ -122,6 +122,9 @@ def test_peers_timed_and_correct():
         assert p.error is None and p.timing.median_ms > 0
     assert names["cublas_gemm_beta1"].correct and names["cupy_matmul_add"].correct
     assert res.solexec_score is not None
+    v = res.validity  # what the run saw: clocks, throttling, the power limit in force
+    assert v["samples"] > 0 and v["sm_clock_mhz_max"] > 0
+    assert 100 < v["power_limit_w"] < 2000 and 100 < v["power_limit_default_w"] < 2000
 
 
 def test_energy_per_launch_from_the_board_counter():
