@@ -21,6 +21,7 @@ alone as the card's reference; a short bf16 M sweep of the default knobs vs ping
 --cluster: 2x1 clusters with W multicast against the current default: correctness of cluster
 variants (tiles, stages incl. off, bf16/fp16, fused/unfused, ping-pong; odd M tile counts, forced
 small grids), then the seed shape in bf16 and fp16 interleaved three times, then a bf16 M sweep.
+--cold-duel: the seed candidates timed as the issue times them (10 + 100 launches after a rest).
 --pp160: ping-pong on the 128x160 tile: correctness (stream-K forced schedules, clusters), the seed
 candidates in alternation, an M sweep in alternation (--m-list, --skip-seed).
 Variants are (tile, stages, dtype, fuse, streamk[, pingpong[, cluster]]); None = the module's choice.
@@ -833,6 +834,63 @@ def pp160_mode(args, limits, report, failures, verify, forced_checks, get, out_d
     return 0 if not failures else 1
 
 
+COLD_DUEL = {  # name: variant (tile, stages, dtype, fuse, streamk, pingpong, cluster)
+    "pp 128x128 s5 (default)": ("128x128", 5, "{dt}", True, True, True, 1),
+    "pp 128x128 s5 cl2": ("128x128", 5, "{dt}", True, False, True, 2),
+    "pp 128x160 s4": ("128x160", 4, "{dt}", True, True, True, 1),
+    "pp 128x160 s4 cl2": ("128x160", 4, "{dt}", True, False, True, 2),
+    "coop 128x256 s3": ("128x256", 3, "{dt}", True, True, False, 1),
+    "coop 128x256 s3 cl2": ("128x256", 3, "{dt}", True, False, False, 2),
+}
+
+
+def cold_duel_mode(args, limits, report, failures, verify, get, out_dir, build) -> int:
+    """The seed-shape candidates the way the issue times them: each run is 10 warm-ups and 100
+    timed launches (the median) after ``--idle`` seconds of rest, candidates in a fresh random order
+    every round, ``--rounds`` rounds; NVML's SM clock and throttle reasons right after each run. The
+    alternating duel (20 launches per turn, no rest) measures the hot card instead."""
+    import random
+
+    from engine import nvml
+
+    m, n, k = SEED
+    rng = random.Random(1)
+    lines = [f"seed, cold runs: {args.rounds} rounds, {args.idle:g} s idle before each run of "
+             "10 warm-ups + 100 timed (median ms / p10; SM MHz and reasons right after)"]
+    for dt in ("bf16", "fp16"):
+        bufs, _ref = get(m, n, k, dt)
+        runs = {}
+        for name, v in COLD_DUEL.items():
+            v = tuple(x.format(dt=dt) if isinstance(x, str) else x for x in v)
+            verify(m, n, k, v, label="cold duel")
+            runs[name] = Runner(build(m, n, k, v), bufs, dt, False)
+            runs[name]()  # compile and load outside the timed runs
+        runs["cuBLAS GEMM only (b=0)"] = cublas_gemm(bufs, cp.empty_like(bufs["r"]), dt, 0.0)
+        cp.cuda.runtime.deviceSynchronize()
+        per: dict[str, list[tuple[float, float, int | None, str]]] = {nm: [] for nm in runs}
+        for _r in range(args.rounds):
+            for nm in rng.sample(list(runs), len(runs)):
+                time.sleep(args.idle)
+                t = time_fn(runs[nm], warmup=10, iters=100)
+                try:
+                    clk = nvml.sm_clock_mhz(0)
+                    reasons = ",".join(nvml.decode_throttle((nvml.clocks_event_mask(0) or 0) & ~0x1))
+                except Exception:  # noqa: BLE001
+                    clk, reasons = None, "?"
+                per[nm].append((t["median_ms"], t["p10_ms"], clk, reasons))
+        lines.append(f"{dt}:")
+        for nm, rs in per.items():
+            meds = sorted(r[0] for r in rs)
+            lines.append(f"   {nm:28s} median of runs {meds[len(meds) // 2]:.4f}  runs "
+                         + " ".join(f"{r[0]:.4f}/{r[1]:.4f}@{r[2]}" for r in rs)
+                         + f"  reasons {sorted({r[3] for r in rs})}")
+            report["seed"].append({"dtype": dt, "name": nm, "runs": rs})
+        print("\n".join(lines[-len(per) - 1:]), flush=True)
+    lines += failures[:20]
+    write_table(lines, report, out_dir, "sm90_cold_duel")
+    return 0 if not failures else 1
+
+
 def m_list(text: str) -> list[int]:
     """'7976,8192' -> [7976, 8192]; argparse reports the flag and this message otherwise."""
     try:
@@ -868,6 +926,10 @@ def main() -> int:
                     help="--pp160: correctness and the M sweep only (each M --rounds rounds)")
     ap.add_argument("--cluster", action="store_true",
                     help="2x1 clusters with W multicast vs the default: correctness, seed, M sweep")
+    ap.add_argument("--cold-duel", action="store_true",
+                    help="seed candidates as the issue times them: 10 + 100 launches after --idle "
+                         "seconds of rest, shuffled, --rounds rounds")
+    ap.add_argument("--idle", type=float, default=2.0, help="--cold-duel: seconds of rest before each run")
     ap.add_argument("--pp160", action="store_true",
                     help="ping-pong on the 128x160 tile: correctness, seed candidates in "
                          "alternation, M sweep vs the default")
@@ -951,6 +1013,8 @@ def main() -> int:
         return duel_mode(args, limits, report, failures, verify, get, out_dir, build)
     if args.cluster:
         return cluster_mode(args, limits, report, failures, verify, timed, get, out_dir)
+    if args.cold_duel:
+        return cold_duel_mode(args, limits, report, failures, verify, get, out_dir, build)
     if args.pp160:
         return pp160_mode(args, limits, report, failures, verify, forced_checks, get, out_dir, build)
     if args.quick:
