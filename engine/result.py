@@ -124,6 +124,17 @@ class RunResult(BaseModel):
     def ok(self) -> bool:
         return self.status is RunStatus.ok
 
+    @property
+    def peers_caveat(self) -> str | None:
+        """What a reader of the peer rows must know, for a real run that timed peers: they run right
+        after ours, on a card ours has just worked, so they can read slow (on the H200 cuBLAS's
+        GEMM alone took 0.159-0.179 ms there and 0.1415 ms rested; bench/NOTES-sm90.md, session 6)."""
+        if self.simulated or not any(p.timing is not None for p in self.peers):
+            return None
+        return ("peers are timed right after ours, on a card ours has just worked, and can read slow "
+                "(cuBLAS's seed GEMM on the H200: 0.159-0.179 ms timed so, 0.1415 ms rested); compare "
+                "rested runs before concluding (README, troubleshooting)")
+
     def summary_json(self) -> dict[str, Any]:
         """The stable JSON shape of ``tui bench --json``."""
         sol = self.sol or {}
@@ -155,6 +166,7 @@ class RunResult(BaseModel):
             "solexec_score": self.solexec_score,
             "baseline_ms": self.baseline_ms,
             "peers": [p.model_dump(mode="json") for p in self.peers],
+            "peers_note": self.peers_caveat,
             "error": self.error,
             "error_kind": self.error_kind,
             "matched_rules": self.matched_rules,

@@ -160,3 +160,26 @@ def test_profile_mismatch_is_a_visible_warning(capsys, monkeypatch):
     assert prep.profile.name == "a100-sxm-80gb" and prep.detected_profile == "h200"
     assert any("does not match the detected device" in n for n in prep.notices)
     assert prepare(TaskSpec(backend="auto")).profile.name == "h200"
+
+
+def test_peer_rows_of_a_real_run_carry_the_timed_after_ours_caveat(capsys):
+    """Real runs time the peers right after ours, on a warmer card: the CLI, the JSON and the Run
+    screen say so; simulated runs and runs without peers do not."""
+    from engine.cli.bench import print_result
+    from engine.result import PeerResult, RunResult, RunStatus
+    from engine.timing import timing_stats
+    from tui.screens.run import summary_text
+
+    peer = PeerResult(name="cublas_gemm", label="cuBLAS GEMM", timing=timing_stats([0.17, 0.18]))
+    base = dict(status=RunStatus.ok, task={"kernel": "gemm_residual", "dtype": "bf16"}, profile="h200",
+                timing=timing_stats([0.15, 0.16]))
+    real = RunResult(simulated=False, peers=[peer], **base)
+    assert "right after ours" in real.peers_caveat and "0.1415 ms rested" in real.peers_caveat
+    assert real.summary_json()["peers_note"] == real.peers_caveat
+    assert "right after ours" in summary_text(real).plain
+    print_result(real, [])
+    assert "note: peers are timed right after ours" in " ".join(capsys.readouterr().out.split())
+    assert RunResult(simulated=True, peers=[peer], **base).peers_caveat is None
+    assert RunResult(simulated=False, peers=[], **base).peers_caveat is None
+    failed = PeerResult(name="cupy_matmul_add", label="CuPy", error="boom")
+    assert RunResult(simulated=False, peers=[failed], **base).peers_caveat is None

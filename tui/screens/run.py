@@ -68,6 +68,8 @@ def summary_text(result: RunResult) -> Text:
     out.append(f"\nT_SOL {fmt_ms(sol.get('t_sol_ms'))} ({sol.get('sol_bound', NA)}-bound)  "
                f"measured bound: {sol.get('bound') or NA}  "
                f"score {fmt(result.solexec_score, digits=3)}")
+    if result.peers_caveat:
+        out.append(f"\nnote: {result.peers_caveat}", style="dim")
     if result.sol_measured:
         sm = result.sol_measured
         out.append(f"\nvs measured ceilings ({result.measured_profile}): T_SOL {fmt_ms(sm.get('t_sol_ms'))}  "
