@@ -936,6 +936,10 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true",
                     help="ping-pong vs cooperative: correctness, seed timings, short M sweep")
     args = ap.parse_args()
+    if args.rounds < 1 or args.iters < 1:
+        ap.error(f"--rounds {args.rounds} / --iters {args.iters}: each must be >= 1")
+    if not 0 <= args.idle <= 600:
+        ap.error(f"--idle {args.idle:g}: 0 to 600 seconds of rest")
     args.m_list_given = args.m_list is not None
     if args.m_list is None:
         args.m_list = [7976, 8192, 7936, 8064]

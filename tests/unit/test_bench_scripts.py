@@ -42,10 +42,24 @@ def test_sm90_gemm_bad_m_list_exits_2_naming_the_flag(value):
 
 @pytest.mark.parametrize("argv,needle", [(["--variants", "default,3/0"], "--variants"),
                                          (["--variants", "0-1"], "--variants"),
-                                         (["--iters", "0"], "--iters")])
+                                         (["--iters", "0"], "--iters"),
+                                         (["--round-warmup", "-1"], "--round-warmup"),
+                                         (["--rounds", "x"], "--rounds")])
 def test_membound_hints_bad_arguments_exit_2_naming_the_flag(argv, needle):
     pytest.importorskip("cupy")
     proc = subprocess.run([sys.executable, str(ROOT / "bench" / "membound_hints.py"), *argv],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert needle in proc.stderr
+
+
+@pytest.mark.parametrize("argv,needle", [(["--cold-duel", "--idle", "-1"], "--idle"),
+                                         (["--cold-duel", "--idle", "soon"], "--idle"),
+                                         (["--duel", "--rounds", "0"], "--rounds"),
+                                         (["--pp160", "--iters", "0"], "--iters")])
+def test_sm90_gemm_bad_numbers_exit_2_naming_the_flag(argv, needle):
+    pytest.importorskip("cupy")
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "sm90_gemm.py"), *argv],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert needle in proc.stderr
