@@ -291,6 +291,11 @@ DUEL = {  # name: variant (tile, stages, dtype, fuse, streamk, pingpong, cluster
 }
 
 
+def for_dtype(v: tuple, dt: str) -> tuple:
+    """A duel table's variant with its "{dt}" placeholder filled in."""
+    return tuple(x.format(dt=dt) if isinstance(x, str) else x for x in v)
+
+
 def write_table(lines: list[str], report: dict, out_dir: str | None, stem: str) -> None:
     """Print the table; with $OUT, save it as STEM.txt and the report as STEM.json."""
     table = "\n".join(lines)
@@ -596,7 +601,7 @@ def duel_mode(args, limits, report, failures, verify, get, out_dir, build) -> in
         bufs, ref = get(m, n, k, dt)
         runs = {}
         for name, v in DUEL.items():
-            v = tuple(x.format(dt=dt) if isinstance(x, str) else x for x in v)
+            v = for_dtype(v, dt)
             if v[3]:
                 verify(m, n, k, v, label="duel")
             runs[name] = Runner(build(m, n, k, v), bufs, dt, False)
@@ -796,7 +801,7 @@ def pp160_mode(args, limits, report, failures, verify, forced_checks, get, out_d
         bufs, _ref = get(m, n, k, dt)
         runs = {}
         for name, v in PP160_DUEL.items():
-            v = tuple(x.format(dt=dt) if isinstance(x, str) else x for x in v)
+            v = for_dtype(v, dt)
             verify(m, n, k, v, label="duel")
             runs[name] = Runner(build(m, n, k, v), bufs, dt, False)
         runs["cuBLAS GEMM only (b=0)"] = cublas_gemm(bufs, cp.empty_like(bufs["r"]), dt, 0.0)
@@ -861,7 +866,7 @@ def cold_duel_mode(args, limits, report, failures, verify, get, out_dir, build) 
         bufs, _ref = get(m, n, k, dt)
         runs = {}
         for name, v in COLD_DUEL.items():
-            v = tuple(x.format(dt=dt) if isinstance(x, str) else x for x in v)
+            v = for_dtype(v, dt)
             verify(m, n, k, v, label="cold duel")
             runs[name] = Runner(build(m, n, k, v), bufs, dt, False)
             runs[name]()  # compile and load outside the timed runs
