@@ -189,12 +189,16 @@ def smem_bytes(block_size: str, stages: int, dtype: str, pingpong: bool = False)
             + (slots + 2 * bufs) * BARRIER_BYTES + ALIGN_SLACK)
 
 
+def _tile_name(block_size: str) -> str:
+    """'128x160x64' or ' 128X160 ' -> '128x160' (a key of ``TILES``)."""
+    return "x".join(str(block_size).strip().lower().split("x")[:2])
+
+
 def pingpong_fits(limits: DeviceLimits, block_size: str, stages: int, dtype: str) -> bool:
     """True where the ping-pong consumer schedule can be compiled for these knobs: a tile one
     warpgroup holds whole, and two epilogue buffers plus the stages in shared memory."""
-    name = "x".join(block_size.strip().lower().split("x")[:2])
     parse_block_size(block_size, dtype)
-    return (name in PINGPONG_TILES
+    return (_tile_name(block_size) in PINGPONG_TILES
             and smem_bytes(block_size, stages, dtype, True) <= limits.shared_memory_per_block_bytes)
 
 
@@ -459,7 +463,7 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
         raise ValueError("the 2x1 cluster schedule is data-parallel only (streamk=False)")
     if cluster == 2 and _dtype(dtype) not in CLUSTER_DTYPES:
         raise ValueError(f"the 2x1 cluster schedule takes {', '.join(CLUSTER_DTYPES)}")
-    if pingpong and (bm * bn > 128 * 160 or consumers != 2):
+    if pingpong and _tile_name(block_size) not in PINGPONG_TILES:
         raise ValueError(f"tile {block_size}: ping-pong takes {', '.join(PINGPONG_TILES)}")
     if _dtype(dtype) not in DTYPES:
         raise ValueError(f"dtype {dtype!r}: the Hopper path takes bf16, fp16, tf32 or fp32")
