@@ -131,6 +131,8 @@ class RunResult(BaseModel):
         GEMM alone took 0.159-0.179 ms there and 0.1415 ms rested; bench/NOTES-sm90.md, session 6)."""
         if self.simulated or not any(p.timing is not None for p in self.peers):
             return None
+        if float(self.task.get("rest_s") or 0) > 0:  # every implementation started rested
+            return None
         return ("peers are timed right after ours, on a card ours has just worked, and can read slow "
                 "(cuBLAS's seed GEMM on the H200: 0.159-0.179 ms timed so, 0.1415 ms rested); compare "
                 "rested runs before concluding (README, troubleshooting)")

@@ -19,6 +19,9 @@ from engine.energy import MIN_SECONDS as ENERGY_MIN_S
 from engine.errors import InputError
 from engine.tomlio import load_toml
 
+REST_MAX_S = 60.0
+"""The longest rest a task may ask for before each timed implementation (``TaskSpec.rest_s``)."""
+
 
 class DType(str, enum.Enum):
     """Element type of the inputs and output; accumulation is always fp32."""
@@ -99,6 +102,11 @@ class TaskSpec(BaseModel):
     """Seconds of back-to-back launches after the timed runs for board power and energy per launch
     from NVML's total-energy counter (0 = off; at least 0.5 s: the counter advances in ~100 ms steps,
     so the figure is good to about 2 steps / window, e.g. +-4 % over 5 s)."""
+    rest_s: float = Field(default=0.0, ge=0.0, le=REST_MAX_S)
+    """Seconds the GPU idles before our timed launches and before each peer's, so that every
+    implementation starts from the same rested card (0 = no rest). On the H200 a GEMM timed right
+    after another one measured up to 12 % slower than after 3 s of rest (bench/NOTES.md, session 6),
+    which flatters whichever runs first: ours."""
     device: int = Field(default=0, ge=0, le=63)
     """GPU index as CUDA enumerates it (after CUDA_VISIBLE_DEVICES)."""
     backend: BackendName = BackendName.auto

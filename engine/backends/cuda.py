@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from typing import Any
 
 import cupy as cp
@@ -127,6 +128,14 @@ def compile_cubin(source: str, arch: str, options: list[str]) -> tuple[bytes, st
         raise RunFailure("compile_error", f"NVRTC_ERROR_COMPILATION\n{report.log}".strip(), "nvrtc_compile")
     cache_store(key, report.cubin, report.log)
     return report.cubin, report.log, False
+
+
+def rest(seconds: float, em: Any, what: str) -> None:
+    """Let the GPU idle ``seconds`` before ``what`` is warmed up and timed (``TaskSpec.rest_s``), so
+    ours and every peer start from the same rested card."""
+    if seconds > 0:
+        em.info(f"resting {seconds:g} s before timing {what}")
+        time.sleep(seconds)
 
 
 class _Sampler(threading.Thread):
@@ -289,6 +298,7 @@ class CudaBackend:
             em.info(f"injecting fault {task.fault.value} (task fault field)", "warning")
             funcs["sol_fault_kernel"]((1,), (1,), (flag, np.int32(FAULT_MODES[task.fault.value])))
             cp.cuda.Device().synchronize()
+        rest(task.rest_s, em, "ours")
         step = progress_every(max(task.warmup, 1))
         for i in range(task.warmup):
             run_once(i)
@@ -431,18 +441,19 @@ class CudaBackend:
                     ins, o = inputs, outs
                 else:
                     ins, o = native, nouts
+                rest(task.rest_s, em, p.name)
                 for _ in range(max(3, task.warmup)):
                     p.run(cp, blas, ins, o)
                 cp.cuda.Device().synchronize()
-                times = []
-                for _ in range(iters):
-                    e0, e1 = cp.cuda.Event(), cp.cuda.Event()
+                # queued back to back between events, as ours are (a sync after every launch would
+                # let the GPU idle between them: another regime than ours)
+                evs = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(iters)]
+                for e0, e1 in evs:
                     e0.record()
                     p.run(cp, blas, ins, o)
                     e1.record()
-                    e1.synchronize()
-                    times.append(cp.cuda.get_elapsed_time(e0, e1))
-                pr.timing = timing_stats(times)
+                evs[-1][1].synchronize()
+                pr.timing = timing_stats([cp.cuda.get_elapsed_time(e0, e1) for e0, e1 in evs])
                 if p.verify and task.verify:
                     for name in spec.outputs:
                         outs[name].view(_BITS[dtype]).fill(POISON_BITS[dtype])

@@ -49,7 +49,8 @@ def round_to(x: np.ndarray, dtype: str) -> np.ndarray:
 
 
 def task_seed(task) -> int:
-    key = task.model_dump_json(exclude={"iterations", "warmup", "timeout_s", "peers", "verify", "energy_s"})
+    key = task.model_dump_json(exclude={"iterations", "warmup", "timeout_s", "peers", "verify", "energy_s",
+                                             "rest_s"})
     return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "little") ^ task.seed
 
 

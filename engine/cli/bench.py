@@ -37,6 +37,10 @@ def add_task_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--energy", dest="energy_s", type=float, nargs="?", const=5.0, metavar="SECONDS",
                    help="after the timed runs, SECONDS (default 5) of back-to-back launches for board "
                         "power and energy per launch from NVML's energy counter (about +-4 %% at 5 s)")
+    p.add_argument("--rest", dest="rest_s", type=float, nargs="?", const=3.0, metavar="SECONDS",
+                   help="let the GPU idle SECONDS (default 3) before timing ours and before each peer, "
+                        "so that all start from the same rested card (a GEMM timed right after "
+                        "another measures slower)")
     p.add_argument("--backend", choices=["auto", "cuda", "sim"], help="default auto")
     p.add_argument("--profile", help="hardware profile name or alias (default: detected from the GPU)")
     p.add_argument("--device", type=int, help="GPU index (default 0)")
@@ -49,7 +53,7 @@ def add_task_args(p: argparse.ArgumentParser) -> None:
 
 
 TASK_FIELDS = ("kernel", "shape", "dtype", "block_size", "memory_pipelining", "fusion", "warmup", "iterations",
-               "energy_s", "backend", "device", "timeout_s", "seed", "verify", "peers", "fault")
+               "energy_s", "rest_s", "backend", "device", "timeout_s", "seed", "verify", "peers", "fault")
 
 
 def task_from_args(args: argparse.Namespace) -> Any:
