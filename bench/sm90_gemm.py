@@ -225,7 +225,8 @@ def matmul_add(bufs, dtype: str):
     return run, ""
 
 
-def torch_matmul_add(m: int, n: int, k: int, dtype: str, iters: int) -> float | None:
+def torch_matmul_add_fn(m: int, n: int, k: int, dtype: str):
+    """A callable running torch.matmul(a, w.t()) + r on its own N(0,1) inputs; None without torch."""
     try:
         import torch
     except ImportError:
@@ -235,7 +236,12 @@ def torch_matmul_add(m: int, n: int, k: int, dtype: str, iters: int) -> float | 
     a = torch.randn(m, k, device="cuda", dtype=dt, generator=g)
     w = torch.randn(n, k, device="cuda", dtype=dt, generator=g)
     r = torch.randn(m, n, device="cuda", dtype=dt, generator=g)
-    return time_fn(lambda: torch.matmul(a, w.t()) + r, iters=iters)["median_ms"]
+    return lambda: torch.matmul(a, w.t()) + r
+
+
+def torch_matmul_add(m: int, n: int, k: int, dtype: str, iters: int) -> float | None:
+    fn = torch_matmul_add_fn(m, n, k, dtype)
+    return None if fn is None else time_fn(fn, iters=iters)["median_ms"]
 
 
 def score(t_k: float, t_b: float | None, m: int, n: int, k: int) -> float | None:
@@ -896,6 +902,59 @@ def cold_duel_mode(args, limits, report, failures, verify, get, out_dir, build) 
     return 0 if not failures else 1
 
 
+def cold_sweep_mode(args, limits, report, failures, verify, get, out_dir, build) -> int:
+    """``--cold-duel --m-list ...``: for each M (N = K = 2560, bf16), the default build, ping-pong
+    128x128 s5 in 2x1 clusters, cuBLAS beta=1, cuBLAS's GEMM alone and torch matmul + add, each run
+    (10 warm-ups + 100 timed, the median) after ``--idle`` s of rest, shuffled, ``--rounds`` rounds;
+    the SOL-ExecBench score of ours against the rested torch. Decides whether clusters become the
+    default at large M, and what the rested scores are."""
+    import random
+
+    n = k = 2560
+    rng = random.Random(2)
+    lines = [f"bf16 M sweep, cold runs: {args.rounds} rounds, {args.idle:g} s idle before each run "
+             "(median of the runs' medians, ms; score against the rested torch)"]
+    scores: dict[str, list[float]] = {}
+    for m in args.m_list:
+        bufs, _ref = get(m, n, k, "bf16")
+        bs, st = sm90.default_knobs(limits, "bf16", {"m": m, "n": n, "k": k})
+        cands = {f"default {bs} s{st}": (bs, st, "bf16", True, True),
+                 "pp 128x128 s5 cl2": ("128x128", 5, "bf16", True, False, True, 2)}
+        runs = {}
+        for name, v in cands.items():
+            verify(m, n, k, v, label="cold sweep")
+            runs[name] = Runner(build(m, n, k, v), bufs, "bf16", False)
+            runs[name]()
+        c1 = bufs["r"].copy()
+        runs["cuBLAS beta=1"] = cublas_gemm(bufs, c1, "bf16", 1.0)
+        runs["cuBLAS GEMM alone"] = cublas_gemm(bufs, cp.empty_like(bufs["r"]), "bf16", 0.0)
+        tfn = torch_matmul_add_fn(m, n, k, "bf16")
+        if tfn is not None:
+            runs["torch matmul + add"] = tfn
+        cp.cuda.runtime.deviceSynchronize()
+        per: dict[str, list[float]] = {nm: [] for nm in runs}
+        for _r in range(args.rounds):
+            for nm in rng.sample(list(runs), len(runs)):
+                time.sleep(args.idle)
+                per[nm].append(time_fn(runs[nm], warmup=10, iters=100)["median_ms"])
+        med = {nm: sorted(ts)[len(ts) // 2] for nm, ts in per.items()}
+        t_b = med.get("torch matmul + add")
+        parts = []
+        for nm, t in med.items():
+            sc = score(t, t_b, m, n, k) if nm in cands else None
+            if sc is not None:
+                scores.setdefault(nm.split(" ")[0] if nm.startswith("default") else nm, []).append(sc)
+            parts.append(f"{nm} {t:.4f}" + (f" (score {sc:.3f})" if sc is not None else ""))
+        lines.append(f"M={m}: " + "; ".join(parts))
+        report["sweep"].append({"m": m, "runs": per})
+        print(lines[-1], flush=True)
+    for nm, sc in scores.items():
+        lines.append(f"mean rested score, {nm}: {sum(sc) / len(sc):.3f} over {len(sc)} M")
+    lines += failures[:20]
+    write_table(lines, report, out_dir, "sm90_cold_sweep")
+    return 0 if not failures else 1
+
+
 def m_list(text: str) -> list[int]:
     """'7976,8192' -> [7976, 8192]; argparse reports the flag and this message otherwise."""
     try:
@@ -933,7 +992,8 @@ def main() -> int:
                     help="2x1 clusters with W multicast vs the default: correctness, seed, M sweep")
     ap.add_argument("--cold-duel", action="store_true",
                     help="seed candidates as the issue times them: 10 + 100 launches after --idle "
-                         "seconds of rest, shuffled, --rounds rounds")
+                         "seconds of rest, shuffled, --rounds rounds; with --m-list a rested bf16 M "
+                         "sweep of the default vs 2x1 clusters, cuBLAS and torch, with rested scores")
     ap.add_argument("--idle", type=float, default=2.0, help="--cold-duel: seconds of rest before each run")
     ap.add_argument("--pp160", action="store_true",
                     help="ping-pong on the 128x160 tile: correctness, seed candidates in "
@@ -1022,6 +1082,8 @@ def main() -> int:
         return duel_mode(args, limits, report, failures, verify, get, out_dir, build)
     if args.cluster:
         return cluster_mode(args, limits, report, failures, verify, timed, get, out_dir)
+    if args.cold_duel and args.m_list_given:
+        return cold_sweep_mode(args, limits, report, failures, verify, get, out_dir, build)
     if args.cold_duel:
         return cold_duel_mode(args, limits, report, failures, verify, get, out_dir, build)
     if args.pp160:
