@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call's worth of work on the GPU machine: install the carried wheels, then run the
-# steps named as arguments (facts, gpu-tests, bench-cli, check, bench with BENCH_ARGS, calibrate, sm90 with
+# steps named as arguments (facts, gpu-tests, bench-cli with CLI_ARGS, check, bench with BENCH_ARGS, calibrate, sm90 with
 # SM90_ARGS, ncu with NCU_CASES, membound-hints with HINTS_ARGS, energy with ENERGY_ARGS, energy-cli,
 # ncu-metrics with NCU_CASES, tui). Logs go to $OUT.
 set -uo pipefail
@@ -19,7 +19,7 @@ for step in "$@"; do
       timeout ${GPU_TESTS_TIMEOUT:-300} python3 -m pytest -m gpu tests/gpu -q -p no:cacheprovider ${PYTEST_K:+-k "$PYTEST_K"} 2>&1 | tee "$OUT/gpu-tests.log" | tail -40 ;;
     bench-cli)
       for dt in bf16 fp16 fp32 tf32; do
-        tui bench --backend cuda --dtype "$dt" --json > "$OUT/bench-$dt.json" 2> "$OUT/bench-$dt.err"; echo "$dt rc=$?"
+        tui bench --backend cuda --dtype "$dt" ${CLI_ARGS:-} --json > "$OUT/bench-$dt.json" 2> "$OUT/bench-$dt.err"; echo "$dt rc=$?"
         python3 -c "import json,sys; d=json.load(open('$OUT/bench-$dt.json')); print(d['status'], d['time_ms'], 'TF/s', d['tflops'], 'SOL%', d['sol_pct'], 'score', d['solexec_score'], 'correct', d['correct']); [print('  ', p['name'], p['timing'] and p['timing']['median_ms'], p['tflops'], p['correct'], p['error']) for p in d['peers']]"
       done ;;
     check)
