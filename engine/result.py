@@ -169,6 +169,7 @@ class RunResult(BaseModel):
             "baseline_ms": self.baseline_ms,
             "peers": [p.model_dump(mode="json") for p in self.peers],
             "peers_note": self.peers_caveat,
+            "rest_s": self.task.get("rest_s", 0.0),
             "error": self.error,
             "error_kind": self.error_kind,
             "matched_rules": self.matched_rules,

@@ -131,8 +131,8 @@ def test_rested_run_times_peers_after_the_same_rest():
     """rest_s: ours and each peer start after the same idle; the peers are still correct and timed,
     the run records the rest, and the timed-after-ours caveat is gone."""
     res = _backend_run(TaskSpec(warmup=3, iterations=10, rest_s=0.5))
-    assert res.status is RunStatus.ok and res.correct
-    assert res.task["rest_s"] == 0.5 and res.peers_caveat is None
+    assert res.status is RunStatus.ok and res.correctness.correct
+    assert res.summary_json()["rest_s"] == 0.5 and res.peers_caveat is None
     names = {p.name: p for p in res.peers}
     assert names["cublas_gemm_beta1"].correct and names["cublas_gemm_beta1"].timing.median_ms > 0
     assert all(p.error is None and p.timing.median_ms > 0 for p in names.values())

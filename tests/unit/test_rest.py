@@ -60,3 +60,5 @@ def test_rested_runs_drop_the_peers_caveat():
     base = dict(status=RunStatus.ok, simulated=False, profile="h200", peers=[peer])
     assert RunResult(task={"rest_s": 0.0}, **base).peers_caveat is not None
     assert RunResult(task={"rest_s": 3.0}, **base).peers_caveat is None
+    assert RunResult(task={"rest_s": 3.0}, **base).summary_json()["rest_s"] == 3.0
+    assert RunResult(task={}, **base).summary_json()["rest_s"] == 0.0  # results saved before rest_s
