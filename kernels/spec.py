@@ -138,6 +138,10 @@ class PeerSpec:
     dtypes: tuple[str, ...] = ("bf16", "fp16", "fp32", "tf32")
     verify: bool = True
     """False for peers that compute only part of the function (e.g. the GEMM without R)."""
+    prepare: Callable[..., None] | None = None
+    """Untimed set-up, same arguments as ``run``, called before the warm-ups and before the
+    verification run: for a peer that works in place on its output (cuBLAS with beta=1 adds into C,
+    so C must first hold R), so that the copy is not timed as part of the peer."""
 
 
 def vec16_source(dtype_code: int) -> str:

@@ -441,6 +441,8 @@ class CudaBackend:
                     ins, o = inputs, outs
                 else:
                     ins, o = native, nouts
+                if p.prepare is not None:
+                    p.prepare(cp, blas, ins, o)
                 rest(task.rest_s, em, p.name)
                 for _ in range(max(3, task.warmup)):
                     p.run(cp, blas, ins, o)
@@ -457,6 +459,8 @@ class CudaBackend:
                 if p.verify and task.verify:
                     for name in spec.outputs:
                         outs[name].view(_BITS[dtype]).fill(POISON_BITS[dtype])
+                    if p.prepare is not None:
+                        p.prepare(cp, blas, ins, o)
                     p.run(cp, blas, ins, o)
                     cp.cuda.Device().synchronize()
                     pr.correct = self._verify(spec, inputs, outs, dtype).correct

@@ -267,8 +267,19 @@ def test_peers():
     out[...] = np.nan
     peers["cublas_gemm_add"].run(np, Blas(), ins, {"out": out})
     np.testing.assert_allclose(out, SPEC.reference(np, ins))
-    peers["cublas_gemm_beta1"].run(np, Blas(), ins, {"out": out})
+    # beta=1 in place: prepare (untimed) puts R in the output; runs alternate alpha +1 / -1, so the
+    # output is R + A @ W^T after an odd number of runs and R after an even one, never growing
+    b1 = peers["cublas_gemm_beta1"]
+    out[...] = np.nan
+    b1.prepare(np, Blas(), ins, {"out": out})
+    np.testing.assert_array_equal(out, ins["r"])
+    for i in range(1, 6):
+        b1.run(np, Blas(), ins, {"out": out})
+        np.testing.assert_allclose(out, SPEC.reference(np, ins) if i % 2 else ins["r"], atol=1e-12)
+    b1.prepare(np, Blas(), ins, {"out": out})  # the verification: prepare, then one run
+    b1.run(np, Blas(), ins, {"out": out})
     np.testing.assert_allclose(out, SPEC.reference(np, ins))
+    assert all(p.prepare is None for n, p in peers.items() if n != "cublas_gemm_beta1")
     peers["cublas_gemm"].run(np, Blas(), ins, {"out": out})
     np.testing.assert_allclose(out, ins["a"] @ ins["w"].T)
 
