@@ -289,11 +289,11 @@ CL_SWEEP = (256, 512, 1024, 1571, 2048, 4096, 7976, 8192)
 
 
 DUEL = {  # name: variant (tile, stages, dtype, fuse, streamk, pingpong, cluster)
-    "pp 128x128 s5 (default)": ("128x128", 5, "{dt}", True, True, True, 1),
+    "pp 128x128 s5 no cluster": ("128x128", 5, "{dt}", True, True, True, 1),
     "coop 128x256 s3": ("128x256", 3, "{dt}", True, True, False, 1),
     "coop 128x256 s3 cl2": ("128x256", 3, "{dt}", True, False, False, 2),
     "coop 128x160 s5": ("128x160", 5, "{dt}", True, True, False, 1),
-    "pp 128x128 s5 cl2": ("128x128", 5, "{dt}", True, False, True, 2),
+    "pp 128x128 s5 cl2 (default)": ("128x128", 5, "{dt}", True, False, True, 2),
 }
 
 
@@ -770,8 +770,8 @@ PP160_VARIANTS = [  # (tile, stages, dtype, fuse, streamk, pingpong, cluster): p
     ("128x160", 3, "fp16", True, False, True, 2),
 ]
 PP160_DUEL = {  # name: variant; the first is the ratio's reference
-    "pp 128x128 s5 (default)": ("128x128", 5, "{dt}", True, True, True, 1),
-    "pp 128x128 s5 cl2": ("128x128", 5, "{dt}", True, False, True, 2),
+    "pp 128x128 s5 no cluster": ("128x128", 5, "{dt}", True, True, True, 1),
+    "pp 128x128 s5 cl2 (default)": ("128x128", 5, "{dt}", True, False, True, 2),
     "pp 128x160 s4": ("128x160", 4, "{dt}", True, True, True, 1),
     "pp 128x160 s3": ("128x160", 3, "{dt}", True, True, True, 1),
     "pp 128x160 s4 cl2": ("128x160", 4, "{dt}", True, False, True, 2),
@@ -846,8 +846,8 @@ def pp160_mode(args, limits, report, failures, verify, forced_checks, get, out_d
 
 
 COLD_DUEL = {  # name: variant (tile, stages, dtype, fuse, streamk, pingpong, cluster)
-    "pp 128x128 s5 (default)": ("128x128", 5, "{dt}", True, True, True, 1),
-    "pp 128x128 s5 cl2": ("128x128", 5, "{dt}", True, False, True, 2),
+    "pp 128x128 s5 no cluster": ("128x128", 5, "{dt}", True, True, True, 1),
+    "pp 128x128 s5 cl2 (default)": ("128x128", 5, "{dt}", True, False, True, 2),
     "pp 128x160 s4": ("128x160", 4, "{dt}", True, True, True, 1),
     "pp 128x160 s4 cl2": ("128x160", 4, "{dt}", True, False, True, 2),
     "coop 128x256 s3": ("128x256", 3, "{dt}", True, True, False, 1),
@@ -911,24 +911,30 @@ def cold_sweep_mode(args, limits, report, failures, verify, get, out_dir, build)
     import random
 
     n = k = 2560
+    dt = args.sweep_dtype
     rng = random.Random(2)
-    lines = [f"bf16 M sweep, cold runs: {args.rounds} rounds, {args.idle:g} s idle before each run "
+    lines = [f"{dt} M sweep, cold runs: {args.rounds} rounds, {args.idle:g} s idle before each run "
              "(median of the runs' medians, ms; score against the rested torch)"]
     scores: dict[str, list[float]] = {}
     for m in args.m_list:
-        bufs, _ref = get(m, n, k, "bf16")
-        bs, st = sm90.default_knobs(limits, "bf16", {"m": m, "n": n, "k": k})
-        cands = {f"default {bs} s{st}": (bs, st, "bf16", True, True),
-                 "pp 128x128 s5 cl2": ("128x128", 5, "bf16", True, False, True, 2)}
+        bufs, _ref = get(m, n, k, dt)
+        shape = {"m": m, "n": n, "k": k}
+        bs, st = sm90.default_knobs(limits, dt, shape)
+        cl = sm90.use_cluster(limits, bs, st, dt, shape)
+        cands = {f"default {bs} s{st}" + (" cl2" if cl > 1 else ""): (bs, st, dt, True, True)}
+        if cl > 1:  # the default is clustered: time the same schedule without
+            cands["pp 128x128 s5 no cluster"] = ("128x128", 5, dt, True, True, True, 1)
+        else:
+            cands["pp 128x128 s5 cl2"] = ("128x128", 5, dt, True, False, True, 2)
         runs = {}
         for name, v in cands.items():
             verify(m, n, k, v, label="cold sweep")
             runs[name] = Runner(build(m, n, k, v), bufs, "bf16", False)
             runs[name]()
         c1 = bufs["r"].copy()
-        runs["cuBLAS beta=1"] = cublas_gemm(bufs, c1, "bf16", 1.0)
-        runs["cuBLAS GEMM alone"] = cublas_gemm(bufs, cp.empty_like(bufs["r"]), "bf16", 0.0)
-        tfn = torch_matmul_add_fn(m, n, k, "bf16")
+        runs["cuBLAS beta=1"] = cublas_gemm(bufs, c1, dt, 1.0)
+        runs["cuBLAS GEMM alone"] = cublas_gemm(bufs, cp.empty_like(bufs["r"]), dt, 0.0)
+        tfn = torch_matmul_add_fn(m, n, k, dt)
         if tfn is not None:
             runs["torch matmul + add"] = tfn
         cp.cuda.runtime.deviceSynchronize()
@@ -995,6 +1001,8 @@ def main() -> int:
                          "seconds of rest, shuffled, --rounds rounds; with --m-list a rested bf16 M "
                          "sweep of the default vs 2x1 clusters, cuBLAS and torch, with rested scores")
     ap.add_argument("--idle", type=float, default=2.0, help="--cold-duel: seconds of rest before each run")
+    ap.add_argument("--sweep-dtype", choices=("bf16", "fp16"), default="bf16",
+                    help="--cold-duel --m-list: the dtype of the rested M sweep")
     ap.add_argument("--pp160", action="store_true",
                     help="ping-pong on the 128x160 tile: correctness, seed candidates in "
                          "alternation, M sweep vs the default")

@@ -5,8 +5,8 @@ high and low part, three tensor-core products summed in fp32; fp32-class accurac
 
 ``out[M, N] = A[M, K] @ W[N, K]^T + R[M, N]``; fp32 accumulation, the residual added in fp32 in
 the epilogue and the result rounded once. Tiles 128x256, 128x128, 256x128 and 128x160 (N = 2560 =
-16 x 160); optional 2x1 clusters with TMA multicast of W (``build(cluster=2)``, off by default:
-measured no faster). Module-level functions, so that the ``gemm_residual``
+16 x 160); optional 2x1 clusters with TMA multicast of W (``build(cluster=2)``; the default only
+for 16-bit ping-pong 128x128, ``use_cluster``). Module-level functions, so that the ``gemm_residual``
 spec can delegate to them:
 
 - ``supported(limits, dtype, shape)``: cc 9.0 and bf16/fp16/tf32/fp32 (and N, K multiples of 8).
@@ -229,8 +229,15 @@ PINGPONG_PREFER_STAGES = 5
 """``default_knobs`` prefers ping-pong 128x128 over the cost model's tile only where it fits this
 many stages (measured at the seed shape with 5; 4 is slower than cooperative 128x256 there)."""
 
-CLUSTER_DEFAULT = False
+CLUSTER_DEFAULT = True
 """Use 2x1 clusters with W multicast where ``use_cluster`` allows (set from H200 measurements)."""
+CLUSTER_DEFAULT_TILES = ("128x128",)
+CLUSTER_DEFAULT_DTYPES = ("bf16", "fp16")
+"""Where clusters are the default: ping-pong 128x128 in 16-bit data, the one schedule measured
+faster with them on the H200 in the issue's regime (10 warm-ups + 100 timed after rest, shuffled:
+seed bf16 0.1493 vs 0.1525 ms, fp16 0.1548 vs 0.1555; bf16 M = 4096 0.0748 vs 0.0764, M = 8192
+0.1455 vs 0.1472) and level in the hot alternating duels (ratio 0.999-1.007 since v13). Elsewhere
+(cooperative tiles, 128x160, tf32) they were level or slower, so ``build(cluster=2)`` only."""
 CLUSTER_DTYPES = ("bf16", "fp16", "tf32")
 """Clusters are compiled for these only: fp32's three-product producer spills a register in the
 ping-pong cluster build (the producer warpgroup keeps 40), and clusters measured no gain anyway."""
@@ -239,9 +246,13 @@ ping-pong cluster build (the producer warpgroup keeps 40), and clusters measured
 def use_cluster(limits: DeviceLimits, block_size: str, stages: int, dtype: str,
                 shape: dict[str, int] | None = None) -> int:
     """Cluster size for these knobs (not itself a knob): 2 where ``CLUSTER_DEFAULT`` is on, the
-    pipeline is on, and (for a known shape) every cluster gets at least one whole wave of work;
+    tile and dtype are in ``CLUSTER_DEFAULT_TILES`` / ``CLUSTER_DEFAULT_DTYPES``, the consumers run
+    ping-pong (``use_pingpong``: so the pipeline is on and, for a known shape, every CTA gets two
+    tiles or more), and (for a known shape) every cluster gets at least one whole wave of work;
     else 1."""
-    if not CLUSTER_DEFAULT or stages == 0 or _dtype(dtype) not in CLUSTER_DTYPES:
+    if (not CLUSTER_DEFAULT or stages == 0 or _dtype(dtype) not in CLUSTER_DEFAULT_DTYPES
+            or _tile_name(block_size) not in CLUSTER_DEFAULT_TILES
+            or not use_pingpong(limits, block_size, stages, dtype, shape)):
         return 1
     if shape:
         try:

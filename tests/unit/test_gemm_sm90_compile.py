@@ -193,7 +193,7 @@ def test_cluster_build() -> None:
     from kernels.spec import TensorMapArg
 
     task = SimpleNamespace(shape={"m": 8192, "n": 2560, "k": 2560}, dtype="bf16", fusion=True)
-    assert sm90.use_cluster(H200, "128x256", 3, "bf16", task.shape) == 1  # off by default
+    assert sm90.use_cluster(H200, "128x256", 3, "bf16", task.shape) == 1  # cooperative: off by default
     b = sm90.build(task, H200, "128x256", 3, cluster=2)
     assert "#define CLUSTER 2" in b.source and "#define STREAMK 0" in b.source
     (launch,) = b.launches
@@ -405,3 +405,26 @@ def test_schedule_plans_stream_k_for_bad_waves() -> None:
                          H200, "128x256", 3, streamk=False)
     assert "#define STREAMK 0" in dp_only.source
     assert dp_only.launches[0].grid == (20, 1, 1) and dp_only.launches[0].args[-1] == 20
+
+
+def test_cluster_default_is_pingpong_128x128_in_16_bit_only() -> None:
+    """2x1 clusters by default only where measured faster (rested, H200): ping-pong 128x128 in bf16
+    and fp16 with enough tiles; cooperative tiles, 128x160, tf32, fp32 and small M stay unclustered."""
+    from types import SimpleNamespace
+
+    seed = {"m": 8192, "n": 2560, "k": 2560}
+    for dt in ("bf16", "fp16"):
+        assert sm90.default_knobs(H200, dt, seed) == ("128x128", 5)
+        assert sm90.use_cluster(H200, "128x128", 5, dt, seed) == 2
+        b = sm90.build(SimpleNamespace(shape=seed, dtype=dt, fusion=True), H200, "128x128", 5)
+        assert "#define CLUSTER 2" in b.source and "#define PINGPONG 1" in b.source
+        assert b.launches[0].grid[0] % 2 == 0
+    assert sm90.use_cluster(H200, "128x128", 5, "bf16", {"m": 7976, "n": 2560, "k": 2560}) == 2
+    assert sm90.use_cluster(H200, "128x128", 5, "tf32", seed) == 1
+    assert sm90.use_cluster(H200, "128x128", 5, "fp32", seed) == 1
+    assert sm90.use_cluster(H200, "128x160", 4, "bf16", seed) == 1
+    assert sm90.use_cluster(H200, "128x256", 3, "bf16", seed) == 1
+    assert sm90.use_cluster(H200, "128x128", 0, "bf16", seed) == 1  # pipelining off: no ping-pong
+    for m in (256, 512, 1024, 2048):  # too few tiles for ping-pong (or defaults elsewhere)
+        bs, st = sm90.default_knobs(H200, "bf16", {"m": m, "n": 2560, "k": 2560})
+        assert sm90.use_cluster(H200, bs, st, "bf16", {"m": m, "n": 2560, "k": 2560}) == 1, m
