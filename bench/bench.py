@@ -62,7 +62,8 @@ def run(task: TaskSpec):
 def torch_peers(kernel: str, shape: dict, dtype: str, iters: int, rest_s: float = 0.0) -> dict[str, float]:
     """The torch way of doing the same work, on its own N(0,1) inputs (median ms): after
     ``rest_s`` seconds of idle, 10 warm-ups, then ``iters`` launches queued back to back between
-    CUDA events, as the engine times ours and its peers."""
+    CUDA events, as the engine times ours and its peers (behind its hold kernel where the host
+    cannot queue them faster than the GPU runs them)."""
     try:
         import torch
         import torch.nn.functional as F
@@ -90,20 +91,23 @@ def torch_peers(kernel: str, shape: dict, dtype: str, iters: int, rest_s: float 
         fns = (("torch_bias_gelu", lambda: F.gelu(x + b, approximate="tanh")),)
     else:
         return {}
+    from engine.backends.cuda import queued_timer
+
+    if torch.cuda.current_stream().cuda_stream != 0:
+        raise RuntimeError("torch's current stream is not the legacy default stream CuPy times on")
+    timer = queued_timer()
     out = {}
     for name, fn in fns:
         torch.cuda.synchronize()
         time.sleep(rest_s)
-        for _ in range(10):
+
+        def launch(_i: int, fn=fn) -> None:
             fn()
-        evs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-               for _ in range(iters)]
-        for e0, e1 in evs:
-            e0.record()
-            fn()
-            e1.record()
-        evs[-1][1].synchronize()
-        times = sorted(e0.elapsed_time(e1) for e0, e1 in evs)
+
+        for i in range(7):
+            launch(i)
+        probed = timer.probe(launch, 7, 3)  # warm-ups 8-10 tell whether the host keeps ahead
+        times = sorted(timer.run(name, launch, iters, probed, iters))
         out[name] = times[len(times) // 2]
     return out
 

@@ -22,11 +22,14 @@ from engine.backends.cuda_support import (
     COMPILE_ERROR_LINE,
     FAULT_MODES,
     FAULT_SOURCE,
+    HOLD_MAX_NS,
+    HOLD_SOURCE,
     NAN_BITS,
     POISON_BITS,
     cache_key,
     cache_load,
     cache_store,
+    hold_ns,
 )
 from engine.result import PeerResult, RunResult
 from engine.timing import timing_stats
@@ -110,7 +113,7 @@ class Blas:
 def compile_inputs(build: Any, limits: DeviceLimits, fault: str = "none") -> tuple[str, str, list[str]]:
     """(source, arch, options) a build compiles with (also used to pre-fill the cache). The backend
     owns the target: a spec's own arch option would duplicate (or contradict) it."""
-    source = build.source + FAULT_SOURCE
+    source = build.source + FAULT_SOURCE + HOLD_SOURCE
     if fault == "compile_error":
         source += COMPILE_ERROR_LINE
     extra = [o for o in build.options if not o.startswith(("--gpu-architecture", "-arch"))]
@@ -136,6 +139,75 @@ def rest(seconds: float, em: Any, what: str) -> None:
     if seconds > 0:
         em.info(f"resting {seconds:g} s before timing {what}")
         time.sleep(seconds)
+
+
+class QueuedTimer:
+    """Times launches queued back to back between CUDA events (one pair per launch). Where the GPU
+    finishes a launch faster than the host queues the next (small kernels, peers called through
+    Python), each event pair would time the host's launch rate; then a chunk of launches is queued
+    behind ``sol_hold_kernel`` (``cuda_support.hold_ns``), so they run back to back on the GPU.
+    Counts what it did for ``validity["queue_hold"]``."""
+
+    def __init__(self, hold_fn: Any) -> None:
+        self.hold_fn = hold_fn
+        self.stats: dict[str, Any] = {"held": [], "not_held": [], "held_chunks": 0, "expired_chunks": 0}
+
+    @staticmethod
+    def probe(launch: Any, first: int, n: int) -> tuple[float | None, float]:
+        """Launches ``first`` .. ``first + n - 1`` queued between two events: (GPU s per launch,
+        host s per launch); (None, 20 us) without launches. A starved GPU reads the host's rate."""
+        if n <= 0:
+            return None, 20e-6
+        cp.cuda.Device().synchronize()
+        e0, e1 = cp.cuda.Event(), cp.cuda.Event()
+        e0.record()
+        t0 = time.perf_counter()
+        for i in range(n):
+            launch(first + i)
+        host = (time.perf_counter() - t0) / n
+        e1.record()
+        e1.synchronize()
+        return cp.cuda.get_elapsed_time(e0, e1) / 1e3 / n, host
+
+    def run(self, name: str, launch: Any, iters: int, probed: tuple[float | None, float], chunk: int,
+            on_chunk: Any = None) -> list[float]:
+        """``iters`` timed launches (``launch(i)``) of ``name``, in chunks of ``chunk`` (one chunk
+        under a hold, as long as the hold can cover it); ms per launch."""
+        gpu_s, host_s = probed
+        held = hold_ns(gpu_s, host_s, 1) > 0
+        self.stats["held" if held else "not_held"].append(name)
+        if held:
+            chunk = max(1, min(iters, int((HOLD_MAX_NS / 1e9 - 2e-4) / (2.0 * max(host_s, 1e-6)))))
+        times: list[float] = []
+        for start in range(0, iters, chunk):
+            n = min(chunk, iters - start)
+            if held:
+                self.hold_fn((1,), (1,), (np.uint64(hold_ns(gpu_s, host_s, n)),))
+                hold_done = cp.cuda.Event(block=False, disable_timing=True)
+                hold_done.record()
+                t0 = time.perf_counter()
+            evs = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(n)]
+            for i, (e0, e1) in enumerate(evs):
+                e0.record()
+                launch(start + i)
+                e1.record()
+            if held:
+                self.stats["held_chunks"] += 1
+                if hold_done.done:  # the hold ran out before the last launch was queued
+                    self.stats["expired_chunks"] += 1
+                host_s = max(host_s, (time.perf_counter() - t0) / n)
+            evs[-1][1].synchronize()
+            times += [cp.cuda.get_elapsed_time(e0, e1) for e0, e1 in evs]
+            if on_chunk is not None:
+                on_chunk(start + n)
+        return times
+
+
+def queued_timer() -> QueuedTimer:
+    """A QueuedTimer outside an engine run (bench scripts): the hold kernel through CuPy's
+    RawKernel, launched on CuPy's current stream (the legacy default stream, which torch's default
+    stream also is)."""
+    return QueuedTimer(cp.RawKernel(HOLD_SOURCE, "sol_hold_kernel"))
 
 
 class _Sampler(threading.Thread):
@@ -227,7 +299,8 @@ class CudaBackend:
         em.start("load")
         module = cp.cuda.function.Module()
         module.load(cubin)
-        funcs = {name: module.get_function(name) for name in (*build.functions, "sol_fault_kernel")}
+        funcs = {name: module.get_function(name)
+                 for name in (*build.functions, "sol_fault_kernel", "sol_hold_kernel")}
         want = limits.compute_capability[0] * 10 + limits.compute_capability[1]
         for name in build.functions:
             got = driver.funcGetAttribute(driver.CU_FUNC_ATTRIBUTE_BINARY_VERSION, funcs[name].ptr)
@@ -300,31 +373,25 @@ class CudaBackend:
             cp.cuda.Device().synchronize()
         rest(task.rest_s, em, "ours")
         step = progress_every(max(task.warmup, 1))
-        for i in range(task.warmup):
+        n_probe = min(5, task.warmup)  # the last warm-ups also tell whether the host keeps ahead
+        for i in range(task.warmup - n_probe):
             run_once(i)
             if (i + 1) % step == 0:
                 cp.cuda.Device().synchronize()
                 em.progress("warmup", i + 1, task.warmup)
+        timer = QueuedTimer(funcs["sol_hold_kernel"])
+        probed = timer.probe(run_once, task.warmup - n_probe, n_probe)
         cp.cuda.Device().synchronize()
         sampler.snap()
         em.done("warmup", f"{task.warmup} launches")
 
         # --- timed runs --------------------------------------------------------------------
         em.start("timed")
-        times: list[float] = []
-        step = progress_every(task.iterations)
-        chunk: list[tuple[Any, Any]] = []
-        for i in range(task.iterations):
-            ev0, ev1 = cp.cuda.Event(), cp.cuda.Event()
-            ev0.record()
-            run_once(i)
-            ev1.record()
-            chunk.append((ev0, ev1))
-            if (i + 1) % step == 0 or i + 1 == task.iterations:
-                ev1.synchronize()
-                times += [cp.cuda.get_elapsed_time(a, b) for a, b in chunk]
-                chunk = []
-                em.progress("timed", i + 1, task.iterations)
+        if hold_ns(*probed, 1):
+            em.info("the GPU finishes a launch faster than the host queues the next: timed launches "
+                    "are queued behind a hold kernel, so they run back to back")
+        times = timer.run("ours", run_once, task.iterations, probed, progress_every(task.iterations),
+                          lambda done: em.progress("timed", done, task.iterations))
         sampler.snap()  # the clock and throttle reasons at the end of the timed runs
         timing = timing_stats(times)
         energy = self._energy(task, run_once, timing.median_ms, em) if task.energy_s > 0 else None
@@ -353,7 +420,7 @@ class CudaBackend:
         peers: list[PeerResult] = []
         if task.peers:
             em.start("peers")
-            peers = self._peers(task, spec, sets[0], outs, dtype, em)
+            peers = self._peers(task, spec, sets[0], outs, dtype, em, timer)
             em.done("peers", f"{len(peers)} peer(s)")
         else:
             em.skip("peers", "peers off")
@@ -371,6 +438,10 @@ class CudaBackend:
         fp.nvrtc_version = f"{nv[0]}.{nv[1]}"
         fp.cupy_version = cp.__version__
         validity = self._validity(sampler, fp)
+        validity["queue_hold"] = dict(timer.stats)
+        if timer.stats["expired_chunks"]:
+            em.info(f"{timer.stats['expired_chunks']} of {timer.stats['held_chunks']} held chunks ran out of "
+                    "hold before the host had queued them: those launch times include launch gaps", "warning")
         launch = {"functions": list(build.functions), "info": build.info, "arch": limits.arch,
                   "resources": resources, "input_sets": n_sets,
                   "launches": [{"function": ln.function, "grid": ln.grid, "block": ln.block,
@@ -423,7 +494,7 @@ class CudaBackend:
         return merge(parts)
 
     def _peers(self, task: Any, spec: Any, inputs: dict[str, Any], outs: dict[str, Any], dtype: str,
-               em: Any) -> list[PeerResult]:
+               em: Any, timer: QueuedTimer) -> list[PeerResult]:
         blas = Blas(dtype)
         native = {k: native_view(v, dtype) for k, v in inputs.items()}
         nouts = {k: native_view(v, dtype) for k, v in outs.items()}
@@ -444,18 +515,17 @@ class CudaBackend:
                 if p.prepare is not None:
                     p.prepare(cp, blas, ins, o)
                 rest(task.rest_s, em, p.name)
-                for _ in range(max(3, task.warmup)):
+
+                def launch(_i: int, p: Any = p, ins: Any = ins, o: Any = o) -> None:
                     p.run(cp, blas, ins, o)
-                cp.cuda.Device().synchronize()
+
+                warm = max(3, task.warmup)
+                for i in range(warm - 3):
+                    launch(i)
+                probed = timer.probe(launch, warm - 3, 3)
                 # queued back to back between events, as ours are (a sync after every launch would
                 # let the GPU idle between them: another regime than ours)
-                evs = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(iters)]
-                for e0, e1 in evs:
-                    e0.record()
-                    p.run(cp, blas, ins, o)
-                    e1.record()
-                evs[-1][1].synchronize()
-                pr.timing = timing_stats([cp.cuda.get_elapsed_time(e0, e1) for e0, e1 in evs])
+                pr.timing = timing_stats(timer.run(p.name, launch, iters, probed, iters))
                 if p.verify and task.verify:
                     for name in spec.outputs:
                         outs[name].view(_BITS[dtype]).fill(POISON_BITS[dtype])

@@ -24,6 +24,36 @@ extern "C" __global__ void sol_fault_kernel(int* flag, int mode) {
 
 FAULT_MODES = {"launch_failure": 1, "illegal_address": 2, "hang": 3}
 
+HOLD_SOURCE = r"""
+// One thread that idles for `ns` nanoseconds of the GPU's global timer: launched ahead of a chunk
+// of timed launches, it keeps the stream busy while the host queues them, so that they then run back
+// to back and each event pair times the GPU's work, not the host's launch rate (nvbench's
+// "blocking kernel", bounded by time instead of a host flag, so it cannot hang).
+extern "C" __global__ void sol_hold_kernel(unsigned long long ns) {
+    unsigned long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do {
+        __nanosleep(2000);
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    } while (t - t0 < ns);
+}
+"""
+
+HOLD_MAX_NS = 200_000_000
+"""The longest hold (200 ms): a chunk whose launches take the host longer to queue runs partly
+unheld, and the run says so (``validity["queue_hold"]``)."""
+
+
+def hold_ns(gpu_s_per_launch: float | None, host_s_per_launch: float, launches: int) -> int:
+    """How long to hold the GPU before ``launches`` timed launches (0: no hold). None for the GPU
+    time means not probed (no warm-up): hold. A launch that keeps the GPU busier than the host takes
+    to queue the next (GPU time >= 2x the host's) needs no hold: the queue stays ahead on its own,
+    and a hold would only add idle time between chunks. Else twice the host's queueing time plus
+    0.2 ms, at most ``HOLD_MAX_NS``."""
+    if gpu_s_per_launch is not None and gpu_s_per_launch >= 2.0 * host_s_per_launch:
+        return 0
+    return int(min(HOLD_MAX_NS, (2.0 * launches * max(host_s_per_launch, 1e-6) + 2e-4) * 1e9))
+
 COMPILE_ERROR_LINE = '\n#error "SOL Cockpit injected compile error (task fault=compile_error)"\n'
 
 POISON_BITS = {"bf16": 0x7FA5, "fp16": 0x7E5A, "fp32": 0x7FA5A5A5, "tf32": 0x7FA5A5A5}

@@ -138,6 +138,19 @@ def test_rested_run_times_peers_after_the_same_rest():
     assert all(p.error is None and p.timing.median_ms > 0 for p in names.values())
 
 
+def test_small_kernels_are_timed_queued_behind_a_hold():
+    """A 15-20 us GEMM is launched faster by the GPU than the host queues it: the timed launches go
+    behind the hold kernel and run back to back (event pairs time the GPU, not the launch rate); the
+    seed GEMM (~0.15 ms) keeps the queue ahead by itself and is not held. No chunk ran out of hold."""
+    small = _backend_run(TaskSpec(shape={"m": 256, "n": 2560, "k": 2560}, warmup=10, iterations=100))
+    q = small.validity["queue_hold"]
+    assert small.status is RunStatus.ok and small.correctness.correct
+    assert "ours" in q["held"] and q["held_chunks"] >= 1 and q["expired_chunks"] == 0, q
+    assert small.timing.median_ms < 0.03, small.timing  # GPU time (~0.015 ms), not a launch rate
+    seed = _backend_run(TaskSpec(warmup=10, iterations=20, peers=False))
+    assert seed.validity["queue_hold"]["not_held"] == ["ours"], seed.validity["queue_hold"]
+
+
 def test_energy_per_launch_from_the_board_counter():
     """--energy: power edge to edge on NVML's energy counter; energy per launch = W x ms."""
     res = _backend_run(TaskSpec(warmup=10, iterations=50, peers=False, energy_s=1.0))

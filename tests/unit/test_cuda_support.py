@@ -30,3 +30,34 @@ def test_cache_roundtrip(tmp_path, monkeypatch):
     assert cache_load(k) is None
     cache_store(k, b"\x7fELF", "log")
     assert cache_load(k) == (b"\x7fELF", "log")
+
+
+def test_hold_only_where_the_host_cannot_keep_ahead():
+    from engine.backends.cuda_support import HOLD_MAX_NS, hold_ns
+
+    # a 150 us GEMM queued in 10 us per launch keeps the queue ahead on its own: no hold
+    assert hold_ns(150e-6, 10e-6, 100) == 0
+    # a 15 us kernel the host queues in 10 us (or a probe that read the host's rate): hold twice the
+    # host's queueing time of the chunk plus 0.2 ms
+    assert hold_ns(15e-6, 10e-6, 100) == int((2 * 100 * 10e-6 + 2e-4) * 1e9)
+    assert hold_ns(None, 20e-6, 5) > 0  # not probed (no warm-up): hold
+    assert hold_ns(1e-6, 1.0, 10**6) == HOLD_MAX_NS  # bounded: it can never hang the stream
+    assert hold_ns(None, 0.0, 1) == int((2 * 1e-6 + 2e-4) * 1e9)  # a floor on the host time
+
+
+def test_support_kernels_compile_for_every_profile_arch():
+    """The fault and hold kernels go into every module the backend loads (compile_inputs), so they
+    must compile for each profile's target, and the hold kernel must really wait on the global timer."""
+    import pytest
+
+    pytest.importorskip("cupy")
+    from engine.backends.cuda_support import FAULT_SOURCE, HOLD_SOURCE
+    from kernels.nvrtc_check import compile_cubin
+
+    for arch in ("sm_80", "sm_89", "sm_90a"):
+        rep = compile_cubin(FAULT_SOURCE + HOLD_SOURCE, arch)
+        assert rep.ok, rep.log
+        r = parse_ptxas_log(rep.log)
+        assert {"sol_fault_kernel", "sol_hold_kernel"} <= set(r)
+        assert r["sol_hold_kernel"].spill_store_bytes == 0
+    assert "%globaltimer" in HOLD_SOURCE and "__nanosleep" in HOLD_SOURCE
