@@ -20,7 +20,7 @@ for step in "$@"; do
     bench-cli)
       for dt in bf16 fp16 fp32 tf32; do
         tui bench --backend cuda --dtype "$dt" ${CLI_ARGS:-} --json > "$OUT/bench-$dt.json" 2> "$OUT/bench-$dt.err"; echo "$dt rc=$?"
-        python3 -c "import json,sys; d=json.load(open('$OUT/bench-$dt.json')); print(d['status'], d['time_ms'], 'TF/s', d['tflops'], 'SOL%', d['sol_pct'], 'score', d['solexec_score'], 'correct', d['correct']); [print('  ', p['name'], p['timing'] and p['timing']['median_ms'], p['tflops'], p['correct'], p['error']) for p in d['peers']]"
+        python3 -c "import json,sys; d=json.load(open('$OUT/bench-$dt.json')); print(d['status'], d['time_ms'], 'TF/s', d['tflops'], 'SOL%', d['sol_pct'], 'score', d['solexec_score'], 'correct', d['correct'], 'hold', d['validity'].get('queue_hold'), 'cluster', d['launch'].get('info', {}).get('cluster')); [print('  ', p['name'], p['timing'] and p['timing']['median_ms'], p['tflops'], p['correct'], p['error']) for p in d['peers']]"
       done ;;
     check)
       tui check > "$OUT/check.txt" 2>&1; echo "check rc=$?"; cat "$OUT/check.txt" | tail -60
