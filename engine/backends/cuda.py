@@ -420,7 +420,7 @@ class CudaBackend:
         peers: list[PeerResult] = []
         if task.peers:
             em.start("peers")
-            peers = self._peers(task, spec, sets[0], outs, dtype, em, timer)
+            peers = self._peers(task, spec, sets, outs, dtype, em, timer)
             em.done("peers", f"{len(peers)} peer(s)")
         else:
             em.skip("peers", "peers off")
@@ -493,10 +493,15 @@ class CudaBackend:
             parts[name] = compare(cp, to_f64(out, dtype), refs[name], spec.rtol(dtype), unwritten)
         return merge(parts)
 
-    def _peers(self, task: Any, spec: Any, inputs: dict[str, Any], outs: dict[str, Any], dtype: str,
+    def _peers(self, task: Any, spec: Any, sets: list[dict[str, Any]], outs: dict[str, Any], dtype: str,
                em: Any, timer: QueuedTimer) -> list[PeerResult]:
+        """Each peer: ``prepare``, rest, warm-ups, timed launches rotating over the same input sets
+        as ours (inputs smaller than the L2 would otherwise stay cached for the peers only), then
+        verified on set 0."""
         blas = Blas(dtype)
-        native = {k: native_view(v, dtype) for k, v in inputs.items()}
+        inputs = sets[0]
+        natives = [{k: native_view(v, dtype) for k, v in st.items()} for st in sets]
+        native = natives[0]
         nouts = {k: native_view(v, dtype) for k, v in outs.items()}
         results = []
         iters = max(5, min(task.iterations, 100))
@@ -509,15 +514,16 @@ class CudaBackend:
                     # cuBLAS works on raw pointers; only CuPy's own ops need its bfloat16 dtype
                     if "cupy" in p.name:
                         raise RuntimeError("CuPy has no bfloat16 dtype here (install ml_dtypes)")
-                    ins, o = inputs, outs
+                    rot, o = sets, outs
                 else:
-                    ins, o = native, nouts
+                    rot, o = natives, nouts
+                ins = rot[0]
                 if p.prepare is not None:
                     p.prepare(cp, blas, ins, o)
                 rest(task.rest_s, em, p.name)
 
-                def launch(_i: int, p: Any = p, ins: Any = ins, o: Any = o) -> None:
-                    p.run(cp, blas, ins, o)
+                def launch(i: int, p: Any = p, rot: Any = rot, o: Any = o) -> None:
+                    p.run(cp, blas, rot[i % len(rot)], o)
 
                 warm = max(3, task.warmup)
                 for i in range(warm - 3):

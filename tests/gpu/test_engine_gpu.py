@@ -147,6 +147,12 @@ def test_small_kernels_are_timed_queued_behind_a_hold():
     assert small.status is RunStatus.ok and small.correctness.correct
     assert "ours" in q["held"] and q["held_chunks"] >= 1 and q["expired_chunks"] == 0, q
     assert small.timing.median_ms < 0.03, small.timing  # GPU time (~0.015 ms), not a launch rate
+    # the peers rotate over the same input sets as ours (these inputs are smaller than the L2), and
+    # the in-place beta=1 peer stays correct through that
+    assert small.launch["input_sets"] > 1
+    peers = {p.name: p for p in small.peers}
+    assert peers["cublas_gemm_beta1"].correct and peers["cupy_matmul_add"].correct
+    assert {"cublas_gemm_beta1", "cublas_gemm"} <= set(q["held"]), q
     seed = _backend_run(TaskSpec(warmup=10, iterations=20, peers=False))
     assert seed.validity["queue_hold"]["not_held"] == ["ours"], seed.validity["queue_hold"]
 

@@ -276,6 +276,13 @@ def test_peers():
     for i in range(1, 6):
         b1.run(np, Blas(), ins, {"out": out})
         np.testing.assert_allclose(out, SPEC.reference(np, ins) if i % 2 else ins["r"], atol=1e-12)
+    # rotating input sets (the backend's, for inputs smaller than the L2): the sign alternates per
+    # set, so after two visits to each of two sets the output is R again
+    ins2 = {k: v + 1.0 for k, v in ins.items()}
+    b1.prepare(np, Blas(), ins, {"out": out})
+    for st in (ins, ins2, ins, ins2):
+        b1.run(np, Blas(), st, {"out": out})
+    np.testing.assert_allclose(out, ins["r"], atol=1e-12)
     b1.prepare(np, Blas(), ins, {"out": out})  # the verification: prepare, then one run
     b1.run(np, Blas(), ins, {"out": out})
     np.testing.assert_allclose(out, SPEC.reference(np, ins))
