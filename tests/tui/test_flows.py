@@ -139,6 +139,21 @@ async def test_invalid_knob_names_field_and_limit(make):
         assert "predicted T_SOL" in text_of(app, "#tune-prediction")
 
 
+async def test_rest_field_reaches_the_task_and_is_bounded(make):
+    """The Tune form's "rest s": the idle before ours and each peer (TaskSpec.rest_s), refused past
+    its limit with the field named, and the last valid task kept."""
+    from engine.task import REST_MAX_S
+
+    app = make(start_mode="tune")
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.screen.query_one("#f-rest_s", Input).value = "3"
+        await pilot.pause()
+        assert app.task_spec.rest_s == 3.0
+        app.screen.query_one("#f-rest_s", Input).value = str(REST_MAX_S + 1)
+        await pilot.pause()
+        assert "rest_s" in text_of(app, "#tune-status") and app.task_spec.rest_s == 3.0
+
+
 async def test_malformed_task_file_at_start_and_on_load(make, cockpit_env):
     bad = Path(cockpit_env) / "bad.toml"
     bad.write_text("kernel = \n[[[ not toml", encoding="utf-8")

@@ -111,6 +111,9 @@ class TuneScreen(CockpitScreen):
                 yield Label("energy s")
                 yield Input(id="f-energy_s", compact=True, type="number",
                             placeholder="0 = off; >= 0.5 s of back-to-back launches (NVML)")
+                yield Label("rest s")
+                yield Input(id="f-rest_s", compact=True, type="number",
+                            placeholder="idle before ours and each peer; 0 = none, 3 = fair peers")
                 yield Label("fault")
                 yield Select([(f, f) for f in FAULTS], id="f-fault", allow_blank=False, compact=True)
                 yield Label("task file")
@@ -138,6 +141,7 @@ class TuneScreen(CockpitScreen):
             self.query_one("#f-warmup", Input).value = str(task.warmup)
             self.query_one("#f-iterations", Input).value = str(task.iterations)
             self.query_one("#f-energy_s", Input).value = f"{task.energy_s:g}"
+            self.query_one("#f-rest_s", Input).value = f"{task.rest_s:g}"
             self.query_one("#f-fault", Select).value = task.fault.value
         self.validate()
 
@@ -155,6 +159,7 @@ class TuneScreen(CockpitScreen):
             "warmup": self.query_one("#f-warmup", Input).value.strip(),
             "iterations": self.query_one("#f-iterations", Input).value.strip(),
             "energy_s": self.query_one("#f-energy_s", Input).value.strip() or 0,
+            "rest_s": self.query_one("#f-rest_s", Input).value.strip() or 0,
             "fault": self.query_one("#f-fault", Select).value,
         })
         return base
