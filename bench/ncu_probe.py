@@ -24,7 +24,9 @@ from sm90_gemm import Runner, cublas_gemm, limits_of_device, make_inputs  # noqa
 
 from kernels import gemm_residual_sm90 as sm90  # noqa: E402
 
-CASES = {  # name: (m, n, k, dtype[, build overrides]); "cublas" = cuBLAS gemmEx GEMM alone
+CASES = {  # name: (m, n, k, dtype[, build overrides]); "cublas" = cuBLAS gemmEx GEMM alone,
+    # "cublas-b1" = cuBLAS gemmEx adding into a copy of R in place (beta=1), the peer that beats
+    # ours at small M (bench/NOTES.md, session 7)
     "seed-bf16": (8192, 2560, 2560, "bf16"),
     "seed-fp16": (8192, 2560, 2560, "fp16"),
     "seed-fp32": (8192, 2560, 2560, "fp32"),
@@ -40,6 +42,8 @@ CASES = {  # name: (m, n, k, dtype[, build overrides]); "cublas" = cuBLAS gemmEx
                              "streamk": False}),
     "seed-bf16-cublas": (8192, 2560, 2560, "bf16", "cublas"),
     "seed-fp16-cublas": (8192, 2560, 2560, "fp16", "cublas"),
+    "m256-bf16-cublas-b1": (256, 2560, 2560, "bf16", "cublas-b1"),
+    "m512-bf16-cublas-b1": (512, 2560, 2560, "bf16", "cublas-b1"),
 }
 """Overrides: fuse=False launches only the GEMM kernel (no residual read, like cuBLAS's GEMM alone);
 the rest are ``gemm_residual_sm90.build`` arguments."""
@@ -64,6 +68,9 @@ def main() -> int:
         if over == "cublas":
             run = cublas_gemm(bufs, cp.empty_like(bufs["r"]), dt, 0.0)
             print(f"{name}: cuBLAS gemmEx, beta 0 (GEMM alone)", flush=True)
+        elif over == "cublas-b1":
+            run = cublas_gemm(bufs, bufs["r"].copy(), dt, 1.0)
+            print(f"{name}: cuBLAS gemmEx, beta 1 in place on a copy of R", flush=True)
         else:
             bs, st = sm90.default_knobs(limits, dt, shape)
             bs, st = over.pop("block", bs), over.pop("stages", st)
