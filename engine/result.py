@@ -137,6 +137,26 @@ class RunResult(BaseModel):
                 "(cuBLAS's seed GEMM on the H200: 0.159-0.179 ms timed so, 0.1415 ms rested); compare "
                 "rested runs before concluding (README, troubleshooting)")
 
+    @property
+    def timing_note(self) -> str | None:
+        """How the times were taken, where that differs from plain back-to-back launches: the rest
+        before ours and each peer (``rest_s``; not applied on the simulated device), and which
+        implementations were queued behind the hold kernel (``validity["queue_hold"]``), with a
+        warning where a hold ran out before the host had queued its launches."""
+        parts = []
+        rest = float(self.task.get("rest_s") or 0)
+        if rest > 0:
+            parts.append(f"rest {rest:g} s not applied: the simulated device has no card to rest" if self.simulated
+                         else f"ours and each peer timed after {rest:g} s of rest")
+        hold = self.validity.get("queue_hold") or {}
+        if hold.get("held"):
+            parts.append("queued behind a hold kernel, as the GPU ran them faster than the host queues "
+                         f"launches: {', '.join(hold['held'])}")
+        if hold.get("expired_chunks"):
+            parts.append(f"{hold['expired_chunks']} of {hold.get('held_chunks')} held chunks ran out of hold "
+                         "before they were queued: those times include launch gaps")
+        return "; ".join(parts) or None
+
     def summary_json(self) -> dict[str, Any]:
         """The stable JSON shape of ``tui bench --json``."""
         sol = self.sol or {}
@@ -170,6 +190,7 @@ class RunResult(BaseModel):
             "peers": [p.model_dump(mode="json") for p in self.peers],
             "peers_note": self.peers_caveat,
             "rest_s": self.task.get("rest_s", 0.0),
+            "timing_note": self.timing_note,
             "error": self.error,
             "error_kind": self.error_kind,
             "matched_rules": self.matched_rules,

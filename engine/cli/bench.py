@@ -147,6 +147,8 @@ def print_result(res: RunResult, notices: list[str]) -> None:
     con.print(tab)
     if res.peers_caveat:
         con.print(f"[yellow]note:[/] {res.peers_caveat}")
+    if res.timing_note:
+        con.print(f"timing: {res.timing_note}", markup=False)
     con.print(f"T_SOL {sol.get('t_sol_ms', 0):.4f} ms ({sol.get('sol_bound')}-bound by the roofline); measured bound: "
               f"{sol.get('bound')}; compute {fmt(sol.get('compute_util_pct'), '.1f')} % / bandwidth "
               f"{fmt(sol.get('bandwidth_util_pct'), '.1f')} % of {res.profile} peaks; SOL-ExecBench score "

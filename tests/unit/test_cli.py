@@ -183,3 +183,33 @@ def test_peer_rows_of_a_real_run_carry_the_timed_after_ours_caveat(capsys):
     assert RunResult(simulated=False, peers=[], **base).peers_caveat is None
     failed = PeerResult(name="cupy_matmul_add", label="CuPy", error="boom")
     assert RunResult(simulated=False, peers=[failed], **base).peers_caveat is None
+
+
+def test_timing_note_says_rest_and_hold(capsys):
+    """A run says how it was timed where that is not plain back-to-back launches: the rest (not
+    applied on the simulated device), which implementations went behind the hold kernel, and a
+    warning where a hold ran out; the CLI, the JSON and the Run screen carry it."""
+    from engine.cli.bench import print_result
+    from engine.result import PeerResult, RunResult, RunStatus
+    from engine.timing import timing_stats
+    from tui.screens.run import summary_text
+
+    peer = PeerResult(name="cublas_gemm", label="cuBLAS GEMM", timing=timing_stats([0.011]))
+    base = dict(status=RunStatus.ok, profile="h200", timing=timing_stats([0.017]), peers=[peer])
+    task = {"kernel": "gemm_residual", "dtype": "bf16", "rest_s": 3.0}
+    hold = {"held": ["ours", "cublas_gemm"], "not_held": [], "held_chunks": 2, "expired_chunks": 0}
+    real = RunResult(simulated=False, task=task, validity={"queue_hold": hold}, **base)
+    note = real.timing_note
+    assert "after 3 s of rest" in note and "hold kernel" in note and "ours, cublas_gemm" in note
+    assert "ran out" not in note and real.summary_json()["timing_note"] == note
+    assert "timing: ours and each peer timed after 3 s of rest" in summary_text(real).plain
+    print_result(real, [])
+    assert "timing: ours and each peer timed after 3 s of rest" in " ".join(capsys.readouterr().out.split())
+    late = RunResult(simulated=False, task={**task, "rest_s": 0.0},
+                     validity={"queue_hold": {**hold, "expired_chunks": 1}}, **base)
+    assert "rest" not in late.timing_note.split(";")[0] and "1 of 2 held chunks ran out" in late.timing_note
+    sim = RunResult(simulated=True, task=task, **base)
+    assert sim.timing_note == "rest 3 s not applied: the simulated device has no card to rest"
+    plain = RunResult(simulated=False, task={**task, "rest_s": 0.0},
+                      validity={"queue_hold": {**hold, "held": []}}, **base)
+    assert plain.timing_note is None and plain.summary_json()["timing_note"] is None

@@ -70,6 +70,8 @@ def summary_text(result: RunResult) -> Text:
                f"score {fmt(result.solexec_score, digits=3)}")
     if result.peers_caveat:
         out.append(f"\nnote: {result.peers_caveat}", style="dim")
+    if result.timing_note:
+        out.append(f"\ntiming: {result.timing_note}", style="dim")
     if result.sol_measured:
         sm = result.sol_measured
         out.append(f"\nvs measured ceilings ({result.measured_profile}): T_SOL {fmt_ms(sm.get('t_sol_ms'))}  "
