@@ -22,14 +22,15 @@ from engine.backends.cuda_support import (
     COMPILE_ERROR_LINE,
     FAULT_MODES,
     FAULT_SOURCE,
-    HOLD_MAX_NS,
     HOLD_SOURCE,
     NAN_BITS,
     POISON_BITS,
     cache_key,
     cache_load,
     cache_store,
+    held_chunk,
     hold_ns,
+    needs_hold,
 )
 from engine.result import PeerResult, RunResult
 from engine.timing import timing_stats
@@ -174,10 +175,10 @@ class QueuedTimer:
         """``iters`` timed launches (``launch(i)``) of ``name``, in chunks of ``chunk`` (one chunk
         under a hold, as long as the hold can cover it); ms per launch."""
         gpu_s, host_s = probed
-        held = hold_ns(gpu_s, host_s, 1) > 0
+        held = needs_hold(gpu_s, host_s)
         self.stats["held" if held else "not_held"].append(name)
         if held:
-            chunk = max(1, min(iters, int((HOLD_MAX_NS / 1e9 - 2e-4) / (2.0 * max(host_s, 1e-6)))))
+            chunk = held_chunk(host_s, iters)
         times: list[float] = []
         for start in range(0, iters, chunk):
             n = min(chunk, iters - start)
@@ -387,7 +388,7 @@ class CudaBackend:
 
         # --- timed runs --------------------------------------------------------------------
         em.start("timed")
-        if hold_ns(*probed, 1):
+        if needs_hold(*probed):
             em.info("the GPU finishes a launch faster than the host queues the next: timed launches "
                     "are queued behind a hold kernel, so they run back to back")
         times = timer.run("ours", run_once, task.iterations, probed, progress_every(task.iterations),

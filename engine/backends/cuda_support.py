@@ -44,15 +44,31 @@ HOLD_MAX_NS = 200_000_000
 unheld, and the run says so (``validity["queue_hold"]``)."""
 
 
+HOLD_MARGIN_S = 2e-4
+"""Hold time beyond twice the host's queueing time (0.2 ms)."""
+
+
+def needs_hold(gpu_s_per_launch: float | None, host_s_per_launch: float) -> bool:
+    """Whether timed launches must go behind the hold kernel. None for the GPU time means not probed
+    (no warm-up): hold. A launch that keeps the GPU busier than the host takes to queue the next
+    (GPU time >= 2x the host's) needs none: the queue stays ahead on its own, and a hold would only
+    add idle time between chunks."""
+    return gpu_s_per_launch is None or gpu_s_per_launch < 2.0 * host_s_per_launch
+
+
 def hold_ns(gpu_s_per_launch: float | None, host_s_per_launch: float, launches: int) -> int:
-    """How long to hold the GPU before ``launches`` timed launches (0: no hold). None for the GPU
-    time means not probed (no warm-up): hold. A launch that keeps the GPU busier than the host takes
-    to queue the next (GPU time >= 2x the host's) needs no hold: the queue stays ahead on its own,
-    and a hold would only add idle time between chunks. Else twice the host's queueing time plus
-    0.2 ms, at most ``HOLD_MAX_NS``."""
-    if gpu_s_per_launch is not None and gpu_s_per_launch >= 2.0 * host_s_per_launch:
+    """How long to hold the GPU before ``launches`` timed launches (0: no hold, ``needs_hold``):
+    twice the host's queueing time plus ``HOLD_MARGIN_S``, at most ``HOLD_MAX_NS``."""
+    if not needs_hold(gpu_s_per_launch, host_s_per_launch):
         return 0
-    return int(min(HOLD_MAX_NS, (2.0 * launches * max(host_s_per_launch, 1e-6) + 2e-4) * 1e9))
+    return int(min(HOLD_MAX_NS, (2.0 * launches * max(host_s_per_launch, 1e-6) + HOLD_MARGIN_S) * 1e9))
+
+
+def held_chunk(host_s_per_launch: float, iters: int) -> int:
+    """The most launches one hold covers (``hold_ns`` below ``HOLD_MAX_NS``), at most ``iters``."""
+    fit = (HOLD_MAX_NS / 1e9 - HOLD_MARGIN_S) / (2.0 * max(host_s_per_launch, 1e-6))
+    return max(1, min(iters, int(fit)))
+
 
 COMPILE_ERROR_LINE = '\n#error "SOL Cockpit injected compile error (task fault=compile_error)"\n'
 

@@ -45,6 +45,17 @@ def test_hold_only_where_the_host_cannot_keep_ahead():
     assert hold_ns(None, 0.0, 1) == int((2 * 1e-6 + 2e-4) * 1e9)  # a floor on the host time
 
 
+def test_needs_hold_and_the_chunk_one_hold_covers():
+    from engine.backends.cuda_support import HOLD_MAX_NS, held_chunk, hold_ns, needs_hold
+
+    assert not needs_hold(150e-6, 10e-6) and needs_hold(15e-6, 10e-6) and needs_hold(None, 10e-6)
+    n = held_chunk(20e-6, 10**6)  # ~5000 launches at 20 us of host time each
+    # the hold n launches need fits under the cap; one launch more would not
+    assert 4900 < n < 5000 and 2 * n * 20e-6 + 2e-4 <= HOLD_MAX_NS / 1e9 < 2 * (n + 1) * 20e-6 + 2e-4
+    assert hold_ns(1e-6, 20e-6, n) <= HOLD_MAX_NS
+    assert held_chunk(20e-6, 100) == 100 and held_chunk(10.0, 100) == 1
+
+
 def test_support_kernels_compile_for_every_profile_arch():
     """The fault and hold kernels go into every module the backend loads (compile_inputs), so they
     must compile for each profile's target, and the hold kernel must really wait on the global timer."""
