@@ -54,3 +54,8 @@ def test_membound_hints_bad_arguments_exit_2_naming_the_flag(argv, needle):
                                          (["--pp160", "--iters", "0"], "--iters")])
 def test_sm90_gemm_bad_numbers_exit_2_naming_the_flag(argv, needle):
     assert needle in refused("sm90_gemm.py", *argv)
+
+
+def test_sm90_gemm_bad_sweep_dtype_and_bench_rest_exit_2_naming_the_flag():
+    assert "--sweep-dtype" in refused("sm90_gemm.py", "--cold-duel", "--m-list", "256", "--sweep-dtype", "fp8")
+    assert "--rest" in refused("bench.py", "--rest", "61")

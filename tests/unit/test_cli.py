@@ -213,3 +213,13 @@ def test_timing_note_says_rest_and_hold(capsys):
     plain = RunResult(simulated=False, task={**task, "rest_s": 0.0},
                       validity={"queue_hold": {**hold, "held": []}}, **base)
     assert plain.timing_note is None and plain.summary_json()["timing_note"] is None
+
+
+@pytest.mark.parametrize("value,needle", [("99", "rest_s"), ("-1", "rest_s"), ("abc", "--rest")])
+def test_bench_bad_rest_exits_2_naming_it(capsys, value, needle):
+    """--rest past 60 s, negative or not a number: exit 2, the field or flag named."""
+    try:
+        code, _out, err = run_cli(capsys, "bench", *SIM, "--rest", value)
+    except SystemExit as exc:  # argparse refuses a non-number itself
+        code, err = exc.code, capsys.readouterr().err
+    assert code == 2 and needle in err, err
