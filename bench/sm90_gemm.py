@@ -24,6 +24,8 @@ small grids), then the seed shape in bf16 and fp16 interleaved three times, then
 --cold-duel: the seed candidates timed as the issue times them (10 + 100 launches after a rest).
 --pp160: ping-pong on the 128x160 tile: correctness (stream-K forced schedules, clusters), the seed
 candidates in alternation, an M sweep in alternation (--m-list, --skip-seed).
+--small-m: every build that could serve M = 256, 512, 1024 (--m-list) against cuBLAS and torch, timed
+as the engine times them: rotated input sets, queued launches, rested, shuffled rounds.
 Variants are (tile, stages, dtype, fuse, streamk[, pingpong[, cluster]]); None = the module's choice.
 Uses CuPy directly; bf16 is held as uint16 bits.
 """
@@ -961,6 +963,138 @@ def cold_sweep_mode(args, limits, report, failures, verify, get, out_dir, build)
     return 0 if not failures else 1
 
 
+SMALL_M = {  # name: (tile, stages, dtype, fuse, streamk, pingpong, cluster), forced schedule or None
+    "coop 128x128 s4 (planned)": (("128x128", 4, "{dt}", True, True, False, 1), None),
+    "coop 128x128 s4 data-parallel": (("128x128", 4, "{dt}", True, False, False, 1), None),
+    "coop 128x128 s4 cl2": (("128x128", 4, "{dt}", True, False, False, 2), None),
+    "coop 128x256 s3 (planned)": (("128x256", 3, "{dt}", True, True, False, 1), None),
+    "coop 128x256 s3 cl2": (("128x256", 3, "{dt}", True, False, False, 2), None),
+    "coop 128x160 s5 (planned)": (("128x160", 5, "{dt}", True, True, False, 1), None),
+}
+
+
+def small_m_mode(args, limits, report, failures, get, out_dir, build) -> int:
+    """``--small-m``: where ours loses to torch matmul + add (M = 256, 512 at N = K = 2560), every
+    existing build that could serve small M, timed the way the engine times ours and the peers:
+    input sets rotated as the engine rotates them (W comes from DRAM, not the L2), launches queued
+    back to back between events (behind the hold kernel where the host cannot keep ahead), 10
+    warm-ups and ``--iters`` timed, the median, after ``--idle`` s of rest, candidates shuffled,
+    ``--rounds`` rounds. Candidates: the default knobs, cooperative 128x128 s4 under the planned,
+    the data-parallel and every forced stream-K schedule, 2x1 clusters (W multicast) on 128x128 and
+    128x256, 128x256 and 128x160 planned; cuBLAS beta=1 (in place), its GEMM alone, torch
+    matmul + add. Each of ours is verified before and again after its timed runs."""
+    import random
+
+    from engine.backends.cuda import queued_timer
+
+    n = k = 2560
+    dt = args.sweep_dtype
+    sms = limits.sm_count
+    rng = random.Random(3)
+    timer = queued_timer()
+    l2 = int(cp.cuda.runtime.getDeviceProperties(0).get("l2CacheSize", 50 * 2**20))
+    ms = args.m_list if args.m_list_given else [256, 512, 1024]
+    lines = [f"{dt} small M, N = K = {n}: {args.rounds} rounds, {args.idle:g} s idle before each "
+             f"run of 10 warm-ups + {args.iters} timed, input sets rotated, launches queued "
+             "(median of the runs' medians, ms; score against torch in the same rounds)"]
+
+    def one_m(m: int) -> None:
+        shape = {"m": m, "n": n, "k": k}
+        bufs0, ref0 = get(m, n, k, dt)
+        in_bytes = sum(bufs0[x].nbytes for x in ("a", "w", "r"))
+        n_sets = 1 if in_bytes >= l2 else min(16, -(-3 * l2 // in_bytes))
+        sets = [bufs0] + [make_inputs(m, n, k, dt, seed=1000 + i) for i in range(1, n_sets)]
+        out = bufs0["out"]
+        for s in sets[1:]:
+            s["out"] = out  # one output, as the engine has
+        cands: dict[str, tuple] = {}
+        bs, st = sm90.default_knobs(limits, dt, shape)
+        cands[f"default {bs} s{st}"] = ((bs, st, dt, True, True), None)
+        for name, (v, sch) in SMALL_M.items():
+            cands[name] = (for_dtype(v, dt), sch)
+        for sch in sm90.schedule_candidates(m, n, k, 128, 128, sms)[1:]:
+            cands[f"coop 128x128 s4 sk {sch[0]}/{sch[1]}"] = (("128x128", 4, dt, True, True, False, 1), sch)
+        launches: dict = {}
+        ours: dict = {}
+        for name, (v, sch) in cands.items():
+            b = build(m, n, k, v, sch)
+            runners = [Runner(b, s, dt, False) for s in sets]
+            ours[name] = (runners[0], b.info)
+            launches[name] = lambda i, rs=runners: rs[i % len(rs)]()
+        c1 = bufs0["r"].copy()
+        cub1 = [cublas_gemm(s, c1, dt, 1.0) for s in sets]
+        launches["cuBLAS beta=1 (in place)"] = lambda i: cub1[i % len(cub1)]()
+        cub0 = [cublas_gemm(s, out, dt, 0.0) for s in sets]
+        launches["cuBLAS GEMM alone"] = lambda i: cub0[i % len(cub0)]()
+        if not args.no_torch:
+            try:
+                import torch
+
+                if torch.cuda.current_stream().cuda_stream != 0:
+                    raise RuntimeError("torch's current stream is not the legacy default stream")
+                tdt = torch.bfloat16 if dt == "bf16" else torch.float16
+                # int16 crosses DLPack everywhere (uint16 not in older torch); same bits, viewed as bf16/fp16
+                tsets = [tuple(torch.from_dlpack(s[x].view(cp.int16)).view(tdt) for x in ("a", "w", "r"))
+                         for s in sets]
+                launches["torch matmul + add"] = (
+                    lambda i: torch.matmul(tsets[i % len(tsets)][0], tsets[i % len(tsets)][1].t())
+                    + tsets[i % len(tsets)][2])
+            except Exception as exc:  # noqa: BLE001
+                print(f"no torch peer: {type(exc).__name__}: {exc}", flush=True)
+
+        def check(name: str, when: str) -> None:
+            runner, info = ours[name]
+            out.fill(0xFFFF)  # NaN-poisoned
+            runner()
+            cp.cuda.runtime.deviceSynchronize()
+            c = compare(out, ref0, dt)
+            c.update(name=name, shape=(m, n, k), label=f"small-m {when}", info_schedule=info["schedule"])
+            report["checks"].append(c)
+            if not c["ok"]:
+                failures.append(f"small-m {name} M={m} {when}: {c}")
+                print("WRONG", failures[-1], flush=True)
+
+        for name in ours:
+            check(name, "before timing")
+        cp.cuda.runtime.deviceSynchronize()
+        per: dict[str, list[float]] = {nm: [] for nm in launches}
+        held: dict[str, int] = {nm: 0 for nm in launches}
+        for _r in range(args.rounds):
+            for nm in rng.sample(list(launches), len(launches)):
+                cp.cuda.runtime.deviceSynchronize()
+                time.sleep(args.idle)
+                fn = launches[nm]
+                for i in range(7):
+                    fn(i)
+                probed = timer.probe(fn, 7, 3)
+                before = timer.stats["held_chunks"]
+                ts = sorted(timer.run(nm, fn, args.iters, probed, args.iters))
+                held[nm] += timer.stats["held_chunks"] - before
+                per[nm].append(ts[len(ts) // 2])
+                if nm in ours:
+                    check(nm, "after timing")
+        med = {nm: sorted(ts)[len(ts) // 2] for nm, ts in per.items()}
+        t_b = med.get("torch matmul + add")
+        lines.append(f"M={m} ({n_sets} input sets of {in_bytes / 2**20:.1f} MiB, L2 {l2 / 2**20:.0f} MiB):")
+        for nm in sorted(med, key=med.get):
+            sc = score(med[nm], t_b, m, n, k) if nm in ours else None
+            info = ours[nm][1] if nm in ours else None
+            lines.append(f"   {nm:34s} {med[nm]:.4f}" + (f"  score {sc:.3f}" if sc is not None else "")
+                         + (f"  grid {info['grid']} {info['schedule']}" if info else "")
+                         + ("  held" if held[nm] else "")
+                         + "  runs " + " ".join(f"{t:.4f}" for t in per[nm]))
+        report["sweep"].append({"m": m, "n_sets": n_sets, "runs": per, "held_chunks": held})
+        print("\n".join(lines[-len(med) - 1:]), flush=True)
+
+    for m in ms:
+        one_m(m)
+    lines.append(f"queue hold: {timer.stats['held_chunks']} chunks held, "
+                 f"{timer.stats['expired_chunks']} ran out")
+    lines += failures[:20]
+    write_table(lines, report, out_dir, "sm90_small_m")
+    return 0 if not failures else 1
+
+
 def m_list(text: str) -> list[int]:
     """'7976,8192' -> [7976, 8192]; argparse reports the flag and this message otherwise."""
     try:
@@ -1002,7 +1136,11 @@ def main() -> int:
                          "sweep of the default vs 2x1 clusters, cuBLAS and torch, with rested scores")
     ap.add_argument("--idle", type=float, default=2.0, help="--cold-duel: seconds of rest before each run")
     ap.add_argument("--sweep-dtype", choices=("bf16", "fp16"), default="bf16",
-                    help="--cold-duel --m-list: the dtype of the rested M sweep")
+                    help="--cold-duel --m-list and --small-m: the dtype of the rested M sweep")
+    ap.add_argument("--small-m", action="store_true",
+                    help="small M (--m-list, default 256,512,1024; --sweep-dtype): every build that "
+                         "could serve it against cuBLAS and torch, timed as the engine times them "
+                         "(rotated input sets, queued launches), rested --idle s, --rounds rounds")
     ap.add_argument("--pp160", action="store_true",
                     help="ping-pong on the 128x160 tile: correctness, seed candidates in "
                          "alternation, M sweep vs the default")
@@ -1090,6 +1228,8 @@ def main() -> int:
         return duel_mode(args, limits, report, failures, verify, get, out_dir, build)
     if args.cluster:
         return cluster_mode(args, limits, report, failures, verify, timed, get, out_dir)
+    if args.small_m:
+        return small_m_mode(args, limits, report, failures, get, out_dir, build)
     if args.cold_duel and args.m_list_given:
         return cold_sweep_mode(args, limits, report, failures, verify, get, out_dir, build)
     if args.cold_duel:

@@ -59,3 +59,47 @@ def test_sm90_gemm_bad_numbers_exit_2_naming_the_flag(argv, needle):
 def test_sm90_gemm_bad_sweep_dtype_and_bench_rest_exit_2_naming_the_flag():
     assert "--sweep-dtype" in refused("sm90_gemm.py", "--cold-duel", "--m-list", "256", "--sweep-dtype", "fp8")
     assert "--rest" in refused("bench.py", "--rest", "61")
+
+
+@pytest.mark.parametrize("argv,needle", [(["--small-m", "--idle", "-1"], "--idle"),
+                                         (["--small-m", "--m-list", "256,0"], "--m-list"),
+                                         (["--small-m", "--sweep-dtype", "tf32"], "--sweep-dtype")])
+def test_sm90_gemm_small_m_bad_arguments_exit_2_naming_the_flag(argv, needle):
+    assert needle in refused("sm90_gemm.py", *argv)
+
+
+def test_sm90_gemm_small_m_candidates_build_as_labelled():
+    """Each --small-m candidate is the build its label names (tile, stages, consumers, cluster,
+    schedule) at M = 256, 512, 1024 in both 16-bit dtypes, so the table it prints on the GPU means
+    what it says; the clustered 128x128 s4 (in no other table) compiles without spills."""
+    pytest.importorskip("cupy")
+    import importlib.util
+    from types import SimpleNamespace
+
+    from kernels import gemm_residual_sm90 as sm90
+    from kernels.nvrtc_check import compile_cubin
+    from kernels.spec import DeviceLimits
+
+    spec = importlib.util.spec_from_file_location("sm90_gemm_script", ROOT / "bench" / "sm90_gemm.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    h200 = DeviceLimits(compute_capability=(9, 0), sm_count=132, shared_memory_per_block_bytes=232448,
+                        shared_memory_per_sm_bytes=233472, profile="h200")
+    for dt in ("bf16", "fp16"):
+        for m in (256, 512, 1024):
+            task = SimpleNamespace(shape={"m": m, "n": 2560, "k": 2560}, dtype=dt)
+            for name, (v, sch) in mod.SMALL_M.items():
+                bs, st, _dt, fuse, sk, pp, cl = mod.for_dtype(v, dt)
+                b = sm90.build(task, h200, bs, st, fuse=fuse, streamk=sk, schedule=sch, pingpong=pp, cluster=cl)
+                info = b.info
+                assert info["tile"].startswith(bs) and info["stages"] == st, name
+                assert info["consumers"] == "cooperative", name
+                assert info["cluster"].startswith("2x1") == ("cl2" in name), name
+                if "data-parallel" in name or "cl2" in name:
+                    assert info["schedule"] == "data-parallel", name
+                assert b.launches[-1].grid[0] <= 132
+    b = sm90.build(SimpleNamespace(shape={"m": 512, "n": 2560, "k": 2560}, dtype="bf16"), h200,
+                   "128x128", 4, streamk=False, pingpong=False, cluster=2)
+    rep = compile_cubin(b.source, "sm_90a", ("--std=c++17",))
+    assert rep.ok and rep.functions and not rep.spills, rep.log[-2000:]
+    assert "C7508" not in rep.log, rep.log  # setmaxnreg honoured
