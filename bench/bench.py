@@ -88,11 +88,13 @@ def torch_peers(kernel: str, shape: dict, dtype: str, iters: int, rest_s: float 
         sizes = ((m, n), (n,))
     else:
         return {}
+    from engine.backends.cuda import queued_timer, time_queued
+    from engine.backends.cuda_support import input_sets
+
     # input sets rotated as the engine rotates ours (inputs smaller than the L2 would stay cached)
     in_bytes = sum(math.prod(sz) for sz in sizes) * torch.tensor([], dtype=dt).element_size()
-    l2 = torch.cuda.get_device_properties(0).L2_cache_size
     sets = [[randn(*sz) for sz in sizes]
-            for _ in range(1 if in_bytes >= l2 else min(16, -(-3 * l2 // max(in_bytes, 1))))]
+            for _ in range(input_sets(in_bytes, torch.cuda.get_device_properties(0).L2_cache_size))]
     if kernel.startswith("gemm_residual"):
         fns = (("torch_matmul_add", lambda a, w, r: torch.matmul(a, w.t()) + r),
                ("torch_addmm", lambda a, w, r: torch.addmm(r, a, w.t())))
@@ -100,7 +102,6 @@ def torch_peers(kernel: str, shape: dict, dtype: str, iters: int, rest_s: float 
         fns = (("torch_add_rms_norm", lambda x, r, wt: F.rms_norm(x + r, (shape["n"],), wt, eps=1e-6)),)
     else:
         fns = (("torch_bias_gelu", lambda x, b: F.gelu(x + b, approximate="tanh")),)
-    from engine.backends.cuda import queued_timer
 
     if torch.cuda.current_stream().cuda_stream != 0:
         raise RuntimeError("torch's current stream is not the legacy default stream CuPy times on")
@@ -113,10 +114,7 @@ def torch_peers(kernel: str, shape: dict, dtype: str, iters: int, rest_s: float 
         def launch(i: int, fn=fn) -> None:
             fn(*sets[i % len(sets)])
 
-        for i in range(7):
-            launch(i)
-        probed = timer.probe(launch, 7, 3)  # warm-ups 8-10 tell whether the host keeps ahead
-        times = sorted(timer.run(name, launch, iters, probed, iters))
+        times = sorted(time_queued(timer, name, launch, iters))
         out[name] = times[len(times) // 2]
     return out
 

@@ -985,7 +985,8 @@ def small_m_mode(args, limits, report, failures, get, out_dir, build) -> int:
     matmul + add. Each of ours is verified before and again after its timed runs."""
     import random
 
-    from engine.backends.cuda import queued_timer
+    from engine.backends.cuda import queued_timer, time_queued
+    from engine.backends.cuda_support import input_sets
 
     n = k = 2560
     dt = args.sweep_dtype
@@ -1002,7 +1003,7 @@ def small_m_mode(args, limits, report, failures, get, out_dir, build) -> int:
         shape = {"m": m, "n": n, "k": k}
         bufs0, ref0 = get(m, n, k, dt)
         in_bytes = sum(bufs0[x].nbytes for x in ("a", "w", "r"))
-        n_sets = 1 if in_bytes >= l2 else min(16, -(-3 * l2 // in_bytes))
+        n_sets = input_sets(in_bytes, l2)
         sets = [bufs0] + [make_inputs(m, n, k, dt, seed=1000 + i) for i in range(1, n_sets)]
         out = bufs0["out"]
         for s in sets[1:]:
@@ -1063,12 +1064,8 @@ def small_m_mode(args, limits, report, failures, get, out_dir, build) -> int:
             for nm in rng.sample(list(launches), len(launches)):
                 cp.cuda.runtime.deviceSynchronize()
                 time.sleep(args.idle)
-                fn = launches[nm]
-                for i in range(7):
-                    fn(i)
-                probed = timer.probe(fn, 7, 3)
                 before = timer.stats["held_chunks"]
-                ts = sorted(timer.run(nm, fn, args.iters, probed, args.iters))
+                ts = sorted(time_queued(timer, nm, launches[nm], args.iters))
                 held[nm] += timer.stats["held_chunks"] - before
                 per[nm].append(ts[len(ts) // 2])
                 if nm in ours:

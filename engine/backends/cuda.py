@@ -30,6 +30,7 @@ from engine.backends.cuda_support import (
     cache_store,
     held_chunk,
     hold_ns,
+    input_sets,
     needs_hold,
 )
 from engine.result import PeerResult, RunResult
@@ -211,6 +212,15 @@ def queued_timer() -> QueuedTimer:
     return QueuedTimer(cp.RawKernel(HOLD_SOURCE, "sol_hold_kernel"))
 
 
+def time_queued(timer: QueuedTimer, name: str, launch: Any, iters: int) -> list[float]:
+    """Bench scripts: 10 warm-ups (the last 3 probe whether the host keeps ahead), then ``iters``
+    launches ``launch(i)`` timed by ``timer`` in one chunk, as the engine times ours; ms per launch."""
+    for i in range(7):
+        launch(i)
+    probed = timer.probe(launch, 7, 3)
+    return timer.run(name, launch, iters, probed, iters)
+
+
 class _Sampler(threading.Thread):
     """Samples NVML every 50 ms while the kernel runs: clocks and throttle reasons seen. A timed
     phase can be shorter than that (the seed GEMM's 100 launches take ~15 ms), so the backend also
@@ -326,7 +336,7 @@ class CudaBackend:
         buffers = spec.buffers(task)
         in_bytes = sum(int(np.prod(b.shape)) * np.dtype(_STORAGE[dtype]).itemsize for b in buffers if b.role == "input")
         l2 = int(props.get("l2CacheSize", 0)) or int(profile.l2_mb * 2**20)
-        n_sets = 1 if in_bytes >= l2 else min(16, -(-3 * l2 // max(in_bytes, 1)))
+        n_sets = input_sets(in_bytes, l2)
         sets: list[dict[str, Any]] = []
         for _ in range(n_sets):
             s = {}

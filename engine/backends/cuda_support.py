@@ -70,6 +70,19 @@ def held_chunk(host_s_per_launch: float, iters: int) -> int:
     return max(1, min(iters, int(fit)))
 
 
+MAX_INPUT_SETS = 16
+
+
+def input_sets(in_bytes: int, l2_bytes: int) -> int:
+    """How many input sets a run rotates over: one where the inputs are at least the L2, else as
+    many as fill 3x the L2 (at most ``MAX_INPUT_SETS``), so each launch reads its inputs from DRAM
+    as in a real model, not from the previous launch's cache lines. Ours, the peers and the bench
+    scripts' torch peers all rotate by this rule."""
+    if in_bytes >= l2_bytes:
+        return 1
+    return min(MAX_INPUT_SETS, -(-3 * l2_bytes // max(in_bytes, 1)))
+
+
 COMPILE_ERROR_LINE = '\n#error "SOL Cockpit injected compile error (task fault=compile_error)"\n'
 
 POISON_BITS = {"bf16": 0x7FA5, "fp16": 0x7E5A, "fp32": 0x7FA5A5A5, "tf32": 0x7FA5A5A5}

@@ -72,3 +72,19 @@ def test_support_kernels_compile_for_every_profile_arch():
         assert {"sol_fault_kernel", "sol_hold_kernel"} <= set(r)
         assert r["sol_hold_kernel"].spill_store_bytes == 0
     assert "%globaltimer" in HOLD_SOURCE and "__nanosleep" in HOLD_SOURCE
+
+
+def test_input_sets_fill_three_l2s_at_most_sixteen():
+    """The rotation rule the engine, its peers and the bench scripts share (one place): the seed
+    GEMM's 65 MiB of inputs exceed a 50 MiB L2 (one set); M = 256's 15.0 MiB need 10 sets to fill
+    3 x 50 MiB; tiny inputs stop at 16; an empty input never divides by zero."""
+    from engine.backends.cuda_support import MAX_INPUT_SETS, input_sets
+
+    mib = 2**20
+    l2 = 50 * mib
+    assert input_sets(65 * mib, l2) == 1
+    assert input_sets(l2, l2) == 1
+    assert input_sets(int(15.0 * mib), l2) == 10
+    assert input_sets(l2 - 1, l2) == 4  # just under the L2: ceil(3 x L2 / in) = 4
+    assert input_sets(1024, l2) == MAX_INPUT_SETS == 16
+    assert input_sets(0, l2) == 16
