@@ -970,6 +970,15 @@ SMALL_M = {  # name: (tile, stages, dtype, fuse, streamk, pingpong, cluster), fo
     "coop 128x256 s3 (planned)": (("128x256", 3, "{dt}", True, True, False, 1), None),
     "coop 128x256 s3 cl2": (("128x256", 3, "{dt}", True, False, False, 2), None),
     "coop 128x160 s5 (planned)": (("128x160", 5, "{dt}", True, True, False, 1), None),
+    # the narrow tiles (N = 80): 128 CTAs with the whole K loop each at M = 256 (64x80) and
+    # M = 512 (128x80), as cuBLAS runs there (its 80x64 / 80x128 tiles, 11 / 8 stages, 2-CTA clusters)
+    "64x80 s8 data-parallel": (("64x80", 8, "{dt}", True, False, False, 1), None),
+    "64x80 s11 data-parallel": (("64x80", 11, "{dt}", True, False, False, 1), None),
+    "64x80 s8 cl2": (("64x80", 8, "{dt}", True, False, False, 2), None),
+    "64x80 s11 cl2": (("64x80", 11, "{dt}", True, False, False, 2), None),
+    "64x80 s11 (planned)": (("64x80", 11, "{dt}", True, True, False, 1), None),
+    "coop 128x80 s7 data-parallel": (("128x80", 7, "{dt}", True, False, False, 1), None),
+    "coop 128x80 s7 cl2": (("128x80", 7, "{dt}", True, False, False, 2), None),
 }
 
 
@@ -1083,6 +1092,25 @@ def small_m_mode(args, limits, report, failures, get, out_dir, build) -> int:
         report["sweep"].append({"m": m, "n_sets": n_sets, "runs": per, "held_chunks": held})
         print("\n".join(lines[-len(med) - 1:]), flush=True)
 
+    # every candidate build (the clustered narrow tiles too, which the GPU tests' knob sweep does
+    # not reach) at shapes no tile divides: M = 1 and odd M, N not a multiple of 80 or 128, odd K
+    odd = [(1, 2560, 2560), (333, 1032, 520), (777, 1024, 512), (515, 2560, 2560)]
+    wrong0 = len(failures)
+    for (m, n_, k_) in odd:
+        bufs, ref = get(m, n_, k_, dt)
+        for name, (v, _sch) in SMALL_M.items():
+            b = build(m, n_, k_, for_dtype(v, dt), None)
+            bufs["out"].fill(0xFFFF)  # NaN-poisoned
+            Runner(b, bufs, dt, False)()
+            cp.cuda.runtime.deviceSynchronize()
+            c = compare(bufs["out"], ref, dt)
+            c.update(name=name, shape=(m, n_, k_), label="small-m odd shape")
+            report["checks"].append(c)
+            if not c["ok"]:
+                failures.append(f"small-m {name} {(m, n_, k_)}: {c}")
+                print("WRONG", failures[-1], flush=True)
+    lines.append(f"odd shapes {odd}: {len(odd) * len(SMALL_M)} checks, {len(failures) - wrong0} wrong")
+    print(lines[-1], flush=True)
     for m in ms:
         one_m(m)
     lines.append(f"queue hold: {timer.stats['held_chunks']} chunks held, "

@@ -91,8 +91,11 @@
 #error "BK must fill one 128-byte swizzle row: 64 16-bit or 32 fp32 elements"
 #endif
 #define KSTEPS 4                  // wgmma k-steps of 32 bytes per k-block (k16, or k8 for tf32)
-#if BN != 128 && BN != 160 && BN != 256
-#error "BN must be 128, 160 or 256"
+#if BN != 80 && BN != 128 && BN != 160 && BN != 256
+#error "BN must be 80, 128, 160 or 256"
+#endif
+#if BN == 80 && ELEM != 2
+#error "BN = 80 (a 16-column epilogue tail chunk) takes 16-bit data only"
 #endif
 
 #ifndef PROMOTE
@@ -274,6 +277,7 @@ __device__ __forceinline__ void fence_reg(float& r) {
 #define WG_ACC8(b)                                                                              \
     "+f"(d[b]), "+f"(d[b + 1]), "+f"(d[b + 2]), "+f"(d[b + 3]), "+f"(d[b + 4]), "+f"(d[b + 5]), \
         "+f"(d[b + 6]), "+f"(d[b + 7])
+#define WG_ACC_40 WG_ACC8(0), WG_ACC8(8), WG_ACC8(16), WG_ACC8(24), WG_ACC8(32)
 #define WG_ACC_64 \
     WG_ACC8(0), WG_ACC8(8), WG_ACC8(16), WG_ACC8(24), WG_ACC8(32), WG_ACC8(40), WG_ACC8(48), WG_ACC8(56)
 #define WG_ACC_80 WG_ACC_64, WG_ACC8(64), WG_ACC8(72)
@@ -283,6 +287,10 @@ __device__ __forceinline__ void fence_reg(float& r) {
 
 // ... and their names in the instruction's template ("%0, %1, ..."): the accumulators, then the two
 // descriptors and the scale-d predicate follow in the wrapper.
+#define WG_R40                                                                        \
+    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "           \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+    "%32, %33, %34, %35, %36, %37, %38, %39"
 #define WG_R64                                                                            \
     "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "               \
     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "     \
@@ -327,10 +335,23 @@ __device__ __forceinline__ void wgmma_m64n160k16(float (&d)[80], unsigned long l
         : "l"(da), "l"(db), "r"(scale_d));
 }
 
+__device__ __forceinline__ void wgmma_m64n80k16(float (&d)[40], unsigned long long da,
+                                               unsigned long long db, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\n"
+        "setp.ne.b32 p, %42, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n80k" WG_K ".f32." WG_AB "." WG_AB " "
+        "{" WG_R40 "}, %40, %41, p, " WG_IMM ";\n}\n"
+        : WG_ACC_40
+        : "l"(da), "l"(db), "r"(scale_d));
+}
+
 #if BN == 256
 #define WGMMA wgmma_m64n256k16
 #elif BN == 160
 #define WGMMA wgmma_m64n160k16
+#elif BN == 80
+#define WGMMA wgmma_m64n80k16
 #else
 #define WGMMA wgmma_m64n128k16
 #endif
@@ -373,20 +394,25 @@ __device__ __forceinline__ void st_shared_f2(unsigned addr, float a, float b) {
 #define EPI_CHUNKS (BN / EPI_COLS)
 #define EPI_CHUNK_BYTES (BM * 128)
 #define EPI_BYTES (BM * BN * ELEM)
-// BN = 160 with 16-bit data: two 64-column chunks and a 32-column tail chunk of BM rows x 64 bytes,
-// 64B-swizzled (its own tensor maps: tm_r2 / tm_out2): pair (row, 128 + c) at
-// tail + row*64 + (((c/8) ^ ((row/2)%4)) << 4) + (c%8)*2.
+// A tail chunk with 16-bit data (its own tensor maps: tm_r2 / tm_out2) of TB = EPI_TAIL_BYTES per
+// row, swizzled at its own width (CUTLASS Swizzle<log2(TB/16), 4, 3>: the 16-byte unit XOR address
+// bits 7..): BN = 160: 32 columns, 64B swizzle, pair (row, 128 + c) at
+// tail + row*64 + (((c/8) ^ ((row/2)%4)) << 4) + (c%8)*2; BN = 80: 16 columns, 32B swizzle,
+// pair (row, 64 + c) at tail + row*32 + (((c/8) ^ ((row/4)%2)) << 4) + (c%8)*2.
 #define EPI_TAIL_COLS (BN % EPI_COLS)
-#if EPI_TAIL_COLS != 0 && EPI_TAIL_COLS * 2 != EPI_COLS
-#error "the epilogue's tail chunk must be half a chunk"
+#define EPI_TAIL_BYTES (EPI_TAIL_COLS * ELEM)
+#if EPI_TAIL_COLS != 0 && EPI_TAIL_COLS * 2 != EPI_COLS && EPI_TAIL_COLS * 4 != EPI_COLS
+#error "the epilogue's tail chunk must be half or a quarter of a chunk"
 #endif
 #define EPI_TAIL (EPI_CHUNKS * EPI_CHUNK_BYTES)   // offset of the tail chunk in the buffer
+#define EPI_TAIL_ROWS_PER_LINE (EPI_TAIL_BYTES ? 128 / EPI_TAIL_BYTES : 1)  // rows per 128 bytes
+#define EPI_TAIL_UNITS (EPI_TAIL_BYTES / 16)                                 // 16-byte units per row
 
 // Shared address of a thread's 16-bit pair j (columns 8j + 2(lane%4)) in its row of the epilogue
-// buffer: 128B-swizzled 64-column chunks, then the 64B-swizzled tail chunk.
+// buffer: 128B-swizzled 64-column chunks, then the tail chunk swizzled at its width.
 __device__ __forceinline__ unsigned epi_addr(unsigned row_addr, unsigned tail_addr, int j, int sw,
                                              int sw_tail) {
-    if (EPI_TAIL_COLS && j >= EPI_CHUNKS * 8) return tail_addr + (((j % 8) ^ sw_tail) << 4);
+    if (EPI_TAIL_COLS && j >= EPI_CHUNKS * 8) return tail_addr + (((j - EPI_CHUNKS * 8) ^ sw_tail) << 4);
     return row_addr + (j / 8) * EPI_CHUNK_BYTES + (((j % 8) ^ sw) << 4);
 }
 
@@ -549,7 +575,9 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
 
     if (wg == 0) {
         // ---------------- producer warpgroup ----------------
+#if NUM_CONSUMERS > 1
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+#endif
         if (threadIdx.x == 0) {
             const unsigned long long a_map = TMAP_ADDR(tm_a);
             const unsigned long long w_map = TMAP_ADDR(tm_w);
@@ -630,7 +658,10 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
         }
     } else {
         // ---------------- consumer warpgroups ----------------
+#if NUM_CONSUMERS > 1
+        // (one consumer warpgroup: 256 threads leave every warp enough registers as launched)
         asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+#endif
         const int cw = wg - 1;
         const int warp = (threadIdx.x % 128) / 32;
         const int lane = threadIdx.x % 32;
@@ -859,8 +890,8 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                     const int lr = row0 + mi * 64 + warp * 16 + (lane >> 2) + half * 8;
                     const unsigned row_addr = ebuf + lr * 128 + (lane & 3) * 4;
                     const int sw = lane >> 2;  // == lr % 8
-                    const unsigned tail_addr = ebuf + EPI_TAIL + lr * 64 + (lane & 3) * 4;
-                    const int sw_tail = (lr >> 1) & 3;
+                    const unsigned tail_addr = ebuf + EPI_TAIL + lr * EPI_TAIL_BYTES + (lane & 3) * 4;
+                    const int sw_tail = EPI_TAIL_UNITS ? (lr / EPI_TAIL_ROWS_PER_LINE) % (EPI_TAIL_UNITS ? EPI_TAIL_UNITS : 1) : 0;
                     (void)tail_addr;
                     (void)sw_tail;
 #if FUSE

@@ -67,8 +67,16 @@ TILES: dict[str, tuple[int, int, int]] = {
     "128x128": (128, 128, 2),
     "256x128": (256, 128, 2),
     "128x160": (128, 160, 2),
+    "128x80": (128, 80, 2),
+    "64x80": (64, 80, 1),
 }
-"""Tile shapes, best default first. Each consumer warpgroup owns BM / consumers rows."""
+"""Tile shapes, best default first. Each consumer warpgroup owns BM / consumers rows. The narrow
+tiles (N = 80: 2560 = 32 x 80) are for small M, where the wide ones leave most SMs idle or split K:
+N = K = 2560 gives 128 tiles at M = 256 (64x80, one consumer warpgroup) and M = 512 (128x80),
+each CTA running the whole K loop."""
+NARROW_TILES = ("128x80", "64x80")
+"""Tiles for 16-bit data only: their 16-column epilogue tail chunk (32B swizzle) is not written for
+fp32 data."""
 
 DTYPES = ("bf16", "fp16", "tf32", "fp32")
 """tf32: fp32 A, W, R and out; the tensor cores read the fp32 operands as tf32 (wgmma .tf32, the low
@@ -113,7 +121,8 @@ BARRIER_BYTES = 16
 for the stream-K "finish" flag (ping-pong: two buffers' barriers, two turn barriers, two flags)."""
 ALIGN_SLACK = 1024
 """The dynamic shared-memory base is rounded up to 1024 bytes for the 128B swizzle atoms."""
-MAX_STAGES = 8
+MAX_STAGES = 12
+"""The deepest ring compiled (the narrow 64x80 tile fits 11 slots of 18 KB; cuBLAS runs 11 there)."""
 WS_TILES = 264
 """Stream-K workspace slots (fp32 BM x BN each, static in the module): at most this many tiles
 are split; two waves of 132 SMs."""
@@ -139,8 +148,8 @@ _EPI_US = 2.0
 _SEG_US = 6.0
 _TILE_SLOWDOWN = {"128x256": 1.0, "128x128": 1.04, "256x128": 1.05, "128x160": 1.03}
 """Main-loop time per unit of tile area relative to 128x256 (seed shape, best stages)."""
-_TILE_STAGES = {"128x128": 4}
-_NOT_DEFAULT = {"128x160"}
+_TILE_STAGES = {"128x128": 4, "64x80": 8}
+_NOT_DEFAULT = {"128x160", "128x80", "64x80"}
 """Tiles the cost model does not rate (chosen only by ``_few_full_waves``)."""
 
 
@@ -154,6 +163,20 @@ def _few_full_waves(m: int, n: int, bm: int, bn: int, sms: int) -> bool:
     waves = _cdiv(tiles, sms)
     return waves <= 2 and tiles >= 0.9 * waves * sms
 """Stage count per tile where the deepest that fits is not the fastest measured."""
+
+
+def narrow_tile(m: int, n: int, sms: int) -> str | None:
+    """The narrow tile (16-bit data) for a shape whose tiles fit in one wave, each CTA running the
+    whole K loop (no stream-K fixup): 64x80 where its tiles fit, else 128x80; None where neither
+    does. N = K = 2560: 64x80 for M <= 256, 128x80 for 256 < M <= 512. Measured on the H200
+    (NOTES-sm90 v17, rested and queued, against the cooperative 128x128 default): M = 256 0.0133
+    vs 0.0176 ms, M = 512 0.0156 vs 0.0198 (torch matmul + add 0.0138, 0.0179); at M = 1024
+    (two waves of 128x80) 0.0265 vs 128x160's 0.0239, so one wave only."""
+    for tile in ("64x80", "128x80"):
+        bm, bn, _ = TILES[tile]
+        if _cdiv(m, bm) * _cdiv(n, bn) <= sms:
+            return tile
+    return None
 
 
 def parse_block_size(block_size: str, dtype: Any = None) -> tuple[int, int, int]:
@@ -170,6 +193,9 @@ def parse_block_size(block_size: str, dtype: Any = None) -> tuple[int, int, int]
     if text not in TILES:
         raise ValueError(f"unknown tile {block_size!r}; the Hopper path takes "
                          f"{', '.join(TILES)} (optionally with 'x{bk}')")
+    if text in NARROW_TILES and dtype is not None and ITEMSIZE.get(_dtype(dtype), 2) != 2:
+        raise ValueError(f"tile {text} takes 16-bit data (bf16, fp16) only; for {_dtype(dtype)} "
+                         f"use {', '.join(t for t in TILES if t not in NARROW_TILES)}")
     return TILES[text]
 
 
@@ -280,12 +306,14 @@ def block_size_options(limits: DeviceLimits, dtype: str) -> list[str]:
     """Tiles whose smallest pipelined configuration (2 stages) fits the per-block limit."""
     if _dtype(dtype) not in DTYPES:
         return []
+    sixteen = ITEMSIZE.get(_dtype(dtype), 2) == 2
     return [name for name in TILES
-            if smem_bytes(name, 2, dtype) <= limits.shared_memory_per_block_bytes]
+            if (sixteen or name not in NARROW_TILES)
+            and smem_bytes(name, 2, dtype) <= limits.shared_memory_per_block_bytes]
 
 
 def pipelining_options(limits: DeviceLimits, dtype: str, block_size: str) -> list[int]:
-    """0 (off) and every stage count from 2 up to what fits in shared memory (at most 8)."""
+    """0 (off) and every stage count from 2 up to what fits in shared memory (at most ``MAX_STAGES``)."""
     parse_block_size(block_size, dtype)
     cap = limits.shared_memory_per_block_bytes
     out = [0] if smem_bytes(block_size, 0, dtype) <= cap else []
@@ -397,6 +425,9 @@ def default_knobs(limits: DeviceLimits, dtype: str,
             g, d = plan_schedule(m, n, k, b, sms, STREAMK_DEFAULT)
             return schedule_cost(m, n, k, b, sms, g, d) * (1.0 if b == options[0] else 1.05)
 
+        narrow = narrow_tile(m, n, sms) if ITEMSIZE.get(_dtype(dtype), 2) == 2 else None
+        if narrow and narrow in block_size_options(limits, dtype):
+            return narrow, stages_for(narrow)
         block = min(options, key=lambda b: (cost(b), options.index(b)))
         # ping-pong 128x128 wherever it applies (>= 2 tiles per CTA): timed in alternation with
         # the cooperative 128x256 at the seed shape it is 5-6 % faster under sustained load and
@@ -448,7 +479,8 @@ def check(task: Any, limits: DeviceLimits) -> list[Violation]:
     except ValueError as exc:
         return [*out, Violation("block_size", block, str(exc), ", ".join(TILES))]
     if stages == 1 or stages < 0 or stages > MAX_STAGES:
-        out.append(Violation("memory_pipelining", stages, "must be 0 (off) or 2..8", "0, 2..8"))
+        out.append(Violation("memory_pipelining", stages, f"must be 0 (off) or 2..{MAX_STAGES}",
+                             f"0, 2..{MAX_STAGES}"))
         return out
     need = smem_bytes(block, stages, dtype if dtype in DTYPES else "bf16")
     if need > limits.shared_memory_per_block_bytes:
@@ -540,6 +572,7 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
     bm, bn, consumers = parse_block_size(block_size, dtype)
     bk = bk_of(dtype)
     k16 = _k16(k, dtype)
+    streamk_forced = streamk is not None
     if streamk is None:
         streamk = STREAMK_DEFAULT
     if pingpong is None:
@@ -554,9 +587,6 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
     if split_hi is None:
         split_hi = SPLIT_HI_DEFAULT
     x3 = dtype == "fp32"
-    consts = defines(block_size, stages, dtype, fuse, tmap_global, streamk, bool(pingpong),
-                     cluster, bool(split_hi), promote)
-    source = _source(consts)
     tiles = -(-m // bm) * -(-n // bn)
     if cluster > 1:
         # whole clusters; the kernel's tile unit is a group of `cluster` row tiles
@@ -567,8 +597,17 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
         dp_tiles = tiles
     elif schedule is None or not streamk:
         grid, dp_tiles = plan_schedule(m, n, k16, block_size, limits.sm_count, streamk)
+        if streamk and dp_tiles >= tiles and not streamk_forced and ITEMSIZE[dtype] == 2:
+            # the plan splits nothing: compile the data-parallel kernel, the same schedule without
+            # the stream-K code (H200, NOTES-sm90 v17: M = 512 cooperative 128x128 s4 0.0191 vs
+            # 0.0199 ms with it compiled in, 64x80 at M = 256 0.0136 vs 0.0142). 16-bit data only:
+            # fp32 (3xTF32) at the seed shape measured 1.0593 ms without it vs 1.0024-1.0328 with
+            streamk = False
     else:
         grid, dp_tiles = max(1, int(schedule[0])), int(schedule[1])
+    consts = defines(block_size, stages, dtype, fuse, tmap_global, streamk, bool(pingpong),
+                     cluster, bool(split_hi), promote)
+    source = _source(consts)
     smem = smem_bytes(block_size, stages, dtype, bool(pingpong))
     a_hi, w_hi = ("a_hi", "w_hi") if x3 and split_hi else ("a", "w")
     maps = (
@@ -578,12 +617,13 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
         TensorMapArg("r", rows=m, cols=n, box_rows=bm, box_cols=bk, swizzle_bytes=128),
         TensorMapArg("out", rows=m, cols=n, box_rows=bm, box_cols=bk, swizzle_bytes=128),
     )
-    # the epilogue's tail chunk (BN = 160 with 16-bit data: 32 columns, 64B swizzle); otherwise
-    # the same maps again (unused)
+    # the epilogue's tail chunk, swizzled at its own width (16-bit data: BN = 160 32 columns, 64B
+    # swizzle; BN = 80 16 columns, 32B); otherwise the same maps again (unused)
     tail = bn % bk
     if tail:
-        maps += (TensorMapArg("r", rows=m, cols=n, box_rows=bm, box_cols=tail, swizzle_bytes=64),
-                 TensorMapArg("out", rows=m, cols=n, box_rows=bm, box_cols=tail, swizzle_bytes=64))
+        tail_sw = tail * ITEMSIZE[dtype]
+        maps += (TensorMapArg("r", rows=m, cols=n, box_rows=bm, box_cols=tail, swizzle_bytes=tail_sw),
+                 TensorMapArg("out", rows=m, cols=n, box_rows=bm, box_cols=tail, swizzle_bytes=tail_sw))
     else:
         maps += (maps[2], maps[3])
     launches: list[Launch] = []

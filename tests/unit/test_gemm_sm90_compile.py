@@ -129,12 +129,15 @@ def test_sass_has_hgmma_and_tma(block_size: str, pingpong: bool, dtype: str, tmp
     assert len(hgmma) == 4 * (bm // (1 if pingpong else consumers) // 64)  # 4 k-steps of 32 B
     assert "UTMALDG.2D" in sass
     assert "UTMASTG.2D" in sass
-    assert "USETMAXREG" in sass
+    # setmaxnreg moves registers from the producer to two consumer warpgroups; with one (64x80)
+    # the 256 threads launch with enough
+    assert ("USETMAXREG" in sass) == (consumers > 1)
     assert not re.search(r"\b(LDL|STL)\b", sass), "local-memory traffic in the SASS"
 
 
 def test_options_and_smem_limits() -> None:
-    assert sm90.block_size_options(H200, "bf16") == ["128x256", "128x128", "256x128", "128x160"]
+    assert sm90.block_size_options(H200, "bf16") == ["128x256", "128x128", "256x128", "128x160",
+                                                      "128x80", "64x80"]
     assert sm90.pipelining_options(H200, "bf16", "128x160") == [0, 2, 3, 4, 5]
     assert sm90.pipelining_options(H200, "bf16", "128x256") == [0, 2, 3]
     assert sm90.pipelining_options(H200, "bf16", "128x128x64") == [0, 2, 3, 4, 5, 6]
@@ -354,7 +357,19 @@ def test_default_knobs_and_build_plan() -> None:
     assert sm90.default_knobs(H200, "tf32", {"m": 1024, "n": 2560, "k": 2560})[0] != "128x160"
     # 128x256 leaves too few tiles: the half tile, 4 stages (cooperative); ping-pong 128x128 with
     # 5 stages wherever every CTA gets >= 2 of its tiles (the seed shape included)
-    assert knobs(256) == ("128x128", 4)
+    # the narrow tiles where they fit one wave with the whole K per CTA (N = 2560 = 32 x 80):
+    # 64x80 up to M = 256 (128 tiles), then 128x80 up to M = 512; 16-bit data only
+    assert knobs(1) == knobs(256) == ("64x80", 8)
+    assert knobs(257) == knobs(384) == knobs(512) == ("128x80", 7)
+    assert knobs(513)[0] not in sm90.NARROW_TILES
+    assert sm90.default_knobs(H200, "fp16", {"m": 256, "n": 2560, "k": 2560}) == ("64x80", 8)
+    for dt in ("tf32", "fp32"):
+        assert sm90.default_knobs(H200, dt, {"m": 256, "n": 2560, "k": 2560})[0] not in sm90.NARROW_TILES
+    assert sm90.default_knobs(H200, "bf16", {"m": 256, "n": 8192, "k": 2560})[0] not in sm90.NARROW_TILES
+    with pytest.raises(ValueError, match="16-bit"):
+        sm90.parse_block_size("64x80", "tf32")
+    assert sm90.default_knobs(H200, "bf16", {"m": 256, "n": 2560 + 64, "k": 2560})[0] == "64x80"  # 132 tiles
+    assert sm90.default_knobs(H200, "bf16", {"m": 640, "n": 2560, "k": 2560})[0] not in sm90.NARROW_TILES
     assert knobs(4096) == knobs(7976) == knobs(8192) == ("128x128", 5)
     for m, pp in ((256, False), (512, False), (2048, True), (4096, True), (8192, True)):
         task = SimpleNamespace(shape={"m": m, "n": 2560, "k": 2560}, dtype="bf16", fusion=True)
@@ -374,9 +389,15 @@ def test_default_knobs_and_build_plan() -> None:
     tail = [a for a in t160.args if isinstance(a, TensorMapArg)][4:]
     assert [(a.buffer, a.box_cols, a.swizzle_bytes) for a in tail] == [("r", 32, 64), ("out", 32, 64)]
     assert t160.shared_mem_bytes == sm90.smem_bytes("128x160", 5, "bf16") <= H200.shared_memory_per_block_bytes
+    # the narrow tile's 16-column tail: 32-byte rows, 32B swizzle (the kernel's layout for it)
+    t80 = sm90.build(task, H200, "64x80", 11).launches[0]
+    tail = [a for a in t80.args if isinstance(a, TensorMapArg)][4:]
+    assert [(a.buffer, a.box_rows, a.box_cols, a.swizzle_bytes) for a in tail] == [("r", 64, 16, 32),
+                                                                                   ("out", 64, 16, 32)]
+    assert t80.block == (256, 1, 1) and t80.shared_mem_bytes <= H200.shared_memory_per_block_bytes
     # 630 tiles: 4.8 waves, data-parallel (dp_tiles = all tiles)
     assert launch.args[-4:] == (7976, 2560, 2560, 630)
-    assert "#define STREAMK 1" in b.source
+    assert "#define STREAMK 0" in b.source  # nothing split: the data-parallel kernel
     unfused = sm90.build(task, H200, "128x256", 0, fuse=False)
     assert [x.function for x in unfused.launches] == ["gemm_residual_sm90", "residual_add_inplace"]
     assert "#define STAGES 1" in unfused.source and "#define FUSE 0" in unfused.source
@@ -401,6 +422,18 @@ def test_schedule_plans_stream_k_for_bad_waves() -> None:
             for grid, dp in sm90.schedule_candidates(m, 2560, 2560, bm, bn, 132):
                 assert 1 <= grid <= 132 and 0 <= dp
                 assert -(-m // bm) * (2560 // bn) - min(dp, -(-m // bm) * (2560 // bn)) <= sm90.WS_TILES
+    # a plan that splits nothing compiles the data-parallel kernel (the stream-K code measured 4 %
+    # slower even unused at small M); an explicit streamk=True keeps it compiled in
+    t1571 = SimpleNamespace(shape={"m": 1571, "n": 2560, "k": 2560}, dtype="bf16")
+    assert "#define STREAMK 0" in sm90.build(t1571, H200, "128x256", 3).source
+    assert "#define STREAMK 1" in sm90.build(t1571, H200, "128x256", 3, streamk=True).source
+    assert "#define STREAMK 1" in sm90.build(SimpleNamespace(shape={"m": 2048, "n": 2560, "k": 2560},
+                                                             dtype="bf16"), H200, "128x256", 3).source
+    # 16-bit data only: fp32 and tf32 keep the stream-K code (fp32 measured slower without it)
+    for dt in ("fp32", "tf32"):
+        seed = SimpleNamespace(shape={"m": 8192, "n": 2560, "k": 2560}, dtype=dt)
+        b32 = sm90.build(seed, H200, "128x128", 5)
+        assert b32.info["schedule"] == "data-parallel" and "#define STREAMK 1" in b32.source
     dp_only = sm90.build(SimpleNamespace(shape={"m": 256, "n": 2560, "k": 2560}, dtype="bf16"),
                          H200, "128x256", 3, streamk=False)
     assert "#define STREAMK 0" in dp_only.source
