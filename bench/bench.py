@@ -1,6 +1,6 @@
 """The benchmark script: run on the GPU machine, print a table of ours vs peers and % of SOL.
 
-    python3 bench/bench.py [--sections seed,msweep,knobs] [--iterations 100] [--rest 3] [--json OUT.json]
+    python3 bench/bench.py [--sections seed,msweep,msweep-fp16,knobs,membound] [--iterations 100] [--rest 3] [--json OUT.json]
 
 Every figure is a median of CUDA-event timings after the warm-up, on N(0,1) data, measured by the
 same CUDA backend the cockpit uses (kernel, cuBLAS and CuPy peers on the same inputs in the same
@@ -32,6 +32,8 @@ from kernels import get_spec, kernel_names  # noqa: E402
 from kernels.spec import DeviceLimits  # noqa: E402
 
 SEED = {"m": 8192, "n": 2560, "k": 2560}
+SWEEP_M = (256, 512, 1024, 1571, 2048, 4096, 7976, 8192)
+"""The issue's M range (256 to 8192) with M no tile divides (1571, 7976)."""
 
 
 def _compile(task_json: str) -> str:
@@ -176,6 +178,10 @@ def main() -> int:
     ap.add_argument("--json", default=os.path.join(os.environ.get("OUT", "."), "bench.json"))
     args = ap.parse_args()
     sections = args.sections.split(",")
+    known = ("seed", "msweep", "msweep-fp16", "knobs", "membound")
+    if set(sections) - set(known):
+        ap.error(f"--sections: unknown {', '.join(sorted(set(sections) - set(known)))}; "
+                 f"known: {', '.join(known)}")
     it = args.iterations
     if not 0 <= args.rest <= 60:
         ap.error(f"--rest {args.rest:g}: 0 to 60 seconds")
@@ -187,9 +193,11 @@ def main() -> int:
     if "seed" in sections:
         plan["seed shape, default knobs"] = [(f"seed {dt}", TaskSpec(shape=SEED, dtype=dt, iterations=it))
                                              for dt in get_spec("gemm_residual").dtypes]
-    if "msweep" in sections:
-        plan["M sweep, bf16, N=K=2560"] = [(f"M={m}", TaskSpec(shape={"m": m, "n": 2560, "k": 2560}, iterations=it))
-                                           for m in (256, 512, 1024, 1571, 2048, 4096, 7976, 8192)]
+    for sec, dt in (("msweep", "bf16"), ("msweep-fp16", "fp16")):
+        if sec in sections:
+            plan[f"M sweep, {dt}, N=K=2560"] = [
+                (f"M={m}", TaskSpec(shape={"m": m, "n": 2560, "k": 2560}, dtype=dt, iterations=it))
+                for m in SWEEP_M]
     if "knobs" in sections:
         rows = []
         for bs in spec.block_size_options(limits, "bf16"):
@@ -223,10 +231,12 @@ def main() -> int:
             out.append(row(label, res, tp))
         results[title] = out
         (print_membound_table if title == "memory-bound fusion" else print_table)(title, out)
-    if "msweep" in sections:
-        scores = [r["score_vs_torch"] for r in results["M sweep, bf16, N=K=2560"] if r["score_vs_torch"] is not None]
+    for dt in ("bf16", "fp16"):
+        rows = results.get(f"M sweep, {dt}, N=K=2560", [])
+        scores = [r["score_vs_torch"] for r in rows if r["score_vs_torch"] is not None]
         if scores:
-            print(f"\nmean SOL-ExecBench score over M (baseline torch matmul + add): {sum(scores) / len(scores):.3f}")
+            print(f"\nmean SOL-ExecBench score over M, {dt} (baseline torch matmul + add): "
+                  f"{sum(scores) / len(scores):.3f}")
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(results, indent=1, default=str))
     return 0

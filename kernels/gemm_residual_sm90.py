@@ -477,7 +477,9 @@ def check(task: Any, limits: DeviceLimits) -> list[Violation]:
     try:
         parse_block_size(block, dtype if dtype in DTYPES else None)
     except ValueError as exc:
-        return [*out, Violation("block_size", block, str(exc), ", ".join(TILES))]
+        sixteen = ITEMSIZE.get(dtype, 2) == 2
+        return [*out, Violation("block_size", block, str(exc),
+                                ", ".join(t for t in TILES if sixteen or t not in NARROW_TILES))]
     if stages == 1 or stages < 0 or stages > MAX_STAGES:
         out.append(Violation("memory_pipelining", stages, f"must be 0 (off) or 2..{MAX_STAGES}",
                              f"0, 2..{MAX_STAGES}"))

@@ -59,6 +59,7 @@ def test_sm90_gemm_bad_numbers_exit_2_naming_the_flag(argv, needle):
 def test_sm90_gemm_bad_sweep_dtype_and_bench_rest_exit_2_naming_the_flag():
     assert "--sweep-dtype" in refused("sm90_gemm.py", "--cold-duel", "--m-list", "256", "--sweep-dtype", "fp8")
     assert "--rest" in refused("bench.py", "--rest", "61")
+    assert "msweep-fp8" in refused("bench.py", "--sections", "seed,msweep-fp8")
 
 
 @pytest.mark.parametrize("argv,needle", [(["--small-m", "--idle", "-1"], "--idle"),

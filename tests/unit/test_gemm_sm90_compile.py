@@ -461,3 +461,18 @@ def test_cluster_default_is_pingpong_128x128_in_16_bit_only() -> None:
     for m in (256, 512, 1024, 2048):  # too few tiles for ping-pong (or defaults elsewhere)
         bs, st = sm90.default_knobs(H200, "bf16", {"m": m, "n": 2560, "k": 2560})
         assert sm90.use_cluster(H200, bs, st, "bf16", {"m": m, "n": 2560, "k": 2560}) == 1, m
+
+
+def test_narrow_tile_with_fp32_data_is_refused_with_the_dtypes_tiles() -> None:
+    """BLOCK_SIZE=64x80 with tf32/fp32 data: a block_size violation that says 16-bit only and offers
+    the tiles that dtype takes (not the narrow ones)."""
+    from types import SimpleNamespace
+
+    for dt in ("tf32", "fp32"):
+        task = SimpleNamespace(shape={"m": 256, "n": 2560, "k": 2560}, dtype=dt, block_size="64x80",
+                               memory_pipelining=4)
+        (v,) = [v for v in sm90.check(task, H200) if v.field == "block_size"]
+        assert "16-bit" in v.message and "64x80" not in v.limit and "128x128" in v.limit
+    ok = SimpleNamespace(shape={"m": 256, "n": 2560, "k": 2560}, dtype="fp16", block_size="64x80",
+                         memory_pipelining=11)
+    assert sm90.check(ok, H200) == []
