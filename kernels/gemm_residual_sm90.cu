@@ -302,49 +302,24 @@ __device__ __forceinline__ void fence_reg(float& r) {
     "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, " \
     "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
 
-__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], unsigned long long da,
-                                                unsigned long long db, int scale_d) {
-    asm volatile(
-        "{\n.reg .pred p;\n"
-        "setp.ne.b32 p, %130, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n256k" WG_K ".f32." WG_AB "." WG_AB " "
-        "{" WG_R128 "}, %128, %129, p, " WG_IMM ";\n}\n"
-        : WG_ACC_128
-        : "l"(da), "l"(db), "r"(scale_d));
-}
-
-__device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], unsigned long long da,
-                                                unsigned long long db, int scale_d) {
-    asm volatile(
-        "{\n.reg .pred p;\n"
-        "setp.ne.b32 p, %66, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k" WG_K ".f32." WG_AB "." WG_AB " "
-        "{" WG_R64 "}, %64, %65, p, " WG_IMM ";\n}\n"
-        : WG_ACC_64
-        : "l"(da), "l"(db), "r"(scale_d));
-}
-
-__device__ __forceinline__ void wgmma_m64n160k16(float (&d)[80], unsigned long long da,
-                                                unsigned long long db, int scale_d) {
-    asm volatile(
-        "{\n.reg .pred p;\n"
-        "setp.ne.b32 p, %82, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n160k" WG_K ".f32." WG_AB "." WG_AB " "
-        "{" WG_R80 "}, %80, %81, p, " WG_IMM ";\n}\n"
-        : WG_ACC_80
-        : "l"(da), "l"(db), "r"(scale_d));
-}
-
-__device__ __forceinline__ void wgmma_m64n80k16(float (&d)[40], unsigned long long da,
-                                               unsigned long long db, int scale_d) {
-    asm volatile(
-        "{\n.reg .pred p;\n"
-        "setp.ne.b32 p, %42, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n80k" WG_K ".f32." WG_AB "." WG_AB " "
-        "{" WG_R40 "}, %40, %41, p, " WG_IMM ";\n}\n"
-        : WG_ACC_40
-        : "l"(da), "l"(db), "r"(scale_d));
-}
+// wgmma_m64n<N>k16(d, desc_a, desc_b, scale_d): one wgmma of a 64 x N tile into NACC = N / 2
+// accumulators per thread; the descriptors and the scale-d predicate are operands NACC, NACC + 1
+// and NACC + 2 of the instruction's template.
+#define DEFINE_WGMMA(N, NACC, IA, IB, IP, RLIST, ACCLIST)                                         \
+    __device__ __forceinline__ void wgmma_m64n##N##k16(float (&d)[NACC], unsigned long long da,  \
+                                                      unsigned long long db, int scale_d) {    \
+        asm volatile(                                                                           \
+            "{\n.reg .pred p;\n"                                                                \
+            "setp.ne.b32 p, %" #IP ", 0;\n"                                                     \
+            "wgmma.mma_async.sync.aligned.m64n" #N "k" WG_K ".f32." WG_AB "." WG_AB " "          \
+            "{" RLIST "}, %" #IA ", %" #IB ", p, " WG_IMM ";\n}\n"                                \
+            : ACCLIST                                                                           \
+            : "l"(da), "l"(db), "r"(scale_d));                                                  \
+    }
+DEFINE_WGMMA(256, 128, 128, 129, 130, WG_R128, WG_ACC_128)
+DEFINE_WGMMA(128, 64, 64, 65, 66, WG_R64, WG_ACC_64)
+DEFINE_WGMMA(160, 80, 80, 81, 82, WG_R80, WG_ACC_80)
+DEFINE_WGMMA(80, 40, 40, 41, 42, WG_R40, WG_ACC_40)
 
 #if BN == 256
 #define WGMMA wgmma_m64n256k16
