@@ -380,8 +380,8 @@ __device__ __forceinline__ void st_shared_f2(unsigned addr, float a, float b) {
 #error "the epilogue's tail chunk must be half or a quarter of a chunk"
 #endif
 #define EPI_TAIL (EPI_CHUNKS * EPI_CHUNK_BYTES)   // offset of the tail chunk in the buffer
-#define EPI_TAIL_ROWS_PER_LINE (EPI_TAIL_BYTES ? 128 / EPI_TAIL_BYTES : 1)  // rows per 128 bytes
-#define EPI_TAIL_UNITS (EPI_TAIL_BYTES / 16)                                 // 16-byte units per row
+#define EPI_TAIL_ROW_SHIFT (EPI_TAIL_BYTES == 32 ? 2 : 1)      // log2(rows per 128-byte line)
+#define EPI_TAIL_SW_MASK (EPI_TAIL_BYTES ? EPI_TAIL_BYTES / 16 - 1 : 0)  // 16-byte units per row - 1
 
 // Shared address of a thread's 16-bit pair j (columns 8j + 2(lane%4)) in its row of the epilogue
 // buffer: 128B-swizzled 64-column chunks, then the tail chunk swizzled at its width.
@@ -866,7 +866,7 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                     const unsigned row_addr = ebuf + lr * 128 + (lane & 3) * 4;
                     const int sw = lane >> 2;  // == lr % 8
                     const unsigned tail_addr = ebuf + EPI_TAIL + lr * EPI_TAIL_BYTES + (lane & 3) * 4;
-                    const int sw_tail = EPI_TAIL_UNITS ? (lr / EPI_TAIL_ROWS_PER_LINE) % (EPI_TAIL_UNITS ? EPI_TAIL_UNITS : 1) : 0;
+                    const int sw_tail = (lr >> EPI_TAIL_ROW_SHIFT) & EPI_TAIL_SW_MASK;
                     (void)tail_addr;
                     (void)sw_tail;
 #if FUSE

@@ -76,7 +76,7 @@ N = K = 2560 gives 128 tiles at M = 256 (64x80, one consumer warpgroup) and M = 
 each CTA running the whole K loop."""
 NARROW_TILES = ("128x80", "64x80")
 """Tiles for 16-bit data only: their 16-column epilogue tail chunk (32B swizzle) is not written for
-fp32 data."""
+fp32 data (``tiles_for``)."""
 
 DTYPES = ("bf16", "fp16", "tf32", "fp32")
 """tf32: fp32 A, W, R and out; the tensor cores read the fp32 operands as tf32 (wgmma .tf32, the low
@@ -150,7 +150,7 @@ _TILE_SLOWDOWN = {"128x256": 1.0, "128x128": 1.04, "256x128": 1.05, "128x160": 1
 """Main-loop time per unit of tile area relative to 128x256 (seed shape, best stages)."""
 _TILE_STAGES = {"128x128": 4, "64x80": 8}
 _NOT_DEFAULT = {"128x160", "128x80", "64x80"}
-"""Tiles the cost model does not rate (chosen only by ``_few_full_waves``)."""
+"""Tiles the cost model does not rate (chosen only by ``_few_full_waves`` and ``narrow_tile``)."""
 
 
 def _few_full_waves(m: int, n: int, bm: int, bn: int, sms: int) -> bool:
@@ -179,6 +179,13 @@ def narrow_tile(m: int, n: int, sms: int) -> str | None:
     return None
 
 
+def tiles_for(dtype: Any) -> list[str]:
+    """The tiles this dtype can take (before shared memory): every one for 16-bit data, all but
+    ``NARROW_TILES`` for fp32 data (tf32, fp32)."""
+    sixteen = ITEMSIZE.get(_dtype(dtype), 2) == 2
+    return [t for t in TILES if sixteen or t not in NARROW_TILES]
+
+
 def parse_block_size(block_size: str, dtype: Any = None) -> tuple[int, int, int]:
     """'128x256' or '128x256x64' (tf32: 'x32') -> (BM, BN, consumers); ValueError for anything
     else. Without a dtype the BK part must be 16-bit's 64."""
@@ -193,9 +200,9 @@ def parse_block_size(block_size: str, dtype: Any = None) -> tuple[int, int, int]
     if text not in TILES:
         raise ValueError(f"unknown tile {block_size!r}; the Hopper path takes "
                          f"{', '.join(TILES)} (optionally with 'x{bk}')")
-    if text in NARROW_TILES and dtype is not None and ITEMSIZE.get(_dtype(dtype), 2) != 2:
+    if dtype is not None and text not in tiles_for(dtype):
         raise ValueError(f"tile {text} takes 16-bit data (bf16, fp16) only; for {_dtype(dtype)} "
-                         f"use {', '.join(t for t in TILES if t not in NARROW_TILES)}")
+                         f"use {', '.join(tiles_for(dtype))}")
     return TILES[text]
 
 
@@ -306,10 +313,8 @@ def block_size_options(limits: DeviceLimits, dtype: str) -> list[str]:
     """Tiles whose smallest pipelined configuration (2 stages) fits the per-block limit."""
     if _dtype(dtype) not in DTYPES:
         return []
-    sixteen = ITEMSIZE.get(_dtype(dtype), 2) == 2
-    return [name for name in TILES
-            if (sixteen or name not in NARROW_TILES)
-            and smem_bytes(name, 2, dtype) <= limits.shared_memory_per_block_bytes]
+    return [name for name in tiles_for(dtype)
+            if smem_bytes(name, 2, dtype) <= limits.shared_memory_per_block_bytes]
 
 
 def pipelining_options(limits: DeviceLimits, dtype: str, block_size: str) -> list[int]:
@@ -425,8 +430,8 @@ def default_knobs(limits: DeviceLimits, dtype: str,
             g, d = plan_schedule(m, n, k, b, sms, STREAMK_DEFAULT)
             return schedule_cost(m, n, k, b, sms, g, d) * (1.0 if b == options[0] else 1.05)
 
-        narrow = narrow_tile(m, n, sms) if ITEMSIZE.get(_dtype(dtype), 2) == 2 else None
-        if narrow and narrow in block_size_options(limits, dtype):
+        narrow = narrow_tile(m, n, sms)
+        if narrow in block_size_options(limits, dtype):  # 16-bit data, and it fits
             return narrow, stages_for(narrow)
         block = min(options, key=lambda b: (cost(b), options.index(b)))
         # ping-pong 128x128 wherever it applies (>= 2 tiles per CTA): timed in alternation with
@@ -477,9 +482,7 @@ def check(task: Any, limits: DeviceLimits) -> list[Violation]:
     try:
         parse_block_size(block, dtype if dtype in DTYPES else None)
     except ValueError as exc:
-        sixteen = ITEMSIZE.get(dtype, 2) == 2
-        return [*out, Violation("block_size", block, str(exc),
-                                ", ".join(t for t in TILES if sixteen or t not in NARROW_TILES))]
+        return [*out, Violation("block_size", block, str(exc), ", ".join(tiles_for(dtype)))]
     if stages == 1 or stages < 0 or stages > MAX_STAGES:
         out.append(Violation("memory_pipelining", stages, f"must be 0 (off) or 2..{MAX_STAGES}",
                              f"0, 2..{MAX_STAGES}"))
