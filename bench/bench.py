@@ -27,7 +27,7 @@ from engine.backends.base import Emitter, RunContext  # noqa: E402
 from engine.profiles import load_profiles  # noqa: E402
 from engine.runner import prepare  # noqa: E402
 from engine.sol import solexec_score  # noqa: E402
-from engine.task import TaskSpec  # noqa: E402
+from engine.task import REST_MAX_S, TaskSpec  # noqa: E402
 from kernels import get_spec, kernel_names  # noqa: E402
 from kernels.spec import DeviceLimits  # noqa: E402
 
@@ -183,8 +183,8 @@ def main() -> int:
         ap.error(f"--sections: unknown {', '.join(sorted(set(sections) - set(known)))}; "
                  f"known: {', '.join(known)}")
     it = args.iterations
-    if not 0 <= args.rest <= 60:
-        ap.error(f"--rest {args.rest:g}: 0 to 60 seconds")
+    if not 0 <= args.rest <= REST_MAX_S:
+        ap.error(f"--rest {args.rest:g}: 0 to {REST_MAX_S:g} seconds")
     results: dict[str, list[dict]] = {}
     limits = DeviceLimits.from_profile(load_profiles().get("h200"))
     spec = get_spec("gemm_residual")

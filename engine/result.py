@@ -125,13 +125,18 @@ class RunResult(BaseModel):
         return self.status is RunStatus.ok
 
     @property
+    def rest_s(self) -> float:
+        """The task's rest before each timed implementation (0 for results saved before it)."""
+        return float(self.task.get("rest_s") or 0)
+
+    @property
     def peers_caveat(self) -> str | None:
         """What a reader of the peer rows must know, for a real run that timed peers: they run right
         after ours, on a card ours has just worked, so they can read slow (on the H200 cuBLAS's
         GEMM alone took 0.159-0.179 ms there and 0.1415 ms rested; bench/NOTES-sm90.md, session 6)."""
         if self.simulated or not any(p.timing is not None for p in self.peers):
             return None
-        if float(self.task.get("rest_s") or 0) > 0:  # every implementation started rested
+        if self.rest_s > 0:  # every implementation started rested
             return None
         return ("peers are timed right after ours, on a card ours has just worked, and can read slow "
                 "(cuBLAS's seed GEMM on the H200: 0.159-0.179 ms timed so, 0.1415 ms rested); compare "
@@ -144,7 +149,7 @@ class RunResult(BaseModel):
         implementations were queued behind the hold kernel (``validity["queue_hold"]``), with a
         warning where a hold ran out before the host had queued its launches."""
         parts = []
-        rest = float(self.task.get("rest_s") or 0)
+        rest = self.rest_s
         if rest > 0:
             parts.append(f"rest {rest:g} s not applied: the simulated device has no card to rest" if self.simulated
                          else f"ours and each peer timed after {rest:g} s of rest")
@@ -189,7 +194,7 @@ class RunResult(BaseModel):
             "baseline_ms": self.baseline_ms,
             "peers": [p.model_dump(mode="json") for p in self.peers],
             "peers_note": self.peers_caveat,
-            "rest_s": self.task.get("rest_s", 0.0),
+            "rest_s": self.rest_s,
             "timing_note": self.timing_note,
             "error": self.error,
             "error_kind": self.error_kind,

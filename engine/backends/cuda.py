@@ -171,6 +171,13 @@ class QueuedTimer:
         e1.synchronize()
         return cp.cuda.get_elapsed_time(e0, e1) / 1e3 / n, host
 
+    def warm(self, launch: Any, warmups: int, n_probe: int) -> tuple[float | None, float]:
+        """``warmups`` launches, the last ``n_probe`` of them queued as ``probe``; its result."""
+        n_probe = min(n_probe, warmups)
+        for i in range(warmups - n_probe):
+            launch(i)
+        return self.probe(launch, warmups - n_probe, n_probe)
+
     def run(self, name: str, launch: Any, iters: int, probed: tuple[float | None, float], chunk: int,
             on_chunk: Any = None) -> list[float]:
         """``iters`` timed launches (``launch(i)``) of ``name``, in chunks of ``chunk`` (one chunk
@@ -215,10 +222,7 @@ def queued_timer() -> QueuedTimer:
 def time_queued(timer: QueuedTimer, name: str, launch: Any, iters: int) -> list[float]:
     """Bench scripts: 10 warm-ups (the last 3 probe whether the host keeps ahead), then ``iters``
     launches ``launch(i)`` timed by ``timer`` in one chunk, as the engine times ours; ms per launch."""
-    for i in range(7):
-        launch(i)
-    probed = timer.probe(launch, 7, 3)
-    return timer.run(name, launch, iters, probed, iters)
+    return timer.run(name, launch, iters, timer.warm(launch, 10, 3), iters)
 
 
 class _Sampler(threading.Thread):
@@ -536,10 +540,7 @@ class CudaBackend:
                 def launch(i: int, p: Any = p, rot: Any = rot, o: Any = o) -> None:
                     p.run(cp, blas, rot[i % len(rot)], o)
 
-                warm = max(3, task.warmup)
-                for i in range(warm - 3):
-                    launch(i)
-                probed = timer.probe(launch, warm - 3, 3)
+                probed = timer.warm(launch, max(3, task.warmup), 3)
                 # queued back to back between events, as ours are (a sync after every launch would
                 # let the GPU idle between them: another regime than ours)
                 pr.timing = timing_stats(timer.run(p.name, launch, iters, probed, iters))
