@@ -833,7 +833,7 @@ def pp160_mode(args, limits, report, failures, verify, forced_checks, get, out_d
         runs = {}
         for name, v in cands.items():
             verify(m, n, k, v, label="sweep")
-            runs[name] = Runner(build(m, n, k, v), bufs, "bf16", False)
+            runs[name] = Runner(build(m, n, k, v), bufs, dt, False)
         per = alternate(runs, sweep_rounds, sampler, tag=f"M{m} ")
         rows = alternation_rows(per, sampler, tag=f"M{m} ")
         lines.append(f"M={m}: " + "; ".join(f"{nm} {med:.4f} ({ratio:.3f})"
@@ -931,7 +931,7 @@ def cold_sweep_mode(args, limits, report, failures, verify, get, out_dir, build)
         runs = {}
         for name, v in cands.items():
             verify(m, n, k, v, label="cold sweep")
-            runs[name] = Runner(build(m, n, k, v), bufs, "bf16", False)
+            runs[name] = Runner(build(m, n, k, v), bufs, dt, False)
             runs[name]()
         c1 = bufs["r"].copy()
         runs["cuBLAS beta=1"] = cublas_gemm(bufs, c1, dt, 1.0)
@@ -963,26 +963,26 @@ def cold_sweep_mode(args, limits, report, failures, verify, get, out_dir, build)
     return 0 if not failures else 1
 
 
-SMALL_M = {  # name: (tile, stages, dtype, fuse, streamk, pingpong, cluster), forced schedule or None
-    "coop 128x128 s4 (planned)": (("128x128", 4, "{dt}", True, True, False, 1), None),
-    "coop 128x128 s4 data-parallel": (("128x128", 4, "{dt}", True, False, False, 1), None),
-    "coop 128x128 s4 cl2": (("128x128", 4, "{dt}", True, False, False, 2), None),
-    "coop 128x256 s3 (planned)": (("128x256", 3, "{dt}", True, True, False, 1), None),
-    "coop 128x256 s3 cl2": (("128x256", 3, "{dt}", True, False, False, 2), None),
-    "coop 128x160 s5 (planned)": (("128x160", 5, "{dt}", True, True, False, 1), None),
+SMALL_M = {  # name: variant (tile, stages, dtype, fuse, streamk, pingpong, cluster)
+    "coop 128x128 s4 (planned)": ("128x128", 4, "{dt}", True, True, False, 1),
+    "coop 128x128 s4 data-parallel": ("128x128", 4, "{dt}", True, False, False, 1),
+    "coop 128x128 s4 cl2": ("128x128", 4, "{dt}", True, False, False, 2),
+    "coop 128x256 s3 (planned)": ("128x256", 3, "{dt}", True, True, False, 1),
+    "coop 128x256 s3 cl2": ("128x256", 3, "{dt}", True, False, False, 2),
+    "coop 128x160 s5 (planned)": ("128x160", 5, "{dt}", True, True, False, 1),
     # the narrow tiles (N = 80): 128 CTAs with the whole K loop each at M = 256 (64x80) and
     # M = 512 (128x80), as cuBLAS runs there (its 80x64 / 80x128 tiles, 11 / 8 stages, 2-CTA clusters)
-    "64x80 s8 data-parallel": (("64x80", 8, "{dt}", True, False, False, 1), None),
-    "64x80 s11 data-parallel": (("64x80", 11, "{dt}", True, False, False, 1), None),
-    "64x80 s8 cl2": (("64x80", 8, "{dt}", True, False, False, 2), None),
-    "64x80 s11 cl2": (("64x80", 11, "{dt}", True, False, False, 2), None),
-    "64x80 s11 (planned)": (("64x80", 11, "{dt}", True, True, False, 1), None),
-    "coop 128x80 s7 data-parallel": (("128x80", 7, "{dt}", True, False, False, 1), None),
-    "coop 128x80 s7 cl2": (("128x80", 7, "{dt}", True, False, False, 2), None),
+    "64x80 s8 data-parallel": ("64x80", 8, "{dt}", True, False, False, 1),
+    "64x80 s11 data-parallel": ("64x80", 11, "{dt}", True, False, False, 1),
+    "64x80 s8 cl2": ("64x80", 8, "{dt}", True, False, False, 2),
+    "64x80 s11 cl2": ("64x80", 11, "{dt}", True, False, False, 2),
+    "64x80 s11 (planned)": ("64x80", 11, "{dt}", True, True, False, 1),
+    "coop 128x80 s7 data-parallel": ("128x80", 7, "{dt}", True, False, False, 1),
+    "coop 128x80 s7 cl2": ("128x80", 7, "{dt}", True, False, False, 2),
 }
 
 
-def small_m_mode(args, limits, report, failures, get, out_dir, build) -> int:
+def small_m_mode(args, limits, report, failures, verify, get, out_dir, build) -> int:
     """``--small-m``: where ours loses to torch matmul + add (M = 256, 512 at N = K = 2560), every
     existing build that could serve small M, timed the way the engine times ours and the peers:
     input sets rotated as the engine rotates them (W comes from DRAM, not the L2), launches queued
@@ -1020,8 +1020,8 @@ def small_m_mode(args, limits, report, failures, get, out_dir, build) -> int:
         cands: dict[str, tuple] = {}
         bs, st = sm90.default_knobs(limits, dt, shape)
         cands[f"default {bs} s{st}"] = ((bs, st, dt, True, True), None)
-        for name, (v, sch) in SMALL_M.items():
-            cands[name] = (for_dtype(v, dt), sch)
+        for name, v in SMALL_M.items():
+            cands[name] = (for_dtype(v, dt), None)
         for sch in sm90.schedule_candidates(m, n, k, 128, 128, sms)[1:]:
             cands[f"coop 128x128 s4 sk {sch[0]}/{sch[1]}"] = (("128x128", 4, dt, True, True, False, 1), sch)
         launches: dict = {}
@@ -1097,18 +1097,8 @@ def small_m_mode(args, limits, report, failures, get, out_dir, build) -> int:
     odd = [(1, 2560, 2560), (333, 1032, 520), (777, 1024, 512), (515, 2560, 2560)]
     wrong0 = len(failures)
     for (m, n_, k_) in odd:
-        bufs, ref = get(m, n_, k_, dt)
-        for name, (v, _sch) in SMALL_M.items():
-            b = build(m, n_, k_, for_dtype(v, dt), None)
-            bufs["out"].fill(0xFFFF)  # NaN-poisoned
-            Runner(b, bufs, dt, False)()
-            cp.cuda.runtime.deviceSynchronize()
-            c = compare(bufs["out"], ref, dt)
-            c.update(name=name, shape=(m, n_, k_), label="small-m odd shape")
-            report["checks"].append(c)
-            if not c["ok"]:
-                failures.append(f"small-m {name} {(m, n_, k_)}: {c}")
-                print("WRONG", failures[-1], flush=True)
+        for v in SMALL_M.values():
+            verify(m, n_, k_, for_dtype(v, dt), label="small-m odd shape")
     lines.append(f"odd shapes {odd}: {len(odd) * len(SMALL_M)} checks, {len(failures) - wrong0} wrong")
     print(lines[-1], flush=True)
     for m in ms:
@@ -1254,7 +1244,7 @@ def main() -> int:
     if args.cluster:
         return cluster_mode(args, limits, report, failures, verify, timed, get, out_dir)
     if args.small_m:
-        return small_m_mode(args, limits, report, failures, get, out_dir, build)
+        return small_m_mode(args, limits, report, failures, verify, get, out_dir, build)
     if args.cold_duel and args.m_list_given:
         return cold_sweep_mode(args, limits, report, failures, verify, get, out_dir, build)
     if args.cold_duel:

@@ -89,9 +89,9 @@ def test_sm90_gemm_small_m_candidates_build_as_labelled():
     for dt in ("bf16", "fp16"):
         for m in (256, 512, 1024):
             task = SimpleNamespace(shape={"m": m, "n": 2560, "k": 2560}, dtype=dt)
-            for name, (v, sch) in mod.SMALL_M.items():
+            for name, v in mod.SMALL_M.items():
                 bs, st, _dt, fuse, sk, pp, cl = mod.for_dtype(v, dt)
-                b = sm90.build(task, h200, bs, st, fuse=fuse, streamk=sk, schedule=sch, pingpong=pp, cluster=cl)
+                b = sm90.build(task, h200, bs, st, fuse=fuse, streamk=sk, pingpong=pp, cluster=cl)
                 info = b.info
                 assert info["tile"].startswith(bs) and info["stages"] == st, name
                 assert info["consumers"] == "cooperative", name
