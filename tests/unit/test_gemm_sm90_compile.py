@@ -476,3 +476,16 @@ def test_narrow_tile_with_fp32_data_is_refused_with_the_dtypes_tiles() -> None:
     ok = SimpleNamespace(shape={"m": 256, "n": 2560, "k": 2560}, dtype="fp16", block_size="64x80",
                          memory_pipelining=11)
     assert sm90.check(ok, H200) == []
+
+
+def test_stage_count_past_the_deepest_ring_is_refused_naming_the_knob() -> None:
+    """MEMORY_PIPELINING past ``MAX_STAGES`` (or 1): a memory_pipelining violation naming the range,
+    before any shared-memory arithmetic; 11 stages of the 64x80 tile fit."""
+    from types import SimpleNamespace
+
+    for stages in (1, sm90.MAX_STAGES + 1, -2):
+        task = SimpleNamespace(shape={"m": 256, "n": 2560, "k": 2560}, dtype="bf16", block_size="64x80",
+                               memory_pipelining=stages)
+        (v,) = sm90.check(task, H200)
+        assert v.field == "memory_pipelining" and f"2..{sm90.MAX_STAGES}" in v.message, v
+    assert max(sm90.pipelining_options(H200, "bf16", "64x80")) == 11
