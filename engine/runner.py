@@ -95,8 +95,15 @@ def prepare(task: TaskSpec, profile_name: str | None = None, profiles: ProfileSe
     task = task.model_copy(update=update)
     violations = spec.check(task, limits)
     if violations:
-        raise InputError("; ".join(str(v) for v in violations),
-                         fix=f"BLOCK_SIZE options on {profile.name}: {', '.join(spec.block_size_options(limits, dtype))}")
+        fix = f"BLOCK_SIZE options on {profile.name}: {', '.join(spec.block_size_options(limits, dtype))}"
+        try:  # the stage counts that fit the tile asked for, where that tile exists
+            stages = spec.pipelining_options(limits, dtype, task.block_size)
+        except ValueError:
+            stages = []
+        if stages:
+            fix += (f"; MEMORY_PIPELINING options for {task.block_size}: "
+                    f"{', '.join('off' if s == 0 else str(s) for s in stages)}")
+        raise InputError("; ".join(str(v) for v in violations), fix=fix)
     return PreparedRun(task=task, profile=profile, backend=choice.name, notices=notices,
                        device_name=choice.device_name, detected_profile=detected)
 

@@ -60,6 +60,19 @@ def test_bench_unknown_dtype_exits_2_naming_the_flag(capsys):
     assert "--dtype" in err and "int8" in err and "tf32" in err  # names the flag and the choices
 
 
+def test_impossible_knobs_exit_2_naming_the_knob_and_what_fits(capsys):
+    """A stage count past the deepest ring, and a narrow tile with fp32 data: exit 2, the knob named,
+    and the fix lists what fits (the stage counts for the tile asked for, where it exists)."""
+    code, _out, err = run_cli(capsys, "bench", *SIM, "--profile", "h200", "--block-size", "64x80",
+                              "--pipelining", "13", "--no-store")
+    assert code == 2 and "MEMORY_PIPELINING=13" in err
+    assert "MEMORY_PIPELINING options for 64x80: off, 2, 3" in err and "11" in err
+    code, _out, err = run_cli(capsys, "bench", *SIM, "--profile", "h200", "--block-size", "64x80",
+                              "--dtype", "tf32", "--no-store")
+    assert code == 2 and "BLOCK_SIZE=64x80" in err and "16-bit" in err
+    assert "MEMORY_PIPELINING options" not in err  # no stage list for a tile this dtype cannot take
+
+
 def test_bench_human_output_is_labelled_simulated(capsys):
     code, out, _ = run_cli(capsys, "bench", *SIM)
     assert code == 0 and "SIMULATED" in out
