@@ -158,7 +158,8 @@ class RunResult(BaseModel):
             parts.append("queued behind a hold kernel, as the GPU ran them faster than the host queues "
                          f"launches: {', '.join(hold['held'])}")
         if hold.get("expired_chunks"):
-            parts.append(f"{hold['expired_chunks']} of {hold.get('held_chunks')} held chunks ran out of hold "
+            who = f" ({', '.join(hold['expired'])})" if hold.get("expired") else ""
+            parts.append(f"{hold['expired_chunks']} of {hold.get('held_chunks')} held chunks{who} ran out of hold "
                          "before they were queued: those times include launch gaps")
         return "; ".join(parts) or None
 

@@ -6,9 +6,12 @@ the device. Times come from CUDA events around each launch after the warm-up."""
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import cupy as cp
@@ -143,6 +146,23 @@ def rest(seconds: float, em: Any, what: str) -> None:
         time.sleep(seconds)
 
 
+def _event_pairs(n: int) -> list[tuple[Any, Any]]:
+    return [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(n)]
+
+
+@contextlib.contextmanager
+def _no_gc() -> Iterator[None]:
+    """No garbage collection while launches are queued (as timeit does): a collection pause there
+    would be a launch gap in a held chunk."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 class QueuedTimer:
     """Times launches queued back to back between CUDA events (one pair per launch). Where the GPU
     finishes a launch faster than the host queues the next (small kernels, peers called through
@@ -152,22 +172,29 @@ class QueuedTimer:
 
     def __init__(self, hold_fn: Any) -> None:
         self.hold_fn = hold_fn
-        self.stats: dict[str, Any] = {"held": [], "not_held": [], "held_chunks": 0, "expired_chunks": 0}
+        self.stats: dict[str, Any] = {"held": [], "not_held": [], "held_chunks": 0, "expired_chunks": 0,
+                                      "expired": []}
 
     @staticmethod
     def probe(launch: Any, first: int, n: int) -> tuple[float | None, float]:
-        """Launches ``first`` .. ``first + n - 1`` queued between two events: (GPU s per launch,
-        host s per launch); (None, 20 us) without launches. A starved GPU reads the host's rate."""
+        """Launches ``first`` .. ``first + n - 1`` queued between two events, each between its own
+        event pair as ``run`` times them (so the host time counts the same per-launch work): (GPU s
+        per launch, host s per launch); (None, 20 us) without launches. A starved GPU reads the
+        host's rate."""
         if n <= 0:
             return None, 20e-6
         cp.cuda.Device().synchronize()
+        evs = _event_pairs(n)
         e0, e1 = cp.cuda.Event(), cp.cuda.Event()
-        e0.record()
-        t0 = time.perf_counter()
-        for i in range(n):
-            launch(first + i)
-        host = (time.perf_counter() - t0) / n
-        e1.record()
+        with _no_gc():
+            e0.record()
+            t0 = time.perf_counter()
+            for i, (a, b) in enumerate(evs):
+                a.record()
+                launch(first + i)
+                b.record()
+            host = (time.perf_counter() - t0) / n
+            e1.record()
         e1.synchronize()
         return cp.cuda.get_elapsed_time(e0, e1) / 1e3 / n, host
 
@@ -190,21 +217,24 @@ class QueuedTimer:
         times: list[float] = []
         for start in range(0, iters, chunk):
             n = min(chunk, iters - start)
-            if held:
-                self.hold_fn((1,), (1,), (np.uint64(hold_ns(gpu_s, host_s, n)),))
-                hold_done = cp.cuda.Event(block=False, disable_timing=True)
-                hold_done.record()
-                t0 = time.perf_counter()
-            evs = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(n)]
-            for i, (e0, e1) in enumerate(evs):
-                e0.record()
-                launch(start + i)
-                e1.record()
-            if held:
-                self.stats["held_chunks"] += 1
-                if hold_done.done:  # the hold ran out before the last launch was queued
-                    self.stats["expired_chunks"] += 1
-                host_s = max(host_s, (time.perf_counter() - t0) / n)
+            evs = _event_pairs(n)  # created before the hold: its window covers only the queueing
+            with _no_gc():
+                if held:
+                    self.hold_fn((1,), (1,), (np.uint64(hold_ns(gpu_s, host_s, n)),))
+                    hold_done = cp.cuda.Event(block=False, disable_timing=True)
+                    hold_done.record()
+                    t0 = time.perf_counter()
+                for i, (e0, e1) in enumerate(evs):
+                    e0.record()
+                    launch(start + i)
+                    e1.record()
+                if held:
+                    self.stats["held_chunks"] += 1
+                    if hold_done.done:  # the hold ran out before the last launch was queued
+                        self.stats["expired_chunks"] += 1
+                        if name not in self.stats["expired"]:
+                            self.stats["expired"].append(name)
+                    host_s = max(host_s, (time.perf_counter() - t0) / n)
             evs[-1][1].synchronize()
             times += [cp.cuda.get_elapsed_time(e0, e1) for e0, e1 in evs]
             if on_chunk is not None:

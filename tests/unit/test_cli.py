@@ -219,8 +219,9 @@ def test_timing_note_says_rest_and_hold(capsys):
     print_result(real, [])
     assert "timing: ours and each peer timed after 3 s of rest" in " ".join(capsys.readouterr().out.split())
     late = RunResult(simulated=False, task={**task, "rest_s": 0.0},
-                     validity={"queue_hold": {**hold, "expired_chunks": 1}}, **base)
-    assert "rest" not in late.timing_note.split(";")[0] and "1 of 2 held chunks ran out" in late.timing_note
+                     validity={"queue_hold": {**hold, "expired_chunks": 1, "expired": ["cublas_gemm"]}}, **base)
+    assert "rest" not in late.timing_note.split(";")[0]
+    assert "1 of 2 held chunks (cublas_gemm) ran out" in late.timing_note
     sim = RunResult(simulated=True, task=task, **base)
     assert sim.timing_note == "rest 3 s not applied: the simulated device has no card to rest"
     plain = RunResult(simulated=False, task={**task, "rest_s": 0.0},
