@@ -48,7 +48,7 @@ import cupy as cp  # noqa: E402
 import numpy as np  # noqa: E402
 from cupy_backends.cuda.libs import cublas  # noqa: E402
 
-from engine.backends import tensormap  # noqa: E402
+from engine.backends import clusters, tensormap  # noqa: E402
 from kernels import gemm_residual_sm90 as sm90  # noqa: E402
 from kernels.spec import DeviceLimits, TensorMapArg  # noqa: E402
 
@@ -108,6 +108,8 @@ class Runner:
             fn = mod.get_function(launch.function)
             if launch.shared_mem_bytes > 48 * 1024:
                 fn.max_dynamic_shared_size_bytes = launch.shared_mem_bytes
+            grid = clusters.fit_grid(fn.ptr, launch.grid, launch.block, launch.shared_mem_bytes, launch.cluster)
+            self.grid = grid[0]  # the last launch's (the GEMM's) grid as launched
             args = []
             for a in launch.args:
                 if isinstance(a, TensorMapArg):
@@ -122,7 +124,7 @@ class Runner:
                     args.append(bufs[a])
                 else:
                     args.append(np.int32(a))
-            self.calls.append((fn, launch.grid, launch.block, tuple(args), launch.shared_mem_bytes))
+            self.calls.append((fn, grid, launch.block, tuple(args), launch.shared_mem_bytes))
 
     def __call__(self) -> None:
         for fn, grid, block, args, smem in self.calls:
@@ -854,7 +856,12 @@ COLD_DUEL = {  # name: variant (tile, stages, dtype, fuse, streamk, pingpong, cl
     "pp 128x160 s4 cl2": ("128x160", 4, "{dt}", True, False, True, 2),
     "coop 128x256 s3": ("128x256", 3, "{dt}", True, True, False, 1),
     "coop 128x256 s3 cl2": ("128x256", 3, "{dt}", True, False, False, 2),
+    "pp 128x128 s5 cl1x2": ("128x128", 5, "{dt}", True, False, True, (1, 2)),
+    "pp 128x128 s5 cl2x2": ("128x128", 5, "{dt}", True, False, True, (2, 2)),
+    "coop 128x256 s3 cl2x2": ("128x256", 3, "{dt}", True, False, False, (2, 2)),
 }
+COLD_ODD = [(7976, 2560, 2560), (333, 1032, 520), (1, 2560, 2560), (4096, 1032, 2560)]
+"""Shapes every clustered cold-duel candidate is checked at first: tile blocks past M and N."""
 
 
 def cold_duel_mode(args, limits, report, failures, verify, get, out_dir, build) -> int:
@@ -870,6 +877,15 @@ def cold_duel_mode(args, limits, report, failures, verify, get, out_dir, build) 
     rng = random.Random(1)
     lines = [f"seed, cold runs: {args.rounds} rounds, {args.idle:g} s idle before each run of "
              "10 warm-ups + 100 timed (median ms / p10; SM MHz and reasons right after)"]
+    wrong0 = len(failures)
+    for dt in ("bf16", "fp16"):
+        for v in COLD_DUEL.values():
+            if v[6] != 1:
+                for shape in COLD_ODD:
+                    verify(*shape, for_dtype(v, dt), label="cold duel odd shape")
+    lines.append(f"odd shapes {COLD_ODD}: clustered candidates in bf16 and fp16, "
+                 f"{len(failures) - wrong0} wrong")
+    print(lines[-1], flush=True)
     for dt in ("bf16", "fp16"):
         bufs, _ref = get(m, n, k, dt)
         runs = {}
@@ -878,6 +894,9 @@ def cold_duel_mode(args, limits, report, failures, verify, get, out_dir, build) 
             verify(m, n, k, v, label="cold duel")
             runs[name] = Runner(build(m, n, k, v), bufs, dt, False)
             runs[name]()  # compile and load outside the timed runs
+            if runs[name].grid != build(m, n, k, v).info["grid"]:
+                print(f"{dt} {name}: grid {build(m, n, k, v).info['grid']} -> {runs[name].grid} "
+                      "(clusters resident at once)", flush=True)
         runs["cuBLAS GEMM only (b=0)"] = cublas_gemm(bufs, cp.empty_like(bufs["r"]), dt, 0.0)
         cp.cuda.runtime.deviceSynchronize()
         per: dict[str, list[tuple[float, float, int | None, str]]] = {nm: [] for nm in runs}
@@ -979,6 +998,12 @@ SMALL_M = {  # name: variant (tile, stages, dtype, fuse, streamk, pingpong, clus
     "64x80 s11 (planned)": ("64x80", 11, "{dt}", True, True, False, 1),
     "coop 128x80 s7 data-parallel": ("128x80", 7, "{dt}", True, False, False, 1),
     "coop 128x80 s7 cl2": ("128x80", 7, "{dt}", True, False, False, 2),
+    # A multicast across the N-neighbours (cuBLAS's 2-CTA clusters at M = 512), and both ways
+    "64x80 s8 cl1x2": ("64x80", 8, "{dt}", True, False, False, (1, 2)),
+    "64x80 s11 cl1x2": ("64x80", 11, "{dt}", True, False, False, (1, 2)),
+    "64x80 s8 cl2x2": ("64x80", 8, "{dt}", True, False, False, (2, 2)),
+    "coop 128x80 s7 cl1x2": ("128x80", 7, "{dt}", True, False, False, (1, 2)),
+    "coop 128x80 s7 cl2x2": ("128x80", 7, "{dt}", True, False, False, (2, 2)),
 }
 
 
@@ -1086,7 +1111,7 @@ def small_m_mode(args, limits, report, failures, verify, get, out_dir, build) ->
             sc = score(med[nm], t_b, m, n, k) if nm in ours else None
             info = ours[nm][1] if nm in ours else None
             lines.append(f"   {nm:34s} {med[nm]:.4f}" + (f"  score {sc:.3f}" if sc is not None else "")
-                         + (f"  grid {info['grid']} {info['schedule']}" if info else "")
+                         + (f"  grid {ours[nm][0].grid} {info['schedule']}" if info else "")
                          + ("  held" if held[nm] else "")
                          + "  runs " + " ".join(f"{t:.4f}" for t in per[nm]))
         report["sweep"].append({"m": m, "n_sets": n_sets, "runs": per, "held_chunks": held})

@@ -31,14 +31,17 @@
 // barrier of item i-1 (the ordered "tensor-core turn"). Otherwise (cooperative) each consumer owns
 // BM/NUM_CONSUMERS rows of every tile and both run the epilogue together.
 //
-// CLUSTER == 2: the CTAs run in 2x1 clusters (__cluster_dims__) on vertically adjacent tiles that
-// share their W tile: each CTA's producer loads half of the W k-block (BN/2 rows) and multicasts it
-// into both CTAs' slots (TMA .multicast::cluster), so W's L2->SM traffic halves. A slot is refilled
-// only when the consumers of both CTAs have released it: each consumer warp arrives on the empty
-// barrier of both CTAs (remote arrive through mapa). Both CTAs walk the same sequence of tile pairs
-// (data-parallel only: no stream-K); an odd last M tile pairs with a tile wholly past M (TMA
-// zero-fills its loads and clips its store). A cluster barrier after the mbarrier init and one
-// before exit keep remote arrivals inside the peer's lifetime.
+// CLUSTER x CLUSTER_N clusters (CM x CN, each 1 or 2; __cluster_dims__(CM * CN)): the CTAs of a
+// cluster run a CM x CN block of adjacent tiles. CTA rank r sits at row rm = r % CM, column
+// rn = r / CM. The CTAs of one column (same rn) share their W tile: each loads BN/CM of its rows
+// and multicasts them into the slots of that column (TMA .multicast::cluster); the CTAs of one row
+// (same rm) share their A tile the same way (BM/CN rows each). So W's L2->SM traffic divides by
+// CM and A's by CN. A slot is refilled only when every CTA it was written into has released it:
+// each consumer warp arrives on the empty barrier of every CTA in its row and its column (remote
+// arrive through mapa; CM + CN - 1 CTAs, itself included). All CTAs of a cluster walk the same
+// sequence of tile blocks (data-parallel only: no stream-K); a block reaching past M or N holds
+// tiles wholly outside (TMA zero-fills their loads and clips their stores). A cluster barrier after
+// the mbarrier init and one before exit keep remote arrivals inside the peers' lifetime.
 //
 // STAGES == 1 is MEMORY_PIPELINING=off: the producer waits for the consumers to free the only
 // slot before it issues the next load, so copies and math never overlap.
@@ -46,7 +49,7 @@
 // The Python spec prepends the knobs as #defines of validated integers:
 //   BM, BN, BK (64 16-bit or 32 fp32 elements: 128 bytes), STAGES, NUM_CONSUMERS, DT (0 bf16,
 //   1 fp16, 2 tf32, 3 fp32 by 3xTF32), FUSE, TMAP_GLOBAL, STREAMK, WS_TILES,
-//   PINGPONG, CLUSTER, SPLIT_HI (DT 3).
+//   PINGPONG, CLUSTER, CLUSTER_N, SPLIT_HI (DT 3).
 //
 // DT 3 (fp32 inputs, fp32-class accuracy on the tensor cores, "3xTF32"): tf32_split first writes
 // each operand's low part lo = tf32(x - hi) (and, with SPLIT_HI, hi = tf32(x) itself; without it
@@ -75,12 +78,17 @@
 #ifndef CLUSTER
 #define CLUSTER 1
 #endif
-#define MC CLUSTER   // CTAs a W k-block is multicast to
-#if CLUSTER != 1 && CLUSTER != 2
-#error "CLUSTER must be 1 or 2"
+#ifndef CLUSTER_N
+#define CLUSTER_N 1
 #endif
-#if CLUSTER == 2 && STREAMK
-#error "the 2x1 cluster schedule is data-parallel only (STREAMK 0)"
+#define MC CLUSTER      // CTAs a W k-block is multicast to (one cluster column)
+#define NC CLUSTER_N    // CTAs an A k-block is multicast to (one cluster row)
+#define CL (MC * NC)    // CTAs per cluster
+#if (CLUSTER != 1 && CLUSTER != 2) || (CLUSTER_N != 1 && CLUSTER_N != 2)
+#error "CLUSTER and CLUSTER_N must be 1 or 2"
+#endif
+#if CL > 1 && STREAMK
+#error "the cluster schedule is data-parallel only (STREAMK 0)"
 #endif
 #ifndef DT
 #define DT 0
@@ -127,6 +135,10 @@
 #define B_TILE_BYTES (BN * BK * ELEM)
 #define STAGE_BYTES (A_TILE_BYTES + B_TILE_BYTES)
 #define B_PART_BYTES (B_TILE_BYTES / MC)   // the W rows one CTA loads (and multicasts)
+#define A_PART_BYTES (A_TILE_BYTES / NC)   // the A rows one CTA loads (and multicasts)
+#if (BN / MC) % 8 != 0 || (BM / NC) % 8 != 0
+#error "a multicast part must hold whole 8-row swizzle atoms (1024-byte aligned in the slot)"
+#endif
 
 #if WG_M % 64 != 0
 #error "each consumer warpgroup needs a multiple of 64 rows"
@@ -199,7 +211,7 @@ __device__ __forceinline__ void tma_load_2d(unsigned dst, unsigned long long tma
         : "memory");
 }
 
-#if CLUSTER > 1
+#if CL > 1
 // The same TMA load, written to the same shared-memory offset of every CTA in `mask` and
 // completing bytes on each one's mbarrier at `bar`'s offset.
 __device__ __forceinline__ void tma_load_2d_mc(unsigned dst, unsigned long long tmap, int c0, int c1,
@@ -235,11 +247,21 @@ __device__ __forceinline__ void cluster_sync() {
 }
 #endif
 
-// A consumer warp frees a pipeline slot: lane 0 (and with a cluster, lane r for CTA r) arrives.
-__device__ __forceinline__ void release_slot(unsigned bar, int lane) {
-#if MC > 1
-    if (lane < MC) mbar_arrive_cluster(bar, (unsigned)lane);
+// A consumer warp frees a pipeline slot: lane 0 arrives; with a cluster, lane r for each CTA r
+// that writes into this CTA's slots (the same cluster row rm or column rn as this one).
+__device__ __forceinline__ void release_slot(unsigned bar, int lane, unsigned rm, unsigned rn) {
+#if CL > 1
+#if MC == 1 || NC == 1
+    (void)rm;
+    (void)rn;
+    if (lane < CL) mbar_arrive_cluster(bar, (unsigned)lane);  // one row or column: every CTA
 #else
+    if (lane < CL && ((unsigned)lane % MC == rm || (unsigned)lane / MC == rn))
+        mbar_arrive_cluster(bar, (unsigned)lane);
+#endif
+#else
+    (void)rm;
+    (void)rn;
     if (lane == 0) mbar_arrive(bar);
 #endif
 }
@@ -437,7 +459,7 @@ struct Sched {
 };
 
 __device__ __forceinline__ void sched_init(Sched& s, int dp_tiles, int num_tiles, int num_kb) {
-    s.next_tile = blockIdx.x / CLUSTER;
+    s.next_tile = blockIdx.x / CL;
     const long long sk_iters = (long long)(num_tiles - dp_tiles) * num_kb;
     s.it = (long long)blockIdx.x * sk_iters / gridDim.x;
     s.end = (long long)(blockIdx.x + 1) * sk_iters / gridDim.x;
@@ -449,7 +471,7 @@ __device__ __forceinline__ bool sched_next(Sched& s, int dp_tiles, int num_kb, i
         tile = s.next_tile;
         kb0 = 0;
         kb1 = num_kb;
-        s.next_tile += gridDim.x / CLUSTER;
+        s.next_tile += gridDim.x / CL;
         return true;
     }
 #if STREAMK
@@ -467,14 +489,16 @@ __device__ __forceinline__ bool sched_next(Sched& s, int dp_tiles, int num_kb, i
 }
 
 // Tile `tile` of the schedule -> this CTA's first row and column. With a cluster, schedule tiles are
-// groups of CLUSTER vertically adjacent tiles (N-fastest), the CTA's rank picking its row tile.
-__device__ __forceinline__ void tile_origin(int tile, int num_n, unsigned rank, int& m0, int& n0) {
-    m0 = ((tile / num_n) * CLUSTER + (int)rank) * BM;
-    n0 = (tile % num_n) * BN;
+// CM x CN blocks of tiles (numbered N-fastest, ``num_nb`` blocks across N), the CTA's cluster row
+// rm and column rn picking its tile in the block.
+__device__ __forceinline__ void tile_origin(int tile, int num_nb, unsigned rm, unsigned rn, int& m0,
+                                            int& n0) {
+    m0 = ((tile / num_nb) * MC + (int)rm) * BM;
+    n0 = ((tile % num_nb) * NC + (int)rn) * BN;
 }
 
-#if CLUSTER > 1
-#define CLUSTER_ATTR __cluster_dims__(CLUSTER, 1, 1)
+#if CL > 1
+#define CLUSTER_ATTR __cluster_dims__(CL, 1, 1)
 #else
 #define CLUSTER_ATTR
 #endif
@@ -500,12 +524,16 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
 
     const int num_m = (M + BM - 1) / BM;
     const int num_n = (N + BN - 1) / BN;
-    const int num_tiles = ((num_m + CLUSTER - 1) / CLUSTER) * num_n;  // schedule tiles
-#if CLUSTER > 1
+    const int num_nb = (num_n + NC - 1) / NC;                      // tile blocks across N
+    const int num_tiles = ((num_m + MC - 1) / MC) * num_nb;           // schedule tiles
+#if CL > 1
     const unsigned rank = cluster_rank();
 #else
     const unsigned rank = 0;
 #endif
+    // this CTA's row and column in the cluster (constants where the cluster is one row or column)
+    const unsigned rm = NC == 1 ? rank : MC == 1 ? 0u : rank % MC;
+    const unsigned rn = MC == 1 ? rank : NC == 1 ? 0u : rank / MC;
 #if DT == 3
     const int kb_k = (K + BK - 1) / BK;  // k-blocks of one product; three products
     const int num_kb = 3 * kb_k;
@@ -526,7 +554,7 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(full_bar + 8 * s, 1);
             // lane 0 of each warp using it, in every CTA of the cluster
-            mbar_init(empty_bar + 8 * s, (TILE_THREADS / 128) * 4 * MC);
+            mbar_init(empty_bar + 8 * s, (TILE_THREADS / 128) * 4 * (MC + NC - 1));
         }
         for (int e = 0; e < EPI_BUFS; ++e) {
             mbar_init(rfull_bar + 8 * e, 1);
@@ -538,7 +566,7 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
 #endif
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
-#if CLUSTER > 1
+#if CL > 1
     cluster_sync();  // the peer's barriers are initialised before any multicast or remote arrive
 #else
     __syncthreads();
@@ -570,7 +598,7 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
             unsigned phase = 0, rphases = 0;  // bit e: parity of epilogue buffer e
             while (sched_next(sched, dp_tiles, num_kb, tile, kb0, kb1)) {
                 int m0, n0;
-                tile_origin(tile, num_n, rank, m0, n0);
+                tile_origin(tile, num_nb, rm, rn, m0, n0);
                 const int eb = PINGPONG ? (item++ & 1) : 0;  // the epilogue buffer of this item
                 const unsigned ebuf = epi + eb * EPI_BYTES;
                 const unsigned rfb = rfull_bar + 8 * eb;
@@ -600,10 +628,18 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                     const unsigned long long am = a_map;
                     const unsigned long long wm = w_map;
 #endif
+#if NC > 1
+                    // this CTA's share of the A rows, into every CTA of its cluster row
+                    tma_load_2d_mc(sa + rn * A_PART_BYTES, am, kx, m0 + (int)rn * (BM / NC), fb,
+                                   (unsigned short)(((1u << MC) + 1u) << rm));
+#else
                     tma_load_2d(sa, am, kx, m0, fb);
+#endif
 #if MC > 1
-                    tma_load_2d_mc(sa + A_TILE_BYTES + rank * B_PART_BYTES, wm, kx,
-                                   n0 + (int)rank * (BN / MC), fb, (unsigned short)((1u << MC) - 1));
+                    // this CTA's share of the W rows, into every CTA of its cluster column
+                    tma_load_2d_mc(sa + A_TILE_BYTES + rm * B_PART_BYTES, wm, kx,
+                                   n0 + (int)rm * (BN / MC), fb,
+                                   (unsigned short)(((1u << MC) - 1u) << (MC * rn)));
 #else
                     tma_load_2d(sa + A_TILE_BYTES, wm, kx, n0, fb);
 #endif
@@ -685,7 +721,7 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
             }
 #endif
             int m0, n0;
-            tile_origin(tile, num_n, rank, m0, n0);
+            tile_origin(tile, num_nb, rm, rn, m0, n0);
             int prev_stage = 0;
 #if PROMOTE
             // groups of PROMOTE k-blocks, each summed from zero by the tensor cores, drained
@@ -723,10 +759,10 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                     wgmma_commit();
 #if STAGES == 1
                     wgmma_wait<0>();
-                    release_slot(empty_bar + 8 * stage, lane);
+                    release_slot(empty_bar + 8 * stage, lane, rm, rn);
 #else
                     wgmma_wait<1>();
-                    if (kb > g0) release_slot(empty_bar + 8 * prev_stage, lane);
+                    if (kb > g0) release_slot(empty_bar + 8 * prev_stage, lane, rm, rn);
 #endif
                     if (kb == kb0 && storer && store_pending) {
                         // the previous tile's TMA store has long finished reading shared memory
@@ -745,7 +781,7 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
 #endif
 #if STAGES > 1
                 wgmma_wait<0>();
-                release_slot(empty_bar + 8 * prev_stage, lane);
+                release_slot(empty_bar + 8 * prev_stage, lane, rm, rn);
 #endif
 #pragma unroll
                 for (int mi = 0; mi < M_ITERS; ++mi) {
@@ -919,7 +955,7 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
         }
         if (storer) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
     }
-#if CLUSTER > 1
+#if CL > 1
     cluster_sync();  // no CTA leaves while its peer may still arrive on its barriers
 #endif
 }

@@ -498,19 +498,40 @@ def check(task: Any, limits: DeviceLimits) -> list[Violation]:
     return out
 
 
+def cluster_shape(cluster: Any) -> tuple[int, int]:
+    """A ``cluster`` argument as (CTAs along M sharing W, CTAs along N sharing A): an int c is the
+    c x 1 cluster (W multicast only), a pair (cm, cn) itself; each 1 or 2."""
+    cm, cn = (cluster, 1) if isinstance(cluster, int) else tuple(cluster)
+    if cm not in (1, 2) or cn not in (1, 2):
+        raise ValueError(f"cluster {cluster}: 1 (none), 2 (2x1, W multicast), or a pair (cm, cn) "
+                         "of 1 or 2 (1x2: A multicast; 2x2: both)")
+    return int(cm), int(cn)
+
+
+def cluster_label(cm: int, cn: int) -> str:
+    """How ``info`` and the bench tables name a cluster shape."""
+    if cm * cn == 1:
+        return "none"
+    what = " and ".join(x for x, c in (("W", cm), ("A", cn)) if c > 1)
+    return f"{cm}x{cn}, {what} multicast"
+
+
 def defines(block_size: str, stages: int, dtype: str, fuse: bool,
             tmap_global: bool = False, streamk: bool = STREAMK_DEFAULT,
-            pingpong: bool = False, cluster: int = 1,
+            pingpong: bool = False, cluster: Any = 1,
             split_hi: bool = SPLIT_HI_DEFAULT, promote: int | None = None) -> dict[str, int]:
-    """``promote`` (fp32 only; default ``PROMOTE_DEFAULT`` where ``promote_fits``, else 0)."""
-    """The compile-time constants of one configuration (validated integers only)."""
+    """The compile-time constants of one configuration (validated integers only). ``cluster``: see
+    ``cluster_shape``; ``promote`` (fp32 only; default ``PROMOTE_DEFAULT`` where ``promote_fits``,
+    else 0)."""
     bm, bn, consumers = parse_block_size(block_size, dtype)
-    if cluster not in (1, 2):
-        raise ValueError(f"cluster {cluster}: 1 (none) or 2 (2x1, W multicast)")
-    if cluster == 2 and streamk:
-        raise ValueError("the 2x1 cluster schedule is data-parallel only (streamk=False)")
-    if cluster == 2 and _dtype(dtype) not in CLUSTER_DTYPES:
-        raise ValueError(f"the 2x1 cluster schedule takes {', '.join(CLUSTER_DTYPES)}")
+    cm, cn = cluster_shape(cluster)
+    if cm * cn > 1 and streamk:
+        raise ValueError("the cluster schedule is data-parallel only (streamk=False)")
+    if cm * cn > 1 and _dtype(dtype) not in CLUSTER_DTYPES:
+        raise ValueError(f"the cluster schedule takes {', '.join(CLUSTER_DTYPES)}")
+    if (bn // cm) % 8 or (bm // cn) % 8:
+        raise ValueError(f"cluster {cm}x{cn} on {block_size}: each CTA's multicast share must be a "
+                         "multiple of 8 rows")
     if pingpong and _tile_name(block_size) not in PINGPONG_TILES:
         raise ValueError(f"tile {block_size}: ping-pong takes {', '.join(PINGPONG_TILES)}")
     if _dtype(dtype) not in DTYPES:
@@ -521,7 +542,9 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
     out = {"BM": bm, "BN": bn, "BK": bk_of(dtype), "STAGES": slots, "NUM_CONSUMERS": consumers,
            "DT": DT_CODE[_dtype(dtype)], "FUSE": int(bool(fuse)),
            "TMAP_GLOBAL": int(bool(tmap_global)), "STREAMK": int(bool(streamk)),
-           "WS_TILES": WS_TILES, "PINGPONG": int(bool(pingpong)), "CLUSTER": int(cluster)}
+           "WS_TILES": WS_TILES, "PINGPONG": int(bool(pingpong)), "CLUSTER": cm}
+    if cn > 1:
+        out["CLUSTER_N"] = cn
     if _dtype(dtype) == "fp32":
         fits = promote_fits(block_size, pingpong)
         if promote is None:
@@ -536,7 +559,7 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
 
 def render(block_size: str, stages: int, dtype: str, fuse: bool = True,
            tmap_global: bool = False, streamk: bool = STREAMK_DEFAULT,
-           pingpong: bool = False, cluster: int = 1,
+           pingpong: bool = False, cluster: Any = 1,
            split_hi: bool = SPLIT_HI_DEFAULT, promote: int | None = None) -> str:
     """The CUDA source for one configuration: #defines of integers, then the template."""
     return _source(defines(block_size, stages, dtype, fuse, tmap_global, streamk, pingpong,
@@ -559,14 +582,15 @@ def options(limits: DeviceLimits | None = None) -> tuple[str, ...]:
 def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
           fuse: bool | None = None, tmap_global: bool = False, streamk: bool | None = None,
           schedule: tuple[int, int] | None = None, pingpong: bool | None = None,
-          cluster: int | None = None, split_hi: bool | None = None,
+          cluster: Any = None, split_hi: bool | None = None,
           promote: int | None = None) -> Build:
     """Render and plan one configuration. ``fuse`` defaults to ``task.fusion`` (True when absent):
     off = the GEMM-only kernel (FUSE=0) then ``residual_add_inplace`` on ``out``. ``streamk``
     (default ``STREAMK_DEFAULT``) compiles the stream-K tail in; ``schedule`` = (grid, dp_tiles)
     overrides ``plan_schedule`` (benchmarks; any value is correct, the kernel clamps it);
     ``pingpong`` (default ``use_pingpong``) picks the consumer schedule; ``cluster`` (default
-    ``use_cluster``) 2 runs 2x1 clusters sharing W by TMA multicast (data-parallel only).
+    ``use_cluster``) 2 runs 2x1 clusters sharing W by TMA multicast, (cm, cn) any of
+    ``cluster_shape``'s (data-parallel only).
     fp32 (3xTF32) first launches ``tf32_split`` on A and W into scratch buffers (``Build.scratch``:
     a_lo, w_lo, and with ``split_hi``, default ``SPLIT_HI_DEFAULT``, a_hi, w_hi); ``promote``
     see ``defines``."""
@@ -586,7 +610,8 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
         raise ValueError(f"ping-pong does not fit {block_size} with {stage_count(stages)} stages")
     if cluster is None:
         cluster = use_cluster(limits, block_size, stages, dtype, task.shape)
-    cluster = int(cluster)
+    cm, cn = cluster_shape(cluster)
+    cluster = cm * cn  # CTAs per cluster
     if cluster > 1:
         streamk = False
     if split_hi is None:
@@ -594,8 +619,8 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
     x3 = dtype == "fp32"
     tiles = -(-m // bm) * -(-n // bn)
     if cluster > 1:
-        # whole clusters; the kernel's tile unit is a group of `cluster` row tiles
-        groups = -(-m // (bm * cluster)) * -(-n // bn)
+        # whole clusters; the kernel's tile unit is a block of cm x cn tiles
+        groups = _cdiv(m, bm * cm) * _cdiv(_cdiv(n, bn), cn)
         if schedule is not None:
             groups = min(groups, max(1, int(schedule[0]) // cluster))
         grid = cluster * max(1, min(groups, limits.sm_count // cluster))
@@ -611,13 +636,13 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
     else:
         grid, dp_tiles = max(1, int(schedule[0])), int(schedule[1])
     consts = defines(block_size, stages, dtype, fuse, tmap_global, streamk, bool(pingpong),
-                     cluster, bool(split_hi), promote)
+                     (cm, cn), bool(split_hi), promote)
     source = _source(consts)
     smem = smem_bytes(block_size, stages, dtype, bool(pingpong))
     a_hi, w_hi = ("a_hi", "w_hi") if x3 and split_hi else ("a", "w")
     maps = (
-        TensorMapArg(a_hi, rows=m, cols=k, box_rows=bm, box_cols=bk, swizzle_bytes=128),
-        TensorMapArg(w_hi, rows=n, cols=k, box_rows=bn // cluster, box_cols=bk,
+        TensorMapArg(a_hi, rows=m, cols=k, box_rows=bm // cn, box_cols=bk, swizzle_bytes=128),
+        TensorMapArg(w_hi, rows=n, cols=k, box_rows=bn // cm, box_cols=bk,
                      swizzle_bytes=128),
         TensorMapArg("r", rows=m, cols=n, box_rows=bm, box_cols=bk, swizzle_bytes=128),
         TensorMapArg("out", rows=m, cols=n, box_rows=bm, box_cols=bk, swizzle_bytes=128),
@@ -647,7 +672,7 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
                                ("a", a_hi, "a_lo", m * k // 4, "w", w_hi, "w_lo", n * k // 4)))
         functions.append(SPLIT_KERNEL)
     launches.append(Launch(KERNEL, (grid, 1, 1), (128 * (consumers + 1), 1, 1), smem,
-                           (*maps, m, n, k, dp_tiles)))
+                           (*maps, m, n, k, dp_tiles), cluster=cluster))
     functions.append(KERNEL)
     if not fuse:
         total8 = m * n // 8
@@ -662,7 +687,7 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
         "pipelining": "off" if stages == 0 else stages,
         "consumer_warpgroups": consumers,
         "consumers": "ping-pong (whole tiles, alternating)" if pingpong else "cooperative",
-        "cluster": "2x1, W multicast" if cluster > 1 else "none",
+        "cluster": cluster_label(cm, cn),
         "threads": 128 * (consumers + 1),
         "grid": grid,
         "tiles": tiles,

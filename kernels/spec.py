@@ -104,6 +104,11 @@ class Launch:
     block: tuple[int, int, int]
     shared_mem_bytes: int
     args: tuple[str | int | TensorMapArg, ...]
+    cluster: int = 1
+    """CTAs per thread-block cluster (the kernel's own ``__cluster_dims__``). A persistent grid of
+    clusters must be co-resident: the backend caps ``grid`` at the clusters the device can hold at
+    once (``cuOccupancyMaxActiveClusters``); the kernel strides by ``gridDim.x / cluster``, so any
+    whole number of clusters is correct."""
 
 
 @dataclass(frozen=True)

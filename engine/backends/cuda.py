@@ -19,6 +19,7 @@ import numpy as np
 from cupy.cuda import cublas, driver, runtime
 from cupy_backends.cuda.libs import nvrtc
 
+from engine.backends import clusters
 from engine.backends.base import RunContext, RunFailure, progress_every
 from engine.backends.collect import base_fingerprint, finish, now_iso
 from engine.backends.cuda_support import (
@@ -357,6 +358,13 @@ class CudaBackend:
                 driver.funcSetAttribute(funcs[ln.function].ptr,
                                         driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                         ln.shared_mem_bytes)
+        # a persistent grid of clusters holds no more clusters than the device runs at once
+        grids = [clusters.fit_grid(funcs[ln.function].ptr, ln.grid, ln.block, ln.shared_mem_bytes, ln.cluster)
+                 for ln in build.launches]
+        for ln, g in zip(build.launches, grids, strict=True):
+            if g != ln.grid:
+                em.info(f"{ln.function}: grid {ln.grid[0]} -> {g[0]} CTAs, the {g[0] // ln.cluster} clusters of "
+                        f"{ln.cluster} this device holds at once")
         for name in build.functions:
             resources.setdefault(name, {})["registers"] = driver.funcGetAttribute(
                 driver.CU_FUNC_ATTRIBUTE_NUM_REGS, funcs[name].ptr)
@@ -401,8 +409,8 @@ class CudaBackend:
         plans = []
         for s in sets:
             bufs = {**s, **outs}
-            plans.append([(funcs[ln.function], ln.grid, ln.block, launch_args(ln, bufs), ln.shared_mem_bytes)
-                          for ln in build.launches])
+            plans.append([(funcs[ln.function], g, ln.block, launch_args(ln, bufs), ln.shared_mem_bytes)
+                          for ln, g in zip(build.launches, grids, strict=True)])
 
         def run_once(i: int) -> None:
             for fn, grid, block, args, smem in plans[i % n_sets]:
@@ -489,8 +497,9 @@ class CudaBackend:
                     "hold before the host had queued them: those launch times include launch gaps", "warning")
         launch = {"functions": list(build.functions), "info": build.info, "arch": limits.arch,
                   "resources": resources, "input_sets": n_sets,
-                  "launches": [{"function": ln.function, "grid": ln.grid, "block": ln.block,
-                                "shared_mem_bytes": ln.shared_mem_bytes} for ln in build.launches]}
+                  "launches": [{"function": ln.function, "grid": g, "block": ln.block,
+                                "shared_mem_bytes": ln.shared_mem_bytes, "cluster": ln.cluster}
+                               for ln, g in zip(build.launches, grids, strict=True)]}
         res = finish(task=task, profile=profile, spec=spec, simulated=False, timing=timing,
                      correctness=correctness, peers=peers, launch=launch, validity=validity,
                      fingerprint=fp, log=em.log, started_at=started, energy=energy)

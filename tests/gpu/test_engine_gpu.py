@@ -88,6 +88,32 @@ def test_every_knob_combination_correct(kernel, dtype):
     assert failures == []
 
 
+CLUSTER_CASES = [("64x80", 8, (1, 2)), ("64x80", 11, (2, 2)), ("128x80", 7, (1, 2)), ("128x80", 7, (2, 2)),
+                 ("128x128", 5, (2, 2)), ("128x128", 5, (1, 2)), ("128x128", 4, (2, 1)), ("128x160", 5, (1, 2))]
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_cluster_shapes_correct(monkeypatch, dtype):
+    """Every cluster shape (2x1 W multicast, 1x2 A multicast, 2x2 both) on the tiles it serves, at
+    shapes whose last tile blocks reach past M and N (held tiles wholly outside), M = 1 and the
+    seed: correct, every element written, the grid whole clusters the device holds at once."""
+    from kernels import gemm_residual_sm90 as sm90
+
+    failures = []
+    for bs, st, cl in CLUSTER_CASES:
+        monkeypatch.setattr(sm90, "use_cluster", lambda *a, cl=cl, **k: cl)
+        for m, n, k in ((333, 1032, 520), (1, 2560, 2560), (8192, 2560, 2560)):
+            res = _backend_run(TaskSpec(shape={"m": m, "n": n, "k": k}, dtype=dtype, block_size=bs,
+                                        memory_pipelining=st, warmup=1, iterations=2, peers=False))
+            ln = res.launch["launches"][-1] if res.launch else {}
+            ok = (res.status is RunStatus.ok and res.correctness.correct
+                  and res.correctness.unwritten_count == 0
+                  and ln.get("cluster") == cl[0] * cl[1] and ln["grid"][0] % ln["cluster"] == 0)
+            if not ok:
+                failures.append((bs, st, cl, (m, n, k), res.status.value, (res.error or "")[:200], ln))
+    assert failures == []
+
+
 def test_fp32_3xtf32_as_accurate_as_ffma():
     """fp32 on Hopper runs 3xTF32 on the tensor cores: its error against the fp64 reference must be
     fp32-class, i.e. in the order of the FFMA kernel's (the portable path, forced), and ten times
