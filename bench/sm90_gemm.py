@@ -108,7 +108,7 @@ class Runner:
             fn = mod.get_function(launch.function)
             if launch.shared_mem_bytes > 48 * 1024:
                 fn.max_dynamic_shared_size_bytes = launch.shared_mem_bytes
-            grid = clusters.fit_grid(fn.ptr, launch.grid, launch.block, launch.shared_mem_bytes, launch.cluster)
+            grid = clusters.fit_grid(fn.kernel.ptr, launch.grid, launch.block, launch.shared_mem_bytes, launch.cluster)
             self.grid = grid[0]  # the last launch's (the GEMM's) grid as launched
             args = []
             for a in launch.args:
