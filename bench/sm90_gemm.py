@@ -1044,7 +1044,7 @@ def small_m_mode(args, limits, report, failures, verify, get, out_dir, build) ->
             s["out"] = out  # one output, as the engine has
         cands: dict[str, tuple] = {}
         bs, st = sm90.default_knobs(limits, dt, shape)
-        cands[f"default {bs} s{st}"] = ((bs, st, dt, True, True), None)
+        cands[f"default {bs} s{st}"] = ((bs, st, dt, True, None), None)  # streamk as the engine builds it
         for name, v in SMALL_M.items():
             cands[name] = (for_dtype(v, dt), None)
         for sch in sm90.schedule_candidates(m, n, k, 128, 128, sms)[1:]:

@@ -529,6 +529,8 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
         raise ValueError("the cluster schedule is data-parallel only (streamk=False)")
     if cm * cn > 1 and _dtype(dtype) not in CLUSTER_DTYPES:
         raise ValueError(f"the cluster schedule takes {', '.join(CLUSTER_DTYPES)}")
+    if cn > 1 and ITEMSIZE[_dtype(dtype)] != 2:
+        raise ValueError("A multicast (cluster 1x2, 2x2) is built and GPU-tested for bf16 and fp16 only")
     if (bn // cm) % 8 or (bm // cn) % 8:
         raise ValueError(f"cluster {cm}x{cn} on {block_size}: each CTA's multicast share must be a "
                          "multiple of 8 rows")

@@ -274,6 +274,8 @@ def test_2d_cluster_build(monkeypatch: pytest.MonkeyPatch) -> None:
             sm90.defines("128x128", 4, "bf16", True, streamk=False, cluster=bad)
     with pytest.raises(ValueError, match="data-parallel"):
         sm90.defines("128x128", 4, "bf16", True, streamk=True, cluster=(1, 2))
+    with pytest.raises(ValueError, match="bf16 and fp16 only"):
+        sm90.defines("128x128", 4, "tf32", True, streamk=False, cluster=(1, 2))
 
 
 def test_tf32_build_and_routing() -> None:
