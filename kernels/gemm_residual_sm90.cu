@@ -46,7 +46,8 @@
 // KSPLIT: two consumer warpgroups share one tile (each holds all BM rows) and split its k-blocks:
 // consumer c owns the ring's slots s with s % 2 == c (STAGES even, so a slot never changes owner
 // and each consumer waits on its own slots' phases in order, as a lone consumer would; with a
-// shared slot a consumer could see a parity two phases old as complete): two wgmma chains in
+// shared slot a consumer could see a parity two phases old as complete; and STAGES >= 4: a
+// consumer frees its previous slot once its next k-block is issued, so it must own two): two wgmma chains in
 // flight on a tile too small for two row slabs (64 rows). Consumer 1 then writes its fp32 partial into a
 // shared-memory buffer (one float per thread and accumulator register, conflict-free), consumer 0
 // adds it into its own accumulators and alone runs the epilogue. Two named barriers order the
@@ -125,8 +126,9 @@
 #ifndef KSPLIT
 #define KSPLIT 0
 #endif
-#if KSPLIT && (NUM_CONSUMERS != 2 || PINGPONG || STREAMK || PROMOTE || BM != 64 || STAGES % 2)
-#error "KSPLIT: two cooperative consumers on a 64-row tile, an even number of stages, data-parallel, no PROMOTE"
+#if KSPLIT && (NUM_CONSUMERS != 2 || PINGPONG || STREAMK || PROMOTE || BM != 64 || STAGES % 2 || STAGES < 4)
+// (a consumer frees a slot once its next k-block is issued: it must own at least two slots)
+#error "KSPLIT: two cooperative consumers on a 64-row tile, an even number of stages >= 4, data-parallel, no PROMOTE"
 #endif
 
 #if PINGPONG

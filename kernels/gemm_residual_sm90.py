@@ -536,9 +536,11 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
     16-bit data, cooperative, data-parallel)."""
     bm, bn, consumers = parse_block_size(block_size, dtype)
     if ksplit:
-        if _tile_name(block_size) not in KSPLIT_TILES or pingpong or streamk or stage_count(stages) % 2:
-            raise ValueError(f"ksplit takes {', '.join(KSPLIT_TILES)} with an even number of stages, "
-                             "cooperative and data-parallel (pingpong=False, streamk=False)")
+        slots = stage_count(stages)
+        if _tile_name(block_size) not in KSPLIT_TILES or pingpong or streamk or slots % 2 or slots < 4:
+            raise ValueError(f"ksplit takes {', '.join(KSPLIT_TILES)} with an even number of stages >= 4 "
+                             "(each consumer owns every other slot, at least two), cooperative and "
+                             "data-parallel (pingpong=False, streamk=False)")
         consumers = 2
     cm, cn = cluster_shape(cluster)
     if cm * cn > 1 and streamk:
