@@ -998,11 +998,8 @@ SMALL_M = {  # name: variant (tile, stages, dtype, fuse, streamk, pingpong, clus
     "64x80 s11 (planned)": ("64x80", 11, "{dt}", True, True, False, 1),
     "coop 128x80 s7 data-parallel": ("128x80", 7, "{dt}", True, False, False, 1),
     "coop 128x80 s7 cl2": ("128x80", 7, "{dt}", True, False, False, 2),
-    # (1x2 and 2x2 clusters, A multicast: slower everywhere, NOTES-sm90 v18; build(cluster=(1, 2)))
-    # two consumer warpgroups splitting 64x80's k-blocks (cuBLAS runs 384 threads there; v19)
-    "64x80 s8 k-split": ("64x80", 8, "{dt}", True, False, False, 1, None, None, True),
-    "64x80 s6 k-split": ("64x80", 6, "{dt}", True, False, False, 1, None, None, True),
-    "64x80 s8 k-split cl2": ("64x80", 8, "{dt}", True, False, False, 2, None, None, True),
+    # (1x2 and 2x2 clusters, A multicast, build(cluster=(1, 2)): slower everywhere, NOTES-sm90 v18;
+    # two consumers splitting 64x80's k-blocks: level, v19, removed again)
 }
 
 
@@ -1215,10 +1212,9 @@ def main() -> int:
         cl = v[6] if len(v) > 6 else None
         sh = v[7] if len(v) > 7 else None
         pr = v[8] if len(v) > 8 else None
-        ks = bool(v[9]) if len(v) > 9 else False
         task = SimpleNamespace(shape={"m": m, "n": n, "k": k}, dtype=dt)
         return sm90.build(task, limits, bs, st, fuse=fuse, streamk=sk, schedule=schedule,
-                          pingpong=pp, cluster=cl, split_hi=sh, promote=pr, ksplit=ks)
+                          pingpong=pp, cluster=cl, split_hi=sh, promote=pr)
 
     def verify(m, n, k, v, schedule=None, label=""):
         bufs, ref = get(m, n, k, v[2])

@@ -43,23 +43,13 @@
 // tiles wholly outside (TMA zero-fills their loads and clips their stores). A cluster barrier after
 // the mbarrier init and one before exit keep remote arrivals inside the peers' lifetime.
 //
-// KSPLIT: two consumer warpgroups share one tile (each holds all BM rows) and split its k-blocks:
-// consumer c owns the ring's slots s with s % 2 == c (STAGES even, so a slot never changes owner
-// and each consumer waits on its own slots' phases in order, as a lone consumer would; with a
-// shared slot a consumer could see a parity two phases old as complete; and STAGES >= 4: a
-// consumer frees its previous slot once its next k-block is issued, so it must own two): two wgmma chains in
-// flight on a tile too small for two row slabs (64 rows). Consumer 1 then writes its fp32 partial into a
-// shared-memory buffer (one float per thread and accumulator register, conflict-free), consumer 0
-// adds it into its own accumulators and alone runs the epilogue. Two named barriers order the
-// buffer (partial written -> read -> free). Cooperative, data-parallel only.
-//
 // STAGES == 1 is MEMORY_PIPELINING=off: the producer waits for the consumers to free the only
 // slot before it issues the next load, so copies and math never overlap.
 //
 // The Python spec prepends the knobs as #defines of validated integers:
 //   BM, BN, BK (64 16-bit or 32 fp32 elements: 128 bytes), STAGES, NUM_CONSUMERS, DT (0 bf16,
 //   1 fp16, 2 tf32, 3 fp32 by 3xTF32), FUSE, TMAP_GLOBAL, STREAMK, WS_TILES,
-//   PINGPONG, CLUSTER, CLUSTER_N, KSPLIT, SPLIT_HI (DT 3).
+//   PINGPONG, CLUSTER, CLUSTER_N, SPLIT_HI (DT 3).
 //
 // DT 3 (fp32 inputs, fp32-class accuracy on the tensor cores, "3xTF32"): tf32_split first writes
 // each operand's low part lo = tf32(x - hi) (and, with SPLIT_HI, hi = tf32(x) itself; without it
@@ -123,14 +113,6 @@
 #error "PROMOTE: fp32 (DT 3), cooperative, at most 64 x 160 accumulators per warpgroup (2 sets)"
 #endif
 
-#ifndef KSPLIT
-#define KSPLIT 0
-#endif
-#if KSPLIT && (NUM_CONSUMERS != 2 || PINGPONG || STREAMK || PROMOTE || BM != 64 || STAGES % 2 || STAGES < 4)
-// (a consumer frees a slot once its next k-block is issued: it must own at least two slots)
-#error "KSPLIT: two cooperative consumers on a 64-row tile, an even number of stages >= 4, data-parallel, no PROMOTE"
-#endif
-
 #if PINGPONG
 #if NUM_CONSUMERS != 2
 #error "ping-pong needs two consumer warpgroups"
@@ -141,19 +123,11 @@
 #define WG_M BM
 #define TILE_THREADS 128
 #define EPI_BUFS 2
-#elif KSPLIT
-#define WG_M BM
-#define TILE_THREADS 256
-#define EPI_BUFS 1
 #else
 #define WG_M (BM / NUM_CONSUMERS)
 #define TILE_THREADS (NUM_CONSUMERS * 128)
 #define EPI_BUFS 1
 #endif
-#define EPI_THREADS (KSPLIT ? 128 : TILE_THREADS)   // threads that run the epilogue
-#define RED_BYTES (KSPLIT ? BM * BN * 4 : 0)        // KSPLIT: consumer 1's fp32 partial
-#define RED_FULL_BAR 3   // KSPLIT named barriers: the partial is written / has been read
-#define RED_FREE_BAR 4
 #define M_ITERS (WG_M / 64)
 #define ACC_N (BN / 2)
 #define THREADS (128 * (NUM_CONSUMERS + 1))
@@ -403,16 +377,6 @@ __device__ __forceinline__ float2 ld_shared_f2(unsigned addr) {
     return v;
 }
 
-__device__ __forceinline__ void st_shared_f4(unsigned addr, float a, float b, float c, float d) {
-    asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "f"(a), "f"(b), "f"(c), "f"(d)
-                 : "memory");
-}
-__device__ __forceinline__ float4 ld_shared_f4(unsigned addr) {
-    float4 v;
-    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-                 : "r"(addr) : "memory");
-    return v;
-}
 __device__ __forceinline__ void st_shared_f2(unsigned addr, float a, float b) {
     asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(addr), "f"(a), "f"(b) : "memory");
 }
@@ -549,9 +513,7 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
     extern __shared__ unsigned char smem_raw[];
     const unsigned base = (smem_u32(smem_raw) + 1023u) & ~1023u;  // swizzle atoms need 1024 B
     const unsigned epi = base + STAGES * STAGE_BYTES;
-    const unsigned red_buf = epi + EPI_BUFS * EPI_BYTES;
-    const unsigned full_bar = red_buf + RED_BYTES;
-    (void)red_buf;
+    const unsigned full_bar = epi + EPI_BUFS * EPI_BYTES;
     const unsigned empty_bar = full_bar + STAGES * 8;
     const unsigned rfull_bar = empty_bar + STAGES * 8;   // one per epilogue buffer
     const unsigned rempty_bar = rfull_bar + EPI_BUFS * 8;
@@ -592,8 +554,7 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(full_bar + 8 * s, 1);
             // lane 0 of each warp using it, in every CTA of the cluster
-            // (KSPLIT: a slot belongs to one consumer warpgroup)
-            mbar_init(empty_bar + 8 * s, (KSPLIT ? 1 : TILE_THREADS / 128) * 4 * (MC + NC - 1));
+            mbar_init(empty_bar + 8 * s, (TILE_THREADS / 128) * 4 * (MC + NC - 1));
         }
         for (int e = 0; e < EPI_BUFS; ++e) {
             mbar_init(rfull_bar + 8 * e, 1);
@@ -726,7 +687,7 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
         int item = 0;
         unsigned turn_phase = 0;
 #else
-        const int row0 = KSPLIT ? 0 : cw * WG_M;
+        const int row0 = cw * WG_M;
         const int ct = threadIdx.x - 128;
         const unsigned ebuf = epi;
         const unsigned rfb = rfull_bar;
@@ -777,22 +738,7 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
             {  // one group: the whole k-range in the tensor cores
                 const int g0 = kb0, g1 = kb1;
 #endif
-#if KSPLIT
-                int mine = 0;  // k-blocks this warpgroup has issued in this group
-#define NOT_FIRST_KB (mine != 0)
-#else
-#define NOT_FIRST_KB (kb != g0)
-#endif
                 for (int kb = g0; kb < g1; ++kb) {
-#if KSPLIT
-                    if ((stage & 1) != cw) {  // the other consumer's slot: step over its k-block
-                        if (++stage == STAGES) {
-                            stage = 0;
-                            phase ^= 1u;
-                        }
-                        continue;
-                    }
-#endif
                     mbar_wait(full_bar + 8 * stage, phase);
                     // the slot's descriptors (low words); slab and k-step offsets add to them. The
                     // value is warp-uniform by construction; the shuffle proves it to ptxas, which
@@ -807,7 +753,7 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
 #pragma unroll
                         for (int mi = 0; mi < M_ITERS; ++mi) {
                             WGMMA(acc[mi], desc64(da + ((mi * 64 * 128 + k * 32) >> 4)),
-                                  desc64(db + ((k * 32) >> 4)), NOT_FIRST_KB | (k != 0));
+                                  desc64(db + ((k * 32) >> 4)), (kb != g0) | (k != 0));
                         }
                     }
                     wgmma_commit();
@@ -816,20 +762,9 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                     release_slot(empty_bar + 8 * stage, lane, rm, rn);
 #else
                     wgmma_wait<1>();
-#if KSPLIT
-                    if (mine > 0) release_slot(empty_bar + 8 * prev_stage, lane, rm, rn);
-#else
                     if (kb > g0) release_slot(empty_bar + 8 * prev_stage, lane, rm, rn);
 #endif
-#endif
-#if KSPLIT
-                    ++mine;
-                    // consumer 0's first k-block of the tile (kb0 may be consumer 1's): the producer
-                    // waits for the buffer before it stages R, a few k-blocks into the tile
-                    if (mine == 1 && storer && store_pending) {
-#else
                     if (kb == kb0 && storer && store_pending) {
-#endif
                         // the previous tile's TMA store has long finished reading shared memory
                         asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
                         mbar_arrive(reb);
@@ -846,19 +781,13 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
 #endif
 #if STAGES > 1
                 wgmma_wait<0>();
-#if KSPLIT
-                if (mine > 0)
-#endif
-                    release_slot(empty_bar + 8 * prev_stage, lane, rm, rn);
+                release_slot(empty_bar + 8 * prev_stage, lane, rm, rn);
 #endif
 #pragma unroll
                 for (int mi = 0; mi < M_ITERS; ++mi) {
 #pragma unroll
                     for (int i = 0; i < ACC_N; ++i) {
                         fence_reg(acc[mi][i]);
-#if KSPLIT
-                        if (mine == 0) acc[mi][i] = 0.0f;  // no k-block fell to this warpgroup
-#endif
 #if PROMOTE
                         sum[mi][i] += acc[mi][i];
 #endif
@@ -869,39 +798,6 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
 #define ACC_OUT sum
 #else
 #define ACC_OUT acc
-#endif
-
-#if KSPLIT
-            if (storer && store_pending) {
-                // no k-block of this tile fell to consumer 0: hand the epilogue buffer back here
-                asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
-                mbar_arrive(reb);
-                store_pending = false;
-            }
-            {
-                // [register quad][thread][4]: a warp's 16-byte accesses are contiguous
-                const unsigned red = red_buf + (threadIdx.x % 128) * 16;
-                if (cw == 1) {
-                    // hand the partial to consumer 0, wait until it has been read, next tile
-#pragma unroll
-                    for (int q = 0; q < ACC_N / 4; ++q)
-                        st_shared_f4(red + q * 2048, acc[0][4 * q], acc[0][4 * q + 1], acc[0][4 * q + 2],
-                                     acc[0][4 * q + 3]);
-                    asm volatile("bar.arrive %0, 256;" ::"n"(RED_FULL_BAR) : "memory");
-                    asm volatile("bar.sync %0, 256;" ::"n"(RED_FREE_BAR) : "memory");
-                    continue;
-                }
-                asm volatile("bar.sync %0, 256;" ::"n"(RED_FULL_BAR) : "memory");
-#pragma unroll
-                for (int q = 0; q < ACC_N / 4; ++q) {
-                    const float4 v = ld_shared_f4(red + q * 2048);
-                    acc[0][4 * q] += v.x;
-                    acc[0][4 * q + 1] += v.y;
-                    acc[0][4 * q + 2] += v.z;
-                    acc[0][4 * q + 3] += v.w;
-                }
-                asm volatile("bar.arrive %0, 256;" ::"n"(RED_FREE_BAR) : "memory");
-            }
 #endif
 
 #if STREAMK
@@ -1035,7 +931,7 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
 #endif
             // generic-proxy writes -> async-proxy (TMA) reads
             asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-            asm volatile("bar.sync %0, %1;" ::"r"(bar_id), "n"(EPI_THREADS) : "memory");
+            asm volatile("bar.sync %0, %1;" ::"r"(bar_id), "n"(TILE_THREADS) : "memory");
             if (storer) {
 #pragma unroll
                 for (int c = 0; c < EPI_CHUNKS; ++c) {

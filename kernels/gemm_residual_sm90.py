@@ -213,22 +213,15 @@ def stage_count(stages: int) -> int:
     return 1 if stages == 0 else int(stages)
 
 
-def smem_bytes(block_size: str, stages: int, dtype: str, pingpong: bool = False,
-               ksplit: bool = False) -> int:
+def smem_bytes(block_size: str, stages: int, dtype: str, pingpong: bool = False) -> int:
     """Dynamic shared memory for one CTA: stages x (A tile + W tile), the BM x BN epilogue
-    buffer (residual in, result out; one per consumer with ping-pong), with ``ksplit`` the fp32
-    partial one consumer hands the other, barriers, alignment."""
+    buffer (residual in, result out; one per consumer with ping-pong), barriers, alignment."""
     bm, bn, _ = parse_block_size(block_size, dtype)
     itemsize = ITEMSIZE.get(_dtype(dtype), 2)
     slots = stage_count(stages)
     bufs = 2 if pingpong else 1
-    return (slots * (bm + bn) * 128 + bufs * bm * bn * itemsize + (bm * bn * 4 if ksplit else 0)
+    return (slots * (bm + bn) * 128 + bufs * bm * bn * itemsize
             + (slots + 2 * bufs) * BARRIER_BYTES + ALIGN_SLACK)
-
-
-KSPLIT_TILES = ("64x80",)
-"""Tiles ``build(ksplit=True)`` takes: 64 rows, one consumer warpgroup's worth, so two consumers
-split the k-blocks instead of the rows (NOTES-sm90 v19)."""
 
 
 def _tile_name(block_size: str) -> str:
@@ -528,20 +521,11 @@ def cluster_label(cm: int, cn: int) -> str:
 def defines(block_size: str, stages: int, dtype: str, fuse: bool,
             tmap_global: bool = False, streamk: bool = STREAMK_DEFAULT,
             pingpong: bool = False, cluster: Any = 1,
-            split_hi: bool = SPLIT_HI_DEFAULT, promote: int | None = None,
-            ksplit: bool = False) -> dict[str, int]:
+            split_hi: bool = SPLIT_HI_DEFAULT, promote: int | None = None) -> dict[str, int]:
     """The compile-time constants of one configuration (validated integers only). ``cluster``: see
     ``cluster_shape``; ``promote`` (fp32 only; default ``PROMOTE_DEFAULT`` where ``promote_fits``,
-    else 0); ``ksplit``: two consumer warpgroups split a 64-row tile's k-blocks (``KSPLIT_TILES``,
-    16-bit data, cooperative, data-parallel)."""
+    else 0)."""
     bm, bn, consumers = parse_block_size(block_size, dtype)
-    if ksplit:
-        slots = stage_count(stages)
-        if _tile_name(block_size) not in KSPLIT_TILES or pingpong or streamk or slots % 2 or slots < 4:
-            raise ValueError(f"ksplit takes {', '.join(KSPLIT_TILES)} with an even number of stages >= 4 "
-                             "(each consumer owns every other slot, at least two), cooperative and "
-                             "data-parallel (pingpong=False, streamk=False)")
-        consumers = 2
     cm, cn = cluster_shape(cluster)
     if cm * cn > 1 and streamk:
         raise ValueError("the cluster schedule is data-parallel only (streamk=False)")
@@ -565,8 +549,6 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
            "WS_TILES": WS_TILES, "PINGPONG": int(bool(pingpong)), "CLUSTER": cm}
     if cn > 1:
         out["CLUSTER_N"] = cn
-    if ksplit:
-        out["KSPLIT"] = 1
     if _dtype(dtype) == "fp32":
         fits = promote_fits(block_size, pingpong)
         if promote is None:
@@ -582,10 +564,10 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
 def render(block_size: str, stages: int, dtype: str, fuse: bool = True,
            tmap_global: bool = False, streamk: bool = STREAMK_DEFAULT,
            pingpong: bool = False, cluster: Any = 1,
-           split_hi: bool = SPLIT_HI_DEFAULT, promote: int | None = None, ksplit: bool = False) -> str:
+           split_hi: bool = SPLIT_HI_DEFAULT, promote: int | None = None) -> str:
     """The CUDA source for one configuration: #defines of integers, then the template."""
     return _source(defines(block_size, stages, dtype, fuse, tmap_global, streamk, pingpong,
-                           cluster, split_hi, promote, ksplit))
+                           cluster, split_hi, promote))
 
 
 def _source(consts: dict[str, int]) -> str:
@@ -605,7 +587,7 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
           fuse: bool | None = None, tmap_global: bool = False, streamk: bool | None = None,
           schedule: tuple[int, int] | None = None, pingpong: bool | None = None,
           cluster: Any = None, split_hi: bool | None = None,
-          promote: int | None = None, ksplit: bool = False) -> Build:
+          promote: int | None = None) -> Build:
     """Render and plan one configuration. ``fuse`` defaults to ``task.fusion`` (True when absent):
     off = the GEMM-only kernel (FUSE=0) then ``residual_add_inplace`` on ``out``. ``streamk``
     (default ``STREAMK_DEFAULT``) compiles the stream-K tail in; ``schedule`` = (grid, dp_tiles)
@@ -657,14 +639,10 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
             streamk = False
     else:
         grid, dp_tiles = max(1, int(schedule[0])), int(schedule[1])
-    if ksplit:
-        streamk = False
-        grid, dp_tiles = (grid, tiles) if cluster > 1 else (min(tiles, limits.sm_count), tiles)
     consts = defines(block_size, stages, dtype, fuse, tmap_global, streamk, bool(pingpong),
-                     (cm, cn), bool(split_hi), promote, bool(ksplit))
-    consumers = int(consts["NUM_CONSUMERS"])
+                     (cm, cn), bool(split_hi), promote)
     source = _source(consts)
-    smem = smem_bytes(block_size, stages, dtype, bool(pingpong), bool(ksplit))
+    smem = smem_bytes(block_size, stages, dtype, bool(pingpong))
     a_hi, w_hi = ("a_hi", "w_hi") if x3 and split_hi else ("a", "w")
     maps = (
         TensorMapArg(a_hi, rows=m, cols=k, box_rows=bm // cn, box_cols=bk, swizzle_bytes=128),
@@ -712,8 +690,7 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
         "stages": stage_count(stages),
         "pipelining": "off" if stages == 0 else stages,
         "consumer_warpgroups": consumers,
-        "consumers": ("ping-pong (whole tiles, alternating)" if pingpong else
-                      "k-split (alternate k-blocks, one epilogue)" if ksplit else "cooperative"),
+        "consumers": "ping-pong (whole tiles, alternating)" if pingpong else "cooperative",
         "cluster": cluster_label(cm, cn),
         "threads": 128 * (consumers + 1),
         "grid": grid,

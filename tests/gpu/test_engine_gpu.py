@@ -114,31 +114,6 @@ def test_cluster_shapes_correct(monkeypatch, dtype):
     assert failures == []
 
 
-@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
-def test_ksplit_correct(monkeypatch, dtype):
-    """64x80 with two consumers splitting the k-blocks (``build(ksplit=True)``): correct and every
-    element written at M = 1, odd shapes (an odd number of k-blocks, one k-block: consumer 1 gets
-    none; tiles of an odd k-block count, so a tile's first k-block falls to either consumer),
-    several tiles per CTA, a 2x1 cluster, 4 to 8 stages."""
-    from kernels import gemm_residual_sm90 as sm90
-
-    real = sm90.build
-    failures = []
-    for st, cl in ((8, 1), (6, 1), (4, 1), (8, 2)):
-        monkeypatch.setattr(sm90, "build", lambda *a, st=st, cl=cl, **k: real(*a, **{**k, "ksplit": True,
-                                                                                     "cluster": cl}))
-        for m, n, k in ((1, 2560, 2560), (333, 1032, 520), (256, 2560, 2560), (8192, 2560, 64),
-                        (777, 1024, 512), (4096, 2560, 2560), (2048, 1024, 1088)):
-            res = _backend_run(TaskSpec(shape={"m": m, "n": n, "k": k}, dtype=dtype, block_size="64x80",
-                                        memory_pipelining=st, warmup=1, iterations=2, peers=False))
-            ok = (res.status is RunStatus.ok and res.correctness.correct
-                  and res.correctness.unwritten_count == 0
-                  and str(res.launch["info"].get("consumers", "")).startswith("k-split"))
-            if not ok:
-                failures.append((st, cl, (m, n, k), res.status.value, (res.error or "")[:200]))
-    assert failures == []
-
-
 def test_fp32_3xtf32_as_accurate_as_ffma():
     """fp32 on Hopper runs 3xTF32 on the tensor cores: its error against the fp64 reference must be
     fp32-class, i.e. in the order of the FFMA kernel's (the portable path, forced), and ten times

@@ -90,13 +90,11 @@ def test_sm90_gemm_small_m_candidates_build_as_labelled():
         for m in (256, 512, 1024):
             task = SimpleNamespace(shape={"m": m, "n": 2560, "k": 2560}, dtype=dt)
             for name, v in mod.SMALL_M.items():
-                bs, st, _dt, fuse, sk, pp, cl, *rest = mod.for_dtype(v, dt)
-                ks = bool(rest[2]) if len(rest) > 2 else False
-                b = sm90.build(task, h200, bs, st, fuse=fuse, streamk=sk, pingpong=pp, cluster=cl, ksplit=ks)
+                bs, st, _dt, fuse, sk, pp, cl = mod.for_dtype(v, dt)
+                b = sm90.build(task, h200, bs, st, fuse=fuse, streamk=sk, pingpong=pp, cluster=cl)
                 info = b.info
                 assert info["tile"].startswith(bs) and info["stages"] == st, name
-                assert info["consumers"].startswith("k-split" if "k-split" in name else "cooperative"), name
-                assert ("#define KSPLIT 1" in b.source) == ("k-split" in name), name
+                assert info["consumers"] == "cooperative", name
                 label = next((w[2:] for w in name.split() if w.startswith("cl")), "")
                 shape = {"2": "2x1", "1x2": "1x2", "2x2": "2x2"}.get(label, "none")
                 assert info["cluster"].startswith(shape), name

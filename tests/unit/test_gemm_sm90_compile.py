@@ -278,44 +278,6 @@ def test_2d_cluster_build(monkeypatch: pytest.MonkeyPatch) -> None:
         sm90.defines("128x128", 4, "tf32", True, streamk=False, cluster=(1, 2))
 
 
-@pytest.mark.parametrize("stages,cluster", [(8, 1), (6, 1), (4, 1), (8, 2)])
-def test_ksplit_compiles_without_spills(stages: int, cluster: int) -> None:
-    """Two consumer warpgroups splitting 64x80's k-blocks: no spills, setmaxnreg kept."""
-    for dtype in ("bf16", "fp16"):
-        log, cubin = _compile(sm90.render("64x80", stages, dtype, True, streamk=False, cluster=cluster,
-                                          ksplit=True))
-        assert cubin[:4] == b"\x7fELF"
-        frames = re.findall(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", log)
-        assert frames and all(f == ("0", "0", "0") for f in frames), log
-        assert "C7508" not in log, f"setmaxnreg ignored:\n{log}"
-
-
-def test_ksplit_build() -> None:
-    """ksplit: 384 threads (producer + two consumers), the fp32 partial's 20 KB in shared memory,
-    data-parallel on one CTA per tile; refused on other tiles, with ping-pong or stream-K."""
-    from types import SimpleNamespace
-
-    task = SimpleNamespace(shape={"m": 256, "n": 2560, "k": 2560}, dtype="bf16", fusion=True)
-    b = sm90.build(task, H200, "64x80", 8, ksplit=True)
-    (launch,) = b.launches
-    assert "#define KSPLIT 1" in b.source and "#define NUM_CONSUMERS 2" in b.source
-    assert "#define STREAMK 0" in b.source and launch.block == (384, 1, 1)
-    assert launch.grid == (128, 1, 1) and launch.args[-1] == 128  # 4 x 32 tiles, all data-parallel
-    assert launch.shared_mem_bytes == sm90.smem_bytes("64x80", 8, "bf16") + 64 * 80 * 4
-    assert b.info["consumers"].startswith("k-split")
-    plain = sm90.build(task, H200, "64x80", 8)
-    assert "#define KSPLIT 1" not in plain.source and plain.launches[0].block == (256, 1, 1)
-    big = sm90.build(SimpleNamespace(shape={"m": 8192, "n": 2560, "k": 2560}, dtype="fp16"), H200,
-                     "64x80", 6, ksplit=True)
-    assert big.launches[0].grid == (132, 1, 1)  # persistent over 4096 tiles
-    for bad in (dict(block_size="128x80"), dict(pingpong=True), dict(streamk=True), dict(stages=7),
-                dict(stages=0), dict(stages=2)):  # a shared slot could alias its parity; one
-        # slot each would deadlock (a consumer frees its slot only after issuing the next)
-        kw = {"block_size": "64x80", "stages": 6, "dtype": "bf16", "fuse": True, "streamk": False, **bad}
-        with pytest.raises(ValueError, match="ksplit"):
-            sm90.defines(**kw, ksplit=True)
-
-
 def test_tf32_build_and_routing() -> None:
     """tf32 on the Hopper path: fp32 data, BK 32 (one 128-byte row), wgmma .tf32, fp32 epilogue
     buffer (so 128x256 fits 2 stages and is not a default), fp32 residual add when unfused; the
