@@ -151,6 +151,15 @@ def _event_pairs(n: int) -> list[tuple[Any, Any]]:
     return [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(n)]
 
 
+def _queue(launch: Any, first: int, evs: list[tuple[Any, Any]]) -> None:
+    """Launches ``first``, ``first + 1``, ... each between its event pair: the per-launch host work
+    that ``QueuedTimer.probe`` measures and ``QueuedTimer.run`` times, the same in both."""
+    for i, (e0, e1) in enumerate(evs):
+        e0.record()
+        launch(first + i)
+        e1.record()
+
+
 @contextlib.contextmanager
 def _no_gc() -> Iterator[None]:
     """No garbage collection while launches are queued (as timeit does): a collection pause there
@@ -190,10 +199,7 @@ class QueuedTimer:
         with _no_gc():
             e0.record()
             t0 = time.perf_counter()
-            for i, (a, b) in enumerate(evs):
-                a.record()
-                launch(first + i)
-                b.record()
+            _queue(launch, first, evs)
             host = (time.perf_counter() - t0) / n
             e1.record()
         e1.synchronize()
@@ -225,10 +231,7 @@ class QueuedTimer:
                     hold_done = cp.cuda.Event(block=False, disable_timing=True)
                     hold_done.record()
                     t0 = time.perf_counter()
-                for i, (e0, e1) in enumerate(evs):
-                    e0.record()
-                    launch(start + i)
-                    e1.record()
+                _queue(launch, start, evs)
                 if held:
                     self.stats["held_chunks"] += 1
                     if hold_done.done:  # the hold ran out before the last launch was queued
