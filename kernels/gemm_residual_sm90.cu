@@ -524,16 +524,29 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
 
     const int num_m = (M + BM - 1) / BM;
     const int num_n = (N + BN - 1) / BN;
-    const int num_nb = (num_n + NC - 1) / NC;                      // tile blocks across N
-    const int num_tiles = ((num_m + MC - 1) / MC) * num_nb;           // schedule tiles
+    // tile blocks across N, this CTA's row and column in its cluster: literal constants where they
+    // are (no cluster, or one row or column), so the unclustered and 2x1 builds compile to the
+    // same code as before 2D clusters existed (a folded-away variable still reorders NVRTC's
+    // registers: the fp32 producer's cubin changed)
+#if NC > 1
+    const int num_nb = (num_n + NC - 1) / NC;
+#define NUM_NB num_nb
+#else
+#define NUM_NB num_n
+#endif
+    const int num_tiles = ((num_m + MC - 1) / MC) * NUM_NB;           // schedule tiles
 #if CL > 1
     const unsigned rank = cluster_rank();
-#else
-    const unsigned rank = 0;
-#endif
-    // this CTA's row and column in the cluster (constants where the cluster is one row or column)
     const unsigned rm = NC == 1 ? rank : MC == 1 ? 0u : rank % MC;
     const unsigned rn = MC == 1 ? rank : NC == 1 ? 0u : rank / MC;
+#define CTA_RM rm
+#define CTA_RN rn
+#else
+    const unsigned rank = 0;
+    (void)rank;
+#define CTA_RM 0u
+#define CTA_RN 0u
+#endif
 #if DT == 3
     const int kb_k = (K + BK - 1) / BK;  // k-blocks of one product; three products
     const int num_kb = 3 * kb_k;
@@ -598,7 +611,7 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
             unsigned phase = 0, rphases = 0;  // bit e: parity of epilogue buffer e
             while (sched_next(sched, dp_tiles, num_kb, tile, kb0, kb1)) {
                 int m0, n0;
-                tile_origin(tile, num_nb, rm, rn, m0, n0);
+                tile_origin(tile, NUM_NB, CTA_RM, CTA_RN, m0, n0);
                 const int eb = PINGPONG ? (item++ & 1) : 0;  // the epilogue buffer of this item
                 const unsigned ebuf = epi + eb * EPI_BYTES;
                 const unsigned rfb = rfull_bar + 8 * eb;
@@ -721,7 +734,7 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
             }
 #endif
             int m0, n0;
-            tile_origin(tile, num_nb, rm, rn, m0, n0);
+            tile_origin(tile, NUM_NB, CTA_RM, CTA_RN, m0, n0);
             int prev_stage = 0;
 #if PROMOTE
             // groups of PROMOTE k-blocks, each summed from zero by the tensor cores, drained
@@ -759,10 +772,10 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                     wgmma_commit();
 #if STAGES == 1
                     wgmma_wait<0>();
-                    release_slot(empty_bar + 8 * stage, lane, rm, rn);
+                    release_slot(empty_bar + 8 * stage, lane, CTA_RM, CTA_RN);
 #else
                     wgmma_wait<1>();
-                    if (kb > g0) release_slot(empty_bar + 8 * prev_stage, lane, rm, rn);
+                    if (kb > g0) release_slot(empty_bar + 8 * prev_stage, lane, CTA_RM, CTA_RN);
 #endif
                     if (kb == kb0 && storer && store_pending) {
                         // the previous tile's TMA store has long finished reading shared memory
@@ -781,7 +794,7 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
 #endif
 #if STAGES > 1
                 wgmma_wait<0>();
-                release_slot(empty_bar + 8 * prev_stage, lane, rm, rn);
+                release_slot(empty_bar + 8 * prev_stage, lane, CTA_RM, CTA_RN);
 #endif
 #pragma unroll
                 for (int mi = 0; mi < M_ITERS; ++mi) {
