@@ -44,8 +44,14 @@ def max_active_clusters(func_ptr: int, grid: int, block: int, smem: int) -> int:
 def fit_grid(func_ptr: int, grid: tuple[int, int, int], block: tuple[int, int, int], smem: int,
              cluster: int) -> tuple[int, int, int]:
     """``grid`` capped at the clusters the device holds at once (whole clusters); as is for
-    ``cluster`` 1 or where the device holds them all."""
+    ``cluster`` 1, where the device holds them all, or where the driver has no
+    ``cuOccupancyMaxActiveClusters`` (before CUDA 12: no clusters either). RuntimeError where the
+    driver refuses the query or no cluster fits."""
     if cluster <= 1:
+        return grid
+    try:
+        _libcuda()
+    except (OSError, AttributeError):
         return grid
     most = max_active_clusters(func_ptr, grid[0], block[0], smem)
     if most < 1:

@@ -362,8 +362,12 @@ class CudaBackend:
                                         driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                         ln.shared_mem_bytes)
         # a persistent grid of clusters holds no more clusters than the device runs at once
-        grids = [clusters.fit_grid(funcs[ln.function].ptr, ln.grid, ln.block, ln.shared_mem_bytes, ln.cluster)
-                 for ln in build.launches]
+        try:
+            grids = [clusters.fit_grid(funcs[ln.function].ptr, ln.grid, ln.block, ln.shared_mem_bytes, ln.cluster)
+                     for ln in build.launches]
+        except RuntimeError as exc:
+            em.fail("load", str(exc))
+            raise RunFailure("launch_error", f"thread-block clusters: {exc}", "cluster") from None
         for ln, g in zip(build.launches, grids, strict=True):
             if g != ln.grid:
                 em.info(f"{ln.function}: grid {ln.grid[0]} -> {g[0]} CTAs, the {g[0] // ln.cluster} clusters of "

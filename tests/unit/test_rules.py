@@ -11,6 +11,8 @@ SAMPLES: dict[str, list[str]] = {
         "cupy_backends.cuda.api.runtime.CUDARuntimeError: cudaErrorInsufficientDriver: CUDA driver version is insufficient for CUDA runtime version",
         "cupy_backends.cuda.api.driver.CUDADriverError: CUDA_ERROR_INSUFFICIENT_DRIVER: CUDA driver version is insufficient for CUDA runtime version"],
     "cuda-system-driver-mismatch": ["CUDARuntimeError: cudaErrorSystemDriverMismatch: system has unsupported display driver / cuda driver combination"],
+    "cluster-does-not-fit": ["RunFailure: thread-block clusters: no cluster of 2 CTAs with 230528 bytes of shared memory fits this device",
+                             "thread-block clusters: cuOccupancyMaxActiveClusters failed (CUresult 1)"],
     "cuda-compat-not-supported": ["CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE: forward compatibility was attempted on non supported HW"],
     "cuda-no-device": ["cupy_backends.cuda.api.runtime.CUDARuntimeError: cudaErrorNoDevice: no CUDA-capable device is detected"],
     "cuda-devices-unavailable": ["CUDARuntimeError: cudaErrorDevicesUnavailable: CUDA-capable device(s) is/are busy or unavailable"],
