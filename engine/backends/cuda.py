@@ -205,11 +205,18 @@ class QueuedTimer:
         e1.synchronize()
         return cp.cuda.get_elapsed_time(e0, e1) / 1e3 / n, host
 
-    def warm(self, launch: Any, warmups: int, n_probe: int) -> tuple[float | None, float]:
-        """``warmups`` launches, the last ``n_probe`` of them queued as ``probe``; its result."""
+    def warm(self, launch: Any, warmups: int, n_probe: int, every: int = 0,
+             on_progress: Any = None) -> tuple[float | None, float]:
+        """``warmups`` launches, the last ``n_probe`` of them queued as ``probe``; its result. With
+        ``every``, the device is synchronised after every ``every``-th of the launches before the
+        probe and ``on_progress(done)`` called, so progress reports follow the GPU, not the queue."""
         n_probe = min(n_probe, warmups)
         for i in range(warmups - n_probe):
             launch(i)
+            if every and (i + 1) % every == 0:
+                cp.cuda.Device().synchronize()
+                if on_progress is not None:
+                    on_progress(i + 1)
         return self.probe(launch, warmups - n_probe, n_probe)
 
     def run(self, name: str, launch: Any, iters: int, probed: tuple[float | None, float], chunk: int,
@@ -432,15 +439,10 @@ class CudaBackend:
             funcs["sol_fault_kernel"]((1,), (1,), (flag, np.int32(FAULT_MODES[task.fault.value])))
             cp.cuda.Device().synchronize()
         rest(task.rest_s, em, "ours")
-        step = progress_every(max(task.warmup, 1))
-        n_probe = min(5, task.warmup)  # the last warm-ups also tell whether the host keeps ahead
-        for i in range(task.warmup - n_probe):
-            run_once(i)
-            if (i + 1) % step == 0:
-                cp.cuda.Device().synchronize()
-                em.progress("warmup", i + 1, task.warmup)
         timer = QueuedTimer(funcs["sol_hold_kernel"])
-        probed = timer.probe(run_once, task.warmup - n_probe, n_probe)
+        # the last 5 warm-ups also tell whether the host keeps ahead of the GPU
+        probed = timer.warm(run_once, task.warmup, 5, progress_every(max(task.warmup, 1)),
+                            lambda done: em.progress("warmup", done, task.warmup))
         cp.cuda.Device().synchronize()
         sampler.snap()
         em.done("warmup", f"{task.warmup} launches")

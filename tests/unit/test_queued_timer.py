@@ -107,3 +107,35 @@ def test_a_long_kernel_is_not_held(timer_mod):
     t = cuda.QueuedTimer(lambda *a: log.append(("hold", True)))
     t.run("ours", lambda i: None, 3, (150e-6, 10e-6), 3)
     assert "hold" not in [k for k, _ in log] and t.stats["not_held"] == ["ours"]
+
+
+def test_warm_syncs_and_reports_progress_every_step_then_probes_the_last(timer_mod):
+    cuda, log = timer_mod
+    seen: list[int] = []
+    launched: list[int] = []
+
+    def launch(i: int) -> None:
+        launched.append(i)
+        log.append(("launch", gc.isenabled()))
+
+    def progress(done: int) -> None:
+        seen.append(done)
+        log.append(("progress", True))
+
+    cuda.QueuedTimer(lambda *a: None).warm(launch, 12, 5, 3, progress)
+    assert launched == list(range(12))  # every warm-up once, in order; the last 5 are the probe
+    assert seen == [3, 6]  # of the 7 before the probe, after the 3rd and the 6th
+    kinds = [k for k, _ in log]
+    for p in (i for i, k in enumerate(kinds) if k == "progress"):
+        assert kinds[p - 1] == "device_sync"  # progress follows the GPU, not the queue
+    probe_start = kinds.index("create")
+    assert kinds[:probe_start].count("launch") == 7 and kinds[probe_start:].count("launch") == 5
+
+
+def test_warm_with_fewer_warmups_than_the_probe_probes_them_all(timer_mod):
+    cuda, log = timer_mod
+    seen: list[int] = []
+    gpu, _ = cuda.QueuedTimer(lambda *a: None).warm(lambda i: None, 2, 5, 1, seen.append)
+    assert seen == [] and gpu == pytest.approx(0.01 / 1e3 / 2)
+    gpu, _ = cuda.QueuedTimer(lambda *a: None).warm(lambda i: None, 0, 5, 1, seen.append)
+    assert gpu is None and seen == []
