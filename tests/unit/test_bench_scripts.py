@@ -106,3 +106,63 @@ def test_sm90_gemm_small_m_candidates_build_as_labelled():
     rep = compile_cubin(b.source, "sm_90a", ("--std=c++17",))
     assert rep.ok and rep.functions and not rep.spills, rep.log[-2000:]
     assert "C7508" not in rep.log, rep.log  # setmaxnreg honoured
+
+
+def test_sm90_gemm_cold_duel_candidates_build_as_labelled_and_compile_without_spills():
+    """Each --cold-duel candidate is the build its label names (tile, stages, ping-pong or
+    cooperative, cluster, epilogue from registers) and fits the H200's shared memory at the seed;
+    the epilogue-from-registers builds (no epilogue buffer: 6 and 7 stages for ping-pong 128x128)
+    compile without spills, with setmaxnreg honoured."""
+    pytest.importorskip("cupy")
+    import importlib.util
+    from types import SimpleNamespace
+
+    from kernels import gemm_residual_sm90 as sm90
+    from kernels.nvrtc_check import compile_cubin
+    from kernels.spec import DeviceLimits
+
+    spec = importlib.util.spec_from_file_location("sm90_gemm_script", ROOT / "bench" / "sm90_gemm.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    h200 = DeviceLimits(compute_capability=(9, 0), sm_count=132, shared_memory_per_block_bytes=232448,
+                        shared_memory_per_sm_bytes=233472, profile="h200")
+    task = SimpleNamespace(shape={"m": 8192, "n": 2560, "k": 2560}, dtype="bf16")
+    for name, v in mod.COLD_DUEL.items():
+        bs, st, _dt, fuse, sk, pp, cl = mod.for_dtype(v, "bf16")[:7]
+        reg = len(v) > 9 and bool(v[9])
+        b = sm90.build(task, h200, bs, st, fuse=fuse, streamk=sk, pingpong=pp, cluster=cl, epi_reg=reg)
+        info, launch = b.info, b.launches[-1]
+        assert info["tile"].startswith(bs) and info["stages"] == st, name
+        assert info["consumers"].startswith("ping-pong" if name.startswith("pp") else "cooperative"), name
+        assert info["cluster"].startswith("2x1" if "cl2" in name else "none"), name
+        assert ("registers" in info.get("epilogue", "")) == name.endswith(" reg"), name
+        assert launch.shared_mem_bytes <= h200.shared_memory_per_block_bytes, name
+        assert launch.args[-2:] == (("r", "out") if reg else (2560, launch.args[-1])), name
+        if reg:
+            rep = compile_cubin(b.source, "sm_90a", ("--std=c++17",))
+            assert rep.ok and rep.functions and not rep.spills, (name, rep.log[-2000:])
+            assert "C7508" not in rep.log, rep.log
+
+
+def test_sm90_epilogue_from_registers_refuses_what_it_does_not_build():
+    """``epi_reg`` is 16-bit data on the data-parallel schedule only; it frees the epilogue buffers'
+    shared memory (ping-pong 128x128: two 32 KB buffers) and forces the data-parallel kernel."""
+    from types import SimpleNamespace
+
+    from kernels import gemm_residual_sm90 as sm90
+    from kernels.spec import DeviceLimits
+
+    for dt in ("tf32", "fp32"):
+        with pytest.raises(ValueError, match="epi_reg"):
+            sm90.defines("128x128", 5, dt, True, streamk=False, epi_reg=True)
+    with pytest.raises(ValueError, match="epi_reg"):
+        sm90.defines("128x128", 5, "bf16", True, streamk=True, epi_reg=True)
+    assert (sm90.smem_bytes("128x128", 5, "bf16", True)
+            - sm90.smem_bytes("128x128", 5, "bf16", True, epi_reg=True)) >= 2 * 128 * 128 * 2
+    h200 = DeviceLimits(compute_capability=(9, 0), sm_count=132, shared_memory_per_block_bytes=232448,
+                        shared_memory_per_sm_bytes=233472, profile="h200")
+    assert not sm90.pingpong_fits(h200, "128x128", 7, "bf16")
+    assert sm90.pingpong_fits(h200, "128x128", 7, "bf16", epi_reg=True)
+    b = sm90.build(SimpleNamespace(shape={"m": 256, "n": 2560, "k": 2560}, dtype="bf16"), h200,
+                   "128x128", 4, epi_reg=True)
+    assert b.info["schedule"] == "data-parallel" and "EPI_REG 1" in b.source
