@@ -849,17 +849,16 @@ def pp160_mode(args, limits, report, failures, verify, forced_checks, get, out_d
     return 0 if not failures else 1
 
 
-COLD_DUEL = {  # name: variant (tile, stages, dtype, fuse, streamk, pingpong, cluster, split_hi,
-    # promote, epi_reg). 2D clusters (v18: slower everywhere) are out; the epilogue from
-    # registers (v20: no shared-memory epilogue buffer, so deeper rings) is in
+COLD_DUEL = {  # name: variant (tile, stages, dtype, fuse, streamk, pingpong, cluster)
     "pp 128x128 s5 no cluster": ("128x128", 5, "{dt}", True, True, True, 1),
     "pp 128x128 s5 cl2 (default)": ("128x128", 5, "{dt}", True, False, True, 2),
-    "pp 128x128 s5 cl2 reg": ("128x128", 5, "{dt}", True, False, True, 2, None, None, True),
-    "pp 128x128 s6 cl2 reg": ("128x128", 6, "{dt}", True, False, True, 2, None, None, True),
-    "pp 128x128 s7 cl2 reg": ("128x128", 7, "{dt}", True, False, True, 2, None, None, True),
-    "pp 128x160 s6 cl2 reg": ("128x160", 6, "{dt}", True, False, True, 2, None, None, True),
+    "pp 128x160 s4": ("128x160", 4, "{dt}", True, True, True, 1),
+    "pp 128x160 s4 cl2": ("128x160", 4, "{dt}", True, False, True, 2),
+    "coop 128x256 s3": ("128x256", 3, "{dt}", True, True, False, 1),
     "coop 128x256 s3 cl2": ("128x256", 3, "{dt}", True, False, False, 2),
-    "coop 128x256 s4 cl2 reg": ("128x256", 4, "{dt}", True, False, False, 2, None, None, True),
+    "pp 128x128 s5 cl1x2": ("128x128", 5, "{dt}", True, False, True, (1, 2)),
+    "pp 128x128 s5 cl2x2": ("128x128", 5, "{dt}", True, False, True, (2, 2)),
+    "coop 128x256 s3 cl2x2": ("128x256", 3, "{dt}", True, False, False, (2, 2)),
 }
 COLD_ODD = [(7976, 2560, 2560), (333, 1032, 520), (1, 2560, 2560), (4096, 1032, 2560)]
 """Shapes every clustered cold-duel candidate is checked at first: tile blocks past M and N."""
@@ -881,10 +880,10 @@ def cold_duel_mode(args, limits, report, failures, verify, get, out_dir, build) 
     wrong0 = len(failures)
     for dt in ("bf16", "fp16"):
         for v in COLD_DUEL.values():
-            if v[6] != 1 or (len(v) > 9 and v[9]):
+            if v[6] != 1:
                 for shape in COLD_ODD:
                     verify(*shape, for_dtype(v, dt), label="cold duel odd shape")
-    lines.append(f"odd shapes {COLD_ODD}: clustered and epi_reg candidates in bf16 and fp16, "
+    lines.append(f"odd shapes {COLD_ODD}: clustered candidates in bf16 and fp16, "
                  f"{len(failures) - wrong0} wrong")
     print(lines[-1], flush=True)
     for dt in ("bf16", "fp16"):
@@ -1213,10 +1212,9 @@ def main() -> int:
         cl = v[6] if len(v) > 6 else None
         sh = v[7] if len(v) > 7 else None
         pr = v[8] if len(v) > 8 else None
-        er = bool(v[9]) if len(v) > 9 else False
         task = SimpleNamespace(shape={"m": m, "n": n, "k": k}, dtype=dt)
         return sm90.build(task, limits, bs, st, fuse=fuse, streamk=sk, schedule=schedule,
-                          pingpong=pp, cluster=cl, split_hi=sh, promote=pr, epi_reg=er)
+                          pingpong=pp, cluster=cl, split_hi=sh, promote=pr)
 
     def verify(m, n, k, v, schedule=None, label=""):
         bufs, ref = get(m, n, k, v[2])

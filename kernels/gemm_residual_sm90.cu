@@ -113,13 +113,6 @@
 #error "PROMOTE: fp32 (DT 3), cooperative, at most 64 x 160 accumulators per warpgroup (2 sets)"
 #endif
 
-#ifndef EPI_REG
-#define EPI_REG 0
-#endif
-#if EPI_REG && (ELEM != 2 || STREAMK || PROMOTE)
-#error "EPI_REG: 16-bit data, data-parallel schedule only"
-#endif
-
 #if PINGPONG
 #if NUM_CONSUMERS != 2
 #error "ping-pong needs two consumer warpgroups"
@@ -388,22 +381,6 @@ __device__ __forceinline__ void st_shared_f2(unsigned addr, float a, float b) {
     asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(addr), "f"(a), "f"(b) : "memory");
 }
 
-#if EPI_REG
-__device__ __forceinline__ void tma_prefetch_l2_2d(unsigned long long tmap, int c0, int c1) {
-    asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%0, {%1, %2}];" ::"l"(tmap),
-                 "r"(c0), "r"(c1)
-                 : "memory");
-}
-__device__ __forceinline__ unsigned ld_global_u32(const unsigned short* p) {
-    unsigned v;
-    asm volatile("ld.global.b32 %0, [%1];" : "=r"(v) : "l"(p));
-    return v;
-}
-__device__ __forceinline__ void st_global_u32(unsigned short* p, unsigned v) {
-    asm volatile("st.global.b32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-#endif
-
 // The epilogue tile (R in, out back) lives in shared memory as BN/64 column chunks of
 // BM rows x 128 bytes, 128B-swizzled like the TMA boxes that fill and drain it: a fragment
 // pair (row, col) sits at chunk col/64, row*128 + (((col%64)/8) ^ (row%8))*16 + (col%8)*2,
@@ -532,15 +509,11 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
 #if DT == 3
                    TMAP_PARAM(tm_alo), TMAP_PARAM(tm_wlo),
 #endif
-                   int M, int N, int K, int dp_tiles
-#if EPI_REG
-                   , const unsigned short* __restrict__ r_g, unsigned short* __restrict__ out_g
-#endif
-                   ) {
+                   int M, int N, int K, int dp_tiles) {
     extern __shared__ unsigned char smem_raw[];
     const unsigned base = (smem_u32(smem_raw) + 1023u) & ~1023u;  // swizzle atoms need 1024 B
     const unsigned epi = base + STAGES * STAGE_BYTES;
-    const unsigned full_bar = epi + (EPI_REG ? 0 : EPI_BUFS * EPI_BYTES);
+    const unsigned full_bar = epi + EPI_BUFS * EPI_BYTES;
     const unsigned empty_bar = full_bar + STAGES * 8;
     const unsigned rfull_bar = empty_bar + STAGES * 8;   // one per epilogue buffer
     const unsigned rempty_bar = rfull_bar + EPI_BUFS * 8;
@@ -687,7 +660,6 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                         stage = 0;
                         phase ^= 1u;
                     }
-#if !EPI_REG
                     if (kb == r_issue_kb) {
                         // the epilogue buffer is free once the last TMA store has read it
                         mbar_wait(rempty_bar + 8 * eb, ((rphases >> eb) & 1u) ^ 1u);
@@ -705,17 +677,6 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
 #endif
                         rphases ^= 1u << eb;
                     }
-#elif FUSE
-                    if (kb == r_issue_kb) {
-                        // the residual tile into L2 (no shared memory): the consumers' epilogue
-                        // loads it from there into registers
-#pragma unroll
-                        for (int c = 0; c < EPI_CHUNKS; ++c) tma_prefetch_l2_2d(r_map, n0 + c * EPI_COLS, m0);
-#if EPI_TAIL_COLS
-                        tma_prefetch_l2_2d(TMAP_ADDR(tm_r2), n0 + EPI_CHUNKS * EPI_COLS, m0);
-#endif
-                    }
-#endif
                 }
             }
         }
@@ -895,48 +856,6 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
             }
 #endif
 
-#if EPI_REG
-            // ------- epilogue from registers: R (TMA-prefetched into L2 during the main loop) +
-            // acc in fp32, round once, each thread stores its pairs. At most 20 pairs of a row at a
-            // time (registers beside the accumulators: the kernel is compiled for 168 per thread)
-#define EPI_REG_J (BN / 8 > 20 ? BN / 16 : BN / 8)
-#pragma unroll
-            for (int mi = 0; mi < M_ITERS; ++mi) {
-#pragma unroll
-                for (int half = 0; half < 2; ++half) {
-                    const int gr = m0 + row0 + mi * 64 + warp * 16 + (lane >> 2) + half * 8;
-                    const int gc = n0 + 2 * (lane & 3);
-                    const size_t off = (size_t)gr * N + gc;
-#pragma unroll
-                    for (int j0 = 0; j0 < BN / 8; j0 += EPI_REG_J) {
-#if FUSE
-                        unsigned rv[EPI_REG_J];
-#pragma unroll
-                        for (int jj = 0; jj < EPI_REG_J; ++jj) {
-                            const int j = j0 + jj;
-                            rv[jj] = (gr < M && gc + 8 * j < N) ? ld_global_u32(r_g + off + 8 * j) : 0u;
-                        }
-#endif
-#pragma unroll
-                        for (int jj = 0; jj < EPI_REG_J; ++jj) {
-                            const int j = j0 + jj;
-                            float v0 = ACC_OUT[mi][j * 4 + half * 2];
-                            float v1 = ACC_OUT[mi][j * 4 + half * 2 + 1];
-#if FUSE
-                            float r0, r1;
-                            unpack2(rv[jj], r0, r1);
-                            v0 += r0;
-                            v1 += r1;
-#endif
-                            if (gr < M && gc + 8 * j < N) st_global_u32(out_g + off + 8 * j, pack2(v0, v1));
-                        }
-                    }
-                }
-            }
-            (void)rfb;
-            (void)rphase;
-            (void)out_map;
-#else
             // ------- epilogue: R (staged by TMA) + acc in fp32, round once, TMA store -------
             mbar_wait(rfb, rphase);
             rphase ^= 1u;
@@ -1046,7 +965,6 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                 store_pending = true;
 #endif
             }
-#endif  // EPI_REG
         }
         if (storer) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
     }

@@ -213,17 +213,13 @@ def stage_count(stages: int) -> int:
     return 1 if stages == 0 else int(stages)
 
 
-def smem_bytes(block_size: str, stages: int, dtype: str, pingpong: bool = False,
-               epi_reg: bool = False) -> int:
+def smem_bytes(block_size: str, stages: int, dtype: str, pingpong: bool = False) -> int:
     """Dynamic shared memory for one CTA: stages x (A tile + W tile), the BM x BN epilogue
-    buffer (residual in, result out; one per consumer with ping-pong; none with ``epi_reg``),
-    barriers, alignment."""
+    buffer (residual in, result out; one per consumer with ping-pong), barriers, alignment."""
     bm, bn, _ = parse_block_size(block_size, dtype)
     itemsize = ITEMSIZE.get(_dtype(dtype), 2)
     slots = stage_count(stages)
     bufs = 2 if pingpong else 1
-    if epi_reg:
-        return (slots * (bm + bn) * 128 + (slots + 2 * bufs) * BARRIER_BYTES + ALIGN_SLACK)
     return (slots * (bm + bn) * 128 + bufs * bm * bn * itemsize
             + (slots + 2 * bufs) * BARRIER_BYTES + ALIGN_SLACK)
 
@@ -233,15 +229,12 @@ def _tile_name(block_size: str) -> str:
     return "x".join(str(block_size).strip().lower().split("x")[:2])
 
 
-def pingpong_fits(limits: DeviceLimits, block_size: str, stages: int, dtype: str,
-                  epi_reg: bool = False) -> bool:
+def pingpong_fits(limits: DeviceLimits, block_size: str, stages: int, dtype: str) -> bool:
     """True where the ping-pong consumer schedule can be compiled for these knobs: a tile one
-    warpgroup holds whole, and two epilogue buffers (none with ``epi_reg``) plus the stages in
-    shared memory."""
+    warpgroup holds whole, and two epilogue buffers plus the stages in shared memory."""
     parse_block_size(block_size, dtype)
     return (_tile_name(block_size) in PINGPONG_TILES
-            and smem_bytes(block_size, stages, dtype, True, epi_reg)
-            <= limits.shared_memory_per_block_bytes)
+            and smem_bytes(block_size, stages, dtype, True) <= limits.shared_memory_per_block_bytes)
 
 
 def use_pingpong(limits: DeviceLimits, block_size: str, stages: int, dtype: str,
@@ -528,13 +521,10 @@ def cluster_label(cm: int, cn: int) -> str:
 def defines(block_size: str, stages: int, dtype: str, fuse: bool,
             tmap_global: bool = False, streamk: bool = STREAMK_DEFAULT,
             pingpong: bool = False, cluster: Any = 1,
-            split_hi: bool = SPLIT_HI_DEFAULT, promote: int | None = None,
-            epi_reg: bool = False) -> dict[str, int]:
+            split_hi: bool = SPLIT_HI_DEFAULT, promote: int | None = None) -> dict[str, int]:
     """The compile-time constants of one configuration (validated integers only). ``cluster``: see
     ``cluster_shape``; ``promote`` (fp32 only; default ``PROMOTE_DEFAULT`` where ``promote_fits``,
-    else 0); ``epi_reg``: the epilogue from registers (16-bit data, data-parallel): each consumer
-    thread loads its residual pairs at the start of a tile and stores its results itself, so no
-    shared-memory epilogue buffer (and the stages get its room)."""
+    else 0)."""
     bm, bn, consumers = parse_block_size(block_size, dtype)
     cm, cn = cluster_shape(cluster)
     if cm * cn > 1 and streamk:
@@ -559,10 +549,6 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
            "WS_TILES": WS_TILES, "PINGPONG": int(bool(pingpong)), "CLUSTER": cm}
     if cn > 1:
         out["CLUSTER_N"] = cn
-    if epi_reg:
-        if ITEMSIZE[_dtype(dtype)] != 2 or streamk:
-            raise ValueError("epi_reg: 16-bit data and the data-parallel schedule (streamk=False) only")
-        out["EPI_REG"] = 1
     if _dtype(dtype) == "fp32":
         fits = promote_fits(block_size, pingpong)
         if promote is None:
@@ -601,7 +587,7 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
           fuse: bool | None = None, tmap_global: bool = False, streamk: bool | None = None,
           schedule: tuple[int, int] | None = None, pingpong: bool | None = None,
           cluster: Any = None, split_hi: bool | None = None,
-          promote: int | None = None, epi_reg: bool = False) -> Build:
+          promote: int | None = None) -> Build:
     """Render and plan one configuration. ``fuse`` defaults to ``task.fusion`` (True when absent):
     off = the GEMM-only kernel (FUSE=0) then ``residual_add_inplace`` on ``out``. ``streamk``
     (default ``STREAMK_DEFAULT``) compiles the stream-K tail in; ``schedule`` = (grid, dp_tiles)
@@ -611,7 +597,7 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
     ``cluster_shape``'s (data-parallel only).
     fp32 (3xTF32) first launches ``tf32_split`` on A and W into scratch buffers (``Build.scratch``:
     a_lo, w_lo, and with ``split_hi``, default ``SPLIT_HI_DEFAULT``, a_hi, w_hi); ``promote``
-    see ``defines``; ``epi_reg`` (measurement option) the epilogue from registers, see ``defines``."""
+    see ``defines``."""
     m, n, k = _mnk(task.shape)
     dtype = _dtype(task.dtype)
     if fuse is None:
@@ -624,13 +610,13 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
         streamk = STREAMK_DEFAULT
     if pingpong is None:
         pingpong = use_pingpong(limits, block_size, stages, dtype, task.shape)
-    elif pingpong and not pingpong_fits(limits, block_size, stages, dtype, epi_reg):
+    elif pingpong and not pingpong_fits(limits, block_size, stages, dtype):
         raise ValueError(f"ping-pong does not fit {block_size} with {stage_count(stages)} stages")
     if cluster is None:
         cluster = use_cluster(limits, block_size, stages, dtype, task.shape)
     cm, cn = cluster_shape(cluster)
     cluster = cm * cn  # CTAs per cluster
-    if cluster > 1 or epi_reg:
+    if cluster > 1:
         streamk = False
     if split_hi is None:
         split_hi = SPLIT_HI_DEFAULT
@@ -654,9 +640,9 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
     else:
         grid, dp_tiles = max(1, int(schedule[0])), int(schedule[1])
     consts = defines(block_size, stages, dtype, fuse, tmap_global, streamk, bool(pingpong),
-                     (cm, cn), bool(split_hi), promote, epi_reg)
+                     (cm, cn), bool(split_hi), promote)
     source = _source(consts)
-    smem = smem_bytes(block_size, stages, dtype, bool(pingpong), epi_reg)
+    smem = smem_bytes(block_size, stages, dtype, bool(pingpong))
     a_hi, w_hi = ("a_hi", "w_hi") if x3 and split_hi else ("a", "w")
     maps = (
         TensorMapArg(a_hi, rows=m, cols=k, box_rows=bm // cn, box_cols=bk, swizzle_bytes=128),
@@ -690,8 +676,7 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
                                ("a", a_hi, "a_lo", m * k // 4, "w", w_hi, "w_lo", n * k // 4)))
         functions.append(SPLIT_KERNEL)
     launches.append(Launch(KERNEL, (grid, 1, 1), (128 * (consumers + 1), 1, 1), smem,
-                           (*maps, m, n, k, dp_tiles, *(("r", "out") if epi_reg else ())),
-                           cluster=cluster))
+                           (*maps, m, n, k, dp_tiles), cluster=cluster))
     functions.append(KERNEL)
     if not fuse:
         total8 = m * n // 8
@@ -716,8 +701,6 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
         "fused": bool(fuse),
         "tensor_maps": "by pointer (global)" if tmap_global else "by value (__grid_constant__)",
     }
-    if epi_reg:
-        info["epilogue"] = "from registers (R loaded at each tile's start, results stored per thread)"
     if x3:
         info["math"] = ("3xTF32 (a_lo*w_hi + a_hi*w_lo + a_hi*w_hi; hi "
                         + ("tf32-rounded" if split_hi else "as the tensor cores read x") + "; "

@@ -114,36 +114,6 @@ def test_cluster_shapes_correct(monkeypatch, dtype):
     assert failures == []
 
 
-EPI_REG_CASES = [("128x128", 5, 2), ("128x128", 5, 1), ("128x160", 5, 1), ("128x256", 3, 2),
-                 ("128x256", 3, 1), ("64x80", 8, 1), ("128x80", 7, 1)]
-
-
-@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
-def test_epilogue_from_registers_correct(monkeypatch, dtype):
-    """``build(epi_reg=True)`` (measurement option: R prefetched into L2 by TMA, loaded and added in
-    registers, each thread storing its pairs) on ping-pong and cooperative tiles, clustered or not,
-    fused and unfused: correct and every element written, where the last tiles reach past M and N,
-    at M = 1 and at the seed."""
-    from kernels import gemm_residual_sm90 as sm90
-
-    build = sm90.build
-    failures = []
-    for bs, st, cl in EPI_REG_CASES:
-        monkeypatch.setattr(sm90, "use_cluster", lambda *a, cl=cl, **k: cl)
-        monkeypatch.setattr(sm90, "build", lambda *a, **k: build(*a, **{**k, "epi_reg": True}))
-        for (m, n, k), fusion in (((333, 1032, 520), True), ((1, 2560, 2560), True),
-                                  ((8192, 2560, 2560), True), ((777, 1032, 520), False)):
-            res = _backend_run(TaskSpec(shape={"m": m, "n": n, "k": k}, dtype=dtype, block_size=bs,
-                                        memory_pipelining=st, fusion=fusion, warmup=1, iterations=2,
-                                        peers=False))
-            info = res.launch["info"] if res.launch else {}
-            ok = (res.status is RunStatus.ok and res.correctness.correct
-                  and res.correctness.unwritten_count == 0 and "registers" in info.get("epilogue", ""))
-            if not ok:
-                failures.append((bs, st, cl, (m, n, k), fusion, res.status.value, (res.error or "")[:200]))
-    assert failures == []
-
-
 def test_fp32_3xtf32_as_accurate_as_ffma():
     """fp32 on Hopper runs 3xTF32 on the tensor cores: its error against the fp64 reference must be
     fp32-class, i.e. in the order of the FFMA kernel's (the portable path, forced), and ten times
