@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call's worth of work on the GPU machine: install the carried wheels, then run the
 # steps named as arguments (facts, gpu-tests, bench-cli with CLI_ARGS, check, bench with BENCH_ARGS, calibrate, sm90 with
-# SM90_ARGS, ncu with NCU_CASES, membound-hints with HINTS_ARGS, energy with ENERGY_ARGS, energy-cli,
+# SM90_ARGS, ncu with NCU_CASES, ncu-source with NCU_CASES, membound-hints with HINTS_ARGS, energy with ENERGY_ARGS, energy-cli,
 # ncu-metrics with NCU_CASES, tui). Logs go to $OUT.
 set -uo pipefail
 OUT=${OUT:-./out}; mkdir -p "$OUT"
@@ -45,6 +45,17 @@ for step in "$@"; do
         --metrics gpc__cycles_elapsed.max,lts__t_bytes.sum,dram__bytes.sum,smsp__inst_executed.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,sm__cycles_active.avg \
         python3 bench/ncu_probe.py --launches 1 ${NCU_CASES:+--cases "$NCU_CASES"} > "$OUT/ncu-metrics.txt" 2>&1; echo "ncu rc=$?"
       grep -E "^seed|^m[0-9]+-|  [a-z_0-9]+.*\(|SM Frequency|Duration|gpc__cycles|lts__t_bytes|dram__bytes|smsp__inst_executed.sum|lsu_wavefronts|sm__cycles_active|Grid Size|Cluster Size|Registers Per|Shared Memory Config|Dynamic Shared|Block Size|Executed Instructions  " "$OUT/ncu-metrics.txt" | head -150 ;;
+    ncu-source)
+      # the full set with PC sampling, one launch per case; the per-SASS-line stall samples of
+      # every profiled kernel as CSV (gzipped), the warp-state and scheduler sections as text
+      NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+      timeout ${NCU_TIMEOUT:-300} "$NCU" --clock-control none -k "regex:gemm|nvjet|sm90" --set full -f -o "$OUT/src" \
+        python3 bench/ncu_probe.py --launches 1 ${NCU_CASES:+--cases "$NCU_CASES"} > "$OUT/ncu-src.log" 2>&1; echo "ncu rc=$?"
+      "$NCU" -i "$OUT/src.ncu-rep" --page source --print-source sass --csv > "$OUT/src-sass.csv" 2> "$OUT/src-sass.err"; echo "source rc=$?"
+      "$NCU" -i "$OUT/src.ncu-rep" --page details --section WarpStateStats --section SchedulerStats --section SpeedOfLight \
+        --section MemoryWorkloadAnalysis --section LaunchStats > "$OUT/src-details.txt" 2>&1
+      gzip -f "$OUT/src-sass.csv"; tail -5 "$OUT/ncu-src.log"; head -c 600 "$OUT/src-sass.err"
+      grep -E "^  [a-zA-Z_0-9]+.*\(|Duration|Stall|Warp Cycles Per Issued|Issued Warp|No Eligible|Active Warps|L2 Cache Throughput|Mem Busy" "$OUT/src-details.txt" | head -80 ;;
     membound-hints)
       OUT="$OUT" timeout ${HINTS_TIMEOUT:-240} python3 bench/membound_hints.py ${HINTS_ARGS:-} 2>&1 | tail -40 ;;
     energy)

@@ -301,6 +301,11 @@ DUEL = {  # name: variant (tile, stages, dtype, fuse, streamk, pingpong, cluster
 }
 
 
+def tmap_global(v: tuple) -> bool:
+    """A variant's tensor maps in global memory (its 10th field; by value otherwise)."""
+    return len(v) > 9 and bool(v[9])
+
+
 def for_dtype(v: tuple, dt: str) -> tuple:
     """A duel table's variant with its "{dt}" placeholder filled in."""
     return tuple(x.format(dt=dt) if isinstance(x, str) else x for x in v)
@@ -982,7 +987,8 @@ def cold_sweep_mode(args, limits, report, failures, verify, get, out_dir, build)
     return 0 if not failures else 1
 
 
-SMALL_M = {  # name: variant (tile, stages, dtype, fuse, streamk, pingpong, cluster)
+SMALL_M = {  # name: variant (tile, stages, dtype, fuse, streamk, pingpong, cluster[, split_hi,
+    # promote, tmap_global])
     "coop 128x128 s4 (planned)": ("128x128", 4, "{dt}", True, True, False, 1),
     "coop 128x128 s4 data-parallel": ("128x128", 4, "{dt}", True, False, False, 1),
     "coop 128x128 s4 cl2": ("128x128", 4, "{dt}", True, False, False, 2),
@@ -998,6 +1004,10 @@ SMALL_M = {  # name: variant (tile, stages, dtype, fuse, streamk, pingpong, clus
     "64x80 s11 (planned)": ("64x80", 11, "{dt}", True, True, False, 1),
     "coop 128x80 s7 data-parallel": ("128x80", 7, "{dt}", True, False, False, 1),
     "coop 128x80 s7 cl2": ("128x80", 7, "{dt}", True, False, False, 2),
+    # the narrow defaults with their tensor maps in global memory (a 16-byte pointer each instead
+    # of 128 bytes by value: 6 maps are 768 bytes of kernel parameters per launch)
+    "64x80 s8 dp, maps in global": ("64x80", 8, "{dt}", True, False, False, 1, None, None, True),
+    "coop 128x80 s7 dp, maps in global": ("128x80", 7, "{dt}", True, False, False, 1, None, None, True),
     # (1x2 and 2x2 clusters, A multicast, build(cluster=(1, 2)): slower everywhere, NOTES-sm90 v18;
     # two consumers splitting 64x80's k-blocks: level, v19, removed again)
 }
@@ -1049,7 +1059,7 @@ def small_m_mode(args, limits, report, failures, verify, get, out_dir, build) ->
         ours: dict = {}
         for name, (v, sch) in cands.items():
             b = build(m, n, k, v, sch)
-            runners = [Runner(b, s, dt, False) for s in sets]
+            runners = [Runner(b, s, dt, tmap_global(v)) for s in sets]
             ours[name] = (runners[0], b.info)
             launches[name] = lambda i, rs=runners: rs[i % len(rs)]()
         c1 = bufs0["r"].copy()
@@ -1214,13 +1224,14 @@ def main() -> int:
         pr = v[8] if len(v) > 8 else None
         task = SimpleNamespace(shape={"m": m, "n": n, "k": k}, dtype=dt)
         return sm90.build(task, limits, bs, st, fuse=fuse, streamk=sk, schedule=schedule,
-                          pingpong=pp, cluster=cl, split_hi=sh, promote=pr)
+                          pingpong=pp, cluster=cl, split_hi=sh, promote=pr,
+                          tmap_global=tmap_global(v))
 
     def verify(m, n, k, v, schedule=None, label=""):
         bufs, ref = get(m, n, k, v[2])
         b = build(m, n, k, v, schedule)
         bufs["out"].fill(cp.nan if v[2] in F32 else 0xFFFF)  # NaN-poisoned
-        Runner(b, bufs, v[2], False)()
+        Runner(b, bufs, v[2], tmap_global(v))()
         cp.cuda.runtime.deviceSynchronize()
         c = compare(bufs["out"], ref, v[2])
         c.update(variant=v, shape=(m, n, k), schedule=schedule or "auto", label=label,
@@ -1234,7 +1245,7 @@ def main() -> int:
     def timed(m, n, k, v, schedule=None):
         bufs, ref = get(m, n, k, v[2])
         b = build(m, n, k, v, schedule)
-        run = Runner(b, bufs, v[2], False)
+        run = Runner(b, bufs, v[2], tmap_global(v))
         t = time_fn(run, iters=args.iters)["median_ms"]
         c = compare(bufs["out"], ref, v[2])  # after 110 launches: workspace left clean?
         if not c["ok"]:

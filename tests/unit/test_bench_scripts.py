@@ -90,9 +90,12 @@ def test_sm90_gemm_small_m_candidates_build_as_labelled():
         for m in (256, 512, 1024):
             task = SimpleNamespace(shape={"m": m, "n": 2560, "k": 2560}, dtype=dt)
             for name, v in mod.SMALL_M.items():
-                bs, st, _dt, fuse, sk, pp, cl = mod.for_dtype(v, dt)
-                b = sm90.build(task, h200, bs, st, fuse=fuse, streamk=sk, pingpong=pp, cluster=cl)
+                bs, st, _dt, fuse, sk, pp, cl = mod.for_dtype(v, dt)[:7]
+                b = sm90.build(task, h200, bs, st, fuse=fuse, streamk=sk, pingpong=pp, cluster=cl,
+                               tmap_global=mod.tmap_global(v))
                 info = b.info
+                assert info["tensor_maps"].startswith(
+                    "by pointer" if "maps in global" in name else "by value"), name
                 assert info["tile"].startswith(bs) and info["stages"] == st, name
                 assert info["consumers"] == "cooperative", name
                 label = next((w[2:] for w in name.split() if w.startswith("cl")), "")
