@@ -988,7 +988,7 @@ def cold_sweep_mode(args, limits, report, failures, verify, get, out_dir, build)
 
 
 SMALL_M = {  # name: variant (tile, stages, dtype, fuse, streamk, pingpong, cluster[, split_hi,
-    # promote, tmap_global])
+    # promote, tmap_global, raster_m, w_first])
     "coop 128x128 s4 (planned)": ("128x128", 4, "{dt}", True, True, False, 1),
     "coop 128x128 s4 data-parallel": ("128x128", 4, "{dt}", True, False, False, 1),
     "coop 128x128 s4 cl2": ("128x128", 4, "{dt}", True, False, False, 2),
@@ -1008,6 +1008,12 @@ SMALL_M = {  # name: variant (tile, stages, dtype, fuse, streamk, pingpong, clus
     # of 128 bytes by value: 6 maps are 768 bytes of kernel parameters per launch)
     "64x80 s8 dp, maps in global": ("64x80", 8, "{dt}", True, False, False, 1, None, None, True),
     "coop 128x80 s7 dp, maps in global": ("128x80", 7, "{dt}", True, False, False, 1, None, None, True),
+    # tile order and load order (session 11, v22): M-fastest tiles put the CTAs that share a W tile
+    # side by side, as cuBLAS's grid does; W's box issued before A's
+    "64x80 s8 dp, M-fastest": ("64x80", 8, "{dt}", True, False, False, 1, None, None, False, True),
+    "64x80 s8 dp, W first": ("64x80", 8, "{dt}", True, False, False, 1, None, None, False, False, True),
+    "64x80 s8 cl2 M-fastest": ("64x80", 8, "{dt}", True, False, False, 2, None, None, False, True),
+    "coop 128x80 s7 dp, M-fastest": ("128x80", 7, "{dt}", True, False, False, 1, None, None, False, True),
     # (1x2 and 2x2 clusters, A multicast, build(cluster=(1, 2)): slower everywhere, NOTES-sm90 v18;
     # two consumers splitting 64x80's k-blocks: level, v19, removed again)
 }
@@ -1225,7 +1231,8 @@ def main() -> int:
         task = SimpleNamespace(shape={"m": m, "n": n, "k": k}, dtype=dt)
         return sm90.build(task, limits, bs, st, fuse=fuse, streamk=sk, schedule=schedule,
                           pingpong=pp, cluster=cl, split_hi=sh, promote=pr,
-                          tmap_global=tmap_global(v))
+                          tmap_global=tmap_global(v), raster_m=len(v) > 10 and bool(v[10]),
+                          w_first=len(v) > 11 and bool(v[11]))
 
     def verify(m, n, k, v, schedule=None, label=""):
         bufs, ref = get(m, n, k, v[2])

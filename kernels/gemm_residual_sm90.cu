@@ -491,10 +491,23 @@ __device__ __forceinline__ bool sched_next(Sched& s, int dp_tiles, int num_kb, i
 // Tile `tile` of the schedule -> this CTA's first row and column. With a cluster, schedule tiles are
 // CM x CN blocks of tiles (numbered N-fastest, ``num_nb`` blocks across N), the CTA's cluster row
 // rm and column rn picking its tile in the block.
+#ifndef RASTER_M
+#define RASTER_M 0
+#endif
+#ifndef W_FIRST
+#define W_FIRST 0
+#endif
 __device__ __forceinline__ void tile_origin(int tile, int num_nb, unsigned rm, unsigned rn, int& m0,
                                             int& n0) {
+#if RASTER_M
+    // measurement option: tiles numbered M-fastest (num_nb then holds the M blocks), so adjacent
+    // CTAs share a W tile instead of an A row panel
+    m0 = ((tile % num_nb) * MC + (int)rm) * BM;
+    n0 = ((tile / num_nb) * NC + (int)rn) * BN;
+#else
     m0 = ((tile / num_nb) * MC + (int)rm) * BM;
     n0 = ((tile % num_nb) * NC + (int)rn) * BN;
+#endif
 }
 
 #if CL > 1
@@ -611,7 +624,7 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
             unsigned phase = 0, rphases = 0;  // bit e: parity of epilogue buffer e
             while (sched_next(sched, dp_tiles, num_kb, tile, kb0, kb1)) {
                 int m0, n0;
-                tile_origin(tile, NUM_NB, CTA_RM, CTA_RN, m0, n0);
+                tile_origin(tile, RASTER_M ? (num_m + MC - 1) / MC : NUM_NB, CTA_RM, CTA_RN, m0, n0);
                 const int eb = PINGPONG ? (item++ & 1) : 0;  // the epilogue buffer of this item
                 const unsigned ebuf = epi + eb * EPI_BYTES;
                 const unsigned rfb = rfull_bar + 8 * eb;
@@ -645,7 +658,7 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                     // this CTA's share of the A rows, into every CTA of its cluster row
                     tma_load_2d_mc(sa + rn * A_PART_BYTES, am, kx, m0 + (int)rn * (BM / NC), fb,
                                    (unsigned short)(((1u << MC) + 1u) << rm));
-#else
+#elif !W_FIRST
                     tma_load_2d(sa, am, kx, m0, fb);
 #endif
 #if MC > 1
@@ -655,6 +668,9 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                                    (unsigned short)(((1u << MC) - 1u) << (MC * rn)));
 #else
                     tma_load_2d(sa + A_TILE_BYTES, wm, kx, n0, fb);
+#endif
+#if NC == 1 && W_FIRST
+                    tma_load_2d(sa, am, kx, m0, fb);  // measurement option: W's box issued first
 #endif
                     if (++stage == STAGES) {
                         stage = 0;
@@ -734,7 +750,7 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
             }
 #endif
             int m0, n0;
-            tile_origin(tile, NUM_NB, CTA_RM, CTA_RN, m0, n0);
+            tile_origin(tile, RASTER_M ? (num_m + MC - 1) / MC : NUM_NB, CTA_RM, CTA_RN, m0, n0);
             int prev_stage = 0;
 #if PROMOTE
             // groups of PROMOTE k-blocks, each summed from zero by the tensor cores, drained

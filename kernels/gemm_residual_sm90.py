@@ -521,10 +521,12 @@ def cluster_label(cm: int, cn: int) -> str:
 def defines(block_size: str, stages: int, dtype: str, fuse: bool,
             tmap_global: bool = False, streamk: bool = STREAMK_DEFAULT,
             pingpong: bool = False, cluster: Any = 1,
-            split_hi: bool = SPLIT_HI_DEFAULT, promote: int | None = None) -> dict[str, int]:
+            split_hi: bool = SPLIT_HI_DEFAULT, promote: int | None = None,
+            raster_m: bool = False, w_first: bool = False) -> dict[str, int]:
     """The compile-time constants of one configuration (validated integers only). ``cluster``: see
     ``cluster_shape``; ``promote`` (fp32 only; default ``PROMOTE_DEFAULT`` where ``promote_fits``,
-    else 0)."""
+    else 0). Measurement options (defined only when set): ``raster_m`` numbers the tiles M-fastest
+    (adjacent CTAs share a W tile), ``w_first`` issues W's TMA box before A's."""
     bm, bn, consumers = parse_block_size(block_size, dtype)
     cm, cn = cluster_shape(cluster)
     if cm * cn > 1 and streamk:
@@ -549,6 +551,10 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
            "WS_TILES": WS_TILES, "PINGPONG": int(bool(pingpong)), "CLUSTER": cm}
     if cn > 1:
         out["CLUSTER_N"] = cn
+    if raster_m:
+        out["RASTER_M"] = 1
+    if w_first:
+        out["W_FIRST"] = 1
     if _dtype(dtype) == "fp32":
         fits = promote_fits(block_size, pingpong)
         if promote is None:
@@ -587,7 +593,7 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
           fuse: bool | None = None, tmap_global: bool = False, streamk: bool | None = None,
           schedule: tuple[int, int] | None = None, pingpong: bool | None = None,
           cluster: Any = None, split_hi: bool | None = None,
-          promote: int | None = None) -> Build:
+          promote: int | None = None, raster_m: bool = False, w_first: bool = False) -> Build:
     """Render and plan one configuration. ``fuse`` defaults to ``task.fusion`` (True when absent):
     off = the GEMM-only kernel (FUSE=0) then ``residual_add_inplace`` on ``out``. ``streamk``
     (default ``STREAMK_DEFAULT``) compiles the stream-K tail in; ``schedule`` = (grid, dp_tiles)
@@ -597,7 +603,7 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
     ``cluster_shape``'s (data-parallel only).
     fp32 (3xTF32) first launches ``tf32_split`` on A and W into scratch buffers (``Build.scratch``:
     a_lo, w_lo, and with ``split_hi``, default ``SPLIT_HI_DEFAULT``, a_hi, w_hi); ``promote``
-    see ``defines``."""
+    see ``defines``, as ``raster_m`` and ``w_first`` (measurement options)."""
     m, n, k = _mnk(task.shape)
     dtype = _dtype(task.dtype)
     if fuse is None:
@@ -640,7 +646,7 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
     else:
         grid, dp_tiles = max(1, int(schedule[0])), int(schedule[1])
     consts = defines(block_size, stages, dtype, fuse, tmap_global, streamk, bool(pingpong),
-                     (cm, cn), bool(split_hi), promote)
+                     (cm, cn), bool(split_hi), promote, raster_m, w_first)
     source = _source(consts)
     smem = smem_bytes(block_size, stages, dtype, bool(pingpong))
     a_hi, w_hi = ("a_hi", "w_hi") if x3 and split_hi else ("a", "w")

@@ -92,10 +92,13 @@ def test_sm90_gemm_small_m_candidates_build_as_labelled():
             for name, v in mod.SMALL_M.items():
                 bs, st, _dt, fuse, sk, pp, cl = mod.for_dtype(v, dt)[:7]
                 b = sm90.build(task, h200, bs, st, fuse=fuse, streamk=sk, pingpong=pp, cluster=cl,
-                               tmap_global=mod.tmap_global(v))
+                               tmap_global=mod.tmap_global(v), raster_m=len(v) > 10 and v[10],
+                               w_first=len(v) > 11 and v[11])
                 info = b.info
                 assert info["tensor_maps"].startswith(
                     "by pointer" if "maps in global" in name else "by value"), name
+                assert ("#define RASTER_M 1" in b.source) == ("M-fastest" in name), name
+                assert ("#define W_FIRST 1" in b.source) == ("W first" in name), name
                 assert info["tile"].startswith(bs) and info["stages"] == st, name
                 assert info["consumers"] == "cooperative", name
                 label = next((w[2:] for w in name.split() if w.startswith("cl")), "")
