@@ -518,6 +518,21 @@ def cluster_label(cm: int, cn: int) -> str:
     return f"{cm}x{cn}, {what} multicast"
 
 
+RASTER_M_DEFAULT = True
+"""Number the tiles M-fastest where ``use_raster_m`` says so (set from H200 measurements)."""
+
+
+def use_raster_m(block_size: str, tiles: int, grid: int, dp_tiles: int, cluster: int) -> bool:
+    """The tile order (not a knob): M-fastest for a narrow tile (64x80, 128x80) whose tiles all run
+    in one data-parallel wave without clusters, so the CTAs that read the same W tile are launched
+    side by side, as cuBLAS's grid runs them; elsewhere N-fastest (the CTAs in flight share A row
+    panels and keep W in L2 across waves). Measured on the H200 (NOTES-sm90 v22, bf16, N = K = 2560,
+    rested, input sets rotated): M = 256 64x80 s8 0.0114 vs 0.0133 ms (cuBLAS beta=1 0.0113),
+    M = 512 128x80 s7 0.0146 vs 0.0156 (0.0143); with a 2x1 cluster no gain (0.0134)."""
+    return (RASTER_M_DEFAULT and _tile_name(block_size) in NARROW_TILES and cluster == 1
+            and dp_tiles >= tiles and tiles <= grid)
+
+
 def defines(block_size: str, stages: int, dtype: str, fuse: bool,
             tmap_global: bool = False, streamk: bool = STREAMK_DEFAULT,
             pingpong: bool = False, cluster: Any = 1,
@@ -593,7 +608,7 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
           fuse: bool | None = None, tmap_global: bool = False, streamk: bool | None = None,
           schedule: tuple[int, int] | None = None, pingpong: bool | None = None,
           cluster: Any = None, split_hi: bool | None = None,
-          promote: int | None = None, raster_m: bool = False, w_first: bool = False) -> Build:
+          promote: int | None = None, raster_m: bool | None = None, w_first: bool = False) -> Build:
     """Render and plan one configuration. ``fuse`` defaults to ``task.fusion`` (True when absent):
     off = the GEMM-only kernel (FUSE=0) then ``residual_add_inplace`` on ``out``. ``streamk``
     (default ``STREAMK_DEFAULT``) compiles the stream-K tail in; ``schedule`` = (grid, dp_tiles)
@@ -603,7 +618,8 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
     ``cluster_shape``'s (data-parallel only).
     fp32 (3xTF32) first launches ``tf32_split`` on A and W into scratch buffers (``Build.scratch``:
     a_lo, w_lo, and with ``split_hi``, default ``SPLIT_HI_DEFAULT``, a_hi, w_hi); ``promote``
-    see ``defines``, as ``raster_m`` and ``w_first`` (measurement options)."""
+    see ``defines``, as ``w_first`` (a measurement option) and ``raster_m`` (default
+    ``use_raster_m``: the tile order)."""
     m, n, k = _mnk(task.shape)
     dtype = _dtype(task.dtype)
     if fuse is None:
@@ -645,6 +661,8 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
             streamk = False
     else:
         grid, dp_tiles = max(1, int(schedule[0])), int(schedule[1])
+    if raster_m is None:
+        raster_m = use_raster_m(block_size, tiles, grid, dp_tiles, cluster)
     consts = defines(block_size, stages, dtype, fuse, tmap_global, streamk, bool(pingpong),
                      (cm, cn), bool(split_hi), promote, raster_m, w_first)
     source = _source(consts)
@@ -706,6 +724,7 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
         "smem_bytes": smem,
         "fused": bool(fuse),
         "tensor_maps": "by pointer (global)" if tmap_global else "by value (__grid_constant__)",
+        "tile_order": "M-fastest" if raster_m else "N-fastest",
     }
     if x3:
         info["math"] = ("3xTF32 (a_lo*w_hi + a_hi*w_lo + a_hi*w_hi; hi "

@@ -114,6 +114,25 @@ def test_cluster_shapes_correct(monkeypatch, dtype):
     assert failures == []
 
 
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_m_fastest_tile_order_correct(dtype):
+    """The narrow tiles' one-wave default numbers its tiles M-fastest: through the engine with the
+    default knobs at M = 256, 333 and 512 (N = K = 2560) and at shapes no tile divides (the last
+    tiles past M and N): correct, every element written, the order reported."""
+    failures = []
+    for m, n, k in ((256, 2560, 2560), (333, 2560, 2560), (512, 2560, 2560), (200, 1032, 520),
+                    (77, 2000, 1000)):
+        res = _backend_run(TaskSpec(shape={"m": m, "n": n, "k": k}, dtype=dtype, warmup=1,
+                                    iterations=2, peers=False))
+        info = res.launch["info"] if res.launch else {}
+        ok = (res.status is RunStatus.ok and res.correctness.correct
+              and res.correctness.unwritten_count == 0 and info.get("tile_order") == "M-fastest")
+        if not ok:
+            failures.append(((m, n, k), res.status.value, info.get("tile"), info.get("tile_order"),
+                             (res.error or "")[:200]))
+    assert failures == []
+
+
 def test_fp32_3xtf32_as_accurate_as_ffma():
     """fp32 on Hopper runs 3xTF32 on the tensor cores: its error against the fp64 reference must be
     fp32-class, i.e. in the order of the FFMA kernel's (the portable path, forced), and ten times

@@ -552,3 +552,33 @@ def test_stage_count_past_the_deepest_ring_is_refused_naming_the_knob() -> None:
         (v,) = sm90.check(task, H200)
         assert v.field == "memory_pipelining" and f"2..{sm90.MAX_STAGES}" in v.message, v
     assert max(sm90.pipelining_options(H200, "bf16", "64x80")) == 11
+
+
+def test_tile_order_m_fastest_only_for_one_wave_narrow_tiles() -> None:
+    """``build`` numbers the tiles M-fastest (RASTER_M) exactly where a narrow tile's tiles all run
+    in one data-parallel wave without a cluster (N = K = 2560: M = 256 and 512, and odd shapes such
+    as 77x2000x1000); N-fastest elsewhere: the seed's clustered ping-pong, the wide tiles, a
+    narrow tile in two waves or under stream-K (M = 1), a forced cluster; and an explicit
+    ``raster_m`` wins. The M-fastest builds compile without spills."""
+    from types import SimpleNamespace
+
+    def info(m, n, k, dtype="bf16", **kw):
+        shape = {"m": m, "n": n, "k": k}
+        bs, st = kw.pop("knobs", None) or sm90.default_knobs(H200, dtype, shape)
+        b = sm90.build(SimpleNamespace(shape=shape, dtype=dtype), H200, bs, st, **kw)
+        assert ("#define RASTER_M 1" in b.source) == (b.info["tile_order"] == "M-fastest")
+        return b
+
+    for m, n, k in ((256, 2560, 2560), (512, 2560, 2560), (333, 2560, 2560), (77, 2000, 1000)):
+        for dt in ("bf16", "fp16"):
+            b = info(m, n, k, dt)
+            assert b.info["tile_order"] == "M-fastest" and b.info["tile"][:-3] in sm90.NARROW_TILES
+            if (m, dt) in ((256, "bf16"), (512, "fp16")):
+                log, elf = _compile(b.source)
+                assert elf and not re.search(r"[1-9]\d* bytes spill", log), log
+    for m in (1, 1024, 1571, 2048, 4096, 8192):
+        assert info(m, 2560, 2560).info["tile_order"] == "N-fastest", m
+    assert info(4096, 2560, 2560, knobs=("64x80", 8)).info["tile_order"] == "N-fastest"  # 5 waves
+    assert info(256, 2560, 2560, cluster=2).info["tile_order"] == "N-fastest"
+    assert info(256, 2560, 2560, raster_m=False).info["tile_order"] == "N-fastest"
+    assert info(8192, 2560, 2560, raster_m=True).info["tile_order"] == "M-fastest"
