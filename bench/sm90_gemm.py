@@ -1014,6 +1014,9 @@ SMALL_M = {  # name: variant (tile, stages, dtype, fuse, streamk, pingpong, clus
     "64x80 s8 dp, W first": ("64x80", 8, "{dt}", True, False, False, 1, None, None, False, False, True),
     "64x80 s8 cl2 M-fastest": ("64x80", 8, "{dt}", True, False, False, 2, None, None, False, True),
     "coop 128x80 s7 dp, M-fastest": ("128x80", 7, "{dt}", True, False, False, 1, None, None, False, True),
+    # the wide one-wave defaults (N = K = 2560: M = 1024 128x160, M = 1571 128x256) in the same order
+    "coop 128x160 s5 dp, M-fastest": ("128x160", 5, "{dt}", True, False, False, 1, None, None, False, True),
+    "coop 128x256 s3 dp, M-fastest": ("128x256", 3, "{dt}", True, False, False, 1, None, None, False, True),
     # (1x2 and 2x2 clusters, A multicast, build(cluster=(1, 2)): slower everywhere, NOTES-sm90 v18;
     # two consumers splitting 64x80's k-blocks: level, v19, removed again)
 }
