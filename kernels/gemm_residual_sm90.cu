@@ -500,8 +500,8 @@ __device__ __forceinline__ bool sched_next(Sched& s, int dp_tiles, int num_kb, i
 __device__ __forceinline__ void tile_origin(int tile, int num_nb, unsigned rm, unsigned rn, int& m0,
                                             int& n0) {
 #if RASTER_M
-    // measurement option: tiles numbered M-fastest (num_nb then holds the M blocks), so adjacent
-    // CTAs share a W tile instead of an A row panel
+    // tiles numbered M-fastest (num_nb then holds the M blocks), so adjacent CTAs share a W tile
+    // instead of an A row panel: the default for a narrow tile in one wave (use_raster_m)
     m0 = ((tile % num_nb) * MC + (int)rm) * BM;
     n0 = ((tile / num_nb) * NC + (int)rn) * BN;
 #else
