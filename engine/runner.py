@@ -19,7 +19,7 @@ from engine.events import Event
 from engine.process import run_in_engine_process
 from engine.profiles import Profile, ProfileSet, load_profiles
 from engine.result import RunResult, RunStatus
-from engine.task import TaskSpec
+from engine.task import TaskSpec, format_pipelining
 from kernels import get_spec
 from kernels.spec import DeviceLimits
 
@@ -102,7 +102,7 @@ def prepare(task: TaskSpec, profile_name: str | None = None, profiles: ProfileSe
             stages = []
         if stages:
             fix += (f"; MEMORY_PIPELINING options for {task.block_size}: "
-                    f"{', '.join('off' if s == 0 else str(s) for s in stages)}")
+                    f"{', '.join(format_pipelining(s) for s in stages)}")
         raise InputError("; ".join(str(v) for v in violations), fix=fix)
     return PreparedRun(task=task, profile=profile, backend=choice.name, notices=notices,
                        device_name=choice.device_name, detected_profile=detected)

@@ -54,6 +54,12 @@ class Fault(str, enum.Enum):
     nan = "nan"
 
 
+def format_pipelining(stages: int | None) -> str:
+    """How a MEMORY_PIPELINING value is shown: 0 -> 'off', else the stage count (the inverse of
+    ``parse_pipelining``)."""
+    return "off" if stages == 0 else str(stages)
+
+
 def parse_pipelining(value: Any) -> int:
     """``off``/``0`` -> 0 (synchronous loads); an integer >= 2 -> that many async-copy stages."""
     if isinstance(value, bool):

@@ -6,6 +6,7 @@ import argparse
 
 from engine.cli.output import print_json, stdout_console
 from engine.profiles import load_profiles
+from engine.task import format_pipelining
 from kernels import get_spec, kernel_names
 from kernels.spec import DeviceLimits
 
@@ -40,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
         con.print(f"[bold]{r['name']}[/]  {r['title']}  dims={','.join(r['dims'])}")
         for dt, d in r["dtypes"].items():
             con.print(f"  {dt}: BLOCK_SIZE {' '.join(d['block_size'])} | MEMORY_PIPELINING "
-                      f"{' '.join('off' if s == 0 else str(s) for s in d['memory_pipelining'])} "
+                      f"{' '.join(format_pipelining(s) for s in d['memory_pipelining'])} "
                       f"| default at {'x'.join(map(str, r['default_shape'].values())) or 'any shape'} "
                       f"{d['default'][0]}/{d['default'][1] or 'off'}")
     return 0

@@ -88,3 +88,10 @@ def test_task_file_energy_seconds_malformed_is_named(tmp_path, text, needle):
     with pytest.raises(InputError, match=needle) as e:
         resolve_task(f, {}, {})
     assert e.value.exit_code == 2 and f.read_text() == text  # the file is left as it was
+
+def test_format_pipelining_is_the_inverse_of_parse():
+    from engine.task import format_pipelining, parse_pipelining
+
+    for stages in (0, 2, 5, 11):
+        assert parse_pipelining(format_pipelining(stages)) == stages
+    assert format_pipelining(0) == "off" and format_pipelining(3) == "3"

@@ -14,6 +14,7 @@ from textual.message import Message
 from textual.widgets import DataTable, Select, Static
 
 from engine.errors import CockpitError
+from engine.task import format_pipelining
 from kernels import kernel_names
 from tui.screens.base import CockpitScreen
 from tui.widgets.format import fmt, fmt_delta_pct, fmt_ms
@@ -121,7 +122,7 @@ class HistoryScreen(CockpitScreen):
             pl = r.memory_pipelining
             table.add_row("*" if r.id in self.marked else " ", f"#{r.id}",
                           Text(r.status, style="green" if r.status == "ok" else "red"), r.kernel, r.dtype or "",
-                          r.block_size or "", "off" if pl == 0 else str(pl), fmt_ms(r.median_ms),
+                          r.block_size or "", format_pipelining(pl), fmt_ms(r.median_ms),
                           fmt(r.sol_pct, digits=1), r.profile + (" SIM" if r.simulated else ""), key=str(r.id))
         note = message.problem or ("No stored runs yet: run a task on 4 Run." if not self.records else
                                    "space marks two runs, c compares them.")

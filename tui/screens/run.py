@@ -18,6 +18,7 @@ from textual.widgets import ProgressBar, Static
 from engine.errors import CockpitError
 from engine.result import RunResult
 from engine.runner import prepare, run_prepared
+from engine.task import format_pipelining
 from tui import diagnostics
 from tui.screens.base import CockpitScreen
 from tui.widgets.format import NA, fmt, fmt_delta_pct, fmt_ms
@@ -111,7 +112,7 @@ def resolved_knobs(task: Any, profile: Any) -> dict[str, Any]:
 
 def knobs_of(task: dict[str, Any]) -> str:
     pl = task.get("memory_pipelining")
-    return (f"BLOCK_SIZE={task.get('block_size')} MEMORY_PIPELINING={'off' if pl == 0 else pl} "
+    return (f"BLOCK_SIZE={task.get('block_size')} MEMORY_PIPELINING={format_pipelining(pl)} "
             f"fusion={'on' if task.get('fusion') else 'off'}")
 
 

@@ -15,7 +15,7 @@ from textual.widgets import Input, Label, Select, Static
 
 from engine.errors import CockpitError
 from engine.sol import sol_figures
-from engine.task import DType, TaskSpec, resolve_task, save_task
+from engine.task import DType, TaskSpec, format_pipelining, resolve_task, save_task
 from kernels import get_spec, kernel_names
 from kernels.spec import DeviceLimits
 from tui.screens.base import CockpitScreen
@@ -136,7 +136,7 @@ class TuneScreen(CockpitScreen):
             self.query_one("#f-dtype", Select).value = task.dtype.value
             self.query_one("#f-block_size", Input).value = task.block_size or ""
             pl = task.memory_pipelining
-            self.query_one("#f-memory_pipelining", Input).value = "" if pl is None else ("off" if pl == 0 else str(pl))
+            self.query_one("#f-memory_pipelining", Input).value = "" if pl is None else format_pipelining(pl)
             self.query_one("#f-fusion", Select).value = task.fusion
             self.query_one("#f-warmup", Input).value = str(task.warmup)
             self.query_one("#f-iterations", Input).value = str(task.iterations)
@@ -186,7 +186,7 @@ class TuneScreen(CockpitScreen):
         out.append("predicted T_SOL ", style="bold")
         out.append(f"{fmt_ms(pred['t_sol_ms'])} ({pred['bound']}-bound on {pred['profile']}), "
                    f"{pred['flops'] / 1e9:,.1f} GFLOP, {pred['bytes'] / 1e6:,.1f} MB")
-        pls = ", ".join("off" if p == 0 else str(p) for p in pred["pipelining_options"])
+        pls = ", ".join(format_pipelining(p) for p in pred["pipelining_options"])
         out.append(f"\nBLOCK_SIZE fits: {', '.join(pred['block_size_options'])}", style="dim")
         out.append(f"\nMEMORY_PIPELINING fits: {pls}", style="dim")
         return out
