@@ -40,6 +40,7 @@ import time
 import traceback
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any, NamedTuple
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -301,14 +302,34 @@ DUEL = {  # name: variant (tile, stages, dtype, fuse, streamk, pingpong, cluster
 }
 
 
-def tmap_global(v: tuple) -> bool:
-    """A variant's tensor maps in global memory (its 10th field; by value otherwise)."""
-    return len(v) > 9 and bool(v[9])
+class Variant(NamedTuple):
+    """One build of the tables: the first five fields always, the rest ``gemm_residual_sm90.build``
+    arguments whose default (None) is the engine's own choice. A table row is a plain tuple of the
+    leading fields or a ``Variant`` with keywords; ``variant`` reads either."""
+
+    tile: str
+    stages: int
+    dtype: str
+    fuse: bool
+    streamk: bool | None
+    pingpong: bool | None = None
+    cluster: Any = None
+    split_hi: bool | None = None
+    promote: int | None = None
+    tmap_global: bool = False
+    raster_m: bool | None = None
+    w_first: bool = False
+
+
+def variant(v: tuple) -> Variant:
+    """A table row (a tuple of ``Variant``'s leading fields, or a ``Variant``) as a ``Variant``."""
+    return Variant(*v)
 
 
 def for_dtype(v: tuple, dt: str) -> tuple:
-    """A duel table's variant with its "{dt}" placeholder filled in."""
-    return tuple(x.format(dt=dt) if isinstance(x, str) else x for x in v)
+    """A duel table's variant with its "{dt}" placeholder filled in (a ``Variant`` stays one)."""
+    filled = [x.format(dt=dt) if isinstance(x, str) else x for x in v]
+    return Variant(*filled) if isinstance(v, Variant) else tuple(filled)
 
 
 def write_table(lines: list[str], report: dict, out_dir: str | None, stem: str) -> None:
@@ -897,10 +918,11 @@ def cold_duel_mode(args, limits, report, failures, verify, get, out_dir, build) 
         for name, v in COLD_DUEL.items():
             v = for_dtype(v, dt)
             verify(m, n, k, v, label="cold duel")
-            runs[name] = Runner(build(m, n, k, v), bufs, dt, False)
+            b = build(m, n, k, v)
+            runs[name] = Runner(b, bufs, dt, False)
             runs[name]()  # compile and load outside the timed runs
-            if runs[name].grid != build(m, n, k, v).info["grid"]:
-                print(f"{dt} {name}: grid {build(m, n, k, v).info['grid']} -> {runs[name].grid} "
+            if runs[name].grid != b.info["grid"]:
+                print(f"{dt} {name}: grid {b.info['grid']} -> {runs[name].grid} "
                       "(clusters resident at once)", flush=True)
         runs["cuBLAS GEMM only (b=0)"] = cublas_gemm(bufs, cp.empty_like(bufs["r"]), dt, 0.0)
         cp.cuda.runtime.deviceSynchronize()
@@ -987,8 +1009,8 @@ def cold_sweep_mode(args, limits, report, failures, verify, get, out_dir, build)
     return 0 if not failures else 1
 
 
-SMALL_M = {  # name: variant (tile, stages, dtype, fuse, streamk, pingpong, cluster[, split_hi,
-    # promote, tmap_global, raster_m, w_first])
+SMALL_M = {  # name: variant (see ``Variant``); the narrow rows without "M-fastest" in their name
+    # are numbered N-fastest (raster_m=False), as they were measured in v17-v21
     "coop 128x128 s4 (planned)": ("128x128", 4, "{dt}", True, True, False, 1),
     "coop 128x128 s4 data-parallel": ("128x128", 4, "{dt}", True, False, False, 1),
     "coop 128x128 s4 cl2": ("128x128", 4, "{dt}", True, False, False, 2),
@@ -997,26 +1019,29 @@ SMALL_M = {  # name: variant (tile, stages, dtype, fuse, streamk, pingpong, clus
     "coop 128x160 s5 (planned)": ("128x160", 5, "{dt}", True, True, False, 1),
     # the narrow tiles (N = 80): 128 CTAs with the whole K loop each at M = 256 (64x80) and
     # M = 512 (128x80), as cuBLAS runs there (its 80x64 / 80x128 tiles, 11 / 8 stages, 2-CTA clusters)
-    "64x80 s8 data-parallel": ("64x80", 8, "{dt}", True, False, False, 1),
-    "64x80 s11 data-parallel": ("64x80", 11, "{dt}", True, False, False, 1),
+    "64x80 s8 data-parallel": Variant("64x80", 8, "{dt}", True, False, False, 1, raster_m=False),
+    "64x80 s11 data-parallel": Variant("64x80", 11, "{dt}", True, False, False, 1, raster_m=False),
     "64x80 s8 cl2": ("64x80", 8, "{dt}", True, False, False, 2),
     "64x80 s11 cl2": ("64x80", 11, "{dt}", True, False, False, 2),
-    "64x80 s11 (planned)": ("64x80", 11, "{dt}", True, True, False, 1),
-    "coop 128x80 s7 data-parallel": ("128x80", 7, "{dt}", True, False, False, 1),
+    "64x80 s11 (planned)": Variant("64x80", 11, "{dt}", True, True, False, 1, raster_m=False),
+    "coop 128x80 s7 data-parallel": Variant("128x80", 7, "{dt}", True, False, False, 1, raster_m=False),
     "coop 128x80 s7 cl2": ("128x80", 7, "{dt}", True, False, False, 2),
     # the narrow defaults with their tensor maps in global memory (a 16-byte pointer each instead
     # of 128 bytes by value: 6 maps are 768 bytes of kernel parameters per launch)
-    "64x80 s8 dp, maps in global": ("64x80", 8, "{dt}", True, False, False, 1, None, None, True),
-    "coop 128x80 s7 dp, maps in global": ("128x80", 7, "{dt}", True, False, False, 1, None, None, True),
+    "64x80 s8 dp, maps in global": Variant("64x80", 8, "{dt}", True, False, False, 1, tmap_global=True,
+                                           raster_m=False),
+    "coop 128x80 s7 dp, maps in global": Variant("128x80", 7, "{dt}", True, False, False, 1,
+                                                 tmap_global=True, raster_m=False),
     # tile order and load order (session 11, v22): M-fastest tiles put the CTAs that share a W tile
     # side by side, as cuBLAS's grid does; W's box issued before A's
-    "64x80 s8 dp, M-fastest": ("64x80", 8, "{dt}", True, False, False, 1, None, None, False, True),
-    "64x80 s8 dp, W first": ("64x80", 8, "{dt}", True, False, False, 1, None, None, False, False, True),
-    "64x80 s8 cl2 M-fastest": ("64x80", 8, "{dt}", True, False, False, 2, None, None, False, True),
-    "coop 128x80 s7 dp, M-fastest": ("128x80", 7, "{dt}", True, False, False, 1, None, None, False, True),
+    "64x80 s8 dp, M-fastest": Variant("64x80", 8, "{dt}", True, False, False, 1, raster_m=True),
+    "64x80 s8 dp, W first": Variant("64x80", 8, "{dt}", True, False, False, 1, raster_m=False,
+                                    w_first=True),
+    "64x80 s8 cl2 M-fastest": Variant("64x80", 8, "{dt}", True, False, False, 2, raster_m=True),
+    "coop 128x80 s7 dp, M-fastest": Variant("128x80", 7, "{dt}", True, False, False, 1, raster_m=True),
     # the wide one-wave defaults (N = K = 2560: M = 1024 128x160, M = 1571 128x256) in the same order
-    "coop 128x160 s5 dp, M-fastest": ("128x160", 5, "{dt}", True, False, False, 1, None, None, False, True),
-    "coop 128x256 s3 dp, M-fastest": ("128x256", 3, "{dt}", True, False, False, 1, None, None, False, True),
+    "coop 128x160 s5 dp, M-fastest": Variant("128x160", 5, "{dt}", True, False, False, 1, raster_m=True),
+    "coop 128x256 s3 dp, M-fastest": Variant("128x256", 3, "{dt}", True, False, False, 1, raster_m=True),
     # (1x2 and 2x2 clusters, A multicast, build(cluster=(1, 2)): slower everywhere, NOTES-sm90 v18;
     # two consumers splitting 64x80's k-blocks: level, v19, removed again)
 }
@@ -1059,7 +1084,7 @@ def small_m_mode(args, limits, report, failures, verify, get, out_dir, build) ->
             s["out"] = out  # one output, as the engine has
         cands: dict[str, tuple] = {}
         bs, st = sm90.default_knobs(limits, dt, shape)
-        cands[f"default {bs} s{st}"] = ((bs, st, dt, True, None), None)  # streamk as the engine builds it
+        cands[f"default {bs} s{st}"] = ((bs, st, dt, True, None), None)  # as the engine builds it
         for name, v in SMALL_M.items():
             cands[name] = (for_dtype(v, dt), None)
         for sch in sm90.schedule_candidates(m, n, k, 128, 128, sms)[1:]:
@@ -1068,7 +1093,7 @@ def small_m_mode(args, limits, report, failures, verify, get, out_dir, build) ->
         ours: dict = {}
         for name, (v, sch) in cands.items():
             b = build(m, n, k, v, sch)
-            runners = [Runner(b, s, dt, tmap_global(v)) for s in sets]
+            runners = [Runner(b, s, dt, variant(v).tmap_global) for s in sets]
             ours[name] = (runners[0], b.info)
             launches[name] = lambda i, rs=runners: rs[i % len(rs)]()
         c1 = bufs0["r"].copy()
@@ -1126,7 +1151,7 @@ def small_m_mode(args, limits, report, failures, verify, get, out_dir, build) ->
             sc = score(med[nm], t_b, m, n, k) if nm in ours else None
             info = ours[nm][1] if nm in ours else None
             lines.append(f"   {nm:34s} {med[nm]:.4f}" + (f"  score {sc:.3f}" if sc is not None else "")
-                         + (f"  grid {ours[nm][0].grid} {info['schedule']}" if info else "")
+                         + (f"  grid {ours[nm][0].grid} {info['schedule']} {info['tile_order']}" if info else "")
                          + ("  held" if held[nm] else "")
                          + "  runs " + " ".join(f"{t:.4f}" for t in per[nm]))
         report["sweep"].append({"m": m, "n_sets": n_sets, "runs": per, "held_chunks": held})
@@ -1226,22 +1251,18 @@ def main() -> int:
         return data[key]
 
     def build(m, n, k, v, schedule=None):
-        bs, st, dt, fuse, sk = v[:5]
-        pp = v[5] if len(v) > 5 else None
-        cl = v[6] if len(v) > 6 else None
-        sh = v[7] if len(v) > 7 else None
-        pr = v[8] if len(v) > 8 else None
-        task = SimpleNamespace(shape={"m": m, "n": n, "k": k}, dtype=dt)
-        return sm90.build(task, limits, bs, st, fuse=fuse, streamk=sk, schedule=schedule,
-                          pingpong=pp, cluster=cl, split_hi=sh, promote=pr,
-                          tmap_global=tmap_global(v), raster_m=len(v) > 10 and bool(v[10]),
-                          w_first=len(v) > 11 and bool(v[11]))
+        v = variant(v)
+        task = SimpleNamespace(shape={"m": m, "n": n, "k": k}, dtype=v.dtype)
+        return sm90.build(task, limits, v.tile, v.stages, fuse=v.fuse, streamk=v.streamk,
+                          schedule=schedule, pingpong=v.pingpong, cluster=v.cluster,
+                          split_hi=v.split_hi, promote=v.promote, tmap_global=v.tmap_global,
+                          raster_m=v.raster_m, w_first=v.w_first)
 
     def verify(m, n, k, v, schedule=None, label=""):
         bufs, ref = get(m, n, k, v[2])
         b = build(m, n, k, v, schedule)
         bufs["out"].fill(cp.nan if v[2] in F32 else 0xFFFF)  # NaN-poisoned
-        Runner(b, bufs, v[2], tmap_global(v))()
+        Runner(b, bufs, v[2], variant(v).tmap_global)()
         cp.cuda.runtime.deviceSynchronize()
         c = compare(bufs["out"], ref, v[2])
         c.update(variant=v, shape=(m, n, k), schedule=schedule or "auto", label=label,
@@ -1255,7 +1276,7 @@ def main() -> int:
     def timed(m, n, k, v, schedule=None):
         bufs, ref = get(m, n, k, v[2])
         b = build(m, n, k, v, schedule)
-        run = Runner(b, bufs, v[2], tmap_global(v))
+        run = Runner(b, bufs, v[2], variant(v).tmap_global)
         t = time_fn(run, iters=args.iters)["median_ms"]
         c = compare(bufs["out"], ref, v[2])  # after 110 launches: workspace left clean?
         if not c["ok"]:

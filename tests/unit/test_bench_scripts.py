@@ -90,10 +90,11 @@ def test_sm90_gemm_small_m_candidates_build_as_labelled():
         for m in (256, 512, 1024):
             task = SimpleNamespace(shape={"m": m, "n": 2560, "k": 2560}, dtype=dt)
             for name, v in mod.SMALL_M.items():
-                bs, st, _dt, fuse, sk, pp, cl = mod.for_dtype(v, dt)[:7]
-                b = sm90.build(task, h200, bs, st, fuse=fuse, streamk=sk, pingpong=pp, cluster=cl,
-                               tmap_global=mod.tmap_global(v), raster_m=len(v) > 10 and v[10],
-                               w_first=len(v) > 11 and v[11])
+                x = mod.variant(mod.for_dtype(v, dt))
+                bs, st = x.tile, x.stages
+                b = sm90.build(task, h200, bs, st, fuse=x.fuse, streamk=x.streamk, pingpong=x.pingpong,
+                               cluster=x.cluster, tmap_global=x.tmap_global, raster_m=x.raster_m,
+                               w_first=x.w_first)
                 info = b.info
                 assert info["tensor_maps"].startswith(
                     "by pointer" if "maps in global" in name else "by value"), name
@@ -107,6 +108,14 @@ def test_sm90_gemm_small_m_candidates_build_as_labelled():
                 if "data-parallel" in name or label:
                     assert info["schedule"] == "data-parallel", name
                 assert b.launches[-1].grid[0] <= 132
+            # the "default" row, (tile, stages, dtype, True, None), is the engine's own build (its
+            # tile order too: M-fastest for the one-wave narrow tiles)
+            bs, st = sm90.default_knobs(h200, dt, task.shape)
+            x = mod.variant((bs, st, dt, True, None))
+            row = sm90.build(task, h200, x.tile, x.stages, fuse=x.fuse, streamk=x.streamk,
+                             pingpong=x.pingpong, cluster=x.cluster, tmap_global=x.tmap_global,
+                             raster_m=x.raster_m, w_first=x.w_first)
+            assert row.source == sm90.build(task, h200, bs, st).source, (dt, m)
     b = sm90.build(SimpleNamespace(shape={"m": 512, "n": 2560, "k": 2560}, dtype="bf16"), h200,
                    "128x128", 4, streamk=False, pingpong=False, cluster=2)
     rep = compile_cubin(b.source, "sm_90a", ("--std=c++17",))
