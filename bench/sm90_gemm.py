@@ -319,6 +319,7 @@ class Variant(NamedTuple):
     tmap_global: bool = False
     raster_m: bool | None = None
     w_first: bool = False
+    raster_group: int = 0
 
 
 def variant(v: tuple) -> Variant:
@@ -882,9 +883,11 @@ COLD_DUEL = {  # name: variant (tile, stages, dtype, fuse, streamk, pingpong, cl
     "pp 128x160 s4 cl2": ("128x160", 4, "{dt}", True, False, True, 2),
     "coop 128x256 s3": ("128x256", 3, "{dt}", True, True, False, 1),
     "coop 128x256 s3 cl2": ("128x256", 3, "{dt}", True, False, False, 2),
-    "pp 128x128 s5 cl1x2": ("128x128", 5, "{dt}", True, False, True, (1, 2)),
-    "pp 128x128 s5 cl2x2": ("128x128", 5, "{dt}", True, False, True, (2, 2)),
-    "coop 128x256 s3 cl2x2": ("128x256", 3, "{dt}", True, False, False, (2, 2)),
+    # grouped tile order (wip/raster-group, not yet run): groups of G M blocks (of cluster pairs
+    # here), M-fastest inside a group
+    "pp 128x128 s5 cl2 group 2": Variant("128x128", 5, "{dt}", True, False, True, 2, raster_group=2),
+    "pp 128x128 s5 cl2 group 4": Variant("128x128", 5, "{dt}", True, False, True, 2, raster_group=4),
+    "pp 128x128 s5 cl2 group 8": Variant("128x128", 5, "{dt}", True, False, True, 2, raster_group=8),
 }
 COLD_ODD = [(7976, 2560, 2560), (333, 1032, 520), (1, 2560, 2560), (4096, 1032, 2560)]
 """Shapes every clustered cold-duel candidate is checked at first: tile blocks past M and N."""
@@ -1256,7 +1259,8 @@ def main() -> int:
         return sm90.build(task, limits, v.tile, v.stages, fuse=v.fuse, streamk=v.streamk,
                           schedule=schedule, pingpong=v.pingpong, cluster=v.cluster,
                           split_hi=v.split_hi, promote=v.promote, tmap_global=v.tmap_global,
-                          raster_m=v.raster_m, w_first=v.w_first)
+                          raster_m=v.raster_m, w_first=v.w_first,
+                          raster_group=v.raster_group)
 
     def verify(m, n, k, v, schedule=None, label=""):
         bufs, ref = get(m, n, k, v[2])

@@ -510,6 +510,26 @@ __device__ __forceinline__ void tile_origin(int tile, int num_nb, unsigned rm, u
 #endif
 }
 
+#ifndef RASTER_GROUP
+#define RASTER_GROUP 0
+#endif
+#if RASTER_GROUP
+// measurement option (not yet run on a GPU): tiles in groups of RASTER_GROUP M blocks, numbered
+// M-fastest inside a group and group after group (CUTLASS's swizzle): the CTAs in flight share W
+// tiles side by side and a band of A row panels small enough to stay in L2
+__device__ __forceinline__ void tile_origin_grouped(int tile, int num_mb, int num_nb, unsigned rm,
+                                                    unsigned rn, int& m0, int& n0) {
+    const int g = tile / (RASTER_GROUP * num_nb);
+    const int r = tile - g * (RASTER_GROUP * num_nb);
+    const int rows = num_mb - g * RASTER_GROUP < RASTER_GROUP ? num_mb - g * RASTER_GROUP : RASTER_GROUP;
+    m0 = ((g * RASTER_GROUP + r % rows) * MC + (int)rm) * BM;
+    n0 = ((r / rows) * NC + (int)rn) * BN;
+}
+#define TILE_ORIGIN(t, m0, n0) tile_origin_grouped(t, (num_m + MC - 1) / MC, NUM_NB, CTA_RM, CTA_RN, m0, n0)
+#else
+#define TILE_ORIGIN(t, m0, n0) tile_origin(t, RASTER_M ? (num_m + MC - 1) / MC : NUM_NB, CTA_RM, CTA_RN, m0, n0)
+#endif
+
 #if CL > 1
 #define CLUSTER_ATTR __cluster_dims__(CL, 1, 1)
 #else
@@ -624,7 +644,7 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
             unsigned phase = 0, rphases = 0;  // bit e: parity of epilogue buffer e
             while (sched_next(sched, dp_tiles, num_kb, tile, kb0, kb1)) {
                 int m0, n0;
-                tile_origin(tile, RASTER_M ? (num_m + MC - 1) / MC : NUM_NB, CTA_RM, CTA_RN, m0, n0);
+                TILE_ORIGIN(tile, m0, n0);
                 const int eb = PINGPONG ? (item++ & 1) : 0;  // the epilogue buffer of this item
                 const unsigned ebuf = epi + eb * EPI_BYTES;
                 const unsigned rfb = rfull_bar + 8 * eb;
@@ -750,7 +770,7 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
             }
 #endif
             int m0, n0;
-            tile_origin(tile, RASTER_M ? (num_m + MC - 1) / MC : NUM_NB, CTA_RM, CTA_RN, m0, n0);
+            TILE_ORIGIN(tile, m0, n0);
             int prev_stage = 0;
 #if PROMOTE
             // groups of PROMOTE k-blocks, each summed from zero by the tensor cores, drained

@@ -537,11 +537,12 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
             tmap_global: bool = False, streamk: bool = STREAMK_DEFAULT,
             pingpong: bool = False, cluster: Any = 1,
             split_hi: bool = SPLIT_HI_DEFAULT, promote: int | None = None,
-            raster_m: bool = False, w_first: bool = False) -> dict[str, int]:
+            raster_m: bool = False, w_first: bool = False, raster_group: int = 0) -> dict[str, int]:
     """The compile-time constants of one configuration (validated integers only). ``cluster``: see
     ``cluster_shape``; ``promote`` (fp32 only; default ``PROMOTE_DEFAULT`` where ``promote_fits``,
     else 0). Measurement options (defined only when set): ``raster_m`` numbers the tiles M-fastest
-    (adjacent CTAs share a W tile), ``w_first`` issues W's TMA box before A's."""
+    (adjacent CTAs share a W tile), ``w_first`` issues W's TMA box before A's, ``raster_group`` = G
+    numbers them in groups of G M blocks, M-fastest inside a group (not yet run on a GPU)."""
     bm, bn, consumers = parse_block_size(block_size, dtype)
     cm, cn = cluster_shape(cluster)
     if cm * cn > 1 and streamk:
@@ -570,6 +571,10 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
         out["RASTER_M"] = 1
     if w_first:
         out["W_FIRST"] = 1
+    if raster_group:
+        if raster_m or int(raster_group) < 1:
+            raise ValueError("raster_group: a positive group of M blocks, instead of raster_m")
+        out["RASTER_GROUP"] = int(raster_group)
     if _dtype(dtype) == "fp32":
         fits = promote_fits(block_size, pingpong)
         if promote is None:
@@ -608,7 +613,8 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
           fuse: bool | None = None, tmap_global: bool = False, streamk: bool | None = None,
           schedule: tuple[int, int] | None = None, pingpong: bool | None = None,
           cluster: Any = None, split_hi: bool | None = None,
-          promote: int | None = None, raster_m: bool | None = None, w_first: bool = False) -> Build:
+          promote: int | None = None, raster_m: bool | None = None, w_first: bool = False,
+          raster_group: int = 0) -> Build:
     """Render and plan one configuration. ``fuse`` defaults to ``task.fusion`` (True when absent):
     off = the GEMM-only kernel (FUSE=0) then ``residual_add_inplace`` on ``out``. ``streamk``
     (default ``STREAMK_DEFAULT``) compiles the stream-K tail in; ``schedule`` = (grid, dp_tiles)
@@ -662,9 +668,9 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
     else:
         grid, dp_tiles = max(1, int(schedule[0])), int(schedule[1])
     if raster_m is None:
-        raster_m = use_raster_m(block_size, tiles, grid, dp_tiles, cluster)
+        raster_m = not raster_group and use_raster_m(block_size, tiles, grid, dp_tiles, cluster)
     consts = defines(block_size, stages, dtype, fuse, tmap_global, streamk, bool(pingpong),
-                     (cm, cn), bool(split_hi), promote, raster_m, w_first)
+                     (cm, cn), bool(split_hi), promote, raster_m, w_first, raster_group)
     source = _source(consts)
     smem = smem_bytes(block_size, stages, dtype, bool(pingpong))
     a_hi, w_hi = ("a_hi", "w_hi") if x3 and split_hi else ("a", "w")
@@ -724,7 +730,8 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
         "smem_bytes": smem,
         "fused": bool(fuse),
         "tensor_maps": "by pointer (global)" if tmap_global else "by value (__grid_constant__)",
-        "tile_order": "M-fastest" if raster_m else "N-fastest",
+        "tile_order": (f"groups of {raster_group} M blocks" if raster_group
+                       else "M-fastest" if raster_m else "N-fastest"),
     }
     if x3:
         info["math"] = ("3xTF32 (a_lo*w_hi + a_hi*w_lo + a_hi*w_hi; hi "
