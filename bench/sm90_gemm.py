@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 import traceback
@@ -1072,6 +1073,20 @@ def small_m_mode(args, limits, report, failures, verify, get, out_dir, build) ->
     timer = queued_timer()
     l2 = int(cp.cuda.runtime.getDeviceProperties(0).get("l2CacheSize", 50 * 2**20))
     ms = args.m_list if args.m_list_given else [256, 512, 1024]
+
+    def wanted(name: str) -> bool:  # --only: the table rows whose name matches (the default always)
+        return args.only is None or re.search(args.only, name) is not None
+
+    def order_rows(bs: str, st: int) -> dict[str, Variant]:
+        """--orders G,...: the default knobs numbered N-fastest, M-fastest and in groups of G M blocks
+        (the schedule, consumers and cluster stay the engine's choice)."""
+        if not args.orders:
+            return {}
+        rows = {"N-fastest": Variant(bs, st, dt, True, None, raster_m=False),
+                "M-fastest": Variant(bs, st, dt, True, None, raster_m=True)}
+        for g in args.orders:
+            rows[f"groups of {g}"] = Variant(bs, st, dt, True, None, raster_group=g)
+        return rows
     lines = [f"{dt} small M, N = K = {n}: {args.rounds} rounds, {args.idle:g} s idle before each "
              f"run of 10 warm-ups + {args.iters} timed, input sets rotated, launches queued "
              "(median of the runs' medians, ms; score against torch in the same rounds)"]
@@ -1089,9 +1104,13 @@ def small_m_mode(args, limits, report, failures, verify, get, out_dir, build) ->
         bs, st = sm90.default_knobs(limits, dt, shape)
         cands[f"default {bs} s{st}"] = ((bs, st, dt, True, None), None)  # as the engine builds it
         for name, v in SMALL_M.items():
-            cands[name] = (for_dtype(v, dt), None)
+            if wanted(name):
+                cands[name] = (for_dtype(v, dt), None)
         for sch in sm90.schedule_candidates(m, n, k, 128, 128, sms)[1:]:
-            cands[f"coop 128x128 s4 sk {sch[0]}/{sch[1]}"] = (("128x128", 4, dt, True, True, False, 1), sch)
+            if wanted(f"coop 128x128 s4 sk {sch[0]}/{sch[1]}"):
+                cands[f"coop 128x128 s4 sk {sch[0]}/{sch[1]}"] = (("128x128", 4, dt, True, True, False, 1), sch)
+        for name, v in order_rows(bs, st).items():  # --orders: the default build in each tile order
+            cands[f"default, {name}"] = (v, None)
         launches: dict = {}
         ours: dict = {}
         for name, (v, sch) in cands.items():
@@ -1163,11 +1182,17 @@ def small_m_mode(args, limits, report, failures, verify, get, out_dir, build) ->
     # every candidate build (the clustered narrow tiles too, which the GPU tests' knob sweep does
     # not reach) at shapes no tile divides: M = 1 and odd M, N not a multiple of 80 or 128, odd K
     odd = [(1, 2560, 2560), (333, 1032, 520), (777, 1024, 512), (515, 2560, 2560)]
+    if args.orders:  # multi-wave shapes, clustered (7976: a cluster pair half past M) and not
+        odd += [(7976, 2560, 2560), (2047, 2560, 1000), (4100, 1032, 520)]
     wrong0 = len(failures)
+    n_checks = 0
     for (m, n_, k_) in odd:
-        for v in SMALL_M.values():
-            verify(m, n_, k_, for_dtype(v, dt), label="small-m odd shape")
-    lines.append(f"odd shapes {odd}: {len(odd) * len(SMALL_M)} checks, {len(failures) - wrong0} wrong")
+        rows = [for_dtype(v, dt) for name, v in SMALL_M.items() if wanted(name)]
+        rows += order_rows(*sm90.default_knobs(limits, dt, {"m": m, "n": n_, "k": k_})).values()
+        for v in rows:
+            verify(m, n_, k_, v, label="small-m odd shape")
+        n_checks += len(rows)
+    lines.append(f"odd shapes {odd}: {n_checks} checks, {len(failures) - wrong0} wrong")
     print(lines[-1], flush=True)
     for m in ms:
         one_m(m)
@@ -1224,6 +1249,11 @@ def main() -> int:
                     help="small M (--m-list, default 256,512,1024; --sweep-dtype): every build that "
                          "could serve it against cuBLAS and torch, timed as the engine times them "
                          "(rotated input sets, queued launches), rested --idle s, --rounds rounds")
+    ap.add_argument("--only", default=None, metavar="REGEX",
+                    help="--small-m: only the table rows whose name matches (the default always runs)")
+    ap.add_argument("--orders", type=m_list, default=None, metavar="G,...",
+                    help="--small-m: the default build also N-fastest, M-fastest and in groups of "
+                         "each G M blocks")
     ap.add_argument("--pp160", action="store_true",
                     help="ping-pong on the 128x160 tile: correctness, seed candidates in "
                          "alternation, M sweep vs the default")
@@ -1234,6 +1264,11 @@ def main() -> int:
         ap.error(f"--rounds {args.rounds} / --iters {args.iters}: each must be >= 1")
     if not 0 <= args.idle <= 600:
         ap.error(f"--idle {args.idle:g}: 0 to 600 seconds of rest")
+    if args.only is not None:
+        try:
+            re.compile(args.only)
+        except re.error as exc:
+            ap.error(f"--only {args.only!r}: not a regular expression ({exc})")
     args.m_list_given = args.m_list is not None
     if args.m_list is None:
         args.m_list = [7976, 8192, 7936, 8064]
