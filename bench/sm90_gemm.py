@@ -929,6 +929,7 @@ def cold_duel_mode(args, limits, report, failures, verify, get, out_dir, build) 
                 print(f"{dt} {name}: grid {b.info['grid']} -> {runs[name].grid} "
                       "(clusters resident at once)", flush=True)
         runs["cuBLAS GEMM only (b=0)"] = cublas_gemm(bufs, cp.empty_like(bufs["r"]), dt, 0.0)
+        runs["cuBLAS beta=1 (in place)"] = cublas_gemm(bufs, bufs["r"].copy(), dt, 1.0)
         cp.cuda.runtime.deviceSynchronize()
         per: dict[str, list[tuple[float, float, int | None, str]]] = {nm: [] for nm in runs}
         for _r in range(args.rounds):
