@@ -320,7 +320,7 @@ class Variant(NamedTuple):
     tmap_global: bool = False
     raster_m: bool | None = None
     w_first: bool = False
-    raster_group: int = 0
+    raster_group: int | None = None
 
 
 def variant(v: tuple) -> Variant:
@@ -884,11 +884,11 @@ COLD_DUEL = {  # name: variant (tile, stages, dtype, fuse, streamk, pingpong, cl
     "pp 128x160 s4 cl2": ("128x160", 4, "{dt}", True, False, True, 2),
     "coop 128x256 s3": ("128x256", 3, "{dt}", True, True, False, 1),
     "coop 128x256 s3 cl2": ("128x256", 3, "{dt}", True, False, False, 2),
-    # grouped tile order (wip/raster-group, not yet run): groups of G M blocks (of cluster pairs
-    # here), M-fastest inside a group
-    "pp 128x128 s5 cl2 group 2": Variant("128x128", 5, "{dt}", True, False, True, 2, raster_group=2),
-    "pp 128x128 s5 cl2 group 4": Variant("128x128", 5, "{dt}", True, False, True, 2, raster_group=4),
-    "pp 128x128 s5 cl2 group 8": Variant("128x128", 5, "{dt}", True, False, True, 2, raster_group=8),
+    "pp 128x128 s5 cl1x2": ("128x128", 5, "{dt}", True, False, True, (1, 2)),
+    "pp 128x128 s5 cl2x2": ("128x128", 5, "{dt}", True, False, True, (2, 2)),
+    "coop 128x256 s3 cl2x2": ("128x256", 3, "{dt}", True, False, False, (2, 2)),
+    # (the grouped tile order, groups of 2, 4, 8 cluster pairs on the default: 2-5 % slower,
+    # NOTES-sm90 v23)
 }
 COLD_ODD = [(7976, 2560, 2560), (333, 1032, 520), (1, 2560, 2560), (4096, 1032, 2560)]
 """Shapes every clustered cold-duel candidate is checked at first: tile blocks past M and N."""
@@ -1014,14 +1014,15 @@ def cold_sweep_mode(args, limits, report, failures, verify, get, out_dir, build)
     return 0 if not failures else 1
 
 
-SMALL_M = {  # name: variant (see ``Variant``); the narrow rows without "M-fastest" in their name
-    # are numbered N-fastest (raster_m=False), as they were measured in v17-v21
+SMALL_M = {  # name: variant (see ``Variant``); the narrow and 128x160 rows without "M-fastest" in
+    # their name are numbered N-fastest (raster_m=False), as they were measured in v17-v21
     "coop 128x128 s4 (planned)": ("128x128", 4, "{dt}", True, True, False, 1),
     "coop 128x128 s4 data-parallel": ("128x128", 4, "{dt}", True, False, False, 1),
     "coop 128x128 s4 cl2": ("128x128", 4, "{dt}", True, False, False, 2),
     "coop 128x256 s3 (planned)": ("128x256", 3, "{dt}", True, True, False, 1),
     "coop 128x256 s3 cl2": ("128x256", 3, "{dt}", True, False, False, 2),
-    "coop 128x160 s5 (planned)": ("128x160", 5, "{dt}", True, True, False, 1),
+    "coop 128x160 s5 (planned)": Variant("128x160", 5, "{dt}", True, True, False, 1, raster_m=False,
+                                         raster_group=0),
     # the narrow tiles (N = 80): 128 CTAs with the whole K loop each at M = 256 (64x80) and
     # M = 512 (128x80), as cuBLAS runs there (its 80x64 / 80x128 tiles, 11 / 8 stages, 2-CTA clusters)
     "64x80 s8 data-parallel": Variant("64x80", 8, "{dt}", True, False, False, 1, raster_m=False),
@@ -1083,8 +1084,8 @@ def small_m_mode(args, limits, report, failures, verify, get, out_dir, build) ->
         (the schedule, consumers and cluster stay the engine's choice)."""
         if not args.orders:
             return {}
-        rows = {"N-fastest": Variant(bs, st, dt, True, None, raster_m=False),
-                "M-fastest": Variant(bs, st, dt, True, None, raster_m=True)}
+        rows = {"N-fastest": Variant(bs, st, dt, True, None, raster_m=False, raster_group=0),
+                "M-fastest": Variant(bs, st, dt, True, None, raster_m=True, raster_group=0)}
         for g in args.orders:
             rows[f"groups of {g}"] = Variant(bs, st, dt, True, None, raster_group=g)
         return rows

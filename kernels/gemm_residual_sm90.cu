@@ -514,9 +514,10 @@ __device__ __forceinline__ void tile_origin(int tile, int num_nb, unsigned rm, u
 #define RASTER_GROUP 0
 #endif
 #if RASTER_GROUP
-// measurement option (not yet run on a GPU): tiles in groups of RASTER_GROUP M blocks, numbered
-// M-fastest inside a group and group after group (CUTLASS's swizzle): the CTAs in flight share W
-// tiles side by side and a band of A row panels small enough to stay in L2
+// tiles in groups of RASTER_GROUP M blocks (of cluster rows where clustered), numbered M-fastest
+// inside a group and group after group (CUTLASS's swizzle): the CTAs in flight share W tiles side
+// by side and a band of A row panels. The default for two-wave cooperative 128x160
+// (use_raster_group); slower on the clustered ping-pong defaults (NOTES-sm90 v23)
 __device__ __forceinline__ void tile_origin_grouped(int tile, int num_mb, int num_nb, unsigned rm,
                                                     unsigned rn, int& m0, int& n0) {
     const int g = tile / (RASTER_GROUP * num_nb);

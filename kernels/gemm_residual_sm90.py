@@ -520,17 +520,41 @@ def cluster_label(cm: int, cn: int) -> str:
 
 RASTER_M_DEFAULT = True
 """Number the tiles M-fastest where ``use_raster_m`` says so (set from H200 measurements)."""
+RASTER_M_TILES = NARROW_TILES + ("128x160",)
+"""The tiles measured faster M-fastest in one wave (128x256, the other one-wave default, level)."""
+RASTER_GROUP_DEFAULT = 4
+"""M blocks per group where ``use_raster_group`` says so (0: never; set from H200 measurements)."""
 
 
-def use_raster_m(block_size: str, tiles: int, grid: int, dp_tiles: int, cluster: int) -> bool:
-    """The tile order (not a knob): M-fastest for a narrow tile (64x80, 128x80) whose tiles all run
-    in one data-parallel wave without clusters, so the CTAs that read the same W tile are launched
-    side by side, as cuBLAS's grid runs them; elsewhere N-fastest (the CTAs in flight share A row
-    panels and keep W in L2 across waves). Measured on the H200 (NOTES-sm90 v22, bf16, N = K = 2560,
-    rested, input sets rotated): M = 256 64x80 s8 0.0114 vs 0.0133 ms (cuBLAS beta=1 0.0113),
-    M = 512 128x80 s7 0.0146 vs 0.0156 (0.0143); with a 2x1 cluster no gain (0.0134)."""
-    return (RASTER_M_DEFAULT and _tile_name(block_size) in NARROW_TILES and cluster == 1
+def use_raster_m(block_size: str, tiles: int, grid: int, dp_tiles: int, cluster: int,
+                 dtype: str = "bf16") -> bool:
+    """The tile order (not a knob): M-fastest for 16-bit data on a narrow tile (64x80, 128x80) or
+    128x160 whose tiles all run in one data-parallel wave without clusters, so the CTAs that read
+    the same W tile are launched side by side, as cuBLAS's grid runs them; elsewhere N-fastest (the
+    CTAs in flight share A row panels and keep W in L2 across waves) or ``use_raster_group``.
+    Measured on the H200 (bf16, N = K = 2560, rested, input sets rotated): M = 256 64x80 s8 0.0114
+    vs 0.0133 ms (cuBLAS beta=1 0.0113), M = 512 128x80 s7 0.0146 vs 0.0156 (0.0143); with a 2x1
+    cluster no gain (0.0134) (NOTES-sm90 v22); M = 1024 128x160 s5 0.0231 vs 0.0234 (0.0232),
+    M = 1571 128x256 s3 level (0.0339), M >= 4096 (ping-pong, clustered) 9-26 % slower (v23)."""
+    return (RASTER_M_DEFAULT and ITEMSIZE.get(_dtype(dtype), 4) == 2
+            and _tile_name(block_size) in RASTER_M_TILES and cluster == 1
             and dp_tiles >= tiles and tiles <= grid)
+
+
+def use_raster_group(block_size: str, tiles: int, grid: int, dp_tiles: int, cluster: int,
+                     pingpong: bool, dtype: str = "bf16") -> int:
+    """The grouped tile order (not a knob): ``RASTER_GROUP_DEFAULT`` M blocks per group, numbered
+    M-fastest inside a group, for 16-bit cooperative 128x160 whose data-parallel tiles take a
+    second wave (at most two: beyond, the defaults run ping-pong) without clusters; else 0.
+    Measured on the H200 (NOTES-sm90 v23, bf16, M = 2048, N = K = 2560, two waves, rested, input
+    sets rotated): groups of 4 0.0406 ms, of 2 0.0407, of 8 0.0408, M-fastest 0.0412, N-fastest
+    0.0415-0.0417 (cuBLAS beta=1 0.0392). On the clustered ping-pong defaults (M >= 4096) every
+    grouping was 2-8 % slower, so they stay N-fastest."""
+    if not (RASTER_GROUP_DEFAULT and ITEMSIZE.get(_dtype(dtype), 4) == 2 and not pingpong
+            and _tile_name(block_size) == "128x160" and cluster == 1 and dp_tiles >= tiles
+            and grid < tiles <= 2 * grid):
+        return 0
+    return RASTER_GROUP_DEFAULT
 
 
 def defines(block_size: str, stages: int, dtype: str, fuse: bool,
@@ -542,7 +566,8 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
     ``cluster_shape``; ``promote`` (fp32 only; default ``PROMOTE_DEFAULT`` where ``promote_fits``,
     else 0). Measurement options (defined only when set): ``raster_m`` numbers the tiles M-fastest
     (adjacent CTAs share a W tile), ``w_first`` issues W's TMA box before A's, ``raster_group`` = G
-    numbers them in groups of G M blocks, M-fastest inside a group (not yet run on a GPU)."""
+    numbers them in groups of G M blocks, M-fastest inside a group (``build`` chooses both by
+    default: ``use_raster_m``, ``use_raster_group``)."""
     bm, bn, consumers = parse_block_size(block_size, dtype)
     cm, cn = cluster_shape(cluster)
     if cm * cn > 1 and streamk:
@@ -614,7 +639,7 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
           schedule: tuple[int, int] | None = None, pingpong: bool | None = None,
           cluster: Any = None, split_hi: bool | None = None,
           promote: int | None = None, raster_m: bool | None = None, w_first: bool = False,
-          raster_group: int = 0) -> Build:
+          raster_group: int | None = None) -> Build:
     """Render and plan one configuration. ``fuse`` defaults to ``task.fusion`` (True when absent):
     off = the GEMM-only kernel (FUSE=0) then ``residual_add_inplace`` on ``out``. ``streamk``
     (default ``STREAMK_DEFAULT``) compiles the stream-K tail in; ``schedule`` = (grid, dp_tiles)
@@ -624,8 +649,9 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
     ``cluster_shape``'s (data-parallel only).
     fp32 (3xTF32) first launches ``tf32_split`` on A and W into scratch buffers (``Build.scratch``:
     a_lo, w_lo, and with ``split_hi``, default ``SPLIT_HI_DEFAULT``, a_hi, w_hi); ``promote``
-    see ``defines``, as ``w_first`` (a measurement option) and ``raster_m`` (default
-    ``use_raster_m``: the tile order)."""
+    see ``defines``, as ``w_first`` (a measurement option), ``raster_m`` and ``raster_group`` (the
+    tile order; defaults ``use_raster_m``, ``use_raster_group``; an explicit ``raster_m=True``
+    numbers M-fastest, not grouped)."""
     m, n, k = _mnk(task.shape)
     dtype = _dtype(task.dtype)
     if fuse is None:
@@ -667,8 +693,11 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
             streamk = False
     else:
         grid, dp_tiles = max(1, int(schedule[0])), int(schedule[1])
+    if raster_group is None:
+        raster_group = 0 if raster_m else use_raster_group(block_size, tiles, grid, dp_tiles, cluster,
+                                                           bool(pingpong), dtype)
     if raster_m is None:
-        raster_m = not raster_group and use_raster_m(block_size, tiles, grid, dp_tiles, cluster)
+        raster_m = not raster_group and use_raster_m(block_size, tiles, grid, dp_tiles, cluster, dtype)
     consts = defines(block_size, stages, dtype, fuse, tmap_global, streamk, bool(pingpong),
                      (cm, cn), bool(split_hi), promote, raster_m, w_first, raster_group)
     source = _source(consts)

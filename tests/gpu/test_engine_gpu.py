@@ -115,18 +115,23 @@ def test_cluster_shapes_correct(monkeypatch, dtype):
 
 
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
-def test_m_fastest_tile_order_correct(dtype):
-    """The narrow tiles' one-wave default numbers its tiles M-fastest: through the engine with the
-    default knobs at M = 256, 333 and 512 (N = K = 2560) and at shapes no tile divides (the last
-    tiles past M and N): correct, every element written, the order reported."""
+def test_m_fastest_and_grouped_tile_orders_correct(dtype):
+    """The one-wave narrow and 128x160 defaults number their tiles M-fastest, the two-wave 128x160
+    default in groups of 4 M blocks: through the engine with the default knobs at M = 256, 333,
+    512, 1024 and 2048 (N = K = 2560) and at shapes no tile divides (the last tiles past M and N;
+    M = 1800: a last group of 3 M blocks): correct, every element written, the order reported."""
     failures = []
-    for m, n, k in ((256, 2560, 2560), (333, 2560, 2560), (512, 2560, 2560), (200, 1032, 520),
-                    (77, 2000, 1000)):
+    grouped = "groups of 4 M blocks"
+    for m, n, k, order in ((256, 2560, 2560, "M-fastest"), (333, 2560, 2560, "M-fastest"),
+                           (512, 2560, 2560, "M-fastest"), (200, 1032, 520, "M-fastest"),
+                           (77, 2000, 1000, "M-fastest"), (1024, 2560, 2560, "M-fastest"),
+                           (2048, 2560, 2560, grouped), (1800, 2560, 2560, grouped),
+                           (2047, 2560, 1000, grouped), (2000, 2400, 1000, grouped)):
         res = _backend_run(TaskSpec(shape={"m": m, "n": n, "k": k}, dtype=dtype, warmup=1,
                                     iterations=2, peers=False))
         info = res.launch["info"] if res.launch else {}
         ok = (res.status is RunStatus.ok and res.correctness.correct
-              and res.correctness.unwritten_count == 0 and info.get("tile_order") == "M-fastest")
+              and res.correctness.unwritten_count == 0 and info.get("tile_order") == order)
         if not ok:
             failures.append(((m, n, k), res.status.value, info.get("tile"), info.get("tile_order"),
                              (res.error or "")[:200]))

@@ -94,7 +94,7 @@ def test_sm90_gemm_small_m_candidates_build_as_labelled():
                 bs, st = x.tile, x.stages
                 b = sm90.build(task, h200, bs, st, fuse=x.fuse, streamk=x.streamk, pingpong=x.pingpong,
                                cluster=x.cluster, tmap_global=x.tmap_global, raster_m=x.raster_m,
-                               w_first=x.w_first)
+                               w_first=x.w_first, raster_group=x.raster_group)
                 info = b.info
                 assert info["tensor_maps"].startswith(
                     "by pointer" if "maps in global" in name else "by value"), name
@@ -114,7 +114,7 @@ def test_sm90_gemm_small_m_candidates_build_as_labelled():
             x = mod.variant((bs, st, dt, True, None))
             row = sm90.build(task, h200, x.tile, x.stages, fuse=x.fuse, streamk=x.streamk,
                              pingpong=x.pingpong, cluster=x.cluster, tmap_global=x.tmap_global,
-                             raster_m=x.raster_m, w_first=x.w_first)
+                             raster_m=x.raster_m, w_first=x.w_first, raster_group=x.raster_group)
             assert row.source == sm90.build(task, h200, bs, st).source, (dt, m)
     b = sm90.build(SimpleNamespace(shape={"m": 512, "n": 2560, "k": 2560}, dtype="bf16"), h200,
                    "128x128", 4, streamk=False, pingpong=False, cluster=2)

@@ -554,12 +554,14 @@ def test_stage_count_past_the_deepest_ring_is_refused_naming_the_knob() -> None:
     assert max(sm90.pipelining_options(H200, "bf16", "64x80")) == 11
 
 
-def test_tile_order_m_fastest_only_for_one_wave_narrow_tiles() -> None:
-    """``build`` numbers the tiles M-fastest (RASTER_M) exactly where a narrow tile's tiles all run
-    in one data-parallel wave without a cluster (N = K = 2560: M = 256 and 512, and odd shapes such
-    as 77x2000x1000); N-fastest elsewhere: the seed's clustered ping-pong, the wide tiles, a
-    narrow tile in two waves or under stream-K (M = 1), a forced cluster; and an explicit
-    ``raster_m`` wins. The M-fastest builds compile without spills."""
+def test_tile_order_m_fastest_for_one_wave_narrow_and_128x160_grouped_for_two_waves() -> None:
+    """``build`` numbers the tiles M-fastest (RASTER_M) exactly where a 16-bit narrow or 128x160
+    tile's tiles all run in one data-parallel wave without a cluster (N = K = 2560: M = 256, 512,
+    1024, and odd shapes such as 77x2000x1000); in groups of 4 M blocks (RASTER_GROUP) where
+    cooperative 128x160 takes a second data-parallel wave (M = 2048, 1800: a last group of 3);
+    N-fastest elsewhere: the seed's clustered ping-pong, 128x256 in one wave (M = 1571), a narrow
+    tile in two waves or under stream-K (M = 1), a forced cluster, tf32; and an explicit
+    ``raster_m`` or ``raster_group`` wins. The new orders compile without spills."""
     from types import SimpleNamespace
 
     def info(m, n, k, dtype="bf16", **kw):
@@ -567,18 +569,34 @@ def test_tile_order_m_fastest_only_for_one_wave_narrow_tiles() -> None:
         bs, st = kw.pop("knobs", None) or sm90.default_knobs(H200, dtype, shape)
         b = sm90.build(SimpleNamespace(shape=shape, dtype=dtype), H200, bs, st, **kw)
         assert ("#define RASTER_M 1" in b.source) == (b.info["tile_order"] == "M-fastest")
+        assert ("#define RASTER_GROUP 4" in b.source) == (b.info["tile_order"] == "groups of 4 M blocks")
         return b
 
-    for m, n, k in ((256, 2560, 2560), (512, 2560, 2560), (333, 2560, 2560), (77, 2000, 1000)):
+    for m, n, k in ((256, 2560, 2560), (512, 2560, 2560), (333, 2560, 2560), (77, 2000, 1000),
+                    (1024, 2560, 2560)):
         for dt in ("bf16", "fp16"):
             b = info(m, n, k, dt)
-            assert b.info["tile_order"] == "M-fastest" and b.info["tile"][:-3] in sm90.NARROW_TILES
-            if (m, dt) in ((256, "bf16"), (512, "fp16")):
+            assert b.info["tile_order"] == "M-fastest", (m, dt)
+            assert b.info["tile"][:-3] in sm90.RASTER_M_TILES, (m, dt)
+            if (m, dt) in ((256, "bf16"), (512, "fp16"), (1024, "bf16")):
                 log, elf = _compile(b.source)
                 assert elf and not re.search(r"[1-9]\d* bytes spill", log), log
-    for m in (1, 1024, 1571, 2048, 4096, 8192):
+    for m, n, k in ((2048, 2560, 2560), (1800, 2560, 2560), (2047, 2560, 1000)):
+        for dt in ("bf16", "fp16"):
+            b = info(m, n, k, dt)
+            assert b.info["tile_order"] == "groups of 4 M blocks", (m, dt)
+            assert b.info["tile"] == "128x160x64" and b.info["schedule"] == "data-parallel"
+            if (m, dt) == (1800, "fp16"):
+                log, elf = _compile(b.source)
+                assert elf and not re.search(r"[1-9]\d* bytes spill", log), log
+    for m in (1, 1571, 4096, 8192):
         assert info(m, 2560, 2560).info["tile_order"] == "N-fastest", m
+    assert info(1024, 2560, 2560, "tf32").info["tile_order"] == "N-fastest"
     assert info(4096, 2560, 2560, knobs=("64x80", 8)).info["tile_order"] == "N-fastest"  # 5 waves
+    assert info(4096, 2560, 2560, knobs=("128x160", 5)).info["tile_order"] == "N-fastest"  # 3.9 waves
     assert info(256, 2560, 2560, cluster=2).info["tile_order"] == "N-fastest"
     assert info(256, 2560, 2560, raster_m=False).info["tile_order"] == "N-fastest"
+    assert info(2048, 2560, 2560, raster_m=True).info["tile_order"] == "M-fastest"
+    assert info(2048, 2560, 2560, raster_group=0).info["tile_order"] == "N-fastest"
+    assert info(8192, 2560, 2560, raster_group=2).info["tile_order"] == "groups of 2 M blocks"
     assert info(8192, 2560, 2560, raster_m=True).info["tile_order"] == "M-fastest"
