@@ -138,6 +138,36 @@ def test_m_fastest_and_grouped_tile_orders_correct(dtype):
     assert failures == []
 
 
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_tile_orders_at_every_stage_count(dtype):
+    """The tile orders at every MEMORY_PIPELINING value a user can pick, not only the defaults' (the
+    knob sweep's 777x1024x512 runs the narrow tiles in two waves): 64x80, 128x80 and 128x160 in one
+    wave (M-fastest, 200x1032x520: the last tiles past M and N) and 128x160 in two waves (groups of
+    4 M blocks, 1800x2560x1000: a last group of 3); correct, every element written, the order
+    reported."""
+    from engine.profiles import load_profiles
+    from kernels import gemm_residual_sm90 as sm90
+
+    limits = DeviceLimits.from_profile(load_profiles().get("h200"))
+    failures = []
+    cases = [("64x80", (200, 1032, 520), "M-fastest"), ("128x80", (200, 1032, 520), "M-fastest"),
+             ("128x160", (200, 1032, 520), "M-fastest"),
+             ("128x160", (1800, 2560, 1000), "groups of 4 M blocks")]
+    for bs, (m, n, k), order in cases:
+        for st in sm90.pipelining_options(limits, dtype, bs):
+            if st == 0:
+                continue  # pipelining off runs the same tile order code; the knob sweep has it
+            res = _backend_run(TaskSpec(shape={"m": m, "n": n, "k": k}, dtype=dtype, block_size=bs,
+                                        memory_pipelining=st, warmup=1, iterations=2, peers=False))
+            info = res.launch["info"] if res.launch else {}
+            ok = (res.status is RunStatus.ok and res.correctness.correct
+                  and res.correctness.unwritten_count == 0 and info.get("tile_order") == order)
+            if not ok:
+                failures.append((bs, st, (m, n, k), res.status.value, info.get("tile_order"),
+                                 (res.error or "")[:200]))
+    assert failures == []
+
+
 def test_fp32_3xtf32_as_accurate_as_ffma():
     """fp32 on Hopper runs 3xTF32 on the tensor cores: its error against the fp64 reference must be
     fp32-class, i.e. in the order of the FFMA kernel's (the portable path, forced), and ten times
