@@ -7,7 +7,8 @@
 // (one thread issues TMA; setmaxnreg.dec), warpgroups 1..NUM_CONSUMERS are consumers
 // (setmaxnreg.inc), each owning BM/NUM_CONSUMERS rows of the BM x BN tile. Persistent grid:
 // CTA b takes tiles b, b + gridDim.x, ...; tiles are numbered N-fastest so the CTAs in flight
-// share A row panels and the whole W in L2. The residual tile is loaded by TMA into a
+// share A row panels and the whole W in L2 (in one or two waves of some tiles, where W comes from
+// DRAM once: M-fastest or in groups of M blocks, RASTER_M / RASTER_GROUP). The residual tile is loaded by TMA into a
 // shared-memory epilogue buffer while the tile's main loop runs; the epilogue adds it to the
 // accumulators in fp32, rounds once, writes the result back into the same buffer and one
 // thread stores it with TMA (asynchronously: the consumers go straight on to the next tile).
