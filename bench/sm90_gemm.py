@@ -1048,10 +1048,8 @@ SMALL_M = {  # name: variant (see ``Variant``); the narrow and 128x160 rows with
     # the wide one-wave defaults (N = K = 2560: M = 1024 128x160, M = 1571 128x256) in the same order
     "coop 128x160 s5 dp, M-fastest": Variant("128x160", 5, "{dt}", True, False, False, 1, raster_m=True),
     "coop 128x256 s3 dp, M-fastest": Variant("128x256", 3, "{dt}", True, False, False, 1, raster_m=True),
-    # 128x256 in 1x2 clusters (A multicast: one wave of 130 CTAs at M = 1571, where a 2x1 pair
-    # of M blocks needs 140), session 12
-    "coop 128x256 s3 cl1x2": ("128x256", 3, "{dt}", True, False, False, (1, 2)),
-    # (1x2 and 2x2 clusters, A multicast, build(cluster=(1, 2)): slower everywhere, NOTES-sm90 v18;
+    # (1x2 and 2x2 clusters, A multicast, build(cluster=(1, 2)): slower everywhere, NOTES-sm90 v18,
+    # 128x256 in 1x2 at M = 1571 too (one wave of 130 CTAs): 4-5 % slower, v24;
     # two consumers splitting 64x80's k-blocks: level, v19, removed again)
 }
 
