@@ -535,7 +535,7 @@ def use_raster_m(block_size: str, tiles: int, grid: int, dp_tiles: int, cluster:
     Measured on the H200 (bf16, N = K = 2560, rested, input sets rotated): M = 256 64x80 s8 0.0114
     vs 0.0133 ms (cuBLAS beta=1 0.0113), M = 512 128x80 s7 0.0146 vs 0.0156 (0.0143); with a 2x1
     cluster no gain (0.0134) (NOTES-sm90 v22); M = 1024 128x160 s5 0.0231 vs 0.0234 (0.0232),
-    M = 1571 128x256 s3 level (0.0339), M >= 4096 (ping-pong, clustered) 9-26 % slower (v23)."""
+    M = 1571 128x256 s3 level (0.0339), M >= 4096 (ping-pong, clustered) 4-26 % slower (v23)."""
     return (RASTER_M_DEFAULT and ITEMSIZE.get(_dtype(dtype), 4) == 2
             and _tile_name(block_size) in RASTER_M_TILES and cluster == 1
             and dp_tiles >= tiles and tiles <= grid)
@@ -549,7 +549,7 @@ def use_raster_group(block_size: str, tiles: int, grid: int, dp_tiles: int, clus
     Measured on the H200 (NOTES-sm90 v23, bf16, M = 2048, N = K = 2560, two waves, rested, input
     sets rotated): groups of 4 0.0406 ms, of 2 0.0407, of 8 0.0408, M-fastest 0.0412, N-fastest
     0.0415-0.0417 (cuBLAS beta=1 0.0392). On the clustered ping-pong defaults (M >= 4096) every
-    grouping was 2-8 % slower, so they stay N-fastest."""
+    grouping was 2-7 % slower, so they stay N-fastest."""
     if not (RASTER_GROUP_DEFAULT and ITEMSIZE.get(_dtype(dtype), 4) == 2 and not pingpong
             and _tile_name(block_size) == "128x160" and cluster == 1 and dp_tiles >= tiles
             and grid < tiles <= 2 * grid):
