@@ -49,6 +49,10 @@ CASES = {  # name: (m, n, k, dtype[, build overrides]); "cublas" = cuBLAS gemmEx
     "m512-bf16-cl1x2": (512, 2560, 2560, "bf16", {"cluster": (1, 2), "streamk": False}),
     "m256-bf16-cublas-b1": (256, 2560, 2560, "bf16", "cublas-b1"),
     "m512-bf16-cublas-b1": (512, 2560, 2560, "bf16", "cublas-b1"),
+    # M = 1571, where ours trails cuBLAS beta=1 most (one wave of 128x256; NOTES-sm90 v24)
+    "m1571-bf16": (1571, 2560, 2560, "bf16"),
+    "m1571-bf16-cublas-b1": (1571, 2560, 2560, "bf16", "cublas-b1"),
+    "m1571-bf16-cublas": (1571, 2560, 2560, "bf16", "cublas"),
 }
 """Overrides: fuse=False launches only the GEMM kernel (no residual read, like cuBLAS's GEMM alone);
 the rest are ``gemm_residual_sm90.build`` arguments."""
