@@ -406,6 +406,25 @@ __device__ __forceinline__ void st_shared_f2(unsigned addr, float a, float b) {
 #define EPI_TAIL_ROW_SHIFT (EPI_TAIL_BYTES == 32 ? 2 : 1)      // log2(rows per 128-byte line)
 #define EPI_TAIL_SW_MASK (EPI_TAIL_BYTES ? EPI_TAIL_BYTES / 16 - 1 : 0)  // 16-byte units per row - 1
 
+// EPI_RING (one data-parallel tile per CTA, cooperative, no cluster; measurement option): no
+// epilogue buffer of its own, so the ring gets its shared memory (a deeper pipeline). After its last
+// k-block the producer acquires the next ring slots in order, as if for more k-blocks, until
+// EPI_RING_SLOTS adjacent slots are free (the ones the consumers released first), and stages R
+// there; the consumers find the same slots from their own ring position after the main loop.
+#ifndef EPI_RING
+#define EPI_RING 0
+#endif
+#if EPI_RING
+#define EPI_RING_SLOTS ((EPI_BYTES + STAGE_BYTES - 1) / STAGE_BYTES)
+#if PINGPONG || STREAMK || CL > 1 || EPI_RING_SLOTS > STAGES
+#error "EPI_RING: cooperative, data-parallel, unclustered, and a ring of at least the epilogue's size"
+#endif
+// the first of the slots holding the epilogue tile, from the ring position after the main loop
+__device__ __forceinline__ int epi_ring_first(int stage) {
+    return stage + EPI_RING_SLOTS <= STAGES ? stage : 0;
+}
+#endif
+
 // Shared address of a thread's 16-bit pair j (columns 8j + 2(lane%4)) in its row of the epilogue
 // buffer: 128B-swizzled 64-column chunks, then the tail chunk swizzled at its width.
 __device__ __forceinline__ unsigned epi_addr(unsigned row_addr, unsigned tail_addr, int j, int sw,
@@ -548,7 +567,7 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
     extern __shared__ unsigned char smem_raw[];
     const unsigned base = (smem_u32(smem_raw) + 1023u) & ~1023u;  // swizzle atoms need 1024 B
     const unsigned epi = base + STAGES * STAGE_BYTES;
-    const unsigned full_bar = epi + EPI_BUFS * EPI_BYTES;
+    const unsigned full_bar = epi + (EPI_RING ? 0 : EPI_BUFS * EPI_BYTES);
     const unsigned empty_bar = full_bar + STAGES * 8;
     const unsigned rfull_bar = empty_bar + STAGES * 8;   // one per epilogue buffer
     const unsigned rempty_bar = rfull_bar + EPI_BUFS * 8;
@@ -698,7 +717,7 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                         stage = 0;
                         phase ^= 1u;
                     }
-                    if (kb == r_issue_kb) {
+                    if (!EPI_RING && kb == r_issue_kb) {
                         // the epilogue buffer is free once the last TMA store has read it
                         mbar_wait(rempty_bar + 8 * eb, ((rphases >> eb) & 1u) ^ 1u);
 #if FUSE
@@ -716,6 +735,34 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                         rphases ^= 1u << eb;
                     }
                 }
+#if EPI_RING
+                {
+                    // acquire ring slots in order until EPI_RING_SLOTS adjacent ones are held
+                    const int first = epi_ring_first(stage);
+                    const int n_acq = (first == stage ? 0 : STAGES - stage) + EPI_RING_SLOTS;
+                    for (int i = 0; i < n_acq; ++i) {
+                        mbar_wait(empty_bar + 8 * stage, phase ^ 1u);
+                        if (++stage == STAGES) {
+                            stage = 0;
+                            phase ^= 1u;
+                        }
+                    }
+                    const unsigned rbuf = base + first * STAGE_BYTES;
+                    (void)rbuf;
+#if FUSE
+                    mbar_expect_tx(rfb, EPI_BYTES);
+#pragma unroll
+                    for (int c = 0; c < EPI_CHUNKS; ++c) {
+                        tma_load_2d(rbuf + c * EPI_CHUNK_BYTES, r_map, n0 + c * EPI_COLS, m0, rfb);
+                    }
+#if EPI_TAIL_COLS
+                    tma_load_2d(rbuf + EPI_TAIL, TMAP_ADDR(tm_r2), n0 + EPI_CHUNKS * EPI_COLS, m0, rfb);
+#endif
+#else
+                    mbar_arrive(rfb);
+#endif
+                }
+#endif
             }
         }
     } else {
@@ -740,7 +787,9 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
 #else
         const int row0 = cw * WG_M;
         const int ct = threadIdx.x - 128;
+#if !EPI_RING
         const unsigned ebuf = epi;
+#endif
         const unsigned rfb = rfull_bar;
         const unsigned reb = rempty_bar;
         const unsigned flag = flag_addr;
@@ -895,6 +944,9 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
 #endif
 
             // ------- epilogue: R (staged by TMA) + acc in fp32, round once, TMA store -------
+#if EPI_RING
+            const unsigned ebuf = base + epi_ring_first(stage) * STAGE_BYTES;
+#endif
             mbar_wait(rfb, rphase);
             rphase ^= 1u;
 #if STREAMK

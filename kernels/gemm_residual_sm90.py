@@ -213,14 +213,16 @@ def stage_count(stages: int) -> int:
     return 1 if stages == 0 else int(stages)
 
 
-def smem_bytes(block_size: str, stages: int, dtype: str, pingpong: bool = False) -> int:
+def smem_bytes(block_size: str, stages: int, dtype: str, pingpong: bool = False,
+               epi_ring: bool = False) -> int:
     """Dynamic shared memory for one CTA: stages x (A tile + W tile), the BM x BN epilogue
-    buffer (residual in, result out; one per consumer with ping-pong), barriers, alignment."""
+    buffer (residual in, result out; one per consumer with ping-pong; none with ``epi_ring``,
+    which stages it in the ring), barriers, alignment."""
     bm, bn, _ = parse_block_size(block_size, dtype)
     itemsize = ITEMSIZE.get(_dtype(dtype), 2)
     slots = stage_count(stages)
     bufs = 2 if pingpong else 1
-    return (slots * (bm + bn) * 128 + bufs * bm * bn * itemsize
+    return (slots * (bm + bn) * 128 + (0 if epi_ring else bufs * bm * bn * itemsize)
             + (slots + 2 * bufs) * BARRIER_BYTES + ALIGN_SLACK)
 
 
@@ -561,7 +563,8 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
             tmap_global: bool = False, streamk: bool = STREAMK_DEFAULT,
             pingpong: bool = False, cluster: Any = 1,
             split_hi: bool = SPLIT_HI_DEFAULT, promote: int | None = None,
-            raster_m: bool = False, w_first: bool = False, raster_group: int = 0) -> dict[str, int]:
+            raster_m: bool = False, w_first: bool = False, raster_group: int = 0,
+            epi_ring: bool = False) -> dict[str, int]:
     """The compile-time constants of one configuration (validated integers only). ``cluster``: see
     ``cluster_shape``; ``promote`` (fp32 only; default ``PROMOTE_DEFAULT`` where ``promote_fits``,
     else 0). Measurement options (defined only when set): ``raster_m`` numbers the tiles M-fastest
@@ -596,6 +599,13 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
         out["RASTER_M"] = 1
     if w_first:
         out["W_FIRST"] = 1
+    if epi_ring:
+        if pingpong or streamk or cm * cn > 1 or _dtype(dtype) == "fp32" or slots < 2:
+            raise ValueError("epi_ring: cooperative, data-parallel, unclustered, 16-bit or tf32, "
+                             ">= 2 stages")
+        if -(-bm * bn * ITEMSIZE[_dtype(dtype)] // ((bm + bn) * 128)) > slots:
+            raise ValueError(f"epi_ring: the {block_size} epilogue tile needs more than {slots} slots")
+        out["EPI_RING"] = 1
     if raster_group:
         if raster_m or int(raster_group) < 1:
             raise ValueError("raster_group: a positive group of M blocks, instead of raster_m")
@@ -639,7 +649,7 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
           schedule: tuple[int, int] | None = None, pingpong: bool | None = None,
           cluster: Any = None, split_hi: bool | None = None,
           promote: int | None = None, raster_m: bool | None = None, w_first: bool = False,
-          raster_group: int | None = None) -> Build:
+          raster_group: int | None = None, epi_ring: bool = False) -> Build:
     """Render and plan one configuration. ``fuse`` defaults to ``task.fusion`` (True when absent):
     off = the GEMM-only kernel (FUSE=0) then ``residual_add_inplace`` on ``out``. ``streamk``
     (default ``STREAMK_DEFAULT``) compiles the stream-K tail in; ``schedule`` = (grid, dp_tiles)
@@ -698,10 +708,12 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
                                                            bool(pingpong), dtype)
     if raster_m is None:
         raster_m = not raster_group and use_raster_m(block_size, tiles, grid, dp_tiles, cluster, dtype)
+    if epi_ring and (tiles > grid or dp_tiles < tiles):
+        raise ValueError(f"epi_ring: one data-parallel tile per CTA ({tiles} tiles on {grid} CTAs)")
     consts = defines(block_size, stages, dtype, fuse, tmap_global, streamk, bool(pingpong),
-                     (cm, cn), bool(split_hi), promote, raster_m, w_first, raster_group)
+                     (cm, cn), bool(split_hi), promote, raster_m, w_first, raster_group, epi_ring)
     source = _source(consts)
-    smem = smem_bytes(block_size, stages, dtype, bool(pingpong))
+    smem = smem_bytes(block_size, stages, dtype, bool(pingpong), epi_ring)
     a_hi, w_hi = ("a_hi", "w_hi") if x3 and split_hi else ("a", "w")
     maps = (
         TensorMapArg(a_hi, rows=m, cols=k, box_rows=bm // cn, box_cols=bk, swizzle_bytes=128),
@@ -758,6 +770,7 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
                      f"stream-K over {tiles - dp_tiles} tiles after {dp_tiles} data-parallel"),
         "smem_bytes": smem,
         "fused": bool(fuse),
+        "epilogue_tile": "in the ring's freed slots" if epi_ring else "own buffer",
         "tensor_maps": "by pointer (global)" if tmap_global else "by value (__grid_constant__)",
         "tile_order": (f"groups of {raster_group} M blocks" if raster_group
                        else "M-fastest" if raster_m else "N-fastest"),

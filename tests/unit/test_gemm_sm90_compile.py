@@ -600,3 +600,37 @@ def test_tile_order_m_fastest_for_one_wave_narrow_and_128x160_grouped_for_two_wa
     assert info(2048, 2560, 2560, raster_group=0).info["tile_order"] == "N-fastest"
     assert info(8192, 2560, 2560, raster_group=2).info["tile_order"] == "groups of 2 M blocks"
     assert info(8192, 2560, 2560, raster_m=True).info["tile_order"] == "M-fastest"
+
+
+def test_epi_ring_measurement_option() -> None:
+    """``build(epi_ring=True)`` stages the epilogue tile in the ring's freed slots: no epilogue
+    buffer in the shared-memory budget (128x256 gets a 4th stage), only where every CTA has one
+    data-parallel tile, cooperative and unclustered; the builds compile without spills, and the
+    engine's own builds never use it."""
+    from types import SimpleNamespace
+
+    def task(m, n=2560, k=2560, dtype="bf16"):
+        return SimpleNamespace(shape={"m": m, "n": n, "k": k}, dtype=dtype)
+
+    assert sm90.smem_bytes("128x256", 4, "bf16") > H200.shared_memory_per_block_bytes
+    assert sm90.smem_bytes("128x256", 4, "bf16", epi_ring=True) <= H200.shared_memory_per_block_bytes
+    b = sm90.build(task(1571), H200, "128x256", 4, streamk=False, pingpong=False, cluster=1,
+                   epi_ring=True)
+    assert "#define EPI_RING 1" in b.source and b.info["epilogue_tile"].startswith("in the ring")
+    assert b.launches[-1].shared_mem_bytes == sm90.smem_bytes("128x256", 4, "bf16", epi_ring=True)
+    log, elf = _compile(b.source)
+    assert elf and not re.search(r"[1-9]\d* bytes spill", log), log
+    b = sm90.build(task(300, 2560, 704, "fp16"), H200, "128x160", 6, streamk=False, pingpong=False,
+                   cluster=1, epi_ring=True)  # 11 k-blocks: the slots wrap round the ring
+    log, elf = _compile(b.source)
+    assert elf and not re.search(r"[1-9]\d* bytes spill", log), log
+    for kw, m in (({"pingpong": True}, 8192), ({"cluster": 2}, 1571), ({}, 4096)):
+        with pytest.raises(ValueError, match="epi_ring"):
+            sm90.build(task(m), H200, "128x128", 4, streamk=False, epi_ring=True,
+                       **({"pingpong": False, "cluster": 1} | kw))
+    with pytest.raises(ValueError, match="epi_ring"):
+        sm90.build(task(1571, dtype="fp32"), H200, "128x128", 2, streamk=False, pingpong=False,
+                   cluster=1, epi_ring=True)
+    for m in (256, 512, 1024, 1571, 2048, 8192):
+        bs, st = sm90.default_knobs(H200, "bf16", {"m": m, "n": 2560, "k": 2560})
+        assert "#define EPI_RING 1" not in sm90.build(task(m), H200, bs, st).source, m
