@@ -97,7 +97,7 @@ def prepare(task: TaskSpec, profile_name: str | None = None, profiles: ProfileSe
     if violations:
         fix = f"BLOCK_SIZE options on {profile.name}: {', '.join(spec.block_size_options(limits, dtype))}"
         try:  # the stage counts that fit the tile asked for, where that tile exists
-            stages = spec.pipelining_options(limits, dtype, task.block_size)
+            stages = spec.pipelining_options(limits, dtype, task.block_size, task.shape)
         except ValueError:
             stages = []
         if stages:

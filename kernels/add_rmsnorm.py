@@ -95,7 +95,8 @@ class AddRmsNormSpec(KernelSpec):
         opts = [t for t in (256, 128, 512, 1024) if t <= limits.max_threads_per_block]
         return [str(t) for t in opts]
 
-    def pipelining_options(self, limits: DeviceLimits, dtype: str, block_size: str) -> list[int]:
+    def pipelining_options(self, limits: DeviceLimits, dtype: str, block_size: str,
+                           shape: dict[str, int] | None = None) -> list[int]:
         """All of off, 2, 3, 4 (deepest first, off last); whether a depth fits the registers
         depends on the row length too, which check() tests."""
         if dtype not in DTYPE_CODE or str(block_size) not in self.block_size_options(limits, dtype):

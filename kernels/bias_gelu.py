@@ -49,7 +49,8 @@ class BiasGeluSpec(KernelSpec):
             return []
         return [str(t) for t in (256, 128, 512, 1024) if t <= limits.max_threads_per_block]
 
-    def pipelining_options(self, limits: DeviceLimits, dtype: str, block_size: str) -> list[int]:
+    def pipelining_options(self, limits: DeviceLimits, dtype: str, block_size: str,
+                           shape: dict[str, int] | None = None) -> list[int]:
         if dtype not in DTYPE_CODE or str(block_size) not in self.block_size_options(limits, dtype):
             return []
         return [8, 4, 2, 0]

@@ -113,7 +113,8 @@ class GemmResidualSpec(KernelSpec):
                 if self.smem_bytes(dtype, t, 2) <= limits.shared_memory_per_block_bytes
                 and self.threads(dtype, t) <= limits.max_threads_per_block]
 
-    def pipelining_options(self, limits: DeviceLimits, dtype: str, block_size: str) -> list[int]:
+    def pipelining_options(self, limits: DeviceLimits, dtype: str, block_size: str,
+                           shape: dict[str, int] | None = None) -> list[int]:
         """Stage counts (deepest first, 0 = off last) whose shared memory fits with this tile."""
         tile = self.parse_block_size(block_size, dtype)
         if dtype not in DTYPE_CODE or tile is None or tile not in self.tiles(dtype):

@@ -39,10 +39,11 @@ class AutoGemmResidualSpec(GemmResidualSpec):
             return sm90.block_size_options(limits, dtype)
         return super().block_size_options(limits, dtype)
 
-    def pipelining_options(self, limits: DeviceLimits, dtype: str, block_size: str) -> list[int]:
-        if self._hopper(limits, dtype):
-            return sm90.pipelining_options(limits, dtype, block_size)
-        return super().pipelining_options(limits, dtype, block_size)
+    def pipelining_options(self, limits: DeviceLimits, dtype: str, block_size: str,
+                           shape: dict[str, int] | None = None) -> list[int]:
+        if self._hopper(limits, dtype, shape):
+            return sm90.pipelining_options(limits, dtype, block_size, shape)
+        return super().pipelining_options(limits, dtype, block_size, shape)
 
     def default_knobs(self, limits: DeviceLimits, dtype: str,
                       shape: dict[str, int] | None = None) -> tuple[str, int]:

@@ -321,13 +321,51 @@ def block_size_options(limits: DeviceLimits, dtype: str) -> list[str]:
             if smem_bytes(name, 2, dtype) <= limits.shared_memory_per_block_bytes]
 
 
-def pipelining_options(limits: DeviceLimits, dtype: str, block_size: str) -> list[int]:
-    """0 (off) and every stage count from 2 up to what fits in shared memory (at most ``MAX_STAGES``)."""
+def pipelining_options(limits: DeviceLimits, dtype: str, block_size: str,
+                       shape: dict[str, int] | None = None) -> list[int]:
+    """0 (off) and every stage count from 2 up to what fits in shared memory (at most
+    ``MAX_STAGES``); with a shape where every CTA gets one tile, also the deeper rings that fit
+    once the epilogue tile is staged in the ring (``ring_stage_options``)."""
     parse_block_size(block_size, dtype)
     cap = limits.shared_memory_per_block_bytes
     out = [0] if smem_bytes(block_size, 0, dtype) <= cap else []
     out += [s for s in range(2, MAX_STAGES + 1) if smem_bytes(block_size, s, dtype) <= cap]
-    return out
+    return out + ring_stage_options(limits, dtype, block_size, shape)
+
+
+EPI_RING_DEFAULT = True
+"""Stage the epilogue tile in the ring, for one stage more, where ``default_knobs`` finds a tile of
+``EPI_RING_TILES`` with one tile per CTA (set from H200 measurements, NOTES-sm90 v26)."""
+EPI_RING_TILES = ("64x80", "128x80", "128x160", "128x256")
+"""The tiles measured faster with the epilogue tile in the ring and the deeper ring it buys."""
+
+
+def one_tile_per_cta(limits: DeviceLimits, block_size: str, dtype: str,
+                     shape: dict[str, int] | None) -> bool:
+    """True where the engine's plan for this shape gives every CTA one data-parallel tile (so the
+    consumers run cooperative and unclustered: ping-pong and clusters need two tiles a CTA)."""
+    if not shape:
+        return False
+    try:
+        m, n, k = _mnk(shape)
+    except ValueError:
+        return False
+    bm, bn, _ = parse_block_size(block_size, dtype)
+    tiles = _cdiv(m, bm) * _cdiv(n, bn)
+    grid, dp_tiles = plan_schedule(m, n, _k16(k, dtype), block_size, limits.sm_count, STREAMK_DEFAULT)
+    return tiles <= grid and dp_tiles >= tiles
+
+
+def ring_stage_options(limits: DeviceLimits, dtype: str, block_size: str,
+                       shape: dict[str, int] | None) -> list[int]:
+    """The stage counts that fit only with the epilogue tile staged in the ring's freed slots
+    (``build(epi_ring=True)``): 16-bit data, where every CTA has one tile; else none."""
+    if (ITEMSIZE.get(_dtype(dtype), 4) != 2
+            or not one_tile_per_cta(limits, block_size, dtype, shape)):
+        return []
+    cap = limits.shared_memory_per_block_bytes
+    return [s for s in range(2, MAX_STAGES + 1)
+            if smem_bytes(block_size, s, dtype) > cap >= smem_bytes(block_size, s, dtype, epi_ring=True)]
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -413,6 +451,9 @@ def default_knobs(limits: DeviceLimits, dtype: str,
     options = [b for b in options if b not in _NOT_DEFAULT] or options
 
     def stages_for(block: str) -> int:
+        ring = ring_stage_options(limits, dtype, block, shape)
+        if EPI_RING_DEFAULT and ring and _tile_name(block) in EPI_RING_TILES:
+            return max(ring)  # one tile a CTA: the deepest ring, the epilogue tile staged in it
         fits = pipelining_options(limits, dtype, block)
         pp = [st for st in fits if st and use_pingpong(limits, block, st, dtype, shape)]
         if pp:  # ping-pong: the deepest that fits (5 for 128x128, measured best)
@@ -450,6 +491,9 @@ def default_knobs(limits: DeviceLimits, dtype: str,
         if (ITEMSIZE.get(_dtype(dtype), 2) == 2
                 and "128x160" in block_size_options(limits, dtype)
                 and _few_full_waves(m, n, 128, 160, sms)):
+            ring = ring_stage_options(limits, dtype, "128x160", shape)
+            if EPI_RING_DEFAULT and ring:  # one tile a CTA (M = 1024): the deeper ring
+                return "128x160", max(ring)
             return "128x160", max(pipelining_options(limits, dtype, "128x160"))
     return block, stages_for(block)
 
@@ -491,13 +535,18 @@ def check(task: Any, limits: DeviceLimits) -> list[Violation]:
         out.append(Violation("memory_pipelining", stages, f"must be 0 (off) or 2..{MAX_STAGES}",
                              f"0, 2..{MAX_STAGES}"))
         return out
-    need = smem_bytes(block, stages, dtype if dtype in DTYPES else "bf16")
-    if need > limits.shared_memory_per_block_bytes:
-        fits = pipelining_options(limits, dtype if dtype in DTYPES else "bf16", block)
+    dt = dtype if dtype in DTYPES else "bf16"
+    need = smem_bytes(block, stages, dt)
+    shape = getattr(task, "shape", None)
+    if (need > limits.shared_memory_per_block_bytes
+            and stages not in ring_stage_options(limits, dt, block, shape)):
+        fits = pipelining_options(limits, dt, block, shape)
+        deeper = ("; deeper rings (the epilogue tile staged in the ring) only where every CTA has "
+                  "one tile" if ITEMSIZE.get(dt, 4) == 2 else "")
         out.append(Violation(
             "memory_pipelining", stages,
             f"{need} bytes of shared memory for {block} x {stage_count(stages)} stages; "
-            f"fits: {', '.join(map(str, fits)) or 'none'}",
+            f"fits: {', '.join(map(str, fits)) or 'none'}{deeper}",
             f"{limits.shared_memory_per_block_bytes} bytes per block"))
     return out
 
@@ -649,7 +698,7 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
           schedule: tuple[int, int] | None = None, pingpong: bool | None = None,
           cluster: Any = None, split_hi: bool | None = None,
           promote: int | None = None, raster_m: bool | None = None, w_first: bool = False,
-          raster_group: int | None = None, epi_ring: bool = False) -> Build:
+          raster_group: int | None = None, epi_ring: bool | None = None) -> Build:
     """Render and plan one configuration. ``fuse`` defaults to ``task.fusion`` (True when absent):
     off = the GEMM-only kernel (FUSE=0) then ``residual_add_inplace`` on ``out``. ``streamk``
     (default ``STREAMK_DEFAULT``) compiles the stream-K tail in; ``schedule`` = (grid, dp_tiles)
@@ -708,6 +757,10 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
                                                            bool(pingpong), dtype)
     if raster_m is None:
         raster_m = not raster_group and use_raster_m(block_size, tiles, grid, dp_tiles, cluster, dtype)
+    if epi_ring is None:  # the engine's choice: only where the stage count needs it
+        epi_ring = (not pingpong and cluster == 1
+                    and smem_bytes(block_size, stages, dtype, False) > limits.shared_memory_per_block_bytes
+                    and stage_count(stages) in ring_stage_options(limits, dtype, block_size, task.shape))
     if epi_ring and (tiles > grid or dp_tiles < tiles):
         raise ValueError(f"epi_ring: one data-parallel tile per CTA ({tiles} tiles on {grid} CTAs)")
     consts = defines(block_size, stages, dtype, fuse, tmap_global, streamk, bool(pingpong),

@@ -217,8 +217,10 @@ class KernelSpec(ABC):
         """BLOCK_SIZE values that fit these limits for this dtype, best default first."""
 
     @abstractmethod
-    def pipelining_options(self, limits: DeviceLimits, dtype: str, block_size: str) -> list[int]:
-        """MEMORY_PIPELINING values (0 = off, or stage counts) that fit with this BLOCK_SIZE."""
+    def pipelining_options(self, limits: DeviceLimits, dtype: str, block_size: str,
+                           shape: dict[str, int] | None = None) -> list[int]:
+        """MEMORY_PIPELINING values (0 = off, or stage counts) that fit with this BLOCK_SIZE; with
+        ``shape``, those that fit for that shape (the Hopper GEMM's deeper one-wave rings)."""
 
     @abstractmethod
     def default_knobs(self, limits: DeviceLimits, dtype: str,

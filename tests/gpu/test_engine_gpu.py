@@ -140,11 +140,11 @@ def test_m_fastest_and_grouped_tile_orders_correct(dtype):
 
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
 def test_tile_orders_at_every_stage_count(dtype):
-    """The tile orders at every MEMORY_PIPELINING value a user can pick, not only the defaults' (the
-    knob sweep's 777x1024x512 runs the narrow tiles in two waves): 64x80, 128x80 and 128x160 in one
-    wave (M-fastest, 200x1032x520: the last tiles past M and N) and 128x160 in two waves (groups of
-    4 M blocks, 1800x2560x1000: a last group of 3); correct, every element written, the order
-    reported."""
+    """The tile orders at every MEMORY_PIPELINING value a user can pick for the shape, not only the
+    defaults' (the knob sweep's 777x1024x512 runs the narrow tiles in two waves): 64x80, 128x80 and
+    128x160 in one wave (M-fastest, 200x1032x520: the last tiles past M and N; the deepest counts
+    stage the epilogue tile in the ring) and 128x160 in two waves (groups of 4 M blocks,
+    1800x2560x1000: a last group of 3); correct, every element written, the order reported."""
     from engine.profiles import load_profiles
     from kernels import gemm_residual_sm90 as sm90
 
@@ -154,7 +154,7 @@ def test_tile_orders_at_every_stage_count(dtype):
              ("128x160", (200, 1032, 520), "M-fastest"),
              ("128x160", (1800, 2560, 1000), "groups of 4 M blocks")]
     for bs, (m, n, k), order in cases:
-        for st in sm90.pipelining_options(limits, dtype, bs):
+        for st in sm90.pipelining_options(limits, dtype, bs, {"m": m, "n": n, "k": k}):
             if st == 0:
                 continue  # pipelining off runs the same tile order code; the knob sweep has it
             res = _backend_run(TaskSpec(shape={"m": m, "n": n, "k": k}, dtype=dtype, block_size=bs,
@@ -165,6 +165,28 @@ def test_tile_orders_at_every_stage_count(dtype):
             if not ok:
                 failures.append((bs, st, (m, n, k), res.status.value, info.get("tile_order"),
                                  (res.error or "")[:200]))
+    assert failures == []
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_epilogue_tile_in_the_ring_correct(dtype):
+    """Where every CTA has one tile the defaults stage the epilogue tile in the ring's freed slots:
+    M = 1571 (128x256, 4 stages), slots that wrap round the ring (1200x2560x704: 11 k-blocks on 4
+    stages; 1000x2560x320: 5 on 6), one k-block (200x1032x64: slots never used), fusion off (the
+    GEMM's result through the ring, then the add); correct, every element written, reported."""
+    failures = []
+    for (m, n, k), fusion in (((1571, 2560, 2560), True), ((1200, 2560, 704), True),
+                              ((1000, 2560, 320), True), ((200, 1032, 64), True),
+                              ((300, 2560, 704), True), ((1571, 2560, 2560), False)):
+        res = _backend_run(TaskSpec(shape={"m": m, "n": n, "k": k}, dtype=dtype, fusion=fusion,
+                                    warmup=1, iterations=2, peers=False))
+        info = res.launch["info"] if res.launch else {}
+        ok = (res.status is RunStatus.ok and res.correctness.correct
+              and res.correctness.unwritten_count == 0
+              and info.get("epilogue_tile") == "in the ring's freed slots")
+        if not ok:
+            failures.append(((m, n, k), fusion, res.status.value, info.get("tile"),
+                             info.get("stages"), info.get("epilogue_tile"), (res.error or "")[:200]))
     assert failures == []
 
 

@@ -61,7 +61,7 @@ async def test_the_knobs_shown_are_the_knobs_that_run(make):
         await pilot.press("r")
         await wait_for_run(pilot, app, runs=2)
         ran = app.last_result.task
-        assert (ran["block_size"], ran["memory_pipelining"]) == ("128x160", 5)  # h200, M = 1024
+        assert (ran["block_size"], ran["memory_pipelining"]) == ("128x160", 6)  # h200, M = 1024
         assert f"BLOCK_SIZE={ran['block_size']} MEMORY_PIPELINING={ran['memory_pipelining']}" in text_of(app, "#run-task")
 
 

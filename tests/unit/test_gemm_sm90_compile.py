@@ -413,19 +413,21 @@ def test_default_knobs_and_build_plan() -> None:
     def knobs(m: int) -> tuple[str, int]:
         return sm90.default_knobs(H200, "bf16", {"m": m, "n": 2560, "k": 2560})
 
-    assert knobs(1571) == ("128x256", 3)
+    # one tile per CTA: the epilogue tile staged in the ring buys one stage more (NOTES-sm90 v26)
+    assert knobs(1571) == ("128x256", 4)
     # 128x160 where its tiles fill one or two waves (N = 2560 = 16 x 160: 128 and 256 tiles)
-    assert knobs(1024) == ("128x160", 5) and knobs(2048) == ("128x160", 5)
+    assert knobs(1024) == ("128x160", 6) and knobs(2048) == ("128x160", 5)
     assert sm90.default_knobs(H200, "bf16", {"m": 1024, "n": 2560 + 64, "k": 2560})[0] != "128x160"
     assert sm90.default_knobs(H200, "tf32", {"m": 1024, "n": 2560, "k": 2560})[0] != "128x160"
     # 128x256 leaves too few tiles: the half tile, 4 stages (cooperative); ping-pong 128x128 with
     # 5 stages wherever every CTA gets >= 2 of its tiles (the seed shape included)
     # the narrow tiles where they fit one wave with the whole K per CTA (N = 2560 = 32 x 80):
     # 64x80 up to M = 256 (128 tiles), then 128x80 up to M = 512; 16-bit data only
-    assert knobs(1) == knobs(256) == ("64x80", 8)
-    assert knobs(257) == knobs(384) == knobs(512) == ("128x80", 7)
+    assert knobs(1) == ("64x80", 8)  # stream-K there: the epilogue keeps its own buffer
+    assert knobs(256) == ("64x80", 12)
+    assert knobs(257) == knobs(384) == knobs(512) == ("128x80", 8)
     assert knobs(513)[0] not in sm90.NARROW_TILES
-    assert sm90.default_knobs(H200, "fp16", {"m": 256, "n": 2560, "k": 2560}) == ("64x80", 8)
+    assert sm90.default_knobs(H200, "fp16", {"m": 256, "n": 2560, "k": 2560}) == ("64x80", 12)
     for dt in ("tf32", "fp32"):
         assert sm90.default_knobs(H200, dt, {"m": 256, "n": 2560, "k": 2560})[0] not in sm90.NARROW_TILES
     assert sm90.default_knobs(H200, "bf16", {"m": 256, "n": 8192, "k": 2560})[0] not in sm90.NARROW_TILES
@@ -605,8 +607,8 @@ def test_tile_order_m_fastest_for_one_wave_narrow_and_128x160_grouped_for_two_wa
 def test_epi_ring_measurement_option() -> None:
     """``build(epi_ring=True)`` stages the epilogue tile in the ring's freed slots: no epilogue
     buffer in the shared-memory budget (128x256 gets a 4th stage), only where every CTA has one
-    data-parallel tile, cooperative and unclustered; the builds compile without spills, and the
-    engine's own builds never use it."""
+    data-parallel tile, cooperative and unclustered; the builds compile without spills; the
+    engine's defaults use it at M <= 1571 (N = K = 2560), not at two tiles a CTA."""
     from types import SimpleNamespace
 
     def task(m, n=2560, k=2560, dtype="bf16"):
@@ -631,6 +633,37 @@ def test_epi_ring_measurement_option() -> None:
     with pytest.raises(ValueError, match="epi_ring"):
         sm90.build(task(1571, dtype="fp32"), H200, "128x128", 2, streamk=False, pingpong=False,
                    cluster=1, epi_ring=True)
-    for m in (256, 512, 1024, 1571, 2048, 8192):
+    for m in (256, 512, 1024, 1571, 2048, 8192):  # the engine's defaults: where one tile a CTA
         bs, st = sm90.default_knobs(H200, "bf16", {"m": m, "n": 2560, "k": 2560})
-        assert "#define EPI_RING 1" not in sm90.build(task(m), H200, bs, st).source, m
+        assert ("#define EPI_RING 1" in sm90.build(task(m), H200, bs, st).source) == (m <= 1571), m
+
+
+def test_deeper_one_wave_rings_are_knobs_and_defaults() -> None:
+    """Where every CTA gets one tile (16-bit), MEMORY_PIPELINING also offers the stage counts that
+    fit only with the epilogue tile in the ring; the defaults take the deepest on the measured tiles;
+    ``check`` accepts them there and rejects them, with the reason, where a CTA gets two tiles; the
+    build stages the epilogue tile in the ring exactly for those counts."""
+    from types import SimpleNamespace
+
+    one = {"m": 1571, "n": 2560, "k": 2560}
+    two = {"m": 8192, "n": 2560, "k": 2560}
+    assert sm90.pipelining_options(H200, "bf16", "128x256") == [0, 2, 3]
+    assert sm90.pipelining_options(H200, "bf16", "128x256", one) == [0, 2, 3, 4]
+    assert sm90.pipelining_options(H200, "bf16", "128x256", two) == [0, 2, 3]
+    assert sm90.pipelining_options(H200, "tf32", "128x128", {"m": 256, "n": 2560, "k": 2560}) == \
+        sm90.pipelining_options(H200, "tf32", "128x128")
+    ok = SimpleNamespace(shape=one, dtype="bf16", block_size="128x256", memory_pipelining=4)
+    assert sm90.check(ok, H200) == []
+    (v,) = sm90.check(SimpleNamespace(shape=two, dtype="bf16", block_size="128x256",
+                                      memory_pipelining=4), H200)
+    assert v.field == "memory_pipelining" and "only where every CTA has one tile" in v.message, v
+    for st, ring in ((3, False), (4, True)):
+        b = sm90.build(SimpleNamespace(shape=one, dtype="bf16"), H200, "128x256", st)
+        assert ("#define EPI_RING 1" in b.source) == ring, st
+        assert b.info["epilogue_tile"] == ("in the ring's freed slots" if ring else "own buffer")
+    # the auto spec (what the engine, the TUI and the runner's fix hint call) passes the shape on
+    from kernels import get_spec
+
+    spec = get_spec("gemm_residual")
+    assert spec.pipelining_options(H200, "bf16", "128x256", one)[-1] == 4
+    assert spec.pipelining_options(H200, "bf16", "128x256")[-1] == 3

@@ -68,9 +68,9 @@ def validate_form(values: dict[str, Any], profile: Any) -> tuple[TaskSpec | None
     figs = sol_figures(spec.flops(shape), spec.bytes_moved(shape, task.dtype.value),
                        profile.sol_peak_flops(task.dtype.value), profile.bandwidth_bytes_per_s)
     try:
-        pl_options = spec.pipelining_options(limits, task.dtype.value, checked.block_size)
+        pl_options = spec.pipelining_options(limits, task.dtype.value, checked.block_size, shape)
     except ValueError:
-        pl_options = spec.pipelining_options(limits, task.dtype.value, bs)
+        pl_options = spec.pipelining_options(limits, task.dtype.value, bs, shape)
     prediction = {"t_sol_ms": figs.t_sol_ms, "bound": figs.sol_bound, "flops": figs.flops, "bytes": figs.bytes,
                   "block_size_options": spec.block_size_options(limits, task.dtype.value),
                   "pipelining_options": pl_options, "defaults": (bs, pl), "profile": profile.name}
