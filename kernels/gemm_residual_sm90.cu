@@ -406,7 +406,8 @@ __device__ __forceinline__ void st_shared_f2(unsigned addr, float a, float b) {
 #define EPI_TAIL_ROW_SHIFT (EPI_TAIL_BYTES == 32 ? 2 : 1)      // log2(rows per 128-byte line)
 #define EPI_TAIL_SW_MASK (EPI_TAIL_BYTES ? EPI_TAIL_BYTES / 16 - 1 : 0)  // 16-byte units per row - 1
 
-// EPI_RING (one data-parallel tile per CTA, cooperative, no cluster; measurement option): no
+// EPI_RING (one data-parallel tile per CTA, cooperative, no cluster, 16-bit data; the default
+// where the stage count needs it, build() and ring_stage_options in the Python module): no
 // epilogue buffer of its own, so the ring gets its shared memory (a deeper pipeline). After its last
 // k-block the producer acquires the next ring slots in order, as if for more k-blocks, until
 // EPI_RING_SLOTS adjacent slots are free (the ones the consumers released first), and stages R
@@ -747,6 +748,8 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                             phase ^= 1u;
                         }
                     }
+                    // (the same loads as the r_issue_kb block above, written out again: a shared
+                    // helper changes the fp32 builds' register allocation, NOTES-sm90 v18)
                     const unsigned rbuf = base + first * STAGE_BYTES;
                     (void)rbuf;
 #if FUSE

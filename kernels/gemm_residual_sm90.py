@@ -649,9 +649,9 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
     if w_first:
         out["W_FIRST"] = 1
     if epi_ring:
-        if pingpong or streamk or cm * cn > 1 or _dtype(dtype) == "fp32" or slots < 2:
-            raise ValueError("epi_ring: cooperative, data-parallel, unclustered, 16-bit or tf32, "
-                             ">= 2 stages")
+        if pingpong or streamk or cm * cn > 1 or ITEMSIZE[_dtype(dtype)] != 2 or slots < 2:
+            raise ValueError("epi_ring: cooperative, data-parallel, unclustered, 16-bit data (the "
+                             "dtypes it ran with on the GPU), >= 2 stages")
         if -(-bm * bn * ITEMSIZE[_dtype(dtype)] // ((bm + bn) * 128)) > slots:
             raise ValueError(f"epi_ring: the {block_size} epilogue tile needs more than {slots} slots")
         out["EPI_RING"] = 1
