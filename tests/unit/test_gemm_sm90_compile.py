@@ -667,3 +667,29 @@ def test_deeper_one_wave_rings_are_knobs_and_defaults() -> None:
     spec = get_spec("gemm_residual")
     assert spec.pipelining_options(H200, "bf16", "128x256", one)[-1] == 4
     assert spec.pipelining_options(H200, "bf16", "128x256")[-1] == 3
+
+
+def test_tune_form_and_runner_list_the_ring_counts_for_the_shape() -> None:
+    """The Tune screen's check and the runner's fix hint pass the task's shape on: at M = 1571
+    (one 128x256 tile a CTA) MEMORY_PIPELINING=4 is offered, is the default and passes; at the
+    seed shape (two tiles a CTA) it is refused with the reason and the counts that fit there."""
+    from engine.errors import InputError
+    from engine.profiles import load_profiles
+    from engine.runner import prepare
+    from engine.task import TaskSpec
+    from tui.screens.tune import validate_form
+
+    prof = load_profiles().get("h200")
+    one = TaskSpec().model_dump(mode="json") | {"shape": {"m": 1571, "n": 2560, "k": 2560},
+                                                "block_size": "128x256", "memory_pipelining": 4}
+    task, probs, pred = validate_form(one, prof)
+    assert task is not None and probs == [], probs
+    assert pred["pipelining_options"][-1] == 4 and pred["defaults"] == ("128x256", 4)
+    two = one | {"shape": {"m": 8192, "n": 2560, "k": 2560}}
+    task, probs, pred = validate_form(two, prof)
+    assert task is None and any("only where every CTA has one tile" in p for p in probs), probs
+    assert pred["pipelining_options"][-1] == 3
+    with pytest.raises(InputError) as err:
+        prepare(TaskSpec.model_validate(two | {"backend": "sim"}), "h200")
+    assert "MEMORY_PIPELINING options for 128x256: off, 2, 3" in err.value.fix, err.value.fix
+    assert prepare(TaskSpec.model_validate(one | {"backend": "sim"}), "h200").task.memory_pipelining == 4
