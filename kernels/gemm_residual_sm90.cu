@@ -426,6 +426,27 @@ __device__ __forceinline__ int epi_ring_first(int stage) {
 }
 #endif
 
+// The producer's staging of R's BM x BN tile into the epilogue buffer at `buf` (its 128-byte
+// chunks, then the tail chunk through its own map), completing on `bar`; fusion off: the barrier
+// just flips. A macro, not a function: the same tokens in place keep every build's cubin (an
+// inline helper changed the fp32 builds' register allocation)
+#if EPI_TAIL_COLS
+#define STAGE_RESIDUAL_TAIL(buf, bar) \
+    tma_load_2d((buf) + EPI_TAIL, TMAP_ADDR(tm_r2), n0 + EPI_CHUNKS * EPI_COLS, m0, bar);
+#else
+#define STAGE_RESIDUAL_TAIL(buf, bar)
+#endif
+#if FUSE
+#define STAGE_RESIDUAL(buf, bar)                                                              \
+    mbar_expect_tx(bar, EPI_BYTES);                                                           \
+    _Pragma("unroll") for (int c = 0; c < EPI_CHUNKS; ++c) {                                  \
+        tma_load_2d((buf) + c * EPI_CHUNK_BYTES, r_map, n0 + c * EPI_COLS, m0, bar);           \
+    }                                                                                         \
+    STAGE_RESIDUAL_TAIL(buf, bar)
+#else
+#define STAGE_RESIDUAL(buf, bar) mbar_arrive(bar);
+#endif
+
 // Shared address of a thread's 16-bit pair j (columns 8j + 2(lane%4)) in its row of the epilogue
 // buffer: 128B-swizzled 64-column chunks, then the tail chunk swizzled at its width.
 __device__ __forceinline__ unsigned epi_addr(unsigned row_addr, unsigned tail_addr, int j, int sw,
@@ -721,18 +742,7 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                     if (!EPI_RING && kb == r_issue_kb) {
                         // the epilogue buffer is free once the last TMA store has read it
                         mbar_wait(rempty_bar + 8 * eb, ((rphases >> eb) & 1u) ^ 1u);
-#if FUSE
-                        mbar_expect_tx(rfb, EPI_BYTES);
-#pragma unroll
-                        for (int c = 0; c < EPI_CHUNKS; ++c) {
-                            tma_load_2d(ebuf + c * EPI_CHUNK_BYTES, r_map, n0 + c * EPI_COLS, m0, rfb);
-                        }
-#if EPI_TAIL_COLS
-                        tma_load_2d(ebuf + EPI_TAIL, TMAP_ADDR(tm_r2), n0 + EPI_CHUNKS * EPI_COLS, m0, rfb);
-#endif
-#else
-                        mbar_arrive(rfb);
-#endif
+                        STAGE_RESIDUAL(ebuf, rfb);
                         rphases ^= 1u << eb;
                     }
                 }
@@ -748,22 +758,7 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                             phase ^= 1u;
                         }
                     }
-                    // (the same loads as the r_issue_kb block above, written out again: a shared
-                    // helper changes the fp32 builds' register allocation, NOTES-sm90 v18)
-                    const unsigned rbuf = base + first * STAGE_BYTES;
-                    (void)rbuf;
-#if FUSE
-                    mbar_expect_tx(rfb, EPI_BYTES);
-#pragma unroll
-                    for (int c = 0; c < EPI_CHUNKS; ++c) {
-                        tma_load_2d(rbuf + c * EPI_CHUNK_BYTES, r_map, n0 + c * EPI_COLS, m0, rfb);
-                    }
-#if EPI_TAIL_COLS
-                    tma_load_2d(rbuf + EPI_TAIL, TMAP_ADDR(tm_r2), n0 + EPI_CHUNKS * EPI_COLS, m0, rfb);
-#endif
-#else
-                    mbar_arrive(rfb);
-#endif
+                    STAGE_RESIDUAL(base + first * STAGE_BYTES, rfb);
                 }
 #endif
             }
