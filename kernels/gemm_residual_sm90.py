@@ -450,10 +450,17 @@ def default_knobs(limits: DeviceLimits, dtype: str,
     options = [b for b in options if max(pipelining_options(limits, dtype, b)) >= 3] or options
     options = [b for b in options if b not in _NOT_DEFAULT] or options
 
+    def deepest_ring(block: str) -> int:
+        """One tile a CTA on a measured tile: the deepest ring, the epilogue tile staged in it (0:
+        not here)."""
+        if not EPI_RING_DEFAULT or _tile_name(block) not in EPI_RING_TILES:
+            return 0
+        return max(ring_stage_options(limits, dtype, block, shape), default=0)
+
     def stages_for(block: str) -> int:
-        ring = ring_stage_options(limits, dtype, block, shape)
-        if EPI_RING_DEFAULT and ring and _tile_name(block) in EPI_RING_TILES:
-            return max(ring)  # one tile a CTA: the deepest ring, the epilogue tile staged in it
+        ring = deepest_ring(block)
+        if ring:
+            return ring
         fits = pipelining_options(limits, dtype, block)
         pp = [st for st in fits if st and use_pingpong(limits, block, st, dtype, shape)]
         if pp:  # ping-pong: the deepest that fits (5 for 128x128, measured best)
@@ -491,10 +498,7 @@ def default_knobs(limits: DeviceLimits, dtype: str,
         if (ITEMSIZE.get(_dtype(dtype), 2) == 2
                 and "128x160" in block_size_options(limits, dtype)
                 and _few_full_waves(m, n, 128, 160, sms)):
-            ring = ring_stage_options(limits, dtype, "128x160", shape)
-            if EPI_RING_DEFAULT and ring:  # one tile a CTA (M = 1024): the deeper ring
-                return "128x160", max(ring)
-            return "128x160", max(pipelining_options(limits, dtype, "128x160"))
+            return "128x160", deepest_ring("128x160") or max(pipelining_options(limits, dtype, "128x160"))
     return block, stages_for(block)
 
 
@@ -537,10 +541,9 @@ def check(task: Any, limits: DeviceLimits) -> list[Violation]:
         return out
     dt = dtype if dtype in DTYPES else "bf16"
     need = smem_bytes(block, stages, dt)
-    shape = getattr(task, "shape", None)
     if (need > limits.shared_memory_per_block_bytes
-            and stages not in ring_stage_options(limits, dt, block, shape)):
-        fits = pipelining_options(limits, dt, block, shape)
+            and stages not in ring_stage_options(limits, dt, block, task.shape)):
+        fits = pipelining_options(limits, dt, block, task.shape)
         deeper = ("; deeper rings (the epilogue tile staged in the ring) only where every CTA has "
                   "one tile" if ITEMSIZE.get(dt, 4) == 2 else "")
         out.append(Violation(

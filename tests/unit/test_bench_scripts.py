@@ -64,7 +64,10 @@ def test_sm90_gemm_bad_sweep_dtype_and_bench_rest_exit_2_naming_the_flag():
 
 @pytest.mark.parametrize("argv,needle", [(["--small-m", "--idle", "-1"], "--idle"),
                                          (["--small-m", "--m-list", "256,0"], "--m-list"),
-                                         (["--small-m", "--sweep-dtype", "tf32"], "--sweep-dtype")])
+                                         (["--small-m", "--sweep-dtype", "tf32"], "--sweep-dtype"),
+                                         (["--small-m", "--only", "(ring"], "--only"),
+                                         (["--small-m", "--orders", "2,x"], "--orders"),
+                                         (["--small-m", "--orders", "0,4"], "--orders")])
 def test_sm90_gemm_small_m_bad_arguments_exit_2_naming_the_flag(argv, needle):
     assert needle in refused("sm90_gemm.py", *argv)
 
