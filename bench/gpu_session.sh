@@ -55,6 +55,7 @@ for step in "$@"; do
       "$NCU" -i "$OUT/src.ncu-rep" --page details --section WarpStateStats --section SchedulerStats --section SpeedOfLight \
         --section MemoryWorkloadAnalysis --section LaunchStats > "$OUT/src-details.txt" 2>&1
       gzip -f "$OUT/src-sass.csv"; tail -5 "$OUT/ncu-src.log"; head -c 600 "$OUT/src-sass.err"
+      python3 bench/sass_hot.py "$OUT/src-sass.csv.gz" --top ${SASS_TOP:-10} | tee "$OUT/src-hot.txt"
       grep -E "^  [a-zA-Z_0-9]+.*\(|Duration|Stall|Warp Cycles Per Issued|Issued Warp|No Eligible|Active Warps|L2 Cache Throughput|Mem Busy" "$OUT/src-details.txt" | head -80 ;;
     membound-hints)
       OUT="$OUT" timeout ${HINTS_TIMEOUT:-240} python3 bench/membound_hints.py ${HINTS_ARGS:-} 2>&1 | tail -40 ;;

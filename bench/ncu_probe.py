@@ -42,6 +42,8 @@ CASES = {  # name: (m, n, k, dtype[, build overrides]); "cublas" = cuBLAS gemmEx
                              "streamk": False}),
     "seed-bf16-cublas": (8192, 2560, 2560, "bf16", "cublas"),
     "seed-fp16-cublas": (8192, 2560, 2560, "fp16", "cublas"),
+    "seed-bf16-cublas-b1": (8192, 2560, 2560, "bf16", "cublas-b1"),
+    "seed-fp16-cublas-b1": (8192, 2560, 2560, "fp16", "cublas-b1"),
     # the narrow defaults against their clustered forms (W multicast 2x1, A multicast 1x2):
     # multicast gained nothing on them (NOTES-sm90 v17, v18) while cuBLAS uses it there
     "m256-bf16-cl2": (256, 2560, 2560, "bf16", {"cluster": 2, "streamk": False}),
