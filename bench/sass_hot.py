@@ -31,7 +31,7 @@ def kernels(path: str) -> list[tuple[str, list[dict[str, str]]]]:
             i += 2
             while i < len(rows) and not (rows[i] and rows[i][0] == "Kernel Name"):
                 if len(rows[i]) == len(header):
-                    body.append(dict(zip(header, rows[i])))
+                    body.append(dict(zip(header, rows[i], strict=True)))
                 i += 1
             out.append((name, body))
         else:

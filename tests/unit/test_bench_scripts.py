@@ -1,4 +1,4 @@
-"""The GPU-machine bench scripts refuse malformed arguments before touching a GPU."""
+"""The GPU-machine bench scripts refuse malformed arguments before touching a GPU; sass_hot reads ncu's CSV."""
 
 from __future__ import annotations
 
@@ -132,3 +132,36 @@ def test_sm90_gemm_small_m_candidates_build_as_labelled():
     rep = compile_cubin(b.source, "sm_90a", ("--std=c++17",))
     assert rep.ok and rep.functions and not rep.spills, rep.log[-2000:]
     assert "C7508" not in rep.log, rep.log  # setmaxnreg honoured
+
+
+def test_sass_hot_summarises_each_kernel(tmp_path: Path):
+    """bench/sass_hot.py reads ncu's per-SASS-line CSV (kernels one after another, each with its
+    header, gzipped or not) and attributes a retry branch after a try-wait to the barrier wait."""
+    import gzip
+
+    header = ('"Address","Source","Warp Stall Sampling (All Samples)","stall_long_sb",'
+              '"stall_wait","stall_long_sb (Not Issued)"')
+
+    def kernel(name: str, lines: list[tuple[str, int, int]]) -> str:
+        rows = [f'"Kernel Name","{name}",', header]
+        rows += [f'"0x{i:05x}","{src}","{n}","{sb}","{n - sb}","0"' for i, (src, n, sb) in enumerate(lines)]
+        return "\n".join(rows)
+
+    text = "\n".join([
+        kernel("ours", [("SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR16], R7", 5, 0),
+                        ("@!P0  BRA 0x100", 60, 60),
+                        ("HGMMA.64x128x16.F32.BF16 R24, gdesc[UR16], R24", 30, 0),
+                        ("IADD3 R1, R1, 0x1, RZ", 5, 0)]),
+        kernel("nvjet_peer", [("HGMMA.64x64x16.F32 R88, gdesc[UR16], R88", 9, 0),
+                              ("EXIT", 1, 0)]),
+    ]) + "\n"
+    path = tmp_path / "src-sass.csv.gz"
+    with gzip.open(path, "wt") as f:
+        f.write(text)
+    out = subprocess.run([sys.executable, str(ROOT / "bench" / "sass_hot.py"), str(path), "--top", "2"],
+                         capture_output=True, text=True, check=True).stdout
+    ours, peer = out.split("== ")[1:]
+    assert ours.startswith("ours: 100 samples, 4 SASS lines")
+    assert "barrier wait 65.0 %" in ours and "wgmma 30.0 %" in ours and "other 5.0 %" in ours
+    assert "60.0 %" in ours and "long_sb 100%" in ours  # the top line, its main stall reason
+    assert peer.startswith("nvjet_peer: 10 samples") and "wgmma 90.0 %" in peer
