@@ -60,6 +60,14 @@ CASES = {  # name: (m, n, k, dtype[, build overrides]); "cublas" = cuBLAS gemmEx
     "m2048-bf16-cublas-b1": (2048, 2560, 2560, "bf16", "cublas-b1"),
     "m7976-bf16": (7976, 2560, 2560, "bf16"),
     "m7976-bf16-cublas-b1": (7976, 2560, 2560, "bf16", "cublas-b1"),
+    # the two ping-pong consumers on one shared epilogue buffer, at the default's depth and one
+    # deeper: slower than the default in the cold duel (NOTES-sm90 v27), where from?
+    "seed-bf16-pp5": (8192, 2560, 2560, "bf16", {"block": "128x128", "stages": 5, "pingpong": True,
+                                                 "cluster": 2, "streamk": False, "epi_shared": False}),
+    "seed-bf16-pp5-shared": (8192, 2560, 2560, "bf16", {"block": "128x128", "stages": 5, "pingpong": True,
+                                                        "cluster": 2, "streamk": False, "epi_shared": True}),
+    "seed-bf16-pp6-shared": (8192, 2560, 2560, "bf16", {"block": "128x128", "stages": 6, "pingpong": True,
+                                                        "cluster": 2, "streamk": False, "epi_shared": True}),
 }
 """Overrides: fuse=False launches only the GEMM kernel (no residual read, like cuBLAS's GEMM alone);
 the rest are ``gemm_residual_sm90.build`` arguments."""

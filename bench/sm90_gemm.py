@@ -322,6 +322,7 @@ class Variant(NamedTuple):
     w_first: bool = False
     raster_group: int | None = None
     epi_ring: bool = False
+    epi_shared: bool | None = None
 
 
 def variant(v: tuple) -> Variant:
@@ -890,6 +891,22 @@ COLD_DUEL = {  # name: variant (tile, stages, dtype, fuse, streamk, pingpong, cl
     "coop 128x256 s3 cl2x2": ("128x256", 3, "{dt}", True, False, False, (2, 2)),
     # (the grouped tile order, groups of 2, 4, 8 cluster pairs on the default: 2-5 % slower,
     # NOTES-sm90 v23)
+    # the two ping-pong consumers sharing one epilogue buffer: one stage more in the same shared
+    # memory (session 13, v27)
+    "pp 128x128 s6 cl2, shared epilogue": Variant("128x128", 6, "{dt}", True, False, True, 2,
+                                                  epi_shared=True),
+    "pp 128x128 s6, shared epilogue": Variant("128x128", 6, "{dt}", True, False, True, 1,
+                                              epi_shared=True),
+    "pp 128x160 s5 cl2, shared epilogue": Variant("128x160", 5, "{dt}", True, False, True, 2,
+                                                  epi_shared=True),
+    "pp 128x160 s5, shared epilogue": Variant("128x160", 5, "{dt}", True, False, True, 1,
+                                              epi_shared=True),
+    "pp 128x128 s5 cl2, shared epilogue": Variant("128x128", 5, "{dt}", True, False, True, 2,
+                                                  epi_shared=True),
+    # what MEMORY_PIPELINING 6 on 128x128 and 5 on 128x160 ran before they became ping-pong with the
+    # shared buffer (cooperative, one buffer)
+    "coop 128x128 s6": ("128x128", 6, "{dt}", True, True, False, 1),
+    "coop 128x160 s5": ("128x160", 5, "{dt}", True, True, False, 1),
 }
 COLD_ODD = [(7976, 2560, 2560), (333, 1032, 520), (1, 2560, 2560), (4096, 1032, 2560)]
 """Shapes every clustered cold-duel candidate is checked at first: tile blocks past M and N."""
@@ -906,21 +923,23 @@ def cold_duel_mode(args, limits, report, failures, verify, get, out_dir, build) 
 
     m, n, k = SEED
     rng = random.Random(1)
+    duel = {nm: v for nm, v in COLD_DUEL.items()
+            if args.only is None or "(default)" in nm or re.search(args.only, nm)}
     lines = [f"seed, cold runs: {args.rounds} rounds, {args.idle:g} s idle before each run of "
              "10 warm-ups + 100 timed (median ms / p10; SM MHz and reasons right after)"]
     wrong0 = len(failures)
     for dt in ("bf16", "fp16"):
-        for v in COLD_DUEL.values():
-            if v[6] != 1:
+        for v in duel.values():
+            if v[6] != 1 or variant(v).epi_shared:
                 for shape in COLD_ODD:
                     verify(*shape, for_dtype(v, dt), label="cold duel odd shape")
-    lines.append(f"odd shapes {COLD_ODD}: clustered candidates in bf16 and fp16, "
+    lines.append(f"odd shapes {COLD_ODD}: clustered and shared-epilogue candidates in bf16 and fp16, "
                  f"{len(failures) - wrong0} wrong")
     print(lines[-1], flush=True)
     for dt in ("bf16", "fp16"):
         bufs, _ref = get(m, n, k, dt)
         runs = {}
-        for name, v in COLD_DUEL.items():
+        for name, v in duel.items():
             v = for_dtype(v, dt)
             verify(m, n, k, v, label="cold duel")
             b = build(m, n, k, v)
@@ -960,8 +979,9 @@ def cold_sweep_mode(args, limits, report, failures, verify, get, out_dir, build)
     """``--cold-duel --m-list ...``: for each M (N = K = 2560, bf16), the default build, ping-pong
     128x128 s5 in 2x1 clusters, cuBLAS beta=1, cuBLAS's GEMM alone and torch matmul + add, each run
     (10 warm-ups + 100 timed, the median) after ``--idle`` s of rest, shuffled, ``--rounds`` rounds;
-    the SOL-ExecBench score of ours against the rested torch. Decides whether clusters become the
-    default at large M, and what the rested scores are."""
+    the SOL-ExecBench score of ours against the rested torch; with ``--only``, the cold-duel rows
+    that match too. Decides whether clusters become the default at large M, and what the rested
+    scores are."""
     import random
 
     n = k = 2560
@@ -980,6 +1000,9 @@ def cold_sweep_mode(args, limits, report, failures, verify, get, out_dir, build)
             cands["pp 128x128 s5 no cluster"] = ("128x128", 5, dt, True, True, True, 1)
         else:
             cands["pp 128x128 s5 cl2"] = ("128x128", 5, dt, True, False, True, 2)
+        if args.only is not None:  # --only: the cold-duel rows that match, at this M too
+            cands.update({nm: for_dtype(v, dt) for nm, v in COLD_DUEL.items()
+                          if "(default)" not in nm and re.search(args.only, nm)})
         runs = {}
         for name, v in cands.items():
             verify(m, n, k, v, label="cold sweep")
@@ -1291,7 +1314,8 @@ def main() -> int:
                          "could serve it against cuBLAS and torch, timed as the engine times them "
                          "(rotated input sets, queued launches), rested --idle s, --rounds rounds")
     ap.add_argument("--only", default=None, metavar="REGEX",
-                    help="--small-m: only the table rows whose name matches (the default always runs)")
+                    help="--small-m, --cold-duel: only the table rows whose name matches (the "
+                         "default always runs)")
     ap.add_argument("--orders", type=group_list, default=None, metavar="G,...",
                     help="--small-m: the default build also N-fastest, M-fastest and in groups of "
                          "each G M blocks")
@@ -1336,7 +1360,8 @@ def main() -> int:
                           schedule=schedule, pingpong=v.pingpong, cluster=v.cluster,
                           split_hi=v.split_hi, promote=v.promote, tmap_global=v.tmap_global,
                           raster_m=v.raster_m, w_first=v.w_first,
-                          raster_group=v.raster_group, epi_ring=v.epi_ring)
+                          raster_group=v.raster_group, epi_ring=v.epi_ring,
+                          epi_shared=v.epi_shared)
 
     def verify(m, n, k, v, schedule=None, label=""):
         bufs, ref = get(m, n, k, v[2])

@@ -123,12 +123,25 @@
 #endif
 #define WG_M BM
 #define TILE_THREADS 128
-#define EPI_BUFS 2
+#define EPI_BARS 2   // residual full / empty barriers: one pair per consumer
 #else
 #define WG_M (BM / NUM_CONSUMERS)
 #define TILE_THREADS (NUM_CONSUMERS * 128)
-#define EPI_BUFS 1
+#define EPI_BARS 1
 #endif
+// EPI_SHARED (ping-pong): the two consumers share one epilogue buffer instead of one
+// each, which buys the ring one stage more (128x128: 6 stages; 128x160: 5). Their epilogues never
+// overlap (each runs while the other consumer's main loop does), so item i's R is staged once item
+// i - 1's TMA store has read the buffer: the producer probes for that at every k-block from the
+// usual issue point on, without waiting (the other consumer's epilogue may still run while this
+// item's k-blocks must flow), and waits only at the item's last k-block.
+#ifndef EPI_SHARED
+#define EPI_SHARED 0
+#endif
+#if EPI_SHARED && !PINGPONG
+#error "EPI_SHARED: ping-pong consumers"
+#endif
+#define EPI_BUFS (EPI_BARS - EPI_SHARED)  // epilogue buffers in shared memory
 #define M_ITERS (WG_M / 64)
 #define ACC_N (BN / 2)
 #define THREADS (128 * (NUM_CONSUMERS + 1))
@@ -201,6 +214,19 @@ __device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
             : "r"(bar), "r"(parity)
             : "memory");
     } while (!done);
+}
+
+// Has the phase of `parity` completed? (no waiting)
+__device__ __forceinline__ bool mbar_test(unsigned bar, unsigned parity) {
+    unsigned done;
+    asm volatile(
+        "{\n.reg .pred p;\n"
+        "mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+    return done != 0;
 }
 
 __device__ __forceinline__ void tma_load_2d(unsigned dst, unsigned long long tmap, int c0, int c1,
@@ -591,9 +617,9 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
     const unsigned epi = base + STAGES * STAGE_BYTES;
     const unsigned full_bar = epi + (EPI_RING ? 0 : EPI_BUFS * EPI_BYTES);
     const unsigned empty_bar = full_bar + STAGES * 8;
-    const unsigned rfull_bar = empty_bar + STAGES * 8;   // one per epilogue buffer
-    const unsigned rempty_bar = rfull_bar + EPI_BUFS * 8;
-    const unsigned turn_bar = rempty_bar + EPI_BUFS * 8;  // ping-pong: one per consumer
+    const unsigned rfull_bar = empty_bar + STAGES * 8;   // one per consumer with ping-pong
+    const unsigned rempty_bar = rfull_bar + EPI_BARS * 8;
+    const unsigned turn_bar = rempty_bar + EPI_BARS * 8;  // ping-pong: one per consumer
     const unsigned flag_addr = turn_bar + (PINGPONG ? 16 : 0);  // stream-K: "finish the tile"
     (void)turn_bar;
     (void)flag_addr;
@@ -645,7 +671,7 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
             // lane 0 of each warp using it, in every CTA of the cluster
             mbar_init(empty_bar + 8 * s, (TILE_THREADS / 128) * 4 * (MC + NC - 1));
         }
-        for (int e = 0; e < EPI_BUFS; ++e) {
+        for (int e = 0; e < EPI_BARS; ++e) {
             mbar_init(rfull_bar + 8 * e, 1);
             mbar_init(rempty_bar + 8 * e, 1);
         }
@@ -688,13 +714,20 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
             while (sched_next(sched, dp_tiles, num_kb, tile, kb0, kb1)) {
                 int m0, n0;
                 TILE_ORIGIN(tile, m0, n0);
-                const int eb = PINGPONG ? (item++ & 1) : 0;  // the epilogue buffer of this item
-                const unsigned ebuf = epi + eb * EPI_BYTES;
+                const int eb = PINGPONG ? (item++ & 1) : 0;  // the consumer (its barriers, buffer)
+                const unsigned ebuf = epi + (EPI_SHARED ? 0 : eb * EPI_BYTES);
                 const unsigned rfb = rfull_bar + 8 * eb;
                 (void)ebuf;
                 // the k-block after which the producer stages the next residual tile: late enough
                 // that the consumers have left the previous epilogue, early enough to hide the load
                 const int r_issue_kb = kb0 + (kb1 - kb0 - 1 < STAGES ? kb1 - kb0 - 1 : STAGES);
+#if EPI_SHARED
+                // the shared buffer is free once the previous item's store has read it (the other
+                // consumer's barrier; the first item has no previous)
+                const unsigned prev_reb = rempty_bar + 8 * (eb ^ 1);
+                const unsigned prev_par = (rphases >> (eb ^ 1)) & 1u;
+                bool r_due = true;
+#endif
 #if DT == 3
                 int seg = kb0 / kb_k, kq = kb0 - seg * kb_k;  // product, k-block within it
 #endif
@@ -739,12 +772,24 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                         stage = 0;
                         phase ^= 1u;
                     }
+#if EPI_SHARED
+                    if (r_due && kb >= r_issue_kb
+                        && (item == 1 || kb == kb1 - 1 || mbar_test(prev_reb, prev_par))) {
+                        if (item > 1) {
+                            mbar_wait(prev_reb, prev_par);
+                            rphases ^= 1u << (eb ^ 1);
+                        }
+                        STAGE_RESIDUAL(ebuf, rfb);
+                        r_due = false;
+                    }
+#else
                     if (!EPI_RING && kb == r_issue_kb) {
                         // the epilogue buffer is free once the last TMA store has read it
                         mbar_wait(rempty_bar + 8 * eb, ((rphases >> eb) & 1u) ^ 1u);
                         STAGE_RESIDUAL(ebuf, rfb);
                         rphases ^= 1u << eb;
                     }
+#endif
                 }
 #if EPI_RING
                 {
@@ -775,7 +820,7 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
 #if PINGPONG
         const int row0 = 0;                    // this warpgroup's first row in the tile
         const int ct = threadIdx.x % 128;      // this thread's index among the tile's threads
-        const unsigned ebuf = epi + cw * EPI_BYTES;
+        const unsigned ebuf = epi + (EPI_SHARED ? 0 : cw * EPI_BYTES);
         const unsigned rfb = rfull_bar + 8 * cw;
         const unsigned reb = rempty_bar + 8 * cw;
         const unsigned flag = flag_addr + 4 * cw;

@@ -214,16 +214,18 @@ def stage_count(stages: int) -> int:
 
 
 def smem_bytes(block_size: str, stages: int, dtype: str, pingpong: bool = False,
-               epi_ring: bool = False) -> int:
+               epi_ring: bool = False, epi_shared: bool = False) -> int:
     """Dynamic shared memory for one CTA: stages x (A tile + W tile), the BM x BN epilogue
-    buffer (residual in, result out; one per consumer with ping-pong; none with ``epi_ring``,
-    which stages it in the ring), barriers, alignment."""
+    buffer (residual in, result out; one per consumer with ping-pong unless ``epi_shared``, which
+    has them share one; none with ``epi_ring``, which stages it in the ring), barriers,
+    alignment."""
     bm, bn, _ = parse_block_size(block_size, dtype)
     itemsize = ITEMSIZE.get(_dtype(dtype), 2)
     slots = stage_count(stages)
-    bufs = 2 if pingpong else 1
+    bars = 2 if pingpong else 1
+    bufs = 1 if epi_shared else bars
     return (slots * (bm + bn) * 128 + (0 if epi_ring else bufs * bm * bn * itemsize)
-            + (slots + 2 * bufs) * BARRIER_BYTES + ALIGN_SLACK)
+            + (slots + 2 * bars) * BARRIER_BYTES + ALIGN_SLACK)
 
 
 def _tile_name(block_size: str) -> str:
@@ -231,12 +233,30 @@ def _tile_name(block_size: str) -> str:
     return "x".join(str(block_size).strip().lower().split("x")[:2])
 
 
+EPI_SHARED_DTYPES = ("bf16", "fp16")
+"""Where ping-pong may run its two consumers on one shared epilogue buffer (``build(epi_shared=True)``)
+for a stage count two buffers leave no room for: the dtypes it ran with on the GPU."""
+EPI_SHARED_DEFAULT = False
+"""Whether ``default_knobs`` may pick such a stage count (set from H200 measurements, NOTES-sm90 v27)."""
+
+
 def pingpong_fits(limits: DeviceLimits, block_size: str, stages: int, dtype: str) -> bool:
     """True where the ping-pong consumer schedule can be compiled for these knobs: a tile one
-    warpgroup holds whole, and two epilogue buffers plus the stages in shared memory."""
+    warpgroup holds whole, and two epilogue buffers plus the stages in shared memory, or (16-bit
+    data, ``EPI_SHARED_DTYPES``) one buffer the two consumers share."""
     parse_block_size(block_size, dtype)
-    return (_tile_name(block_size) in PINGPONG_TILES
-            and smem_bytes(block_size, stages, dtype, True) <= limits.shared_memory_per_block_bytes)
+    return _tile_name(block_size) in PINGPONG_TILES and (
+        smem_bytes(block_size, stages, dtype, True) <= limits.shared_memory_per_block_bytes
+        or epi_shared_needed(limits, block_size, stages, dtype))
+
+
+def epi_shared_needed(limits: DeviceLimits, block_size: str, stages: int, dtype: str) -> bool:
+    """True where ping-pong fits these knobs only with the two consumers sharing one epilogue
+    buffer (16-bit data)."""
+    cap = limits.shared_memory_per_block_bytes
+    return (_dtype(dtype) in EPI_SHARED_DTYPES and _tile_name(block_size) in PINGPONG_TILES
+            and smem_bytes(block_size, stages, dtype, True) > cap
+            >= smem_bytes(block_size, stages, dtype, True, epi_shared=True))
 
 
 def use_pingpong(limits: DeviceLimits, block_size: str, stages: int, dtype: str,
@@ -462,8 +482,10 @@ def default_knobs(limits: DeviceLimits, dtype: str,
         if ring:
             return ring
         fits = pipelining_options(limits, dtype, block)
-        pp = [st for st in fits if st and use_pingpong(limits, block, st, dtype, shape)]
-        if pp:  # ping-pong: the deepest that fits (5 for 128x128, measured best)
+        pp = [st for st in fits if st and use_pingpong(limits, block, st, dtype, shape)
+              and (EPI_SHARED_DEFAULT or not epi_shared_needed(limits, block, st, dtype))]
+        if pp:  # ping-pong: the deepest that fits (128x128: 5 beside two epilogue buffers,
+            # 6 with the consumers sharing one)
             return max(pp)
         # 16-bit cooperative 128x128 measured best at 4 stages; tf32 at the deepest (5)
         want = _TILE_STAGES.get(block, max(fits)) if ITEMSIZE.get(_dtype(dtype), 2) == 2 else max(fits)
@@ -616,7 +638,7 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
             pingpong: bool = False, cluster: Any = 1,
             split_hi: bool = SPLIT_HI_DEFAULT, promote: int | None = None,
             raster_m: bool = False, w_first: bool = False, raster_group: int = 0,
-            epi_ring: bool = False) -> dict[str, int]:
+            epi_ring: bool = False, epi_shared: bool = False) -> dict[str, int]:
     """The compile-time constants of one configuration (validated integers only). ``cluster``: see
     ``cluster_shape``; ``promote`` (fp32 only; default ``PROMOTE_DEFAULT`` where ``promote_fits``,
     else 0). Measurement options (defined only when set): ``raster_m`` numbers the tiles M-fastest
@@ -658,6 +680,10 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
         if -(-bm * bn * ITEMSIZE[_dtype(dtype)] // ((bm + bn) * 128)) > slots:
             raise ValueError(f"epi_ring: the {block_size} epilogue tile needs more than {slots} slots")
         out["EPI_RING"] = 1
+    if epi_shared:
+        if not pingpong:
+            raise ValueError("epi_shared: ping-pong consumers")
+        out["EPI_SHARED"] = 1
     if raster_group:
         if raster_m or int(raster_group) < 1:
             raise ValueError("raster_group: a positive group of M blocks, instead of raster_m")
@@ -701,7 +727,8 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
           schedule: tuple[int, int] | None = None, pingpong: bool | None = None,
           cluster: Any = None, split_hi: bool | None = None,
           promote: int | None = None, raster_m: bool | None = None, w_first: bool = False,
-          raster_group: int | None = None, epi_ring: bool | None = None) -> Build:
+          raster_group: int | None = None, epi_ring: bool | None = None,
+          epi_shared: bool | None = None) -> Build:
     """Render and plan one configuration. ``fuse`` defaults to ``task.fusion`` (True when absent):
     off = the GEMM-only kernel (FUSE=0) then ``residual_add_inplace`` on ``out``. ``streamk``
     (default ``STREAMK_DEFAULT``) compiles the stream-K tail in; ``schedule`` = (grid, dp_tiles)
@@ -726,8 +753,13 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
         streamk = STREAMK_DEFAULT
     if pingpong is None:
         pingpong = use_pingpong(limits, block_size, stages, dtype, task.shape)
-    elif pingpong and not pingpong_fits(limits, block_size, stages, dtype):
-        raise ValueError(f"ping-pong does not fit {block_size} with {stage_count(stages)} stages")
+    if epi_shared is None:  # the engine's choice: only where the stage count needs it
+        epi_shared = bool(pingpong) and epi_shared_needed(limits, block_size, stages, dtype)
+    if pingpong and (_tile_name(block_size) not in PINGPONG_TILES
+                     or smem_bytes(block_size, stages, dtype, True, epi_shared=bool(epi_shared))
+                     > limits.shared_memory_per_block_bytes):
+        raise ValueError(f"ping-pong does not fit {block_size} with {stage_count(stages)} stages"
+                         + ("" if epi_shared else " and an epilogue buffer per consumer"))
     if cluster is None:
         cluster = use_cluster(limits, block_size, stages, dtype, task.shape)
     cm, cn = cluster_shape(cluster)
@@ -767,9 +799,10 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
     if epi_ring and (tiles > grid or dp_tiles < tiles):
         raise ValueError(f"epi_ring: one data-parallel tile per CTA ({tiles} tiles on {grid} CTAs)")
     consts = defines(block_size, stages, dtype, fuse, tmap_global, streamk, bool(pingpong),
-                     (cm, cn), bool(split_hi), promote, raster_m, w_first, raster_group, epi_ring)
+                     (cm, cn), bool(split_hi), promote, raster_m, w_first, raster_group, epi_ring,
+                     bool(epi_shared))
     source = _source(consts)
-    smem = smem_bytes(block_size, stages, dtype, bool(pingpong), epi_ring)
+    smem = smem_bytes(block_size, stages, dtype, bool(pingpong), epi_ring, bool(epi_shared))
     a_hi, w_hi = ("a_hi", "w_hi") if x3 and split_hi else ("a", "w")
     maps = (
         TensorMapArg(a_hi, rows=m, cols=k, box_rows=bm // cn, box_cols=bk, swizzle_bytes=128),
@@ -826,7 +859,8 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
                      f"stream-K over {tiles - dp_tiles} tiles after {dp_tiles} data-parallel"),
         "smem_bytes": smem,
         "fused": bool(fuse),
-        "epilogue_tile": "in the ring's freed slots" if epi_ring else "own buffer",
+        "epilogue_tile": ("in the ring's freed slots" if epi_ring
+                          else "one buffer shared by both consumers" if epi_shared else "own buffer"),
         "tensor_maps": "by pointer (global)" if tmap_global else "by value (__grid_constant__)",
         "tile_order": (f"groups of {raster_group} M blocks" if raster_group
                        else "M-fastest" if raster_m else "N-fastest"),

@@ -190,6 +190,35 @@ def test_epilogue_tile_in_the_ring_correct(dtype):
     assert failures == []
 
 
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_shared_epilogue_buffer_correct(dtype):
+    """Ping-pong with the two consumers sharing one epilogue buffer (the stage counts two buffers
+    leave no room for): 128x128 s6 at the seed shape (2x1 clusters), 128x128 s6 at
+    M = 7976 with fusion off, with tiles past N (4096x1032) and short K (6000x1000x304: 5 k-blocks
+    on 6 stages), 128x160 s5 unclustered at the seed, with a tail chunk (4500x2600x520) and under a
+    stream-K schedule (2194x2560x2560: 24 split tiles); correct, every element written, reported."""
+    failures = []
+    shared = "one buffer shared by both consumers"
+    for bs, st, (m, n, k), fusion in (("128x128", 6, (8192, 2560, 2560), True),
+                                      ("128x128", 6, (7976, 2560, 2560), False),
+                                      ("128x128", 6, (4096, 1032, 2560), True),
+                                      ("128x128", 6, (6000, 1000, 304), True),
+                                      ("128x160", 5, (8192, 2560, 2560), True),
+                                      ("128x160", 5, (4500, 2600, 520), True),
+                                      ("128x160", 5, (2194, 2560, 2560), True)):
+        res = _backend_run(TaskSpec(shape={"m": m, "n": n, "k": k}, dtype=dtype, block_size=bs,
+                                    memory_pipelining=st, fusion=fusion, warmup=1, iterations=2,
+                                    peers=False))
+        info = res.launch["info"] if res.launch else {}
+        ok = (res.status is RunStatus.ok and res.correctness.correct
+              and res.correctness.unwritten_count == 0 and info.get("epilogue_tile") == shared
+              and str(info.get("consumers", "")).startswith("ping-pong"))
+        if not ok:
+            failures.append((bs, st, (m, n, k), fusion, res.status.value, info.get("epilogue_tile"),
+                             info.get("schedule"), (res.error or "")[:200]))
+    assert failures == []
+
+
 def test_fp32_3xtf32_as_accurate_as_ffma():
     """fp32 on Hopper runs 3xTF32 on the tensor cores: its error against the fp64 reference must be
     fp32-class, i.e. in the order of the FFMA kernel's (the portable path, forced), and ten times

@@ -155,14 +155,17 @@ def test_options_and_smem_limits() -> None:
 def test_pingpong_fits_and_choice(monkeypatch: pytest.MonkeyPatch) -> None:
     from types import SimpleNamespace
 
-    # two 32 KB epilogue buffers: 128x128 keeps 5 of its 6 stages; 128x256 cannot (256 accs)
+    # two 32 KB epilogue buffers leave 128x128 5 stages, one shared buffer all 6 (16-bit data);
+    # 128x256 cannot (256 accumulators); tf32's two 64 KB fp32 buffers leave 3 and are not shared
     assert [st for st in sm90.pipelining_options(H200, "bf16", "128x128")
-            if sm90.pingpong_fits(H200, "128x128", st, "bf16")] == [0, 2, 3, 4, 5]
+            if sm90.pingpong_fits(H200, "128x128", st, "bf16")] == [0, 2, 3, 4, 5, 6]
+    assert [st for st in sm90.pipelining_options(H200, "tf32", "128x128")
+            if sm90.pingpong_fits(H200, "128x128", st, "tf32")] == [0, 2, 3]
     assert not any(sm90.pingpong_fits(H200, b, 2, "bf16") for b in ("128x256", "256x128"))
-    # 128x160: 160 accumulators per thread, two 40 KB buffers leave 4 of its 5 stages; tf32's
-    # 80 KB fp32 buffers leave it none that pipelines
+    # 128x160: 160 accumulators per thread, two 40 KB buffers leave 4 of its 5 stages, one shared
+    # buffer all 5; tf32's 80 KB fp32 buffers leave it none that pipelines
     assert [st for st in sm90.pipelining_options(H200, "bf16", "128x160")
-            if sm90.pingpong_fits(H200, "128x160", st, "bf16")] == [0, 2, 3, 4]
+            if sm90.pingpong_fits(H200, "128x160", st, "bf16")] == [0, 2, 3, 4, 5]
     assert not sm90.pingpong_fits(H200, "128x160", 2, "tf32")
     assert (sm90.smem_bytes("128x128", 5, "bf16", True)
             == sm90.smem_bytes("128x128", 5, "bf16") + 128 * 128 * 2 + 2 * sm90.BARRIER_BYTES)
@@ -170,7 +173,9 @@ def test_pingpong_fits_and_choice(monkeypatch: pytest.MonkeyPatch) -> None:
         sm90.defines("128x256", 3, "bf16", True, pingpong=True)
     task = SimpleNamespace(shape={"m": 8192, "n": 2560, "k": 2560}, dtype="bf16", fusion=True)
     with pytest.raises(ValueError):
-        sm90.build(task, H200, "128x128", 6, pingpong=True)
+        sm90.build(task, H200, "128x128", 7, pingpong=True)
+    with pytest.raises(ValueError):
+        sm90.build(task, H200, "128x128", 6, pingpong=True, epi_shared=False)
     forced = sm90.build(task, H200, "128x128", 5, pingpong=True)
     assert "#define PINGPONG 1" in forced.source
     assert forced.launches[0].shared_mem_bytes == sm90.smem_bytes("128x128", 5, "bf16", True)
@@ -179,13 +184,50 @@ def test_pingpong_fits_and_choice(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(sm90, "PINGPONG_DEFAULT", on)
         assert sm90.use_pingpong(H200, "128x128", 4, "bf16") is on
         assert not sm90.use_pingpong(H200, "128x128", 0, "bf16")  # off: no overlap at all
-        assert not sm90.use_pingpong(H200, "128x128", 6, "bf16")  # does not fit
+        assert not sm90.use_pingpong(H200, "128x128", 4, "tf32")  # does not fit
         assert not sm90.use_pingpong(H200, "128x256", 3, "bf16")
         assert sm90.use_pingpong(H200, "128x160", 4, "bf16", task.shape) is on  # 1024 tiles
-        assert not sm90.use_pingpong(H200, "128x160", 5, "bf16", task.shape)  # cooperative s5
+        assert sm90.use_pingpong(H200, "128x160", 5, "bf16", task.shape) is on  # shared buffer
         b = sm90.build(task, H200, "128x128", 4)  # 1280 tiles: >= 2 per CTA
         assert (f"#define PINGPONG {int(on)}" in b.source)
         assert b.launches[0].shared_mem_bytes == sm90.smem_bytes("128x128", 4, "bf16", on)
+
+
+def test_shared_epilogue_buffer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ping-pong at a stage count two epilogue buffers leave no room for shares one between its
+    consumers (16-bit data): the engine's choice exactly there, reported, compiled in as
+    EPI_SHARED, stream-K schedules included; the seed's default takes the deeper ring only with
+    EPI_SHARED_DEFAULT on."""
+    from types import SimpleNamespace
+
+    tile = 128 * 128 * 2
+    assert (sm90.smem_bytes("128x128", 6, "bf16", True, epi_shared=True)
+            == sm90.smem_bytes("128x128", 6, "bf16", True) - tile
+            <= H200.shared_memory_per_block_bytes < sm90.smem_bytes("128x128", 6, "bf16", True))
+    assert sm90.epi_shared_needed(H200, "128x128", 6, "fp16")
+    assert sm90.epi_shared_needed(H200, "128x160", 5, "bf16")
+    assert not sm90.epi_shared_needed(H200, "128x128", 5, "bf16")  # two buffers fit
+    assert not sm90.epi_shared_needed(H200, "128x128", 7, "bf16")  # one does not either
+    assert not sm90.epi_shared_needed(H200, "128x128", 4, "tf32")  # not run on the GPU
+    assert not sm90.epi_shared_needed(H200, "128x256", 3, "bf16")  # no ping-pong tile
+    task = SimpleNamespace(shape={"m": 8192, "n": 2560, "k": 2560}, dtype="bf16", fusion=True)
+    b = sm90.build(task, H200, "128x128", 6)
+    assert "#define EPI_SHARED 1" in b.source and "#define PINGPONG 1" in b.source
+    assert b.launches[0].shared_mem_bytes == sm90.smem_bytes("128x128", 6, "bf16", True, epi_shared=True)
+    assert b.info["epilogue_tile"] == "one buffer shared by both consumers"
+    assert b.info["cluster"].startswith("2x1")
+    five = sm90.build(task, H200, "128x128", 5)
+    assert "#define EPI_SHARED 1" not in five.source and five.info["epilogue_tile"] == "own buffer"
+    sk = sm90.build(SimpleNamespace(shape={"m": 2194, "n": 2560, "k": 2560}, dtype="fp16"), H200,
+                    "128x160", 5)
+    assert "#define EPI_SHARED 1" in sk.source and "#define STREAMK 1" in sk.source
+    assert sk.info["schedule"].startswith("stream-K")
+    with pytest.raises(ValueError):
+        sm90.defines("128x128", 6, "bf16", True, pingpong=False, epi_shared=True)
+    # measured slower than two buffers at 5 stages (NOTES-sm90 v27): not the default
+    assert sm90.default_knobs(H200, "bf16", task.shape) == ("128x128", 5)
+    monkeypatch.setattr(sm90, "EPI_SHARED_DEFAULT", True)
+    assert sm90.default_knobs(H200, "bf16", task.shape) == ("128x128", 6)
 
 
 def test_cluster_build() -> None:
@@ -435,7 +477,8 @@ def test_default_knobs_and_build_plan() -> None:
         sm90.parse_block_size("64x80", "tf32")
     assert sm90.default_knobs(H200, "bf16", {"m": 256, "n": 2560 + 64, "k": 2560})[0] == "64x80"  # 132 tiles
     assert sm90.default_knobs(H200, "bf16", {"m": 640, "n": 2560, "k": 2560})[0] not in sm90.NARROW_TILES
-    assert knobs(4096) == knobs(7976) == knobs(8192) == ("128x128", 5)
+    # ping-pong 128x128: 5 stages beside two epilogue buffers, 6 with one shared
+    assert knobs(4096) == knobs(7976) == knobs(8192) == ("128x128", 6 if sm90.EPI_SHARED_DEFAULT else 5)
     for m, pp in ((256, False), (512, False), (2048, True), (4096, True), (8192, True)):
         task = SimpleNamespace(shape={"m": m, "n": 2560, "k": 2560}, dtype="bf16", fusion=True)
         assert sm90.use_pingpong(H200, "128x128", 5, "bf16", task.shape) is pp
@@ -453,7 +496,9 @@ def test_default_knobs_and_build_plan() -> None:
     t160 = sm90.build(task, H200, "128x160", 5).launches[0]
     tail = [a for a in t160.args if isinstance(a, TensorMapArg)][4:]
     assert [(a.buffer, a.box_cols, a.swizzle_bytes) for a in tail] == [("r", 32, 64), ("out", 32, 64)]
-    assert t160.shared_mem_bytes == sm90.smem_bytes("128x160", 5, "bf16") <= H200.shared_memory_per_block_bytes
+    # (1008 tiles: ping-pong, its two consumers sharing one epilogue buffer)
+    assert (t160.shared_mem_bytes == sm90.smem_bytes("128x160", 5, "bf16", True, epi_shared=True)
+            <= H200.shared_memory_per_block_bytes)
     # the narrow tile's 16-column tail: 32-byte rows, 32B swizzle (the kernel's layout for it)
     t80 = sm90.build(task, H200, "64x80", 11).launches[0]
     tail = [a for a in t80.args if isinstance(a, TensorMapArg)][4:]
@@ -512,8 +557,10 @@ def test_cluster_default_is_pingpong_128x128_in_16_bit_only() -> None:
 
     seed = {"m": 8192, "n": 2560, "k": 2560}
     for dt in ("bf16", "fp16"):
-        assert sm90.default_knobs(H200, dt, seed) == ("128x128", 5)
+        bs, st = sm90.default_knobs(H200, dt, seed)
+        assert bs == "128x128" and st == (6 if sm90.EPI_SHARED_DEFAULT else 5)
         assert sm90.use_cluster(H200, "128x128", 5, dt, seed) == 2
+        assert sm90.use_cluster(H200, "128x128", 6, dt, seed) == 2
         b = sm90.build(SimpleNamespace(shape=seed, dtype=dt, fusion=True), H200, "128x128", 5)
         assert "#define CLUSTER 2" in b.source and "#define PINGPONG 1" in b.source
         assert b.launches[0].grid[0] % 2 == 0
