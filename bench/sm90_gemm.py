@@ -324,7 +324,6 @@ class Variant(NamedTuple):
     epi_ring: bool = False
     epi_shared: bool | None = None
     r_issue_kb: int | None = None
-    r_spread: bool = False
 
 
 def variant(v: tuple) -> Variant:
@@ -914,13 +913,11 @@ COLD_DUEL = {  # name: variant (tile, stages, dtype, fuse, streamk, pingpong, cl
     "pp 128x128 s5 cl2, R at k-block 0": Variant("128x128", 5, "{dt}", True, False, True, 2, r_issue_kb=0),
     "pp 128x128 s5 cl2, R at k-block 16": Variant("128x128", 5, "{dt}", True, False, True, 2,
                                                   r_issue_kb=16),
-    # (session 13, call 4: k-block 0 +2.9 %, 16 +3.4 % against the default's 5 in bf16; around 5:)
+    # (session 13, call 4: k-block 0 +2.9 %, 16 +3.4 % against the default's 5 in bf16; around 5,
+    # call 5: 4 level, 3 and 6-8 slower, NOTES-sm90 v28)
     **{f"pp 128x128 s5 cl2, R at k-block {kb}": Variant("128x128", 5, "{dt}", True, False, True, 2,
                                                         r_issue_kb=kb) for kb in (3, 4, 6, 7, 8)},
-    "pp 128x128 s5 cl2, R spread from k-block 5": Variant("128x128", 5, "{dt}", True, False, True, 2,
-                                                          r_spread=True),
-    "pp 128x128 s5 cl2, R spread from k-block 4": Variant("128x128", 5, "{dt}", True, False, True, 2,
-                                                          r_issue_kb=4, r_spread=True),
+    # (R's two chunks one per k-block from k-block 4 or 5: 0.4-1.3 % slower, v28, removed again)
 }
 COLD_ODD = [(7976, 2560, 2560), (333, 1032, 520), (1, 2560, 2560), (4096, 1032, 2560)]
 """Shapes every clustered cold-duel candidate is checked at first: tile blocks past M and N."""
@@ -1375,8 +1372,7 @@ def main() -> int:
                           split_hi=v.split_hi, promote=v.promote, tmap_global=v.tmap_global,
                           raster_m=v.raster_m, w_first=v.w_first,
                           raster_group=v.raster_group, epi_ring=v.epi_ring,
-                          epi_shared=v.epi_shared, r_issue_kb=v.r_issue_kb,
-                          r_spread=v.r_spread)
+                          epi_shared=v.epi_shared, r_issue_kb=v.r_issue_kb)
 
     def verify(m, n, k, v, schedule=None, label=""):
         bufs, ref = get(m, n, k, v[2])

@@ -143,11 +143,6 @@
 #ifndef R_ISSUE_KB
 #define R_ISSUE_KB STAGES
 #endif
-// R_SPREAD (measurement option): R's 128-byte-wide chunks one per k-block from R_ISSUE_KB on (the rest
-// at the item's last k-block), instead of all at once
-#ifndef R_SPREAD
-#define R_SPREAD 0
-#endif
 #if EPI_SHARED && !PINGPONG
 #error "EPI_SHARED: ping-pong consumers"
 #endif
@@ -451,9 +446,6 @@ __device__ __forceinline__ void st_shared_f2(unsigned addr, float a, float b) {
 #ifndef EPI_RING
 #define EPI_RING 0
 #endif
-#if R_SPREAD && (EPI_TAIL_COLS || EPI_SHARED || EPI_RING || !FUSE)
-#error "R_SPREAD: fused, an own epilogue buffer per consumer, no tail chunk"
-#endif
 #if EPI_RING
 #define EPI_RING_SLOTS ((EPI_BYTES + STAGE_BYTES - 1) / STAGE_BYTES)
 #if PINGPONG || STREAMK || CL > 1 || EPI_RING_SLOTS > STAGES
@@ -734,9 +726,6 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                 // the k-block after which the producer stages the next residual tile: late enough
                 // that the consumers have left the previous epilogue, early enough to hide the load
                 const int r_issue_kb = kb0 + (kb1 - kb0 - 1 < R_ISSUE_KB ? kb1 - kb0 - 1 : R_ISSUE_KB);
-#if R_SPREAD
-                int r_next = 0;  // the next R chunk to stage
-#endif
 #if EPI_SHARED
                 // the shared buffer is free once the previous item's store has read it (the other
                 // consumer's barrier; the first item has no previous)
@@ -797,17 +786,6 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                         }
                         STAGE_RESIDUAL(ebuf, rfb);
                         r_due = false;
-                    }
-#elif R_SPREAD
-                    if (kb == r_issue_kb) {
-                        mbar_wait(rempty_bar + 8 * eb, ((rphases >> eb) & 1u) ^ 1u);
-                        rphases ^= 1u << eb;
-                        mbar_expect_tx(rfb, EPI_BYTES);
-                    }
-                    if (kb >= r_issue_kb) {
-                        const int c_end = kb == kb1 - 1 ? EPI_CHUNKS : kb - r_issue_kb + 1;
-                        for (; r_next < c_end && r_next < EPI_CHUNKS; ++r_next)
-                            tma_load_2d(ebuf + r_next * EPI_CHUNK_BYTES, r_map, n0 + r_next * EPI_COLS, m0, rfb);
                     }
 #else
                     if (!EPI_RING && kb == r_issue_kb) {

@@ -639,15 +639,15 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
             split_hi: bool = SPLIT_HI_DEFAULT, promote: int | None = None,
             raster_m: bool = False, w_first: bool = False, raster_group: int = 0,
             epi_ring: bool = False, epi_shared: bool = False,
-            r_issue_kb: int | None = None, r_spread: bool = False) -> dict[str, int]:
+            r_issue_kb: int | None = None) -> dict[str, int]:
     """The compile-time constants of one configuration (validated integers only). ``cluster``: see
     ``cluster_shape``; ``promote`` (fp32 only; default ``PROMOTE_DEFAULT`` where ``promote_fits``,
     else 0). Measurement options (defined only when set): ``raster_m`` numbers the tiles M-fastest
     (adjacent CTAs share a W tile), ``w_first`` issues W's TMA box before A's, ``raster_group`` = G
     numbers them in groups of G M blocks, M-fastest inside a group (``build`` chooses both by
     default: ``use_raster_m``, ``use_raster_group``); ``r_issue_kb`` the k-block of each item after
-    which the producer stages its R (default: the stage count), ``r_spread`` one 128-byte-wide
-    chunk of it per k-block from there. ``epi_ring`` / ``epi_shared``: the
+    which the producer stages its R (default: the stage count; measured best, NOTES-sm90 v28).
+    ``epi_ring`` / ``epi_shared``: the
     epilogue tile in the ring's freed slots / one buffer for both ping-pong consumers."""
     bm, bn, consumers = parse_block_size(block_size, dtype)
     cm, cn = cluster_shape(cluster)
@@ -692,10 +692,6 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
         if int(r_issue_kb) < 0 or epi_ring:
             raise ValueError("r_issue_kb: a k-block index >= 0, with an epilogue buffer (not epi_ring)")
         out["R_ISSUE_KB"] = int(r_issue_kb)
-    if r_spread:
-        if epi_ring or epi_shared or not fuse or bn % (128 // ITEMSIZE[_dtype(dtype)]):
-            raise ValueError("r_spread: fused, an epilogue buffer per consumer, no tail chunk")
-        out["R_SPREAD"] = 1
     if raster_group:
         if raster_m or int(raster_group) < 1:
             raise ValueError("raster_group: a positive group of M blocks, instead of raster_m")
@@ -740,8 +736,7 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
           cluster: Any = None, split_hi: bool | None = None,
           promote: int | None = None, raster_m: bool | None = None, w_first: bool = False,
           raster_group: int | None = None, epi_ring: bool | None = None,
-          epi_shared: bool | None = None, r_issue_kb: int | None = None,
-          r_spread: bool = False) -> Build:
+          epi_shared: bool | None = None, r_issue_kb: int | None = None) -> Build:
     """Render and plan one configuration. ``fuse`` defaults to ``task.fusion`` (True when absent):
     off = the GEMM-only kernel (FUSE=0) then ``residual_add_inplace`` on ``out``. ``streamk``
     (default ``STREAMK_DEFAULT``) compiles the stream-K tail in; ``schedule`` = (grid, dp_tiles)
@@ -813,7 +808,7 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
         raise ValueError(f"epi_ring: one data-parallel tile per CTA ({tiles} tiles on {grid} CTAs)")
     consts = defines(block_size, stages, dtype, fuse, tmap_global, streamk, bool(pingpong),
                      (cm, cn), bool(split_hi), promote, raster_m, w_first, raster_group, epi_ring,
-                     bool(epi_shared), r_issue_kb, r_spread)
+                     bool(epi_shared), r_issue_kb)
     source = _source(consts)
     smem = smem_bytes(block_size, stages, dtype, bool(pingpong), epi_ring, bool(epi_shared))
     a_hi, w_hi = ("a_hi", "w_hi") if x3 and split_hi else ("a", "w")

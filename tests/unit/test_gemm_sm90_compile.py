@@ -230,6 +230,21 @@ def test_shared_epilogue_buffer(monkeypatch: pytest.MonkeyPatch) -> None:
     assert sm90.default_knobs(H200, "bf16", task.shape) == ("128x128", 6)
 
 
+def test_residual_issue_kblock_option() -> None:
+    """``r_issue_kb`` (measurement option): the k-block after which the producer stages each item's
+    R; defined only when set (the default build's source carries no R_ISSUE_KB), refused negative
+    or with the epilogue tile in the ring (staged after the last k-block)."""
+    from types import SimpleNamespace
+
+    task = SimpleNamespace(shape={"m": 8192, "n": 2560, "k": 2560}, dtype="fp16", fusion=True)
+    assert "R_ISSUE_KB" not in sm90.build(task, H200, "128x128", 5).source.split("\n#ifndef")[0]
+    assert "#define R_ISSUE_KB 4\n" in sm90.build(task, H200, "128x128", 5, r_issue_kb=4).source
+    with pytest.raises(ValueError, match="r_issue_kb"):
+        sm90.defines("128x128", 5, "fp16", True, r_issue_kb=-1)
+    with pytest.raises(ValueError, match="r_issue_kb"):
+        sm90.defines("128x256", 4, "fp16", True, streamk=False, epi_ring=True, r_issue_kb=2)
+
+
 def test_cluster_build() -> None:
     """2x1 clusters: W's TMA box is half the tile (each CTA multicasts its half), the grid is whole
     clusters of whole tile pairs, data-parallel only; refused with stream-K or other sizes."""
