@@ -134,12 +134,14 @@
 // overlap (each runs while the other consumer's main loop does), so item i's R is staged once item
 // i - 1's TMA store has read the buffer: the producer probes for that at every k-block from the
 // usual issue point on, without waiting (the other consumer's epilogue may still run while this
-// item's k-blocks must flow), and waits only at the item's last k-block.
+// item's k-blocks must flow), and waits only at the item's last k-block. Measured 1.5-2 % slower
+// than two buffers at the same depth, the deeper ring not buying it back: R lands later in the item
+// (NOTES-sm90 v27, v28), so it runs only where a stage count needs it, never by default.
 #ifndef EPI_SHARED
 #define EPI_SHARED 0
 #endif
-// The k-block of each item after which the producer stages its R (measurement option; STAGES: the
-// consumers have left the previous epilogue, and the load is hidden behind the main loop)
+// The k-block of each item after which the producer stages its R (measurement option; the default,
+// STAGES, measured best: NOTES-sm90 v28)
 #ifndef R_ISSUE_KB
 #define R_ISSUE_KB STAGES
 #endif
@@ -723,8 +725,10 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                 const unsigned ebuf = epi + (EPI_SHARED ? 0 : eb * EPI_BYTES);
                 const unsigned rfb = rfull_bar + 8 * eb;
                 (void)ebuf;
-                // the k-block after which the producer stages the next residual tile: late enough
-                // that the consumers have left the previous epilogue, early enough to hide the load
+                // the k-block after which the producer stages the next residual tile: by default the
+                // stage count, when the ring has just filled with this item's first k-blocks, so the
+                // R load delays the next ones while the most are buffered (each k-block earlier or
+                // later measured slower, up to 3 %: NOTES-sm90 v28)
                 const int r_issue_kb = kb0 + (kb1 - kb0 - 1 < R_ISSUE_KB ? kb1 - kb0 - 1 : R_ISSUE_KB);
 #if EPI_SHARED
                 // the shared buffer is free once the previous item's store has read it (the other

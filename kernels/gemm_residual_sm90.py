@@ -647,8 +647,8 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
     numbers them in groups of G M blocks, M-fastest inside a group (``build`` chooses both by
     default: ``use_raster_m``, ``use_raster_group``); ``r_issue_kb`` the k-block of each item after
     which the producer stages its R (default: the stage count; measured best, NOTES-sm90 v28).
-    ``epi_ring`` / ``epi_shared``: the
-    epilogue tile in the ring's freed slots / one buffer for both ping-pong consumers."""
+    ``epi_ring`` / ``epi_shared``: the epilogue tile in the ring's freed slots / one buffer for
+    both ping-pong consumers."""
     bm, bn, consumers = parse_block_size(block_size, dtype)
     cm, cn = cluster_shape(cluster)
     if cm * cn > 1 and streamk:
