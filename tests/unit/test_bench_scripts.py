@@ -165,3 +165,38 @@ def test_sass_hot_summarises_each_kernel(tmp_path: Path):
     assert "barrier wait 65.0 %" in ours and "wgmma 30.0 %" in ours and "other 5.0 %" in ours
     assert "60.0 %" in ours and "long_sb 100%" in ours  # the top line, its main stall reason
     assert peer.startswith("nvjet_peer: 10 samples") and "wgmma 90.0 %" in peer
+
+
+def test_sm90_gemm_default_rows_are_the_engines_builds():
+    """The sweeps' "default" rows build exactly what the engine builds for its default knobs (the
+    same source: no stream-K code forced in where the plan splits nothing, the epilogue tile in the
+    ring where the stage count needs it), at one-wave, two-wave and ping-pong shapes in both 16-bit
+    dtypes."""
+    pytest.importorskip("cupy")
+    import importlib.util
+    from types import SimpleNamespace
+
+    from kernels import gemm_residual_sm90 as sm90
+    from kernels.spec import DeviceLimits
+
+    spec = importlib.util.spec_from_file_location("sm90_gemm_script", ROOT / "bench" / "sm90_gemm.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    h200 = DeviceLimits(compute_capability=(9, 0), sm_count=132, shared_memory_per_block_bytes=232448,
+                        shared_memory_per_sm_bytes=233472, profile="h200")
+    for dt in ("bf16", "fp16"):
+        for m in (256, 1024, 2048, 7976):
+            shape = {"m": m, "n": 2560, "k": 2560}
+            task = SimpleNamespace(shape=shape, dtype=dt)
+            bs, st = sm90.default_knobs(h200, dt, shape)
+            row = mod.engine_default(bs, st, dt)
+            # every field, as the script's build() passes them
+            built = sm90.build(task, h200, row.tile, row.stages, fuse=row.fuse, streamk=row.streamk,
+                               pingpong=row.pingpong, cluster=row.cluster, split_hi=row.split_hi,
+                               promote=row.promote, tmap_global=row.tmap_global,
+                               raster_m=row.raster_m, w_first=row.w_first,
+                               raster_group=row.raster_group, epi_ring=row.epi_ring,
+                               epi_shared=row.epi_shared, r_issue_kb=row.r_issue_kb)
+            assert built.source == sm90.build(task, h200, bs, st).source, (dt, m)
+    assert "#define STREAMK 0" in sm90.build(SimpleNamespace(shape={"m": 2048, "n": 2560, "k": 2560},
+                                                             dtype="bf16"), h200, "128x160", 5).source
