@@ -334,6 +334,21 @@ def engine_default(tile: str, stages: int, dtype: str) -> Variant:
     return Variant(tile, stages, dtype, True, None)
 
 
+def build_variant(limits: DeviceLimits, m: int, n: int, k: int, v: tuple,
+                  schedule: tuple[int, int] | None = None):
+    """One table row built as it runs: ``gemm_residual_sm90.build`` with every ``Variant`` field
+    (``grid``: that many CTAs, every tile data-parallel, unless ``schedule`` is given)."""
+    v = variant(v)
+    if schedule is None and v.grid:
+        schedule = (v.grid, 1 << 30)  # every tile data-parallel (the kernel clamps)
+    task = SimpleNamespace(shape={"m": m, "n": n, "k": k}, dtype=v.dtype)
+    return sm90.build(task, limits, v.tile, v.stages, fuse=v.fuse, streamk=v.streamk,
+                      schedule=schedule, pingpong=v.pingpong, cluster=v.cluster,
+                      split_hi=v.split_hi, promote=v.promote, tmap_global=v.tmap_global,
+                      raster_m=v.raster_m, w_first=v.w_first, raster_group=v.raster_group,
+                      epi_ring=v.epi_ring, epi_shared=v.epi_shared, r_issue_kb=v.r_issue_kb)
+
+
 def variant(v: tuple) -> Variant:
     """A table row (a tuple of ``Variant``'s leading fields, or a ``Variant``) as a ``Variant``."""
     return Variant(*v)
@@ -1380,16 +1395,7 @@ def main() -> int:
         return data[key]
 
     def build(m, n, k, v, schedule=None):
-        v = variant(v)
-        if schedule is None and v.grid:
-            schedule = (v.grid, 1 << 30)  # every tile data-parallel (the kernel clamps)
-        task = SimpleNamespace(shape={"m": m, "n": n, "k": k}, dtype=v.dtype)
-        return sm90.build(task, limits, v.tile, v.stages, fuse=v.fuse, streamk=v.streamk,
-                          schedule=schedule, pingpong=v.pingpong, cluster=v.cluster,
-                          split_hi=v.split_hi, promote=v.promote, tmap_global=v.tmap_global,
-                          raster_m=v.raster_m, w_first=v.w_first,
-                          raster_group=v.raster_group, epi_ring=v.epi_ring,
-                          epi_shared=v.epi_shared, r_issue_kb=v.r_issue_kb)
+        return build_variant(limits, m, n, k, v, schedule)
 
     def verify(m, n, k, v, schedule=None, label=""):
         bufs, ref = get(m, n, k, v[2])

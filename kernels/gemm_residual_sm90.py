@@ -245,9 +245,9 @@ def pingpong_fits(limits: DeviceLimits, block_size: str, stages: int, dtype: str
     warpgroup holds whole, and two epilogue buffers plus the stages in shared memory, or (16-bit
     data, ``EPI_SHARED_DTYPES``) one buffer the two consumers share."""
     parse_block_size(block_size, dtype)
-    return _tile_name(block_size) in PINGPONG_TILES and (
-        smem_bytes(block_size, stages, dtype, True) <= limits.shared_memory_per_block_bytes
-        or epi_shared_needed(limits, block_size, stages, dtype))
+    return (_tile_name(block_size) in PINGPONG_TILES
+            and smem_bytes(block_size, stages, dtype, True, epi_shared=_dtype(dtype) in EPI_SHARED_DTYPES)
+            <= limits.shared_memory_per_block_bytes)
 
 
 def epi_shared_needed(limits: DeviceLimits, block_size: str, stages: int, dtype: str) -> bool:

@@ -66,22 +66,19 @@ def test_sm90_gemm_bad_sweep_dtype_and_bench_rest_exit_2_naming_the_flag():
                                          (["--small-m", "--m-list", "256,0"], "--m-list"),
                                          (["--small-m", "--sweep-dtype", "tf32"], "--sweep-dtype"),
                                          (["--small-m", "--only", "(ring"], "--only"),
+                                         (["--cold-duel", "--only", "shared|(R"], "--only"),
                                          (["--small-m", "--orders", "2,x"], "--orders"),
                                          (["--small-m", "--orders", "0,4"], "--orders")])
 def test_sm90_gemm_small_m_bad_arguments_exit_2_naming_the_flag(argv, needle):
     assert needle in refused("sm90_gemm.py", *argv)
 
 
-def test_sm90_gemm_small_m_candidates_build_as_labelled():
-    """Each --small-m candidate is the build its label names (tile, stages, consumers, cluster,
-    schedule) at M = 256, 512, 1024 in both 16-bit dtypes, so the table it prints on the GPU means
-    what it says; the clustered 128x128 s4 (in no other table) compiles without spills."""
+@pytest.fixture(scope="module")
+def sm90_script():
+    """bench/sm90_gemm.py as a module (it imports CuPy, but builds need no GPU) and H200 limits."""
     pytest.importorskip("cupy")
     import importlib.util
-    from types import SimpleNamespace
 
-    from kernels import gemm_residual_sm90 as sm90
-    from kernels.nvrtc_check import compile_cubin
     from kernels.spec import DeviceLimits
 
     spec = importlib.util.spec_from_file_location("sm90_gemm_script", ROOT / "bench" / "sm90_gemm.py")
@@ -89,17 +86,26 @@ def test_sm90_gemm_small_m_candidates_build_as_labelled():
     spec.loader.exec_module(mod)
     h200 = DeviceLimits(compute_capability=(9, 0), sm_count=132, shared_memory_per_block_bytes=232448,
                         shared_memory_per_sm_bytes=233472, profile="h200")
+    return mod, h200
+
+
+def test_sm90_gemm_small_m_candidates_build_as_labelled(sm90_script):
+    """Each --small-m candidate is the build its label names (tile, stages, consumers, cluster,
+    schedule) at M = 256, 512, 1024 in both 16-bit dtypes, so the table it prints on the GPU means
+    what it says; the clustered 128x128 s4 (in no other table) compiles without spills."""
+    from types import SimpleNamespace
+
+    from kernels import gemm_residual_sm90 as sm90
+    from kernels.nvrtc_check import compile_cubin
+
+    mod, h200 = sm90_script
     for dt in ("bf16", "fp16"):
         for m in (256, 512, 1024):
-            task = SimpleNamespace(shape={"m": m, "n": 2560, "k": 2560}, dtype=dt)
             for name, v in mod.SMALL_M.items():
                 x = mod.variant(mod.for_dtype(v, dt))
                 bs, st = x.tile, x.stages
                 try:
-                    b = sm90.build(task, h200, bs, st, fuse=x.fuse, streamk=x.streamk,
-                                   pingpong=x.pingpong, cluster=x.cluster, tmap_global=x.tmap_global,
-                                   raster_m=x.raster_m, w_first=x.w_first,
-                                   raster_group=x.raster_group, epi_ring=x.epi_ring)
+                    b = mod.build_variant(h200, m, 2560, 2560, x)
                 except ValueError as exc:  # R in ring: only where every CTA has one tile
                     assert x.epi_ring and "one data-parallel tile per CTA" in str(exc), (name, exc)
                     assert -(-m // int(bs.split("x")[0])) * -(-2560 // int(bs.split("x")[1])) > 132
@@ -119,14 +125,7 @@ def test_sm90_gemm_small_m_candidates_build_as_labelled():
                 if "data-parallel" in name or label:
                     assert info["schedule"] == "data-parallel", name
                 assert b.launches[-1].grid[0] <= 132
-            # the "default" row, (tile, stages, dtype, True, None), is the engine's own build (its
-            # tile order too: M-fastest for the one-wave narrow tiles)
-            bs, st = sm90.default_knobs(h200, dt, task.shape)
-            x = mod.variant((bs, st, dt, True, None))
-            row = sm90.build(task, h200, x.tile, x.stages, fuse=x.fuse, streamk=x.streamk,
-                             pingpong=x.pingpong, cluster=x.cluster, tmap_global=x.tmap_global,
-                             raster_m=x.raster_m, w_first=x.w_first, raster_group=x.raster_group)
-            assert row.source == sm90.build(task, h200, bs, st).source, (dt, m)
+    # (the "default" row is the engine's own build: test_sm90_gemm_default_rows_are_the_engines_builds)
     b = sm90.build(SimpleNamespace(shape={"m": 512, "n": 2560, "k": 2560}, dtype="bf16"), h200,
                    "128x128", 4, streamk=False, pingpong=False, cluster=2)
     rep = compile_cubin(b.source, "sm_90a", ("--std=c++17",))
@@ -167,36 +166,43 @@ def test_sass_hot_summarises_each_kernel(tmp_path: Path):
     assert peer.startswith("nvjet_peer: 10 samples") and "wgmma 90.0 %" in peer
 
 
-def test_sm90_gemm_default_rows_are_the_engines_builds():
-    """The sweeps' "default" rows build exactly what the engine builds for its default knobs (the
-    same source: no stream-K code forced in where the plan splits nothing, the epilogue tile in the
-    ring where the stage count needs it), at one-wave, two-wave and ping-pong shapes in both 16-bit
-    dtypes."""
-    pytest.importorskip("cupy")
-    import importlib.util
+def test_sm90_gemm_default_rows_are_the_engines_builds(sm90_script):
+    """The tables' "default" rows build exactly what the engine builds for its default knobs (the
+    same source: its tile order, no stream-K code forced in where the plan splits nothing, the
+    epilogue tile in the ring where the stage count needs it), at one-wave, two-wave and ping-pong
+    shapes in both 16-bit dtypes."""
     from types import SimpleNamespace
 
     from kernels import gemm_residual_sm90 as sm90
-    from kernels.spec import DeviceLimits
 
-    spec = importlib.util.spec_from_file_location("sm90_gemm_script", ROOT / "bench" / "sm90_gemm.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    h200 = DeviceLimits(compute_capability=(9, 0), sm_count=132, shared_memory_per_block_bytes=232448,
-                        shared_memory_per_sm_bytes=233472, profile="h200")
+    mod, h200 = sm90_script
     for dt in ("bf16", "fp16"):
-        for m in (256, 1024, 2048, 7976):
+        for m in (256, 512, 1024, 2048, 7976):
             shape = {"m": m, "n": 2560, "k": 2560}
-            task = SimpleNamespace(shape=shape, dtype=dt)
             bs, st = sm90.default_knobs(h200, dt, shape)
-            row = mod.engine_default(bs, st, dt)
-            # every field, as the script's build() passes them
-            built = sm90.build(task, h200, row.tile, row.stages, fuse=row.fuse, streamk=row.streamk,
-                               pingpong=row.pingpong, cluster=row.cluster, split_hi=row.split_hi,
-                               promote=row.promote, tmap_global=row.tmap_global,
-                               raster_m=row.raster_m, w_first=row.w_first,
-                               raster_group=row.raster_group, epi_ring=row.epi_ring,
-                               epi_shared=row.epi_shared, r_issue_kb=row.r_issue_kb)
-            assert built.source == sm90.build(task, h200, bs, st).source, (dt, m)
+            built = mod.build_variant(h200, m, 2560, 2560, mod.engine_default(bs, st, dt))
+            engine = sm90.build(SimpleNamespace(shape=shape, dtype=dt), h200, bs, st)
+            assert built.source == engine.source, (dt, m)
     assert "#define STREAMK 0" in sm90.build(SimpleNamespace(shape={"m": 2048, "n": 2560, "k": 2560},
                                                              dtype="bf16"), h200, "128x160", 5).source
+
+
+@pytest.mark.parametrize("make,argv,needle", [
+    (None, ["--top", "2"], "cannot read it"),                                 # no such file
+    ("not,a,profile\n1,2,3\n", ["--top", "2"], "no \"Kernel Name\" rows"),    # some other CSV
+    (b"\x1f\x8b\x08garbage", ["--top", "2"], "cannot read it"),               # a broken .gz
+    ('"Kernel Name","k",\n"Address","Text"\n"0x1","NOP"\n', [], "no Source, Warp Stall"),  # columns
+    ("x", ["--top", "0"], "--top"),
+    ("x", ["--top", "many"], "--top"),
+])
+def test_sass_hot_bad_input_exits_2_naming_it(tmp_path: Path, make, argv, needle):
+    """A missing, foreign or corrupt CSV, or a --top below 1, is refused with a message naming it."""
+    path = tmp_path / ("src.csv.gz" if isinstance(make, bytes) else "src.csv")
+    if isinstance(make, bytes):
+        path.write_bytes(make)
+    elif make is not None:
+        path.write_text(make)
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "sass_hot.py"), str(path), *argv],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert needle in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
