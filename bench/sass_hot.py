@@ -39,6 +39,9 @@ def kernels(path: str) -> list[tuple[str, list[dict[str, str]]]]:
     return out
 
 
+SAMPLES = "Warp Stall Sampling (All Samples)"
+
+
 def num(s: str) -> float:
     try:
         return float(s)
@@ -60,7 +63,7 @@ def category(src: str) -> str:
 
 
 def summary(name: str, body: list[dict[str, str]], top: int) -> str:
-    key = "Warp Stall Sampling (All Samples)"
+    key = SAMPLES
     total = sum(num(r[key]) for r in body) or 1.0
     stall_cols = [c for c in (body[0] if body else {}) if c.startswith("stall_") and "Not Issued" not in c]
     lines = [f"== {name}: {int(total)} samples, {len(body)} SASS lines"]
@@ -82,12 +85,34 @@ def summary(name: str, body: list[dict[str, str]], top: int) -> str:
     return "\n".join(lines)
 
 
+def positive(text: str) -> int:
+    """--top: a whole number >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: a whole number >= 1") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value}: a whole number >= 1")
+    return value
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("csv")
-    ap.add_argument("--top", type=int, default=12)
+    ap.add_argument("--top", type=positive, default=12)
     args = ap.parse_args()
-    for name, body in kernels(args.csv):
+    try:
+        found = kernels(args.csv)
+    except (OSError, EOFError, UnicodeDecodeError, csv.Error) as exc:  # gzip: BadGzipFile, EOFError
+        ap.error(f"csv {args.csv}: cannot read it ({exc})")
+    if not found:
+        ap.error(f"csv {args.csv}: no \"Kernel Name\" rows (ncu --page source --print-source sass --csv)")
+    need = {"Address", "Source", SAMPLES}
+    for name, body in found:
+        missing = need - set(body[0]) if body else set()
+        if missing:
+            ap.error(f"csv {args.csv}: kernel {name} has no {', '.join(sorted(missing))} column")
+    for name, body in found:
         print(summary(name, body, args.top))
     return 0
 
