@@ -50,7 +50,8 @@
 // The Python spec prepends the knobs as #defines of validated integers:
 //   BM, BN, BK (64 16-bit or 32 fp32 elements: 128 bytes), STAGES, NUM_CONSUMERS, DT (0 bf16,
 //   1 fp16, 2 tf32, 3 fp32 by 3xTF32), FUSE, TMAP_GLOBAL, STREAMK, WS_TILES,
-//   PINGPONG, CLUSTER, CLUSTER_N, SPLIT_HI (DT 3).
+//   PINGPONG, CLUSTER, CLUSTER_N, SPLIT_HI (DT 3); where set, SPLIT_N, EPI_RING, EPI_RING_REUSE,
+//   EPI_SHARED and the measurement options below.
 //
 // DT 3 (fp32 inputs, fp32-class accuracy on the tensor cores, "3xTF32"): tf32_split first writes
 // each operand's low part lo = tf32(x - hi) (and, with SPLIT_HI, hi = tf32(x) itself; without it
@@ -100,8 +101,14 @@
 #error "BK must fill one 128-byte swizzle row: 64 16-bit or 32 fp32 elements"
 #endif
 #define KSTEPS 4                  // wgmma k-steps of 32 bytes per k-block (k16, or k8 for tf32)
-#if BN != 80 && BN != 128 && BN != 160 && BN != 256
-#error "BN must be 80, 128, 160 or 256"
+#ifndef SPLIT_N
+#define SPLIT_N 0
+#endif
+#if BN != 80 && BN != 128 && BN != 160 && BN != 256 && !(BN == 320 && SPLIT_N)
+#error "BN must be 80, 128, 160 or 256 (320 with SPLIT_N)"
+#endif
+#if SPLIT_N && (ELEM != 2 || PINGPONG)
+#error "SPLIT_N: cooperative consumers, 16-bit data"
 #endif
 #if BN == 80 && ELEM != 2
 #error "BN = 80 (a 16-column epilogue tail chunk) takes 16-bit data only"
@@ -122,10 +129,24 @@
 #error "ping-pong: a consumer holds the whole tile, at most 160 fp32 accumulators per thread"
 #endif
 #define WG_M BM
+#define WG_N BN
 #define TILE_THREADS 128
 #define EPI_BARS 2   // residual full / empty barriers: one pair per consumer
+#elif SPLIT_N
+// SPLIT_N (cooperative): the consumers split the tile's columns, not its rows: consumer c owns all
+// BM rows of columns [c * WG_N, (c + 1) * WG_N), the wgmma's B operand offset by c * WG_N W rows
+// (128x320: two consumers of 128x160, each two m64n160k16 per k16, as a ping-pong 128x160 consumer).
+// The wide tile reads fewer operand bytes per output from the L2 (NOTES-sm90 v31).
+#if NUM_CONSUMERS != 2 || (BN / 2) % 16 != 0 || (BN / 2) > 256 || BM > 128
+#error "SPLIT_N: two consumers of BM <= 128 rows x BN / 2 columns"
+#endif
+#define WG_M BM
+#define WG_N (BN / NUM_CONSUMERS)
+#define TILE_THREADS (NUM_CONSUMERS * 128)
+#define EPI_BARS 1
 #else
 #define WG_M (BM / NUM_CONSUMERS)
+#define WG_N BN
 #define TILE_THREADS (NUM_CONSUMERS * 128)
 #define EPI_BARS 1
 #endif
@@ -150,13 +171,18 @@
 #endif
 #define EPI_BUFS (EPI_BARS - EPI_SHARED)  // epilogue buffers in shared memory
 #define M_ITERS (WG_M / 64)
-#define ACC_N (BN / 2)
+#define ACC_N (WG_N / 2)
 #define THREADS (128 * (NUM_CONSUMERS + 1))
 #define A_TILE_BYTES (BM * BK * ELEM)
 #define B_TILE_BYTES (BN * BK * ELEM)
 #define STAGE_BYTES (A_TILE_BYTES + B_TILE_BYTES)
 #define B_PART_BYTES (B_TILE_BYTES / MC)   // the W rows one CTA loads (and multicasts)
 #define A_PART_BYTES (A_TILE_BYTES / NC)   // the A rows one CTA loads (and multicasts)
+// a TMA box has at most 256 rows: an unclustered 320-row W tile is loaded as two boxes of 160
+#define W_BOXES ((BN / MC) > 256 ? 2 : 1)
+#if MC > 1 && (BN / MC) > 256
+#error "a CTA's multicast share of W must fit one TMA box (<= 256 rows)"
+#endif
 #if (BN / MC) % 8 != 0 || (BM / NC) % 8 != 0
 #error "a multicast part must hold whole 8-row swizzle atoms (1024-byte aligned in the slot)"
 #endif
@@ -300,6 +326,32 @@ __device__ __forceinline__ void release_slot(unsigned bar, int lane, unsigned rm
 #endif
 }
 
+#if EPI_RING_REUSE
+// One thread frees a pipeline slot for all the tile's consumer warps: an arrival count of
+// TILE_THREADS / 32 on the slot's empty barrier in this CTA and, with a cluster, in every CTA that
+// writes into this slot (the same cluster row or column), as release_slot's warps would.
+__device__ __forceinline__ void release_slot_all(unsigned bar, unsigned rm, unsigned rn) {
+#if CL > 1
+#pragma unroll
+    for (unsigned r = 0; r < CL; ++r) {
+        if (MC == 1 || NC == 1 || r % MC == rm || r / MC == rn) {
+            asm volatile(
+                "{\n.reg .b32 ra;\n"
+                "mapa.shared::cluster.u32 ra, %0, %1;\n"
+                "mbarrier.arrive.shared::cluster.b64 _, [ra], %2;\n}\n" ::"r"(bar),
+                "r"(r), "n"(TILE_THREADS / 32)
+                : "memory");
+        }
+    }
+#else
+    (void)rm;
+    (void)rn;
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "n"(TILE_THREADS / 32)
+                 : "memory");
+#endif
+}
+#endif
+
 // wgmma shared-memory descriptor for a K-major tile written by TMA with 128B swizzle: rows of 128
 // bytes, 8-row (1024-byte) swizzle atoms stacked along M/N. Split at bit 32: the low word holds
 // the address field (addr >> 4, 14 bits) and LBO (1: unused for swizzled K-major), the high word
@@ -377,11 +429,11 @@ DEFINE_WGMMA(128, 64, 64, 65, 66, WG_R64, WG_ACC_64)
 DEFINE_WGMMA(160, 80, 80, 81, 82, WG_R80, WG_ACC_80)
 DEFINE_WGMMA(80, 40, 40, 41, 42, WG_R40, WG_ACC_40)
 
-#if BN == 256
+#if WG_N == 256
 #define WGMMA wgmma_m64n256k16
-#elif BN == 160
+#elif WG_N == 160
 #define WGMMA wgmma_m64n160k16
-#elif BN == 80
+#elif WG_N == 80
 #define WGMMA wgmma_m64n80k16
 #else
 #define WGMMA wgmma_m64n128k16
@@ -439,8 +491,8 @@ __device__ __forceinline__ void st_shared_f2(unsigned addr, float a, float b) {
 #define EPI_TAIL_ROW_SHIFT (EPI_TAIL_BYTES == 32 ? 2 : 1)      // log2(rows per 128-byte line)
 #define EPI_TAIL_SW_MASK (EPI_TAIL_BYTES ? EPI_TAIL_BYTES / 16 - 1 : 0)  // 16-byte units per row - 1
 
-// EPI_RING (one data-parallel tile per CTA, cooperative, no cluster, 16-bit data; the default
-// where the stage count needs it, build() and ring_stage_options in the Python module): no
+// EPI_RING (cooperative, data-parallel, 16-bit data; the default where one data-parallel tile per
+// CTA has a stage count that needs it, build() and ring_stage_options in the Python module): no
 // epilogue buffer of its own, so the ring gets its shared memory (a deeper pipeline). After its last
 // k-block the producer acquires the next ring slots in order, as if for more k-blocks, until
 // EPI_RING_SLOTS adjacent slots are free (the ones the consumers released first), and stages R
@@ -450,9 +502,23 @@ __device__ __forceinline__ void st_shared_f2(unsigned addr, float a, float b) {
 #endif
 #if EPI_RING
 #define EPI_RING_SLOTS ((EPI_BYTES + STAGE_BYTES - 1) / STAGE_BYTES)
-#if PINGPONG || STREAMK || CL > 1 || EPI_RING_SLOTS > STAGES
-#error "EPI_RING: cooperative, data-parallel, unclustered, and a ring of at least the epilogue's size"
+#if PINGPONG || STREAMK || EPI_RING_SLOTS > STAGES
+#error "EPI_RING: cooperative, data-parallel, and a ring of at least the epilogue's size"
 #endif
+// EPI_RING_REUSE (a CTA may get more than one tile): the ring goes on after the epilogue, so its
+// slots come back: slots skipped to find adjacent ones are released by every consumer warp at once;
+// the slots holding the tile by the storer thread once the TMA store has read them (for every
+// consumer warp: an arrival count), deferred to the next tile's first k-block where the ring has
+// room for the next tile's first k-blocks beside them (EPI_RING_DEFER), else at once. Two barrier
+// rules keep the parities true (both found on the H200, NOTES-sm90 v31): the producer arrives on
+// the full barrier of every slot it takes for R or skips (no k-block completes its phase that
+// round, and the consumers step over it), and it stages the next tile's R only once every tile
+// thread is past its wait for the previous one (the residual-empty barrier, arrived on after the
+// epilogue's named barrier)
+#ifndef EPI_RING_REUSE
+#define EPI_RING_REUSE 0
+#endif
+#define EPI_RING_DEFER (STAGES >= 2 * EPI_RING_SLOTS)
 // the first of the slots holding the epilogue tile, from the ring position after the main loop
 __device__ __forceinline__ int epi_ring_first(int stage) {
     return stage + EPI_RING_SLOTS <= STAGES ? stage : 0;
@@ -773,6 +839,9 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                                    (unsigned short)(((1u << MC) - 1u) << (MC * rn)));
 #else
                     tma_load_2d(sa + A_TILE_BYTES, wm, kx, n0, fb);
+#if W_BOXES > 1
+                    tma_load_2d(sa + A_TILE_BYTES + (BN / 2) * 128, wm, kx, n0 + BN / 2, fb);
+#endif
 #endif
 #if NC == 1 && W_FIRST
                     tma_load_2d(sa, am, kx, m0, fb);  // measurement option: W's box issued first
@@ -807,11 +876,25 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                     const int n_acq = (first == stage ? 0 : STAGES - stage) + EPI_RING_SLOTS;
                     for (int i = 0; i < n_acq; ++i) {
                         mbar_wait(empty_bar + 8 * stage, phase ^ 1u);
+#if EPI_RING_REUSE
+                        // no k-block lands in this slot this round: complete its full barrier's
+                        // phase all the same, or the consumers' parity waits on it would run a
+                        // round ahead once the ring goes on (they step over the slot, not wait)
+                        mbar_arrive(full_bar + 8 * stage);
+#endif
                         if (++stage == STAGES) {
                             stage = 0;
                             phase ^= 1u;
                         }
                     }
+#if EPI_RING_REUSE
+                    // one residual barrier for every tile: stage this tile's R only once the
+                    // consumers are past their wait for the previous one, or with a deep ring and
+                    // few k-blocks (the producer a whole tile ahead) two phases could complete
+                    // before a consumer looks, and its parity wait would alias
+                    mbar_wait(rempty_bar, (rphases & 1u) ^ 1u);
+                    rphases ^= 1u;
+#endif
                     STAGE_RESIDUAL(base + first * STAGE_BYTES, rfb);
                 }
 #endif
@@ -837,7 +920,12 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
         int item = 0;
         unsigned turn_phase = 0;
 #else
+#if SPLIT_N
+        const int row0 = 0;
+        const int col0 = cw * WG_N;  // this warpgroup's first column in the tile
+#else
         const int row0 = cw * WG_M;
+#endif
         const int ct = threadIdx.x - 128;
 #if !EPI_RING
         const unsigned ebuf = epi;
@@ -852,6 +940,9 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
         const int bar_id = PINGPONG ? 1 + cw : 1;  // named barrier of the tile's threads
         const unsigned long long out_map = TMAP_ADDR(tm_out);
         bool store_pending = false;
+#if EPI_RING_REUSE
+        int ring_pending = 0;  // the storer's: first ring slot of the tile whose store is pending
+#endif
         int stage = 0;
         unsigned phase = 0, rphase = 0;
         float acc[M_ITERS][ACC_N];
@@ -898,7 +989,11 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                     // position otherwise lives in a vector register: 84 SASS instructions per k-block
                     // instead of 56)
                     const unsigned da = __shfl_sync(0xffffffffu, desc_a + stage * (STAGE_BYTES >> 4), 0);
+#if SPLIT_N
+                    const unsigned db = da + ((A_TILE_BYTES + col0 * 128) >> 4);  // W rows col0..
+#else
                     const unsigned db = da + ((A_TILE_BYTES - row0 * 128) >> 4);
+#endif
                     wgmma_fence();
 #pragma unroll
                     for (int k = 0; k < KSTEPS; ++k) {
@@ -919,7 +1014,14 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                     if (kb == kb0 && storer && store_pending) {
                         // the previous tile's TMA store has long finished reading shared memory
                         asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+#if EPI_RING_REUSE
+                        // the previous tile's slots in the ring (EPI_RING_DEFER)
+#pragma unroll
+                        for (int i = 0; i < EPI_RING_SLOTS; ++i)
+                            release_slot_all(empty_bar + 8 * (ring_pending + i), CTA_RM, CTA_RN);
+#else
                         mbar_arrive(reb);
+#endif
                         store_pending = false;
                     }
                     prev_stage = stage;
@@ -997,7 +1099,22 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
 
             // ------- epilogue: R (staged by TMA) + acc in fp32, round once, TMA store -------
 #if EPI_RING
-            const unsigned ebuf = base + epi_ring_first(stage) * STAGE_BYTES;
+            const int ring_first = epi_ring_first(stage);
+            const unsigned ebuf = base + ring_first * STAGE_BYTES;
+#if EPI_RING_REUSE
+            // follow the producer past the slots it acquired: those skipped to reach adjacent ones
+            // (nothing was staged there: free them now), then the epilogue tile's
+            if (ring_first != stage) {
+                for (int s2 = stage; s2 < STAGES; ++s2) release_slot(empty_bar + 8 * s2, lane, CTA_RM, CTA_RN);
+                stage = 0;
+                phase ^= 1u;
+            }
+            stage += EPI_RING_SLOTS;
+            if (stage == STAGES) {
+                stage = 0;
+                phase ^= 1u;
+            }
+#endif
 #endif
             mbar_wait(rfb, rphase);
             rphase ^= 1u;
@@ -1049,6 +1166,17 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                 }
             }
 #else
+#if SPLIT_N
+            // this consumer's columns start at pair joff of the row: a constant in each unrolled
+            // copy (the chunk and swizzle unit of every pair fold at compile time)
+#pragma unroll
+            for (int cc = 0; cc < NUM_CONSUMERS; ++cc) {
+                if (cc != cw) continue;
+                const int joff = cc * (WG_N / 8);
+#else
+            {
+                const int joff = 0;
+#endif
 #pragma unroll
             for (int mi = 0; mi < M_ITERS; ++mi) {
 #pragma unroll
@@ -1061,16 +1189,16 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                     (void)tail_addr;
                     (void)sw_tail;
 #if FUSE
-                    // all of this row's residual pairs first: one exposed latency, not BN/8
-                    unsigned rv[BN / 8];
+                    // all of this row's residual pairs first: one exposed latency, not WG_N/8
+                    unsigned rv[WG_N / 8];
 #pragma unroll
-                    for (int j = 0; j < BN / 8; ++j) {
-                        rv[j] = ld_shared_u32(epi_addr(row_addr, tail_addr, j, sw, sw_tail));
+                    for (int j = 0; j < WG_N / 8; ++j) {
+                        rv[j] = ld_shared_u32(epi_addr(row_addr, tail_addr, joff + j, sw, sw_tail));
                     }
 #endif
 #pragma unroll
-                    for (int j = 0; j < BN / 8; ++j) {
-                        const unsigned addr = epi_addr(row_addr, tail_addr, j, sw, sw_tail);
+                    for (int j = 0; j < WG_N / 8; ++j) {
+                        const unsigned addr = epi_addr(row_addr, tail_addr, joff + j, sw, sw_tail);
                         float v0 = ACC_OUT[mi][j * 4 + half * 2];
                         float v1 = ACC_OUT[mi][j * 4 + half * 2 + 1];
 #if FUSE
@@ -1083,10 +1211,14 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                     }
                 }
             }
+            }
 #endif
             // generic-proxy writes -> async-proxy (TMA) reads
             asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
             asm volatile("bar.sync %0, %1;" ::"r"(bar_id), "n"(TILE_THREADS) : "memory");
+#if EPI_RING_REUSE
+            if (storer) mbar_arrive(reb);  // every tile thread is past its wait on the R barrier
+#endif
             if (storer) {
 #pragma unroll
                 for (int c = 0; c < EPI_CHUNKS; ++c) {
@@ -1103,8 +1235,17 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                 // read the buffer and hand it back at once (the next R can land early)
                 asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
                 mbar_arrive(reb);
+#elif EPI_RING_REUSE && !EPI_RING_DEFER
+                // no room beside the epilogue tile's slots for the next tile: free them now
+                asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+#pragma unroll
+                for (int i = 0; i < EPI_RING_SLOTS; ++i)
+                    release_slot_all(empty_bar + 8 * (ring_first + i), CTA_RM, CTA_RN);
 #else
                 store_pending = true;
+#if EPI_RING_REUSE
+                ring_pending = ring_first;
+#endif
 #endif
             }
         }

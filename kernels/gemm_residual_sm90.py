@@ -71,6 +71,8 @@ TILES: dict[str, tuple[int, int, int]] = {
     "128x160": (128, 160, 2),
     "128x80": (128, 80, 2),
     "64x80": (64, 80, 1),
+    "256x160": (256, 160, 2),
+    "128x320": (128, 320, 2),
 }
 """Tile shapes, best default first. Each consumer warpgroup owns BM / consumers rows. The narrow
 tiles (N = 80: 2560 = 32 x 80) are for small M, where the wide ones leave most SMs idle or split K:
@@ -79,6 +81,14 @@ each CTA running the whole K loop."""
 NARROW_TILES = ("128x80", "64x80")
 """Tiles for 16-bit data only: their 16-column epilogue tail chunk (32B swizzle) is not written for
 fp32 data (``tiles_for``)."""
+WIDE_TILES = ("256x160", "128x320")
+"""cuBLAS's big tiles (NOTES-sm90 v31), 16-bit data only: 160 accumulators per consumer thread,
+two m64n160k16 per k16 each; 256x160's consumers split the rows as every cooperative tile does,
+128x320's split the columns (``SPLIT_N_TILES``). Their 80 KB epilogue tile fits beside 2 stages,
+deeper rings only with it staged in the ring (``build(epi_ring=True)``)."""
+SPLIT_N_TILES = ("128x320",)
+"""Cooperative tiles whose two consumers split the columns (SPLIT_N): a consumer of 64 x 320 would
+need n320 wgmmas (n <= 256)."""
 
 DTYPES = ("bf16", "fp16", "tf32", "fp32")
 """tf32: fp32 A, W, R and out; the tensor cores read the fp32 operands as tf32 (wgmma .tf32, the low
@@ -151,7 +161,7 @@ _SEG_US = 6.0
 _TILE_SLOWDOWN = {"128x256": 1.0, "128x128": 1.04, "256x128": 1.05, "128x160": 1.03}
 """Main-loop time per unit of tile area relative to 128x256 (seed shape, best stages)."""
 _TILE_STAGES = {"128x128": 4, "64x80": 8}
-_NOT_DEFAULT = {"128x160", "128x80", "64x80"}
+_NOT_DEFAULT = {"128x160", "128x80", "64x80", "256x160", "128x320"}
 """Tiles the cost model does not rate (chosen only by ``_few_full_waves`` and ``narrow_tile``)."""
 
 
@@ -185,7 +195,7 @@ def tiles_for(dtype: Any) -> list[str]:
     """The tiles this dtype can take (before shared memory): every one for 16-bit data, all but
     ``NARROW_TILES`` for fp32 data (tf32, fp32)."""
     sixteen = ITEMSIZE.get(_dtype(dtype), 2) == 2
-    return [t for t in TILES if sixteen or t not in NARROW_TILES]
+    return [t for t in TILES if sixteen or t not in NARROW_TILES + WIDE_TILES]
 
 
 def parse_block_size(block_size: str, dtype: Any = None) -> tuple[int, int, int]:
@@ -379,9 +389,15 @@ def one_tile_per_cta(limits: DeviceLimits, block_size: str, dtype: str,
 def ring_stage_options(limits: DeviceLimits, dtype: str, block_size: str,
                        shape: dict[str, int] | None) -> list[int]:
     """The stage counts that fit only with the epilogue tile staged in the ring's freed slots
-    (``build(epi_ring=True)``): 16-bit data, where every CTA has one tile; else none."""
-    if (ITEMSIZE.get(_dtype(dtype), 4) != 2
-            or not one_tile_per_cta(limits, block_size, dtype, shape)):
+    (``build(epi_ring=True)``: cooperative and data-parallel; where a CTA gets more than one tile
+    the slots are returned after each store): 16-bit data, for a given shape; else none. (Until
+    session 14 only where every CTA has one tile, ``one_tile_per_cta``: the defaults still take
+    them only there, NOTES-sm90 v31.)"""
+    if ITEMSIZE.get(_dtype(dtype), 4) != 2 or not shape:
+        return []
+    try:
+        _mnk(shape)
+    except ValueError:
         return []
     cap = limits.shared_memory_per_block_bytes
     return [s for s in range(2, MAX_STAGES + 1)
@@ -472,8 +488,9 @@ def default_knobs(limits: DeviceLimits, dtype: str,
 
     def deepest_ring(block: str) -> int:
         """One tile a CTA on a measured tile: the deepest ring, the epilogue tile staged in it (0:
-        not here)."""
-        if not EPI_RING_DEFAULT or _tile_name(block) not in EPI_RING_TILES:
+        not here; with more tiles a CTA the ring measured slower than ping-pong, v31)."""
+        if (not EPI_RING_DEFAULT or _tile_name(block) not in EPI_RING_TILES
+                or not one_tile_per_cta(limits, block, dtype, shape)):
             return 0
         return max(ring_stage_options(limits, dtype, block, shape), default=0)
 
@@ -481,7 +498,7 @@ def default_knobs(limits: DeviceLimits, dtype: str,
         ring = deepest_ring(block)
         if ring:
             return ring
-        fits = pipelining_options(limits, dtype, block)
+        fits = pipelining_options(limits, dtype, block)  # no shape: the counts beside a buffer
         pp = [st for st in fits if st and use_pingpong(limits, block, st, dtype, shape)
               and (EPI_SHARED_DEFAULT or not epi_shared_needed(limits, block, st, dtype))]
         if pp:  # ping-pong: the deepest that fits (128x128: 5 beside two epilogue buffers,
@@ -566,8 +583,8 @@ def check(task: Any, limits: DeviceLimits) -> list[Violation]:
     if (need > limits.shared_memory_per_block_bytes
             and stages not in ring_stage_options(limits, dt, block, task.shape)):
         fits = pipelining_options(limits, dt, block, task.shape)
-        deeper = ("; deeper rings (the epilogue tile staged in the ring) only where every CTA has "
-                  "one tile" if ITEMSIZE.get(dt, 4) == 2 else "")
+        ring = ring_stage_options(limits, dt, block, task.shape)
+        deeper = (f" ({', '.join(map(str, ring))}: the epilogue tile staged in the ring)" if ring else "")
         out.append(Violation(
             "memory_pipelining", stages,
             f"{need} bytes of shared memory for {block} x {stage_count(stages)} stages; "
@@ -639,7 +656,7 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
             split_hi: bool = SPLIT_HI_DEFAULT, promote: int | None = None,
             raster_m: bool = False, w_first: bool = False, raster_group: int = 0,
             epi_ring: bool = False, epi_shared: bool = False,
-            r_issue_kb: int | None = None) -> dict[str, int]:
+            r_issue_kb: int | None = None, epi_ring_reuse: bool = False) -> dict[str, int]:
     """The compile-time constants of one configuration (validated integers only). ``cluster``: see
     ``cluster_shape``; ``promote`` (fp32 only; default ``PROMOTE_DEFAULT`` where ``promote_fits``,
     else 0). Measurement options (defined only when set): ``raster_m`` numbers the tiles M-fastest
@@ -662,6 +679,10 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
                          "multiple of 8 rows")
     if pingpong and _tile_name(block_size) not in PINGPONG_TILES:
         raise ValueError(f"tile {block_size}: ping-pong takes {', '.join(PINGPONG_TILES)}")
+    if _tile_name(block_size) in SPLIT_N_TILES:
+        out_split = {"SPLIT_N": 1}
+    else:
+        out_split = {}
     if _dtype(dtype) not in DTYPES:
         raise ValueError(f"dtype {dtype!r}: the Hopper path takes bf16, fp16, tf32 or fp32")
     slots = stage_count(stages)
@@ -670,7 +691,7 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
     out = {"BM": bm, "BN": bn, "BK": bk_of(dtype), "STAGES": slots, "NUM_CONSUMERS": consumers,
            "DT": DT_CODE[_dtype(dtype)], "FUSE": int(bool(fuse)),
            "TMAP_GLOBAL": int(bool(tmap_global)), "STREAMK": int(bool(streamk)),
-           "WS_TILES": WS_TILES, "PINGPONG": int(bool(pingpong)), "CLUSTER": cm}
+           "WS_TILES": WS_TILES, "PINGPONG": int(bool(pingpong)), "CLUSTER": cm, **out_split}
     if cn > 1:
         out["CLUSTER_N"] = cn
     if raster_m:
@@ -678,12 +699,16 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
     if w_first:
         out["W_FIRST"] = 1
     if epi_ring:
-        if pingpong or streamk or cm * cn > 1 or ITEMSIZE[_dtype(dtype)] != 2 or slots < 2:
-            raise ValueError("epi_ring: cooperative, data-parallel, unclustered, 16-bit data (the "
-                             "dtypes it ran with on the GPU), >= 2 stages")
+        if pingpong or streamk or ITEMSIZE[_dtype(dtype)] != 2 or slots < 2:
+            raise ValueError("epi_ring: cooperative, data-parallel, 16-bit data (the dtypes it ran "
+                             "with on the GPU), >= 2 stages")
         if -(-bm * bn * ITEMSIZE[_dtype(dtype)] // ((bm + bn) * 128)) > slots:
             raise ValueError(f"epi_ring: the {block_size} epilogue tile needs more than {slots} slots")
         out["EPI_RING"] = 1
+        if epi_ring_reuse:
+            out["EPI_RING_REUSE"] = 1
+    elif epi_ring_reuse:
+        raise ValueError("epi_ring_reuse: with epi_ring")
     if epi_shared:
         if not pingpong:
             raise ValueError("epi_shared: ping-pong consumers")
@@ -795,27 +820,36 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
             streamk = False
     else:
         grid, dp_tiles = max(1, int(schedule[0])), int(schedule[1])
+    cap = limits.shared_memory_per_block_bytes
+    if epi_ring is None:  # the engine's choice: only where the stage count needs it
+        epi_ring = (not pingpong and ITEMSIZE[dtype] == 2 and stage_count(stages) >= 2
+                    and smem_bytes(block_size, stages, dtype, False) > cap
+                    >= smem_bytes(block_size, stages, dtype, False, epi_ring=True))
+    epi_ring_reuse = False
+    if epi_ring:
+        # data-parallel only; where a CTA gets more than one tile the ring's slots come back
+        # after each epilogue (EPI_RING_REUSE)
+        if cluster == 1 and dp_tiles < tiles:
+            grid, dp_tiles = plan_schedule(m, n, k16, block_size, limits.sm_count, False)
+        streamk = False
+        epi_ring_reuse = (tiles > grid if cluster == 1
+                          else _cdiv(m, bm * cm) * _cdiv(_cdiv(n, bn), cn) > grid // cluster)
     if raster_group is None:
         raster_group = 0 if raster_m else use_raster_group(block_size, tiles, grid, dp_tiles, cluster,
                                                            bool(pingpong), dtype)
     if raster_m is None:
         raster_m = not raster_group and use_raster_m(block_size, tiles, grid, dp_tiles, cluster, dtype)
-    if epi_ring is None:  # the engine's choice: only where the stage count needs it
-        epi_ring = (not pingpong and cluster == 1
-                    and smem_bytes(block_size, stages, dtype, False) > limits.shared_memory_per_block_bytes
-                    and stage_count(stages) in ring_stage_options(limits, dtype, block_size, task.shape))
-    if epi_ring and (tiles > grid or dp_tiles < tiles):
-        raise ValueError(f"epi_ring: one data-parallel tile per CTA ({tiles} tiles on {grid} CTAs)")
     consts = defines(block_size, stages, dtype, fuse, tmap_global, streamk, bool(pingpong),
                      (cm, cn), bool(split_hi), promote, raster_m, w_first, raster_group, epi_ring,
-                     bool(epi_shared), r_issue_kb)
+                     bool(epi_shared), r_issue_kb, epi_ring_reuse)
     source = _source(consts)
     smem = smem_bytes(block_size, stages, dtype, bool(pingpong), epi_ring, bool(epi_shared))
     a_hi, w_hi = ("a_hi", "w_hi") if x3 and split_hi else ("a", "w")
     maps = (
         TensorMapArg(a_hi, rows=m, cols=k, box_rows=bm // cn, box_cols=bk, swizzle_bytes=128),
-        TensorMapArg(w_hi, rows=n, cols=k, box_rows=bn // cm, box_cols=bk,
-                     swizzle_bytes=128),
+        # a TMA box has at most 256 rows: an unclustered 320-row W tile loads as two of 160
+        TensorMapArg(w_hi, rows=n, cols=k, box_rows=bn // cm if bn // cm <= 256 else bn // cm // 2,
+                     box_cols=bk, swizzle_bytes=128),
         TensorMapArg("r", rows=m, cols=n, box_rows=bm, box_cols=bk, swizzle_bytes=128),
         TensorMapArg("out", rows=m, cols=n, box_rows=bm, box_cols=bk, swizzle_bytes=128),
     )
@@ -867,7 +901,8 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
                      f"stream-K over {tiles - dp_tiles} tiles after {dp_tiles} data-parallel"),
         "smem_bytes": smem,
         "fused": bool(fuse),
-        "epilogue_tile": ("in the ring's freed slots" if epi_ring
+        "epilogue_tile": ("in the ring's freed slots" + (", returned after each store" if epi_ring_reuse else "")
+                          if epi_ring
                           else "one buffer shared by both consumers" if epi_shared else "own buffer"),
         "tensor_maps": "by pointer (global)" if tmap_global else "by value (__grid_constant__)",
         "tile_order": (f"groups of {raster_group} M blocks" if raster_group

@@ -219,6 +219,44 @@ def test_shared_epilogue_buffer_correct(dtype):
     assert failures == []
 
 
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_reused_ring_and_wide_tiles_correct(dtype):
+    """The stage counts that fit only with the epilogue tile in the ring, on shapes where a CTA gets
+    several tiles (the slots returned after each store; every 16-bit tile, with slots that wrap,
+    a tail chunk, tiles past N, short K), and cuBLAS's wide tiles 256x160 and 128x320 (consumers
+    splitting N; two W boxes) at every pipelining count: the ring (3 stages: its slots released at
+    once; 4: at the next tile's first k-block), their own buffer under a stream-K tail, and off;
+    fusion off too; correct, every element written, reported."""
+    reused = "in the ring's freed slots, returned after each store"
+    failures = []
+    for bs, st, (m, n, k), fusion, where in (
+            ("128x256", 4, (8192, 2560, 2560), True, reused),
+            ("256x128", 4, (4096, 2560, 704), True, reused),
+            ("128x128", 7, (4096, 1032, 2560), True, reused),
+            ("128x160", 6, (4500, 2600, 520), True, reused),
+            ("128x80", 8, (4096, 2560, 320), True, reused),
+            ("64x80", 12, (2048, 2560, 704), True, reused),
+            ("256x160", 4, (7976, 2560, 2560), True, reused),
+            ("256x160", 3, (2000, 2600, 704), True, reused),
+            ("256x160", 2, (2194, 2560, 2560), True, "own buffer"),
+            ("256x160", 0, (333, 1032, 520), True, "own buffer"),
+            ("128x320", 4, (8192, 2560, 2560), True, reused),
+            ("128x320", 4, (7976, 2560, 2560), False, reused),
+            ("128x320", 3, (4096, 2560, 704), True, reused),
+            ("128x320", 2, (2194, 2560, 2560), True, "own buffer"),
+            ("128x320", 0, (1000, 1000, 200), True, "own buffer")):
+        res = _backend_run(TaskSpec(shape={"m": m, "n": n, "k": k}, dtype=dtype, block_size=bs,
+                                    memory_pipelining=st, fusion=fusion, warmup=1, iterations=2,
+                                    peers=False))
+        info = res.launch["info"] if res.launch else {}
+        ok = (res.status is RunStatus.ok and res.correctness.correct
+              and res.correctness.unwritten_count == 0 and info.get("epilogue_tile") == where)
+        if not ok:
+            failures.append((bs, st, (m, n, k), fusion, res.status.value, info.get("epilogue_tile"),
+                             info.get("schedule"), (res.error or "")[:200]))
+    assert failures == []
+
+
 def test_fp32_3xtf32_as_accurate_as_ffma():
     """fp32 on Hopper runs 3xTF32 on the tensor cores: its error against the fp64 reference must be
     fp32-class, i.e. in the order of the FFMA kernel's (the portable path, forced), and ten times

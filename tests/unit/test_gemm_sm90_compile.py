@@ -137,7 +137,10 @@ def test_sass_has_hgmma_and_tma(block_size: str, pingpong: bool, dtype: str, tmp
 
 def test_options_and_smem_limits() -> None:
     assert sm90.block_size_options(H200, "bf16") == ["128x256", "128x128", "256x128", "128x160",
-                                                      "128x80", "64x80"]
+                                                      "128x80", "64x80", "256x160", "128x320"]
+    assert sm90.block_size_options(H200, "tf32") == ["128x256", "128x128", "256x128", "128x160"]
+    assert sm90.pipelining_options(H200, "bf16", "128x320") == [0, 2]  # beside their 80 KB buffer
+    assert sm90.pipelining_options(H200, "bf16", "256x160") == [0, 2]
     assert sm90.pipelining_options(H200, "bf16", "128x160") == [0, 2, 3, 4, 5]
     assert sm90.pipelining_options(H200, "bf16", "128x256") == [0, 2, 3]
     assert sm90.pipelining_options(H200, "bf16", "128x128x64") == [0, 2, 3, 4, 5, 6]
@@ -451,7 +454,7 @@ def test_check_names_the_field() -> None:
                          block_size="128x256", memory_pipelining=3)
     assert sm90.check(ok, H200) == []
     too_deep = SimpleNamespace(shape={"m": 8192, "n": 2560, "k": 2560}, dtype="bf16",
-                               block_size="128x256", memory_pipelining=4)
+                               block_size="128x256", memory_pipelining=5)
     assert [v.field for v in sm90.check(too_deep, H200)] == ["memory_pipelining"]
     odd = SimpleNamespace(shape={"m": 5, "n": 2564, "k": 2560}, dtype="bf16",
                           block_size="128x128", memory_pipelining=0)
@@ -668,9 +671,10 @@ def test_tile_order_m_fastest_for_one_wave_narrow_and_128x160_grouped_for_two_wa
 
 def test_epi_ring_measurement_option() -> None:
     """``build(epi_ring=True)`` stages the epilogue tile in the ring's freed slots: no epilogue
-    buffer in the shared-memory budget (128x256 gets a 4th stage), only where every CTA has one
-    data-parallel tile, cooperative and unclustered; the builds compile without spills; the
-    engine's defaults use it at M <= 1571 (N = K = 2560), not at two tiles a CTA."""
+    buffer in the shared-memory budget (128x256 gets a 4th stage), cooperative and data-parallel
+    (clusters too); where a CTA gets more than one tile the slots are returned after each store
+    (EPI_RING_REUSE); the builds compile without spills; the engine's defaults use it at M <= 1571
+    (N = K = 2560, one tile a CTA), not at two tiles a CTA."""
     from types import SimpleNamespace
 
     def task(m, n=2560, k=2560, dtype="bf16"):
@@ -688,10 +692,24 @@ def test_epi_ring_measurement_option() -> None:
                    cluster=1, epi_ring=True)  # 11 k-blocks: the slots wrap round the ring
     log, elf = _compile(b.source)
     assert elf and not re.search(r"[1-9]\d* bytes spill", log), log
-    for kw, m in (({"pingpong": True}, 8192), ({"cluster": 2}, 1571), ({}, 4096)):
-        with pytest.raises(ValueError, match="epi_ring"):
-            sm90.build(task(m), H200, "128x128", 4, streamk=False, epi_ring=True,
+    assert "#define EPI_RING_REUSE 1" not in b.source  # one tile a CTA: the ring ends with it
+    # reused where a CTA may get a second tile: 4096 (320 tiles), 1571 in 2x1 clusters (70 tile
+    # pairs on 66 clusters), the seed; not at 1024 in clusters (40 pairs)
+    for kw, m, reuse in (({"cluster": 2}, 1024, False), ({}, 4096, True), ({"cluster": 2}, 1571, True),
+                         ({"cluster": 2}, 8192, True)):
+        b = sm90.build(task(m), H200, "128x256", 4, streamk=False, epi_ring=True,
                        **({"pingpong": False, "cluster": 1} | kw))
+        assert ("#define EPI_RING_REUSE 1" in b.source) == reuse, (m, kw)
+        assert b.info["epilogue_tile"] == ("in the ring's freed slots"
+                                           + (", returned after each store" if reuse else ""))
+        log, elf = _compile(b.source)
+        assert elf and not re.search(r"[1-9]\d* bytes spill", log), log
+    # a planned stream-K tail becomes data-parallel: the ring path has no stream-K
+    b = sm90.build(task(2194), H200, "128x256", 4, epi_ring=True)
+    assert "#define STREAMK 0" in b.source and b.info["schedule"] == "data-parallel"
+    with pytest.raises(ValueError, match="epi_ring"):
+        sm90.build(task(8192), H200, "128x128", 4, streamk=False, epi_ring=True, pingpong=True,
+                   cluster=1)
     with pytest.raises(ValueError, match="epi_ring"):
         sm90.build(task(1571, dtype="fp32"), H200, "128x128", 2, streamk=False, pingpong=False,
                    cluster=1, epi_ring=True)
@@ -701,24 +719,28 @@ def test_epi_ring_measurement_option() -> None:
 
 
 def test_deeper_one_wave_rings_are_knobs_and_defaults() -> None:
-    """Where every CTA gets one tile (16-bit), MEMORY_PIPELINING also offers the stage counts that
-    fit only with the epilogue tile in the ring; the defaults take the deepest on the measured tiles;
-    ``check`` accepts them there and rejects them, with the reason, where a CTA gets two tiles; the
-    build stages the epilogue tile in the ring exactly for those counts."""
+    """For a given shape (16-bit), MEMORY_PIPELINING also offers the stage counts that fit only with
+    the epilogue tile in the ring; the defaults take the deepest on the measured tiles where every
+    CTA gets one tile, not where a CTA gets two (measured slower than ping-pong there, v31);
+    ``check`` accepts them and rejects deeper ones naming the ring counts; the build stages the
+    epilogue tile in the ring exactly for those counts."""
     from types import SimpleNamespace
 
     one = {"m": 1571, "n": 2560, "k": 2560}
     two = {"m": 8192, "n": 2560, "k": 2560}
     assert sm90.pipelining_options(H200, "bf16", "128x256") == [0, 2, 3]
     assert sm90.pipelining_options(H200, "bf16", "128x256", one) == [0, 2, 3, 4]
-    assert sm90.pipelining_options(H200, "bf16", "128x256", two) == [0, 2, 3]
+    assert sm90.pipelining_options(H200, "bf16", "128x256", two) == [0, 2, 3, 4]
+    assert sm90.pipelining_options(H200, "bf16", "128x320", two) == [0, 2, 3, 4]
+    assert sm90.default_knobs(H200, "bf16", two) == ("128x128", 5)
     assert sm90.pipelining_options(H200, "tf32", "128x128", {"m": 256, "n": 2560, "k": 2560}) == \
         sm90.pipelining_options(H200, "tf32", "128x128")
-    ok = SimpleNamespace(shape=one, dtype="bf16", block_size="128x256", memory_pipelining=4)
-    assert sm90.check(ok, H200) == []
+    for shape in (one, two):
+        ok = SimpleNamespace(shape=shape, dtype="bf16", block_size="128x256", memory_pipelining=4)
+        assert sm90.check(ok, H200) == []
     (v,) = sm90.check(SimpleNamespace(shape=two, dtype="bf16", block_size="128x256",
-                                      memory_pipelining=4), H200)
-    assert v.field == "memory_pipelining" and "only where every CTA has one tile" in v.message, v
+                                      memory_pipelining=5), H200)
+    assert v.field == "memory_pipelining" and "4: the epilogue tile staged in the ring" in v.message, v
     for st, ring in ((3, False), (4, True)):
         b = sm90.build(SimpleNamespace(shape=one, dtype="bf16"), H200, "128x256", st)
         assert ("#define EPI_RING 1" in b.source) == ring, st
@@ -734,7 +756,7 @@ def test_deeper_one_wave_rings_are_knobs_and_defaults() -> None:
 def test_tune_form_and_runner_list_the_ring_counts_for_the_shape() -> None:
     """The Tune screen's check and the runner's fix hint pass the task's shape on: at M = 1571
     (one 128x256 tile a CTA) MEMORY_PIPELINING=4 is offered, is the default and passes; at the
-    seed shape (two tiles a CTA) it is refused with the reason and the counts that fit there."""
+    seed shape it is offered too (not the default), 5 is refused with the counts that fit."""
     from engine.errors import InputError
     from engine.profiles import load_profiles
     from engine.runner import prepare
@@ -749,9 +771,49 @@ def test_tune_form_and_runner_list_the_ring_counts_for_the_shape() -> None:
     assert pred["pipelining_options"][-1] == 4 and pred["defaults"] == ("128x256", 4)
     two = one | {"shape": {"m": 8192, "n": 2560, "k": 2560}}
     task, probs, pred = validate_form(two, prof)
-    assert task is None and any("only where every CTA has one tile" in p for p in probs), probs
-    assert pred["pipelining_options"][-1] == 3
+    assert task is not None and probs == [], probs
+    assert pred["pipelining_options"][-1] == 4 and pred["defaults"] == ("128x128", 5)
+    task, probs, pred = validate_form(two | {"memory_pipelining": 5}, prof)
+    assert task is None and any("the epilogue tile staged in the ring" in p for p in probs), probs
     with pytest.raises(InputError) as err:
-        prepare(TaskSpec.model_validate(two | {"backend": "sim"}), "h200")
-    assert "MEMORY_PIPELINING options for 128x256: off, 2, 3" in err.value.fix, err.value.fix
+        prepare(TaskSpec.model_validate(two | {"memory_pipelining": 5, "backend": "sim"}), "h200")
+    assert "MEMORY_PIPELINING options for 128x256: off, 2, 3, 4" in err.value.fix, err.value.fix
     assert prepare(TaskSpec.model_validate(one | {"backend": "sim"}), "h200").task.memory_pipelining == 4
+
+
+def test_wide_tiles_build_split_n_and_ring() -> None:
+    """cuBLAS's big tiles (16-bit only): 128x320 splits the columns between its two consumers
+    (SPLIT_N) and loads W's 320 rows as two TMA boxes of 160 unclustered, one per CTA in 2x1
+    clusters; 256x160 splits the rows (A's box 256 rows); beside their 80 KB buffer they fit 2
+    stages, with it in the ring 3 and 4, reused where a CTA gets several tiles (released at once with
+    3 stages, at the next tile's first k-block with 4); every such build compiles without spills;
+    never a default (NOTES-sm90 v31)."""
+    from types import SimpleNamespace
+
+    seed = {"m": 8192, "n": 2560, "k": 2560}
+    task = SimpleNamespace(shape=seed, dtype="bf16")
+    for dt in ("tf32", "fp32"):
+        with pytest.raises(ValueError, match="16-bit"):
+            sm90.parse_block_size("128x320", dt)
+    for bs, split, a_rows in (("128x320", True, 128), ("256x160", False, 256)):
+        assert sm90.pipelining_options(H200, "bf16", bs, seed) == [0, 2, 3, 4]
+        assert sm90.check(SimpleNamespace(shape=seed, dtype="bf16", block_size=bs,
+                                          memory_pipelining=4), H200) == []
+        (v,) = sm90.check(SimpleNamespace(shape=seed, dtype="bf16", block_size=bs,
+                                          memory_pipelining=5), H200)
+        assert v.field == "memory_pipelining"
+        for st, cluster in ((4, 1), (4, 2), (3, 1), (2, 1)):
+            b = sm90.build(task, H200, bs, st, cluster=cluster)
+            assert ("#define SPLIT_N 1" in b.source) == split
+            assert ("#define EPI_RING_REUSE 1" in b.source) == (st > 2)
+            assert b.info["consumers"] == "cooperative" and b.info["schedule"] == "data-parallel"
+            assert b.launches[-1].shared_mem_bytes <= H200.shared_memory_per_block_bytes
+            a_map, w_map = b.launches[-1].args[:2]
+            assert a_map.box_rows == a_rows
+            assert w_map.box_rows == (160 if bs == "128x320" else 160 // cluster)
+            log, elf = _compile(b.source)
+            assert elf and not re.search(r"[1-9]\d* bytes spill", log), log
+            assert "C7508" not in log, log
+    for m in (256, 1024, 1571, 2048, 4096, 7976, 8192):
+        for dt in ("bf16", "fp16"):
+            assert sm90.default_knobs(H200, dt, {"m": m, "n": 2560, "k": 2560})[0] not in sm90.WIDE_TILES
