@@ -948,9 +948,19 @@ COLD_DUEL = {  # name: variant (tile, stages, dtype, fuse, streamk, pingpong, cl
     # optimum (R after k-block STAGES) the same there? (--cold-duel --m-list 2048 --only coop.s5,.R)
     **{f"128x160 coop s5, R at k-block {kb}": Variant("128x160", 5, "{dt}", True, None, False, 1,
                                                       r_issue_kb=kb) for kb in (3, 4, 6, 7)},
+    # cuBLAS's big tiles (session 14, v31): cooperative, the 80 KB epilogue tile staged in the ring
+    # and its slots returned after each store (the ring goes on), 4 stages (3: no room beside the
+    # tile's two slots, released at once); 128x320's consumers split N; 2 stages fit a buffer
+    **{f"coop {t} s{st} ring" + (" cl2" if c > 1 else ""):
+       Variant(t, st, "{dt}", True, False if c > 1 else None, False, c, epi_ring=True)
+       for t, st in (("128x320", 4), ("256x160", 4), ("128x256", 4), ("128x320", 3)) for c in (1, 2)},
+    "coop 128x320 s2 cl2": Variant("128x320", 2, "{dt}", True, False, False, 2),
 }
 COLD_ODD = [(7976, 2560, 2560), (333, 1032, 520), (1, 2560, 2560), (4096, 1032, 2560)]
 """Shapes every clustered cold-duel candidate is checked at first: tile blocks past M and N."""
+RING_ODD = [(2000, 2600, 704), (4096, 2560, 64), (5000, 1000, 200)]
+"""And every candidate with the epilogue tile in the ring: 11 k-blocks on 4 stages (the tile's slots
+wrap round the ring), one k-block, and few k-blocks with tiles past N, each CTA several tiles."""
 
 
 def cold_duel_mode(args, limits, report, failures, verify, get, out_dir, build) -> int:
@@ -971,11 +981,12 @@ def cold_duel_mode(args, limits, report, failures, verify, get, out_dir, build) 
     wrong0 = len(failures)
     for dt in ("bf16", "fp16"):
         for v in duel.values():
-            if v[6] != 1 or variant(v).epi_shared:
-                for shape in COLD_ODD:
+            if v[6] != 1 or variant(v).epi_shared or variant(v).epi_ring:
+                print(f"checking {dt} {v}", flush=True)  # a hang shows where
+                for shape in COLD_ODD + (RING_ODD if variant(v).epi_ring else []):
                     verify(*shape, for_dtype(v, dt), label="cold duel odd shape")
-    lines.append(f"odd shapes {COLD_ODD}: clustered and shared-epilogue candidates in bf16 and fp16, "
-                 f"{len(failures) - wrong0} wrong")
+    lines.append(f"odd shapes {COLD_ODD} (ring: and {RING_ODD}): clustered, shared-epilogue and "
+                 f"ring candidates in bf16 and fp16, {len(failures) - wrong0} wrong")
     print(lines[-1], flush=True)
     for dt in ("bf16", "fp16"):
         bufs, _ref = get(m, n, k, dt)
