@@ -5,7 +5,8 @@ high and low part, three tensor-core products summed in fp32; fp32-class accurac
 
 ``out[M, N] = A[M, K] @ W[N, K]^T + R[M, N]``; fp32 accumulation, the residual added in fp32 in
 the epilogue and the result rounded once. Tiles 128x256, 128x128, 256x128 and 128x160 (N = 2560 =
-16 x 160), and for 16-bit data at small M the narrow 128x80 and 64x80; optional 2x1 clusters with
+16 x 160), and for 16-bit data at small M the narrow 128x80 and 64x80 and, as knobs, cuBLAS's wide
+256x160 and 128x320 (``WIDE_TILES``; 128x320's consumers split N); optional 2x1 clusters with
 TMA multicast of W (``build(cluster=2)``; the default only for 16-bit ping-pong 128x128,
 ``use_cluster``), and for measurements 1x2 / 2x2 clusters that also multicast A
 (``build(cluster=(cm, cn))``, 16-bit; slower everywhere on the H200, NOTES-sm90 v18). Module-level functions, so that the ``gemm_residual``
@@ -24,7 +25,9 @@ only be multiples of 8 (16-byte row strides for TMA): partial N and K tiles are 
 TMA too and the epilogue checks the columns, so no tile divisibility is required.
 
 MEMORY_PIPELINING: 0 ("off") compiles one shared-memory slot (the producer waits for the
-consumers before the next copy: no overlap); ``s`` >= 2 compiles ``s`` slots.
+consumers before the next copy: no overlap); ``s`` >= 2 compiles ``s`` slots. For 16-bit data and a
+given shape, the counts that fit only without the epilogue buffer are offered too: the epilogue
+tile is then staged in the ring's freed slots (``ring_stage_options``; cooperative, data-parallel).
 
 Schedule (not a knob: chosen per shape by ``plan_schedule``): the persistent grid runs whole tiles
 data-parallel, and, where the tile count leaves a bad last wave (or too few tiles to fill the
@@ -33,7 +36,8 @@ are summed in fp32 in a static workspace; the CTA that completes a tile's K adds
 once and rounds once. ``streamk=False`` compiles the purely data-parallel kernel.
 
 Consumer schedule (not a knob either: ``use_pingpong``): cooperative (both consumer warpgroups
-share every tile, BM / 2 rows each, and run the epilogue together) or ping-pong (each consumer
+share every tile, BM / 2 rows each, or BN / 2 columns on 128x320, and run the epilogue together) or
+ping-pong (each consumer
 warpgroup owns whole tiles, alternately, with its own epilogue buffer, so one warpgroup's
 epilogue overlaps the other's main loop). Ping-pong needs the whole tile in one warpgroup's
 registers (<= 160 fp32 accumulators per thread: the 128x128 and 128x160 tiles) and two epilogue
@@ -665,7 +669,8 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
     default: ``use_raster_m``, ``use_raster_group``); ``r_issue_kb`` the k-block of each item after
     which the producer stages its R (default: the stage count; measured best, NOTES-sm90 v28).
     ``epi_ring`` / ``epi_shared``: the epilogue tile in the ring's freed slots / one buffer for
-    both ping-pong consumers."""
+    both ping-pong consumers; ``epi_ring_reuse`` (with ``epi_ring``, where a CTA may get a second
+    tile): the ring goes on after each epilogue, its slots returned once the store has read them."""
     bm, bn, consumers = parse_block_size(block_size, dtype)
     cm, cn = cluster_shape(cluster)
     if cm * cn > 1 and streamk:
@@ -773,7 +778,9 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
     a_lo, w_lo, and with ``split_hi``, default ``SPLIT_HI_DEFAULT``, a_hi, w_hi); ``promote``
     see ``defines``, as ``w_first`` (a measurement option), ``raster_m`` and ``raster_group`` (the
     tile order; defaults ``use_raster_m``, ``use_raster_group``; an explicit ``raster_m=True``
-    numbers M-fastest, not grouped)."""
+    numbers M-fastest, not grouped). ``epi_ring`` (default: exactly where the stage count fits only
+    without an epilogue buffer, 16-bit cooperative) stages the epilogue tile in the ring and makes
+    the schedule data-parallel; the ring is reused where a CTA gets more than one tile."""
     m, n, k = _mnk(task.shape)
     dtype = _dtype(task.dtype)
     if fuse is None:
