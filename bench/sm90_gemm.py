@@ -361,10 +361,12 @@ def for_dtype(v: tuple, dt: str) -> tuple:
 
 
 def write_table(lines: list[str], report: dict, out_dir: str | None, stem: str) -> None:
-    """Print the table; with $OUT, save it as STEM.txt and the report as STEM.json."""
+    """Print the table; with $OUT, save it as STEM.txt and the report as STEM.json (the folder
+    created if missing: session 14 lost a finished sweep to a missing sub-folder)."""
     table = "\n".join(lines)
     print(table)
     if out_dir:
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
         Path(out_dir, f"{stem}.txt").write_text(table + "\n")
         Path(out_dir, f"{stem}.json").write_text(json.dumps(report, indent=1, default=str))
 

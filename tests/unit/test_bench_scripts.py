@@ -206,3 +206,29 @@ def test_sass_hot_bad_input_exits_2_naming_it(tmp_path: Path, make, argv, needle
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2, proc.stderr
     assert needle in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_write_table_creates_its_output_folder(sm90_script, tmp_path, capsys):
+    """A table is saved even where $OUT's sub-folder does not exist yet (session 14 lost a finished
+    sweep to that), and printed first."""
+    mod, _ = sm90_script
+    out = tmp_path / "bf16" / "deeper"
+    mod.write_table(["M=256: default 0.0108"], {"sweep": []}, str(out), "sm90_cold_sweep")
+    assert "M=256: default 0.0108" in capsys.readouterr().out
+    assert (out / "sm90_cold_sweep.txt").read_text() == "M=256: default 0.0108\n"
+    assert (out / "sm90_cold_sweep.json").is_file()
+
+
+def test_big_tile_rows_build_as_the_engine_would(sm90_script):
+    """The cold duel's session-14 rows build: the wide tiles and 128x256 with the epilogue tile in
+    the ring, reused at the seed (several tiles a CTA), clustered or not, and the rows named "ring"
+    are exactly those with epi_ring set (the odd-shape checks key on it)."""
+    mod, h200 = sm90_script
+    rows = {nm: v for nm, v in mod.COLD_DUEL.items() if " ring" in nm}
+    assert len(rows) == 8
+    for nm, v in rows.items():
+        v = mod.for_dtype(v, "fp16")
+        assert mod.variant(v).epi_ring is True, nm
+        b = mod.build_variant(h200, *mod.SEED, v)
+        assert b.info["epilogue_tile"] == "in the ring's freed slots, returned after each store", nm
+        assert b.info["cluster"].startswith("2x1") == nm.endswith("cl2"), nm
