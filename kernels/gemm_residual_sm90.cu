@@ -523,6 +523,13 @@ __device__ __forceinline__ void st_shared_f2(unsigned addr, float a, float b) {
 __device__ __forceinline__ int epi_ring_first(int stage) {
     return stage + EPI_RING_SLOTS <= STAGES ? stage : 0;
 }
+#if EPI_RING_REUSE
+// The storer frees the EPI_RING_SLOTS slots from `first` on, once the TMA store has read them.
+__device__ __forceinline__ void release_epi_slots(unsigned empty_bar, int first, unsigned rm, unsigned rn) {
+#pragma unroll
+    for (int i = 0; i < EPI_RING_SLOTS; ++i) release_slot_all(empty_bar + 8 * (first + i), rm, rn);
+}
+#endif
 #endif
 
 // The producer's staging of R's BM x BN tile into the epilogue buffer at `buf` (its 128-byte
@@ -1016,9 +1023,7 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                         asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
 #if EPI_RING_REUSE
                         // the previous tile's slots in the ring (EPI_RING_DEFER)
-#pragma unroll
-                        for (int i = 0; i < EPI_RING_SLOTS; ++i)
-                            release_slot_all(empty_bar + 8 * (ring_pending + i), CTA_RM, CTA_RN);
+                        release_epi_slots(empty_bar, ring_pending, CTA_RM, CTA_RN);
 #else
                         mbar_arrive(reb);
 #endif
@@ -1238,9 +1243,7 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
 #elif EPI_RING_REUSE && !EPI_RING_DEFER
                 // no room beside the epilogue tile's slots for the next tile: free them now
                 asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
-#pragma unroll
-                for (int i = 0; i < EPI_RING_SLOTS; ++i)
-                    release_slot_all(empty_bar + 8 * (ring_first + i), CTA_RM, CTA_RN);
+                release_epi_slots(empty_bar, ring_first, CTA_RM, CTA_RN);
 #else
                 store_pending = true;
 #if EPI_RING_REUSE

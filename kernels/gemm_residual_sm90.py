@@ -584,10 +584,9 @@ def check(task: Any, limits: DeviceLimits) -> list[Violation]:
         return out
     dt = dtype if dtype in DTYPES else "bf16"
     need = smem_bytes(block, stages, dt)
-    if (need > limits.shared_memory_per_block_bytes
-            and stages not in ring_stage_options(limits, dt, block, task.shape)):
+    ring = ring_stage_options(limits, dt, block, task.shape)
+    if need > limits.shared_memory_per_block_bytes and stages not in ring:
         fits = pipelining_options(limits, dt, block, task.shape)
-        ring = ring_stage_options(limits, dt, block, task.shape)
         deeper = (f" ({', '.join(map(str, ring))}: the epilogue tile staged in the ring)" if ring else "")
         out.append(Violation(
             "memory_pipelining", stages,
@@ -684,10 +683,6 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
                          "multiple of 8 rows")
     if pingpong and _tile_name(block_size) not in PINGPONG_TILES:
         raise ValueError(f"tile {block_size}: ping-pong takes {', '.join(PINGPONG_TILES)}")
-    if _tile_name(block_size) in SPLIT_N_TILES:
-        out_split = {"SPLIT_N": 1}
-    else:
-        out_split = {}
     if _dtype(dtype) not in DTYPES:
         raise ValueError(f"dtype {dtype!r}: the Hopper path takes bf16, fp16, tf32 or fp32")
     slots = stage_count(stages)
@@ -696,7 +691,9 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
     out = {"BM": bm, "BN": bn, "BK": bk_of(dtype), "STAGES": slots, "NUM_CONSUMERS": consumers,
            "DT": DT_CODE[_dtype(dtype)], "FUSE": int(bool(fuse)),
            "TMAP_GLOBAL": int(bool(tmap_global)), "STREAMK": int(bool(streamk)),
-           "WS_TILES": WS_TILES, "PINGPONG": int(bool(pingpong)), "CLUSTER": cm, **out_split}
+           "WS_TILES": WS_TILES, "PINGPONG": int(bool(pingpong)), "CLUSTER": cm}
+    if _tile_name(block_size) in SPLIT_N_TILES:
+        out["SPLIT_N"] = 1
     if cn > 1:
         out["CLUSTER_N"] = cn
     if raster_m:
@@ -810,9 +807,10 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
         split_hi = SPLIT_HI_DEFAULT
     x3 = dtype == "fp32"
     tiles = -(-m // bm) * -(-n // bn)
+    blocks = tiles  # the schedule's units: tiles, or with a cluster blocks of cm x cn tiles
     if cluster > 1:
         # whole clusters; the kernel's tile unit is a block of cm x cn tiles
-        groups = _cdiv(m, bm * cm) * _cdiv(_cdiv(n, bn), cn)
+        blocks = groups = _cdiv(m, bm * cm) * _cdiv(_cdiv(n, bn), cn)
         if schedule is not None:
             groups = min(groups, max(1, int(schedule[0]) // cluster))
         grid = cluster * max(1, min(groups, limits.sm_count // cluster))
@@ -827,20 +825,16 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
             streamk = False
     else:
         grid, dp_tiles = max(1, int(schedule[0])), int(schedule[1])
-    cap = limits.shared_memory_per_block_bytes
     if epi_ring is None:  # the engine's choice: only where the stage count needs it
-        epi_ring = (not pingpong and ITEMSIZE[dtype] == 2 and stage_count(stages) >= 2
-                    and smem_bytes(block_size, stages, dtype, False) > cap
-                    >= smem_bytes(block_size, stages, dtype, False, epi_ring=True))
+        epi_ring = not pingpong and stages in ring_stage_options(limits, dtype, block_size, task.shape)
     epi_ring_reuse = False
     if epi_ring:
-        # data-parallel only; where a CTA gets more than one tile the ring's slots come back
-        # after each epilogue (EPI_RING_REUSE)
+        # data-parallel only; where a CTA gets more than one tile (block of tiles) the ring's
+        # slots come back after each epilogue (EPI_RING_REUSE)
         if cluster == 1 and dp_tiles < tiles:
             grid, dp_tiles = plan_schedule(m, n, k16, block_size, limits.sm_count, False)
         streamk = False
-        epi_ring_reuse = (tiles > grid if cluster == 1
-                          else _cdiv(m, bm * cm) * _cdiv(_cdiv(n, bn), cn) > grid // cluster)
+        epi_ring_reuse = blocks > grid // cluster
     if raster_group is None:
         raster_group = 0 if raster_m else use_raster_group(block_size, tiles, grid, dp_tiles, cluster,
                                                            bool(pingpong), dtype)

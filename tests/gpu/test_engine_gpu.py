@@ -28,6 +28,27 @@ def _backend_run(task: TaskSpec):
     return CudaBackend().run(ctx)
 
 
+def _wrong(dtype: str, shape: tuple[int, int, int], block_size: str | None = None,
+           stages: int | None = None, fusion: bool = True, **expect):
+    """One run of these knobs (None: the engine's default) at M, N, K: None where it is correct,
+    every element written and the launch info reports each ``expect`` key with its value (a
+    callable value: a predicate on it); else what was seen, for the failure list."""
+    m, n, k = shape
+    res = _backend_run(TaskSpec(shape={"m": m, "n": n, "k": k}, dtype=dtype, block_size=block_size,
+                                memory_pipelining=stages, fusion=fusion, warmup=1, iterations=2,
+                                peers=False))
+    info = res.launch["info"] if res.launch else {}
+    ok = (res.status is RunStatus.ok and res.correctness.correct
+          and res.correctness.unwritten_count == 0
+          and all(want(info.get(key)) if callable(want) else info.get(key) == want
+                  for key, want in expect.items()))
+    if ok:
+        return None
+    return (block_size, stages, shape, fusion, res.status.value,
+            {key: info.get(key) for key in ("tile", "stages", "schedule", *expect)},
+            (res.error or "")[:200])
+
+
 KERNELS = ["gemm_residual", "gemm_residual_mma"]
 """The auto path (wgmma on Hopper for bf16/fp16/tf32, and fp32 by 3xTF32) and the portable path
 (FFMA for fp32) forced on this GPU."""
@@ -127,14 +148,8 @@ def test_m_fastest_and_grouped_tile_orders_correct(dtype):
                            (77, 2000, 1000, "M-fastest"), (1024, 2560, 2560, "M-fastest"),
                            (2048, 2560, 2560, grouped), (1800, 2560, 2560, grouped),
                            (2047, 2560, 1000, grouped), (2000, 2400, 1000, grouped)):
-        res = _backend_run(TaskSpec(shape={"m": m, "n": n, "k": k}, dtype=dtype, warmup=1,
-                                    iterations=2, peers=False))
-        info = res.launch["info"] if res.launch else {}
-        ok = (res.status is RunStatus.ok and res.correctness.correct
-              and res.correctness.unwritten_count == 0 and info.get("tile_order") == order)
-        if not ok:
-            failures.append(((m, n, k), res.status.value, info.get("tile"), info.get("tile_order"),
-                             (res.error or "")[:200]))
+        if (wrong := _wrong(dtype, (m, n, k), tile_order=order)) is not None:
+            failures.append(wrong)
     assert failures == []
 
 
@@ -157,14 +172,8 @@ def test_tile_orders_at_every_stage_count(dtype):
         for st in sm90.pipelining_options(limits, dtype, bs, {"m": m, "n": n, "k": k}):
             if st == 0:
                 continue  # pipelining off runs the same tile order code; the knob sweep has it
-            res = _backend_run(TaskSpec(shape={"m": m, "n": n, "k": k}, dtype=dtype, block_size=bs,
-                                        memory_pipelining=st, warmup=1, iterations=2, peers=False))
-            info = res.launch["info"] if res.launch else {}
-            ok = (res.status is RunStatus.ok and res.correctness.correct
-                  and res.correctness.unwritten_count == 0 and info.get("tile_order") == order)
-            if not ok:
-                failures.append((bs, st, (m, n, k), res.status.value, info.get("tile_order"),
-                                 (res.error or "")[:200]))
+            if (wrong := _wrong(dtype, (m, n, k), bs, st, tile_order=order)) is not None:
+                failures.append(wrong)
     assert failures == []
 
 
@@ -175,18 +184,12 @@ def test_epilogue_tile_in_the_ring_correct(dtype):
     stages; 1000x2560x320: 5 on 6), one k-block (200x1032x64: slots never used), fusion off (the
     GEMM's result through the ring, then the add); correct, every element written, reported."""
     failures = []
-    for (m, n, k), fusion in (((1571, 2560, 2560), True), ((1200, 2560, 704), True),
-                              ((1000, 2560, 320), True), ((200, 1032, 64), True),
-                              ((300, 2560, 704), True), ((1571, 2560, 2560), False)):
-        res = _backend_run(TaskSpec(shape={"m": m, "n": n, "k": k}, dtype=dtype, fusion=fusion,
-                                    warmup=1, iterations=2, peers=False))
-        info = res.launch["info"] if res.launch else {}
-        ok = (res.status is RunStatus.ok and res.correctness.correct
-              and res.correctness.unwritten_count == 0
-              and info.get("epilogue_tile") == "in the ring's freed slots")
-        if not ok:
-            failures.append(((m, n, k), fusion, res.status.value, info.get("tile"),
-                             info.get("stages"), info.get("epilogue_tile"), (res.error or "")[:200]))
+    for shape, fusion in (((1571, 2560, 2560), True), ((1200, 2560, 704), True),
+                          ((1000, 2560, 320), True), ((200, 1032, 64), True),
+                          ((300, 2560, 704), True), ((1571, 2560, 2560), False)):
+        wrong = _wrong(dtype, shape, fusion=fusion, epilogue_tile="in the ring's freed slots")
+        if wrong is not None:
+            failures.append(wrong)
     assert failures == []
 
 
@@ -199,23 +202,17 @@ def test_shared_epilogue_buffer_correct(dtype):
     stream-K schedule (2194x2560x2560: 24 split tiles); correct, every element written, reported."""
     failures = []
     shared = "one buffer shared by both consumers"
-    for bs, st, (m, n, k), fusion in (("128x128", 6, (8192, 2560, 2560), True),
+    for bs, st, shape, fusion in (("128x128", 6, (8192, 2560, 2560), True),
                                       ("128x128", 6, (7976, 2560, 2560), False),
                                       ("128x128", 6, (4096, 1032, 2560), True),
                                       ("128x128", 6, (6000, 1000, 304), True),
                                       ("128x160", 5, (8192, 2560, 2560), True),
                                       ("128x160", 5, (4500, 2600, 520), True),
                                       ("128x160", 5, (2194, 2560, 2560), True)):
-        res = _backend_run(TaskSpec(shape={"m": m, "n": n, "k": k}, dtype=dtype, block_size=bs,
-                                    memory_pipelining=st, fusion=fusion, warmup=1, iterations=2,
-                                    peers=False))
-        info = res.launch["info"] if res.launch else {}
-        ok = (res.status is RunStatus.ok and res.correctness.correct
-              and res.correctness.unwritten_count == 0 and info.get("epilogue_tile") == shared
-              and str(info.get("consumers", "")).startswith("ping-pong"))
-        if not ok:
-            failures.append((bs, st, (m, n, k), fusion, res.status.value, info.get("epilogue_tile"),
-                             info.get("schedule"), (res.error or "")[:200]))
+        wrong = _wrong(dtype, shape, bs, st, fusion, epilogue_tile=shared,
+                       consumers=lambda c: str(c or "").startswith("ping-pong"))
+        if wrong is not None:
+            failures.append(wrong)
     assert failures == []
 
 
@@ -229,7 +226,7 @@ def test_reused_ring_and_wide_tiles_correct(dtype):
     fusion off too; correct, every element written, reported."""
     reused = "in the ring's freed slots, returned after each store"
     failures = []
-    for bs, st, (m, n, k), fusion, where in (
+    for bs, st, shape, fusion, where in (
             ("128x256", 4, (8192, 2560, 2560), True, reused),
             ("256x128", 4, (4096, 2560, 704), True, reused),
             ("128x128", 7, (4096, 1032, 2560), True, reused),
@@ -245,15 +242,8 @@ def test_reused_ring_and_wide_tiles_correct(dtype):
             ("128x320", 3, (4096, 2560, 704), True, reused),
             ("128x320", 2, (2194, 2560, 2560), True, "own buffer"),
             ("128x320", 0, (1000, 1000, 200), True, "own buffer")):
-        res = _backend_run(TaskSpec(shape={"m": m, "n": n, "k": k}, dtype=dtype, block_size=bs,
-                                    memory_pipelining=st, fusion=fusion, warmup=1, iterations=2,
-                                    peers=False))
-        info = res.launch["info"] if res.launch else {}
-        ok = (res.status is RunStatus.ok and res.correctness.correct
-              and res.correctness.unwritten_count == 0 and info.get("epilogue_tile") == where)
-        if not ok:
-            failures.append((bs, st, (m, n, k), fusion, res.status.value, info.get("epilogue_tile"),
-                             info.get("schedule"), (res.error or "")[:200]))
+        if (wrong := _wrong(dtype, shape, bs, st, fusion, epilogue_tile=where)) is not None:
+            failures.append(wrong)
     assert failures == []
 
 
