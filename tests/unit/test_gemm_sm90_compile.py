@@ -795,6 +795,9 @@ def test_wide_tiles_build_split_n_and_ring() -> None:
     for dt in ("tf32", "fp32"):
         with pytest.raises(ValueError, match="16-bit"):
             sm90.parse_block_size("128x320", dt)
+        (v,) = sm90.check(SimpleNamespace(shape=seed, dtype=dt, block_size="256x160",
+                                          memory_pipelining=2), H200)
+        assert v.field == "block_size" and "16-bit" in v.message and "128x256" in v.limit, v
     for bs, split, a_rows in (("128x320", True, 128), ("256x160", False, 256)):
         assert sm90.pipelining_options(H200, "bf16", bs, seed) == [0, 2, 3, 4]
         assert sm90.check(SimpleNamespace(shape=seed, dtype="bf16", block_size=bs,
