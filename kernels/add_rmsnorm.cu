@@ -68,6 +68,138 @@ residual_add(const uint4* __restrict__ x, const uint4* __restrict__ r, uint4* __
 #define AR_ENTRY add_rmsnorm
 #endif
 
+#ifndef AR_BULK
+#define AR_BULK 0
+#endif
+
+#if AR_BULK
+// ------------------------------------------------------------------------------------------
+// Hopper (sm_90) path, fused, rows in registers: the x and r rows land in a shared-memory ring of
+// AR_STAGES slots by 1D bulk copies (cp.async.bulk, the TMA engine) issued by thread 0 AR_STAGES
+// rows ahead, so a block keeps AR_STAGES rows of loads in flight without a register per byte
+// (the register path holds each row in flight in registers: 2 rows at most by default).
+// Each thread reads its own 16-byte vectors (tid + k * AR_THREADS) of the slot, so the sums and
+// both outputs are bit-identical to the register path's with the same thread count; both outputs
+// are stored from registers. A slot is refilled once every thread has read it (the reduction's
+// barrier); with one slot (MEMORY_PIPELINING off) only after the row's stores are issued, so the
+// block's own loads never overlap its work. Measured on the H200 (bench/NOTES-membound.md,
+// measurement 3): [32768, 4096] 3.88-3.90 TB/s against 3.65-3.67 on the register path.
+__device__ __forceinline__ unsigned ar_smem_u32(const void* p) {
+    unsigned long long v;
+    asm("cvta.to.shared.u64 %0, %1;" : "=l"(v) : "l"(p));
+    return (unsigned)v;
+}
+__device__ __forceinline__ void ar_wait(unsigned bar, unsigned parity) {
+    unsigned done;
+    do {
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                     "selp.u32 %0, 1, 0, p;\n}\n" : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+    } while (!done);
+}
+__device__ __forceinline__ uint4 ar_lds(unsigned addr) {
+    uint4 v;
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr) : "memory");
+    return v;
+}
+// Thread 0: rows `row` of x and r into the slot at `dst` (x, then r `rb` bytes further), both
+// completing bytes on the slot's barrier.
+__device__ __forceinline__ void ar_fill(unsigned dst, unsigned bar, const uint4* x, const uint4* r,
+                                        size_t base, unsigned rb) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(2u * rb)
+                 : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                 :: "r"(dst), "l"(x + base), "r"(rb), "r"(bar) : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                 :: "r"(dst + rb), "l"(r + base), "r"(rb), "r"(bar) : "memory");
+}
+
+extern "C" __global__ void __launch_bounds__(AR_THREADS, AR_MINB)
+add_rmsnorm(const uint4* __restrict__ a, const uint4* __restrict__ b, const uint4* __restrict__ w,
+            uint4* __restrict__ res, uint4* __restrict__ out, int M, int N) {
+    extern __shared__ __align__(128) unsigned char ar_ring[];
+    __shared__ float red[2][AR_WARPS];
+    __shared__ __align__(8) unsigned long long full[AR_STAGES];
+    const int tid = threadIdx.x;
+    const int V = N / AR_EPV;                  // vectors per row
+    const unsigned rb = (unsigned)V * 16u;     // bytes of one row
+    const unsigned slot = (2u * rb + 127u) & ~127u;
+    const float inv_n = 1.0f / (float)N;
+    const int G = gridDim.x;
+    const unsigned ring = ar_smem_u32(ar_ring);
+    const unsigned bar0 = ar_smem_u32(full);
+    if (tid == 0) {
+#pragma unroll
+        for (int s = 0; s < AR_STAGES; ++s)
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(bar0 + 8 * s) : "memory");
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        // the first AR_STAGES rows of this block
+        for (int i = 0; i < AR_STAGES; ++i) {
+            const int row = blockIdx.x + i * G;
+            if (row < M) ar_fill(ring + i * slot, bar0 + 8 * i, a, b, (size_t)row * V, rb);
+        }
+    }
+    uint4 wv[AR_VPT];
+#pragma unroll
+    for (int k = 0; k < AR_VPT; ++k) {
+        const int j = tid + k * AR_THREADS;
+        wv[k] = j < V ? ld_cached(w + j) : make_uint4(0u, 0u, 0u, 0u);
+    }
+    __syncthreads();  // the barriers are initialised before anyone waits on them
+    int parity = 0;
+    int s = 0;
+    unsigned phase = 0;
+    for (int row = blockIdx.x; row < M; row += G) {
+        const unsigned xs = ring + s * slot;
+        const size_t base = (size_t)row * (size_t)V;
+        ar_wait(bar0 + 8 * s, phase);
+        float v[AR_VPT][AR_EPV];
+        float sq = 0.f;
+#pragma unroll
+        for (int k = 0; k < AR_VPT; ++k) {
+            const int j = tid + k * AR_THREADS;
+            if (j < V) {
+                float t[AR_EPV];
+                unpack(ar_lds(xs + 16 * j), v[k]);
+                unpack(ar_lds(xs + rb + 16 * j), t);
+#pragma unroll
+                for (int e = 0; e < AR_EPV; ++e) v[k][e] += t[e];
+                st_out(res + base + j, pack(v[k]));
+#pragma unroll
+                for (int e = 0; e < AR_EPV; ++e) sq = fmaf(v[k][e], v[k][e], sq);
+            } else {
+#pragma unroll
+                for (int e = 0; e < AR_EPV; ++e) v[k][e] = 0.f;
+            }
+        }
+        const float rstd = rsqrtf(block_sum(sq, red, parity) * inv_n + AR_EPS);
+        parity ^= 1;
+#if AR_STAGES > 1
+        // every thread has read the slot (block_sum's barrier): refill it AR_STAGES rows ahead
+        if (tid == 0 && row + AR_STAGES * G < M)
+            ar_fill(xs, bar0 + 8 * s, a, b, (size_t)(row + AR_STAGES * G) * V, rb);
+#endif
+#pragma unroll
+        for (int k = 0; k < AR_VPT; ++k) {
+            const int j = tid + k * AR_THREADS;
+            if (j < V) {
+                float g[AR_EPV];
+                unpack(wv[k], g);
+#pragma unroll
+                for (int e = 0; e < AR_EPV; ++e) g[e] = v[k][e] * rstd * g[e];
+                st_out(out + base + j, pack(g));
+            }
+        }
+#if AR_STAGES == 1
+        if (tid == 0 && row + G < M) ar_fill(xs, bar0, a, b, (size_t)(row + G) * V, rb);
+#endif
+        if (++s == AR_STAGES) {
+            s = 0;
+            phase ^= 1u;
+        }
+    }
+}
+#else
 // ------------------------------------------------------------------------------------------
 // The row kernel. Fused: a = x, b = r, res = residual_out. Unfused (rmsnorm): a = residual_out,
 // b and res unused. A persistent grid (sm_count * AR_MINB blocks) strides over the rows.
@@ -226,3 +358,4 @@ AR_ENTRY(const uint4* __restrict__ a, const uint4* __restrict__ b, const uint4* 
     }
 #endif
 }
+#endif  // AR_BULK

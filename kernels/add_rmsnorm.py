@@ -21,6 +21,14 @@ Knobs:
 
 The grid is persistent: sm_count x blocks-per-SM (the launch bounds promise that many, so the
 register budget of each variant is fixed and checked for spills), striding over the rows.
+
+Two paths, chosen by the device (not a knob): on Hopper and later (compute capability >= 9.0) the
+fused kernel with rows in registers takes the TMA bulk ring (``uses_bulk``): thread 0 copies whole
+rows of x and r into a ring of MEMORY_PIPELINING shared-memory slots with ``cp.async.bulk`` (off =
+one slot, refilled after the row's stores), the threads read their vectors from the slot; same
+arithmetic in the same order, so bit-identical outputs. Measured on the H200 at [32768, 4096]:
+3.88-3.90 TB/s against 3.65-3.67 on the register path (bench/NOTES-membound.md, measurement 3).
+Elsewhere (older GPUs, fusion off, rows too long for registers or for the ring) the register path.
 """
 
 from __future__ import annotations
@@ -47,6 +55,55 @@ def vpt_for(n: int, dtype: str, threads: int) -> int:
     """Vectors per thread held in registers, or 0 for the long-row (re-read) path."""
     v = math.ceil(vectors_per_row(n, dtype) / threads)
     return v if v <= MAX_VPT else 0
+
+
+BULK_STAGES_DEFAULT = 3
+"""Rows in flight per block on the bulk path by default (H200: 3 and 4 slots level, 256 threads x 4
+blocks / 3 slots within 0.3 % of the best variant at [32768, 4096], 128 x 4 / 3 at [8192, 2560])."""
+BULK_MAX_BLOCKS = 4
+"""Most blocks per SM on the bulk path (the H200 measurement went up to 4; more are not measured)."""
+BULK_STATIC_SMEM = 512
+"""Upper bound of the bulk kernel's static shared memory: the reduction's partial sums (2 x 32
+floats) and one 8-byte barrier per slot (at most 4)."""
+RESERVED_SMEM = 1024
+"""Shared memory the driver reserves per block on sm_80 and later."""
+
+
+def slot_bytes(n: int, dtype: str) -> int:
+    """One slot of the bulk ring: a row of x and one of r, rounded up to 128 bytes."""
+    return (2 * n * ITEMSIZE[dtype] + 127) // 128 * 128
+
+
+def bulk_register_estimate(dtype: str, vpt: int) -> int:
+    """Registers per thread of the bulk kernel, fitted to ptxas' figures for sm_90a without launch
+    bounds (bf16 36-160, fp32 24-96 for 1-8 vectors per thread, any depth: the ring is in shared
+    memory, not registers); tests/unit/test_membound_compile.py checks no variant spills."""
+    return 20 + (10 if dtype == "fp32" else 19) * vpt
+
+
+def bulk_blocks_per_sm(dtype: str, n: int, threads: int, stages: int,
+                       limits: DeviceLimits | None) -> int:
+    """Blocks per SM of the bulk path (0: it does not apply): the ring of max(1, stages) slots fits
+    one block's shared memory, and as many blocks as registers, threads, shared memory and
+    ``BULK_MAX_BLOCKS`` allow."""
+    vpt = vpt_for(n, dtype, threads)
+    if limits is None or vpt == 0:
+        return 0
+    smem = max(1, stages) * slot_bytes(n, dtype) + BULK_STATIC_SMEM
+    if smem > limits.shared_memory_per_block_bytes:
+        return 0
+    regs = 8 * math.ceil(bulk_register_estimate(dtype, vpt) / 8)
+    return max(0, min(BULK_MAX_BLOCKS, threads_per_sm(limits) // threads,
+                      limits.registers_per_sm // (regs * threads),
+                      limits.shared_memory_per_sm_bytes // (smem + RESERVED_SMEM)))
+
+
+def uses_bulk(dtype: str, n: int, threads: int, stages: int, fused: bool,
+              limits: DeviceLimits | None) -> bool:
+    """The TMA bulk ring applies: compute capability >= 9.0, fused, the row in registers, and the
+    ring fits (``bulk_blocks_per_sm`` >= 1)."""
+    return (limits is not None and tuple(limits.compute_capability) >= (9, 0) and fused
+            and bulk_blocks_per_sm(dtype, n, threads, stages, limits) >= 1)
 
 
 def register_estimate(dtype: str, threads: int, vpt: int, stages: int, fused: bool) -> int:
@@ -106,14 +163,16 @@ class AddRmsNormSpec(KernelSpec):
     def _fits(self, dtype: str, shape: dict[str, int], threads: int, stages: int, fused: bool,
               limits: DeviceLimits) -> bool:
         vpt = vpt_for(shape["n"], dtype, threads)
-        return all(blocks_per_sm(dtype, threads, vpt, stages, f, limits) >= 1
+        return all(uses_bulk(dtype, shape["n"], threads, stages, f, limits)
+                   or blocks_per_sm(dtype, threads, vpt, stages, f, limits) >= 1
                    for f in {fused, True})
 
     def default_knobs(self, limits: DeviceLimits, dtype: str,
                       shape: dict[str, int] | None = None) -> tuple[str, int]:
         """Among the thread counts whose registers fit, the one that wastes the fewest vector slots
-        of a row (ties: 2 vectors per thread, then more threads), with 2 rows in flight; measured
-        on the H200 within 1 % of the best variant at [32768, 4096] and [8192, 2560] bf16."""
+        of a row (ties: 2 vectors per thread, then more threads), with 2 rows in flight on the
+        register path (measured on the H200 within 1 % of its best variant at [32768, 4096] and
+        [8192, 2560] bf16) and ``BULK_STAGES_DEFAULT`` where the bulk ring applies."""
         opts = [int(t) for t in self.block_size_options(limits, dtype)]
         if not opts:
             raise ValueError(f"{self.name}: dtype {dtype} not supported")
@@ -129,6 +188,8 @@ class AddRmsNormSpec(KernelSpec):
 
         fitting = [t for t in opts if self._fits(dtype, shape, t, 0, True, limits)] or opts
         best = min(fitting, key=score)
+        if uses_bulk(dtype, shape["n"], best, BULK_STAGES_DEFAULT, True, limits):
+            return str(best), BULK_STAGES_DEFAULT
         stages = 2 if self._fits(dtype, shape, best, 2, True, limits) else 0
         return str(best), stages
 
@@ -181,9 +242,12 @@ class AddRmsNormSpec(KernelSpec):
                 Buffer("weight", (n,), dt, "input"), Buffer("residual_out", (m, n), dt, "output"),
                 Buffer("out", (m, n), dt, "output")]
 
-    def render(self, dtype: str, threads: int, vpt: int, stages: int, minb: int, fusion: bool) -> str:
+    def render(self, dtype: str, threads: int, vpt: int, stages: int, minb: int, fusion: bool,
+               bulk: bool = False) -> str:
         defines = {"AR_DTYPE": DTYPE_CODE[dtype], "AR_THREADS": int(threads), "AR_VPT": int(vpt),
                    "AR_STAGES": max(1, int(stages)), "AR_MINB": int(minb), "AR_FUSE": int(bool(fusion))}
+        if bulk:
+            defines["AR_BULK"] = 1
         head = "".join(f"#define {k} {v}\n" for k, v in defines.items())
         return head + self.vec16(defines["AR_DTYPE"]) + self.read_source("add_rmsnorm.cu")
 
@@ -205,11 +269,16 @@ class AddRmsNormSpec(KernelSpec):
         threads, stages = self._resolve(task, limits)
         fusion = bool(task.fusion)
         vpt = vpt_for(n, dtype, threads)
-        minb = blocks_per_sm(dtype, threads, vpt, stages, fusion, limits)
+        bulk = uses_bulk(dtype, n, threads, stages, fusion, limits)
+        if bulk:
+            minb = bulk_blocks_per_sm(dtype, n, threads, stages, limits)
+            smem = max(1, stages) * slot_bytes(n, dtype)
+        else:
+            minb, smem = blocks_per_sm(dtype, threads, vpt, stages, fusion, limits), 0
         grid = (max(1, min(m, limits.sm_count * minb)), 1, 1)
         block = (threads, 1, 1)
         if fusion:
-            launches = [Launch("add_rmsnorm", grid, block, 0,
+            launches = [Launch("add_rmsnorm", grid, block, smem,
                                ("x", "r", "weight", "residual_out", "out", m, n))]
         else:
             nvec = m * vectors_per_row(n, dtype)
@@ -217,11 +286,15 @@ class AddRmsNormSpec(KernelSpec):
             launches = [Launch("residual_add", add_grid, block, 0, ("x", "r", "residual_out", m, n)),
                         Launch("rmsnorm", grid, block, 0,
                                ("residual_out", "residual_out", "weight", "residual_out", "out", m, n))]
-        path = ("registers" if vpt else "re-read") + (f", {stages} rows in flight" if stages else ", no overlap")
+        path = ("TMA bulk ring" if bulk else "registers" if vpt else "re-read") + (
+            f", {stages} rows in flight" if stages else ", no overlap")
         info = {"threads": threads, "vectors_per_thread": vpt, "rows_in_flight": max(1, stages),
                 "blocks_per_sm": minb, "grid": grid, "fusion": fusion, "path": path,
-                "register_estimate": register_estimate(dtype, threads, vpt, stages, fusion)}
-        return Build(source=self.render(dtype, threads, vpt, stages, minb, fusion),
+                "register_estimate": (bulk_register_estimate(dtype, vpt) if bulk
+                                      else register_estimate(dtype, threads, vpt, stages, fusion))}
+        if bulk:
+            info["shared_memory_bytes"] = smem
+        return Build(source=self.render(dtype, threads, vpt, stages, minb, fusion, bulk),
                      functions=tuple(ln.function for ln in launches), launches=tuple(launches),
                      options=("-std=c++17",), info=info)
 
@@ -247,7 +320,10 @@ class AddRmsNormSpec(KernelSpec):
         for 128-512 threads whatever the depth; 1024 threads, one block per SM: off 0.55, 2 rows in
         flight 0.65). A thread count that leaves vector slots empty costs a little, so does the
         persistent grid's row quantisation; the long-row re-read path is modelled at 0.8x (not
-        measured); fusion off measured 0.83x (5/4 of the bytes, two launches)."""
+        measured); fusion off measured 0.83x (5/4 of the bytes, two launches). Hopper's bulk ring
+        (measurement 3, [32768, 4096]): 0.80 with 4 or more rows in flight per SM (3.79-3.91 TB/s,
+        every dtype, 128-512 threads, 1-4 slots), 0.76 with 2-3 (512 threads x 2 blocks, one slot
+        each: 3.64 TB/s); one row per SM is modelled as the register path's (0.55, not measured)."""
         dtype = _dtype(task)
         try:
             s = self.normalize_shape(dict(task.shape))
@@ -255,11 +331,16 @@ class AddRmsNormSpec(KernelSpec):
         except (ValueError, TypeError):
             return 0.05
         vpt = vpt_for(s["n"], dtype, threads)
-        minb = max(1, blocks_per_sm(dtype, threads, vpt, stages, bool(task.fusion), limits))
-        if minb == 1:
-            f_pipe = 0.65 if stages else 0.55
+        if uses_bulk(dtype, s["n"], threads, stages, bool(task.fusion), limits):
+            minb = bulk_blocks_per_sm(dtype, s["n"], threads, stages, limits)
+            rows_sm = minb * max(1, stages)
+            f_pipe = 0.80 if rows_sm >= 4 else 0.76 if rows_sm >= 2 else 0.55
         else:
-            f_pipe = 0.75 if stages else 0.74
+            minb = max(1, blocks_per_sm(dtype, threads, vpt, stages, bool(task.fusion), limits))
+            if minb == 1:
+                f_pipe = 0.65 if stages else 0.55
+            else:
+                f_pipe = 0.75 if stages else 0.74
         if vpt == 0:
             f_pipe *= 0.8
             util = 1.0

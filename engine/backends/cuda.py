@@ -364,7 +364,10 @@ class CudaBackend:
                 raise RunFailure("compile_error", f"{name}: loaded binary is sm_{got}, device is sm_{want} "
                                  "(refusing a silent fallback)", "arch_fallback")
         for ln in build.launches:
-            if ln.shared_mem_bytes > 48 * 1024:
+            # the 48 KB a launch gets without asking counts static and dynamic shared memory
+            # together: ask for any dynamic amount (add_rmsnorm's ring of 3 x 16 KB plus its
+            # static barriers failed with "invalid argument" before)
+            if ln.shared_mem_bytes > 0:
                 driver.funcSetAttribute(funcs[ln.function].ptr,
                                         driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                         ln.shared_mem_bytes)

@@ -85,15 +85,20 @@ def test_every_variant_compiles_without_spills(arch: str) -> None:
 
 
 def test_pipelining_changes_the_generated_code() -> None:
-    """MEMORY_PIPELINING is not a label: off and 2/3/4 rows in flight give different SASS sizes
-    and register counts (more rows in flight hold more registers)."""
-    limits = LIMITS["sm_90a"]
-    regs = {}
+    """MEMORY_PIPELINING is not a label. On the register path (sm_80) off and 2/3/4 rows in flight
+    give different register counts (more rows in flight hold more registers); on Hopper's bulk ring
+    the rows are in shared memory: one 16 KB slot per row in flight, a different cubin for each."""
+    regs, cubins, smem = {}, {}, {}
     for st in (0, 2, 4):
         task = SimpleNamespace(shape={"m": 777, "n": 4096}, dtype="bf16", block_size="256",
                                memory_pipelining=st, fusion=True)
-        b = RMS.build(task, limits)
-        rep = compile_cubin(b.source, "sm_90a", b.options)
+        b = RMS.build(task, LIMITS["sm_80"])
+        rep = compile_cubin(b.source, "sm_80", b.options)
         assert rep.ok, rep.log
         regs[st] = rep.functions["add_rmsnorm"].registers
+        bulk = RMS.build(task, LIMITS["sm_90a"])
+        rep = compile_cubin(bulk.source, "sm_90a", bulk.options)
+        assert rep.ok and not rep.spills, rep.log
+        cubins[st], smem[st] = rep.cubin, bulk.launches[0].shared_mem_bytes
     assert regs[0] < regs[2] < regs[4], regs
+    assert len(set(cubins.values())) == 3 and smem == {0: 16384, 2: 2 * 16384, 4: 4 * 16384}
