@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call's worth of work on the GPU machine: install the carried wheels, then run the
-# steps named as arguments (facts, gpu-tests, bench-cli with CLI_ARGS, check, bench with BENCH_ARGS, calibrate, sm90 with
-# SM90_ARGS, ncu with NCU_CASES, ncu-source with NCU_CASES, membound-hints with HINTS_ARGS, energy with ENERGY_ARGS, energy-cli,
+# steps named as arguments (facts, gpu-tests with PYTEST_K and PYTEST_ARGS, bench-cli with CLI_ARGS, check, bench with BENCH_ARGS, calibrate, sm90 with
+# SM90_ARGS, ncu with NCU_CASES, ncu-source with NCU_CASES, membound-hints with HINTS_ARGS, membound-bulk with BULK_ARGS, energy with ENERGY_ARGS, energy-cli,
 # ncu-metrics with NCU_CASES, tui). Logs go to $OUT.
 set -uo pipefail
 OUT=${OUT:-./out}; mkdir -p "$OUT"
@@ -16,7 +16,7 @@ for step in "$@"; do
       nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv
       python3 -c "import cupy, ml_dtypes; p=cupy.cuda.runtime.getDeviceProperties(0); print('L2', p['l2CacheSize'], 'smemOptin', p['sharedMemPerBlockOptin'], 'cupy', cupy.__version__)" ;;
     gpu-tests)
-      timeout ${GPU_TESTS_TIMEOUT:-300} python3 -m pytest -m gpu tests/gpu -q -p no:cacheprovider ${PYTEST_K:+-k "$PYTEST_K"} 2>&1 | tee "$OUT/gpu-tests.log" | tail -40 ;;
+      timeout ${GPU_TESTS_TIMEOUT:-300} python3 -m pytest -m gpu tests/gpu -q -p no:cacheprovider ${PYTEST_ARGS:-} ${PYTEST_K:+-k "$PYTEST_K"} 2>&1 | tee "$OUT/gpu-tests.log" | tail -40 ;;
     bench-cli)
       for dt in bf16 fp16 fp32 tf32; do
         tui bench --backend cuda --dtype "$dt" ${CLI_ARGS:-} --json > "$OUT/bench-$dt.json" 2> "$OUT/bench-$dt.err"; echo "$dt rc=$?"
@@ -59,6 +59,8 @@ for step in "$@"; do
       grep -E "^  [a-zA-Z_0-9]+.*\(|Duration|Stall|Warp Cycles Per Issued|Issued Warp|No Eligible|Active Warps|L2 Cache Throughput|Mem Busy" "$OUT/src-details.txt" | head -80 ;;
     membound-hints)
       OUT="$OUT" timeout ${HINTS_TIMEOUT:-240} python3 bench/membound_hints.py ${HINTS_ARGS:-} 2>&1 | tail -40 ;;
+    membound-bulk)
+      OUT="$OUT" timeout ${BULK_TIMEOUT:-240} python3 bench/membound_bulk.py ${BULK_ARGS:-} 2>&1 | tail -60 ;;
     energy)
       timeout ${ENERGY_TIMEOUT:-200} python3 bench/energy_probe.py ${ENERGY_ARGS:-} 2>&1 | tail -30 ;;
     energy-cli)

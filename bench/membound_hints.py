@@ -83,11 +83,14 @@ class Launcher:
         self.calls = []
         for ln in build.launches:
             args = tuple(bufs[a] if isinstance(a, str) else np.int32(a) for a in ln.args)
-            self.calls.append((mod.get_function(ln.function), ln.grid, ln.block, args))
+            fn = mod.get_function(ln.function)
+            if ln.shared_mem_bytes:  # add_rmsnorm's bulk ring (48 KB without asking counts static too)
+                fn.max_dynamic_shared_size_bytes = ln.shared_mem_bytes
+            self.calls.append((fn, ln.grid, ln.block, args, ln.shared_mem_bytes))
 
     def __call__(self) -> None:
-        for fn, grid, block, args in self.calls:
-            fn(grid, block, args)
+        for fn, grid, block, args, smem in self.calls:
+            fn(grid, block, args, shared_mem=smem)
 
 
 def variant_list(text: str) -> list[tuple[int, int] | None]:

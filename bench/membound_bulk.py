@@ -1,0 +1,146 @@
+"""add_rmsnorm's rows through the TMA engine: bulk-copy loads into a shared-memory ring (GPU machine).
+
+    python3 bench/membound_bulk.py [--rounds 15] [--dtypes bf16,fp16,fp32]
+
+Hopper's path of add_rmsnorm (``AR_BULK`` in kernels/add_rmsnorm.cu, the engine's default on
+compute capability >= 9.0): thread 0 copies whole rows of x and r into a ring of S shared-memory
+slots with ``cp.async.bulk`` (S rows in flight per block, no register per byte in flight), the
+threads read their vectors from the slot. For [32768, 4096] and [8192, 2560] it builds the engine's
+default, the register path as the engine builds it for an older GPU (the default before), and bulk
+variants (threads, blocks per SM, slots; 1 slot = MEMORY_PIPELINING off). Each variant is checked
+first (outputs bit-identical to the register path's build with the same thread count: the same
+per-thread order of every sum), then all of them and a device-to-device copy of the same bytes are
+timed in alternation (``membound_hints.shuffled``: a fresh random order each round). Prints median
+ms, effective GB/s (the spec's bytes_moved) and the median per-round ratio to the engine's build;
+table and JSON to $OUT when set.
+
+Session 15, call 1 measured a first version with a mode 2 (both outputs written back over the slot
+and stored by bulk copies): level with or slower than storing from registers, so it was removed
+(bench/NOTES-membound.md, measurement 3).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from dataclasses import replace
+from pathlib import Path
+from types import SimpleNamespace
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import cupy as cp  # noqa: E402
+import numpy as np  # noqa: E402
+from membound_hints import Launcher, device_copy, make_buffers, shuffled  # noqa: E402
+from sm90_gemm import limits_of_device  # noqa: E402
+
+from kernels.add_rmsnorm import BULK_STATIC_SMEM, RESERVED_SMEM, SPEC, slot_bytes, vpt_for  # noqa: E402
+
+SHAPES = ({"m": 32768, "n": 4096}, {"m": 8192, "n": 2560})
+VARIANTS = [  # (threads, blocks per SM, slots)
+    (256, 4, 3), (256, 2, 4), (256, 3, 4), (256, 4, 1), (512, 2, 3), (512, 2, 1),
+    (128, 4, 3), (128, 6, 2), (128, 4, 1),
+]
+
+
+class BulkLauncher:
+    """One bulk variant bound to one set of buffers (fused: x, r, weight -> residual_out, out)."""
+
+    def __init__(self, dtype: str, shape: dict, variant: tuple, bufs: dict, sms: int):
+        threads, minb, slots = variant
+        vpt = vpt_for(shape["n"], dtype, threads)
+        src = SPEC.render(dtype, threads, vpt, slots if slots > 1 else 0, minb, True, bulk=True)
+        self.smem = slots * slot_bytes(shape["n"], dtype)
+        self.fn = cp.RawModule(code=src, options=("-std=c++17",)).get_function("add_rmsnorm")
+        self.fn.max_dynamic_shared_size_bytes = self.smem
+        self.grid = (max(1, min(shape["m"], sms * minb)), 1, 1)
+        self.block = (threads, 1, 1)
+        self.args = (bufs["x"], bufs["r"], bufs["weight"], bufs["residual_out"], bufs["out"],
+                     np.int32(shape["m"]), np.int32(shape["n"]))
+
+    def __call__(self) -> None:
+        self.fn(self.grid, self.block, self.args, shared_mem=self.smem)
+
+
+def fits(variant: tuple, shape: dict, dtype: str, limits) -> bool:
+    threads, minb, slots = variant
+    smem = slots * slot_bytes(shape["n"], dtype) + BULK_STATIC_SMEM
+    return (vpt_for(shape["n"], dtype, threads) > 0 and smem <= limits.shared_memory_per_block_bytes
+            and minb * (smem + RESERVED_SMEM) <= limits.shared_memory_per_sm_bytes
+            and minb * threads <= 2048)
+
+
+def outputs_of(run, bufs) -> list:
+    for o in ("residual_out", "out"):
+        bufs[o].fill(0)
+    run()
+    cp.cuda.runtime.deviceSynchronize()
+    return [bufs[o].view(cp.uint8).copy() for o in ("residual_out", "out")]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--dtypes", default="bf16,fp16,fp32")
+    args = ap.parse_args()
+    limits = limits_of_device()
+    lines, report, wrong = [], [], 0
+    for dtype in args.dtypes.split(","):
+        for shape in SHAPES:
+            task = SimpleNamespace(shape=shape, dtype=dtype, block_size=None, memory_pipelining=None,
+                                   fusion=True)
+            build = SPEC.build(task, limits)
+            bufs = make_buffers(SPEC, task, seed=5)
+            older = replace(limits, compute_capability=(8, 0))  # the register path, as before
+            reg = SPEC.build(task, older)
+            runs = {f"engine ({build.info['threads']} thr x{build.info['blocks_per_sm']}, "
+                    f"{build.info['rows_in_flight']} rows)": Launcher(build, bufs, None),
+                    f"registers ({reg.info['threads']} thr x{reg.info['blocks_per_sm']}, "
+                    f"{reg.info['rows_in_flight']} rows)": Launcher(reg, bufs, None)}
+            refs: dict[int, list] = {}
+            for v in VARIANTS:
+                if not fits(v, shape, dtype, limits):
+                    continue
+                threads = v[0]
+                if threads not in refs:  # the register path with this thread count
+                    t2 = SimpleNamespace(**{**vars(task), "block_size": str(threads), "memory_pipelining": 2})
+                    refs[threads] = outputs_of(Launcher(SPEC.build(t2, older), bufs, None), bufs)
+                name = f"bulk {v[0]} thr x{v[1]}/SM, {v[2]} slot{'s' if v[2] > 1 else ''}"
+                print(f"checking {dtype} {shape} {name}", flush=True)  # a hang shows where
+                run = BulkLauncher(dtype, shape, v, bufs, limits.sm_count)
+                got = outputs_of(run, bufs)
+                if not all(bool((g == r).all()) for g, r in zip(got, refs[threads], strict=True)):
+                    wrong += 1
+                    lines.append(f"WRONG {dtype} {shape} {name}: outputs differ from the register path")
+                    print(lines[-1], flush=True)
+                    continue
+                runs[name] = run
+            nbytes = SPEC.bytes_moved(shape, dtype)
+            src = cp.empty(nbytes // 2, dtype=cp.uint8)
+            runs["copy (same bytes)"] = device_copy(src, cp.empty_like(src))
+            per = shuffled(runs, args.rounds, iters=args.iters)
+            first = next(iter(per))
+            lines.append(f"add_rmsnorm {shape['m']}x{shape['n']} {dtype}: {args.rounds} shuffled rounds x "
+                         f"{args.iters} launches")
+            for nm, ts in per.items():
+                srt = sorted(ts)
+                med = srt[len(srt) // 2]
+                ratios = sorted(a / b for a, b in zip(ts, per[first], strict=True))
+                lines.append(f"   {nm:34s} {med:8.4f} ms {nbytes / med / 1e6:7.0f} GB/s  ratio "
+                             f"{ratios[len(ratios) // 2]:.3f}  best {srt[0]:.4f}")
+                report.append({"dtype": dtype, "shape": shape, "name": nm, "rounds": ts, "bytes": nbytes})
+            print("\n".join(lines[-len(per) - 1:]), flush=True)
+    out = os.environ.get("OUT")
+    if out:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        Path(out, "membound_bulk.txt").write_text("\n".join(lines) + "\n")
+        Path(out, "membound_bulk.json").write_text(json.dumps(report, indent=1))
+    return 1 if wrong else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
