@@ -73,12 +73,64 @@ def fits(variant: tuple, shape: dict, dtype: str, limits) -> bool:
             and minb * threads <= 2048)
 
 
-def outputs_of(run, bufs) -> list:
-    for o in ("residual_out", "out"):
+def outputs_of(run, bufs, names=("residual_out", "out")) -> list[bytes]:
+    """The outputs' bytes after one launch into zeroed buffers."""
+    for o in names:
         bufs[o].fill(0)
     run()
     cp.cuda.runtime.deviceSynchronize()
-    return [bufs[o].view(cp.uint8).copy() for o in ("residual_out", "out")]
+    return [bufs[o].view(cp.uint8).get().tobytes() for o in names]
+
+
+def timed(label: str, runs: dict, nbytes: int, args, lines: list, report: list, key: dict) -> None:
+    """Time ``runs`` and a device copy of the same bytes in shuffled rounds; append the table."""
+    src = cp.empty(nbytes // 2, dtype=cp.uint8)
+    runs["copy (same bytes)"] = device_copy(src, cp.empty_like(src))
+    per = shuffled(runs, args.rounds, iters=args.iters)
+    first = next(iter(per))
+    lines.append(f"{label}: {args.rounds} shuffled rounds x {args.iters} launches")
+    for nm, ts in per.items():
+        srt = sorted(ts)
+        med = srt[len(srt) // 2]
+        ratios = sorted(a / b for a, b in zip(ts, per[first], strict=True))
+        lines.append(f"   {nm:34s} {med:8.4f} ms {nbytes / med / 1e6:7.0f} GB/s  ratio "
+                     f"{ratios[len(ratios) // 2]:.3f}  best {srt[0]:.4f}")
+        report.append({**key, "name": nm, "rounds": ts, "bytes": nbytes})
+    print("\n".join(lines[-len(per) - 1:]), flush=True)
+
+
+def rmsnorm_section(dtype: str, shape: dict, limits, args, lines: list, report: list) -> int:
+    """add_rmsnorm: the engine's build, the register path, the bulk variants; returns wrong ones."""
+    wrong = 0
+    task = SimpleNamespace(shape=shape, dtype=dtype, block_size=None, memory_pipelining=None, fusion=True)
+    build = SPEC.build(task, limits)
+    bufs = make_buffers(SPEC, task, seed=5)
+    older = replace(limits, compute_capability=(8, 0))  # the register path, as before
+    reg = SPEC.build(task, older)
+    runs = {f"engine ({build.info['threads']} thr x{build.info['blocks_per_sm']}, "
+            f"{build.info['rows_in_flight']} rows)": Launcher(build, bufs, None),
+            f"registers ({reg.info['threads']} thr x{reg.info['blocks_per_sm']}, "
+            f"{reg.info['rows_in_flight']} rows)": Launcher(reg, bufs, None)}
+    refs: dict[int, list] = {}
+    for v in VARIANTS:
+        if not fits(v, shape, dtype, limits):
+            continue
+        threads = v[0]
+        if threads not in refs:  # the register path with this thread count
+            t2 = SimpleNamespace(**{**vars(task), "block_size": str(threads), "memory_pipelining": 2})
+            refs[threads] = outputs_of(Launcher(SPEC.build(t2, older), bufs, None), bufs)
+        name = f"bulk {v[0]} thr x{v[1]}/SM, {v[2]} slot{'s' if v[2] > 1 else ''}"
+        print(f"checking {dtype} {shape} {name}", flush=True)  # a hang shows where
+        run = BulkLauncher(dtype, shape, v, bufs, limits.sm_count)
+        if outputs_of(run, bufs) != refs[threads]:
+            wrong += 1
+            lines.append(f"WRONG {dtype} {shape} {name}: outputs differ from the register path")
+            print(lines[-1], flush=True)
+            continue
+        runs[name] = run
+    timed(f"add_rmsnorm {shape['m']}x{shape['n']} {dtype}", runs, SPEC.bytes_moved(shape, dtype), args,
+          lines, report, {"kernel": "add_rmsnorm", "dtype": dtype, "shape": shape})
+    return wrong
 
 
 def main() -> int:
@@ -88,52 +140,12 @@ def main() -> int:
     ap.add_argument("--dtypes", default="bf16,fp16,fp32")
     args = ap.parse_args()
     limits = limits_of_device()
-    lines, report, wrong = [], [], 0
+    lines: list[str] = []
+    report: list[dict] = []
+    wrong = 0
     for dtype in args.dtypes.split(","):
         for shape in SHAPES:
-            task = SimpleNamespace(shape=shape, dtype=dtype, block_size=None, memory_pipelining=None,
-                                   fusion=True)
-            build = SPEC.build(task, limits)
-            bufs = make_buffers(SPEC, task, seed=5)
-            older = replace(limits, compute_capability=(8, 0))  # the register path, as before
-            reg = SPEC.build(task, older)
-            runs = {f"engine ({build.info['threads']} thr x{build.info['blocks_per_sm']}, "
-                    f"{build.info['rows_in_flight']} rows)": Launcher(build, bufs, None),
-                    f"registers ({reg.info['threads']} thr x{reg.info['blocks_per_sm']}, "
-                    f"{reg.info['rows_in_flight']} rows)": Launcher(reg, bufs, None)}
-            refs: dict[int, list] = {}
-            for v in VARIANTS:
-                if not fits(v, shape, dtype, limits):
-                    continue
-                threads = v[0]
-                if threads not in refs:  # the register path with this thread count
-                    t2 = SimpleNamespace(**{**vars(task), "block_size": str(threads), "memory_pipelining": 2})
-                    refs[threads] = outputs_of(Launcher(SPEC.build(t2, older), bufs, None), bufs)
-                name = f"bulk {v[0]} thr x{v[1]}/SM, {v[2]} slot{'s' if v[2] > 1 else ''}"
-                print(f"checking {dtype} {shape} {name}", flush=True)  # a hang shows where
-                run = BulkLauncher(dtype, shape, v, bufs, limits.sm_count)
-                got = outputs_of(run, bufs)
-                if not all(bool((g == r).all()) for g, r in zip(got, refs[threads], strict=True)):
-                    wrong += 1
-                    lines.append(f"WRONG {dtype} {shape} {name}: outputs differ from the register path")
-                    print(lines[-1], flush=True)
-                    continue
-                runs[name] = run
-            nbytes = SPEC.bytes_moved(shape, dtype)
-            src = cp.empty(nbytes // 2, dtype=cp.uint8)
-            runs["copy (same bytes)"] = device_copy(src, cp.empty_like(src))
-            per = shuffled(runs, args.rounds, iters=args.iters)
-            first = next(iter(per))
-            lines.append(f"add_rmsnorm {shape['m']}x{shape['n']} {dtype}: {args.rounds} shuffled rounds x "
-                         f"{args.iters} launches")
-            for nm, ts in per.items():
-                srt = sorted(ts)
-                med = srt[len(srt) // 2]
-                ratios = sorted(a / b for a, b in zip(ts, per[first], strict=True))
-                lines.append(f"   {nm:34s} {med:8.4f} ms {nbytes / med / 1e6:7.0f} GB/s  ratio "
-                             f"{ratios[len(ratios) // 2]:.3f}  best {srt[0]:.4f}")
-                report.append({"dtype": dtype, "shape": shape, "name": nm, "rounds": ts, "bytes": nbytes})
-            print("\n".join(lines[-len(per) - 1:]), flush=True)
+            wrong += rmsnorm_section(dtype, shape, limits, args, lines, report)
     out = os.environ.get("OUT")
     if out:
         Path(out).mkdir(parents=True, exist_ok=True)

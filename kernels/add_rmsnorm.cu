@@ -175,7 +175,11 @@ add_rmsnorm(const uint4* __restrict__ a, const uint4* __restrict__ b, const uint
         const float rstd = rsqrtf(block_sum(sq, red, parity) * inv_n + AR_EPS);
         parity ^= 1;
 #if AR_STAGES > 1
-        // every thread has read the slot (block_sum's barrier): refill it AR_STAGES rows ahead
+        // every thread has read the slot (block_sum's barrier): refill it AR_STAGES rows ahead.
+        // Safe because each thread's values from the slot are used (in sq) before the barrier, so
+        // its shared loads have completed: bar.sync does not order a load still in flight against
+        // the copy engine's write (the async proxy). A bulk bias_gelu whose loads were used only
+        // after the barrier read refilled data (bench/NOTES-membound.md, measurement 3).
         if (tid == 0 && row + AR_STAGES * G < M)
             ar_fill(xs, bar0 + 8 * s, a, b, (size_t)(row + AR_STAGES * G) * V, rb);
 #endif
