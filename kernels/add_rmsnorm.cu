@@ -177,9 +177,9 @@ add_rmsnorm(const uint4* __restrict__ a, const uint4* __restrict__ b, const uint
 #if AR_STAGES > 1
         // every thread has read the slot (block_sum's barrier): refill it AR_STAGES rows ahead.
         // Safe because each thread's values from the slot are used (in sq) before the barrier, so
-        // its shared loads have completed: bar.sync does not order a load still in flight against
-        // the copy engine's write (the async proxy). A bulk bias_gelu whose loads were used only
-        // after the barrier read refilled data (bench/NOTES-membound.md, measurement 3).
+        // its shared loads have completed: without a proxy fence, bar.sync need not order a load
+        // still in flight against the copy engine's write (the async proxy). A bulk bias_gelu whose
+        // loads were used only after the barrier wrote wrong values (NOTES-membound, measurement 3).
         if (tid == 0 && row + AR_STAGES * G < M)
             ar_fill(xs, bar0 + 8 * s, a, b, (size_t)(row + AR_STAGES * G) * V, rb);
 #endif
