@@ -249,6 +249,17 @@ def resolve_task(
     for key, val in (overrides or {}).items():
         if val is not None:
             data[key] = val
+    if "shape" not in data and data.get("kernel") not in (None, TaskSpec.model_fields["kernel"].default):
+        # a kernel named without a shape runs at its own default shape, not the GEMM's seed shape
+        # (`tui bench --kernel add_rmsnorm` failed on the seed's k)
+        from kernels import get_spec
+
+        try:
+            default = get_spec(str(data["kernel"])).default_shape
+        except KeyError:
+            default = None  # unknown kernel: prepare() says so, with the list
+        if default:
+            data["shape"] = dict(default)
     try:
         return TaskSpec.model_validate(data)
     except ValidationError as exc:

@@ -311,7 +311,17 @@ async def test_memory_bound_kernel_and_tf32_through_the_form(make):
     app = make(start_mode="tune")
     async with app.run_test(size=(100, 40)) as pilot:
         app.screen.query_one("#f-kernel", Select).value = "add_rmsnorm"
+        await pilot.pause()
+        # the GEMM's m, n, k do not fit add_rmsnorm: the form takes its default shape, valid at once
+        assert app.screen.query_one("#f-shape", Input).value == "m=32768,n=4096"
+        assert app.task_spec.kernel == "add_rmsnorm" and app.task_spec.shape == {"m": 32768, "n": 4096}
+        assert "valid" in text_of(app, "#tune-status")
         app.screen.query_one("#f-shape", Input).value = "m=4096,n=4096"
+        await pilot.pause()
+        app.screen.query_one("#f-kernel", Select).value = "bias_gelu"   # m, n fit: the shape is kept
+        await pilot.pause()
+        assert app.task_spec.kernel == "bias_gelu" and app.task_spec.shape == {"m": 4096, "n": 4096}
+        app.screen.query_one("#f-kernel", Select).value = "add_rmsnorm"
         await pilot.pause()
         assert app.task_spec.kernel == "add_rmsnorm" and app.task_spec.shape == {"m": 4096, "n": 4096}
         await pilot.press("4", "r")

@@ -95,3 +95,16 @@ def test_format_pipelining_is_the_inverse_of_parse():
     for stages in (0, 2, 5, 11):
         assert parse_pipelining(format_pipelining(stages)) == stages
     assert format_pipelining(0) == "off" and format_pipelining(3) == "3"
+
+
+def test_a_kernel_named_without_a_shape_takes_its_own_default_shape(tmp_path):
+    """`tui bench --kernel add_rmsnorm` ran at the GEMM's seed shape and failed on its k."""
+    assert resolve_task(None, {}, {"kernel": "add_rmsnorm"}).shape == {"m": 32768, "n": 4096}
+    assert resolve_task(None, {}, {"kernel": "bias_gelu", "shape": "m=64,n=128"}).shape == {"m": 64, "n": 128}
+    assert resolve_task(None, {}, {}).shape == {"m": 8192, "n": 2560, "k": 2560}
+    f = tmp_path / "t.toml"
+    f.write_text('[task]\nkernel = "add_rmsnorm"\nshape = {m = 7, n = 8}\n')
+    assert resolve_task(f, {}, {}).shape == {"m": 7, "n": 8}           # the file's shape wins
+    f.write_text('[task]\nkernel = "bias_gelu"\n')
+    assert resolve_task(f, {}, {}).shape == {"m": 8192, "n": 10240}
+    assert resolve_task(None, {}, {"kernel": "nosuch"}).kernel == "nosuch"   # prepare() names it

@@ -15,7 +15,7 @@ from textual.widgets import Input, Label, Select, Static
 
 from engine.errors import CockpitError
 from engine.sol import sol_figures
-from engine.task import DType, TaskSpec, format_pipelining, resolve_task, save_task
+from engine.task import DType, TaskSpec, format_pipelining, parse_shape_text, resolve_task, save_task
 from kernels import get_spec, kernel_names
 from kernels.spec import DeviceLimits
 from tui.screens.base import CockpitScreen
@@ -196,7 +196,26 @@ class TuneScreen(CockpitScreen):
             self.validate()
 
     def on_select_changed(self, event: Select.Changed) -> None:
+        if event.select.id == "f-kernel":
+            self._shape_for_kernel(str(event.value))
         self.validate()
+
+    def _shape_for_kernel(self, kernel: str) -> None:
+        """A kernel picked whose dimensions the shape field does not have (the GEMM's m, n, k for
+        add_rmsnorm's m, n) gets that kernel's default shape; a shape that fits is kept."""
+        shape_in = self.query_one("#f-shape", Input)
+        try:
+            spec = get_spec(kernel)
+        except KeyError:
+            return
+        try:
+            spec.normalize_shape(parse_shape_text(shape_in.value))
+        except (ValueError, TypeError):
+            if spec.default_shape:
+                with self.prevent(Input.Changed):
+                    shape_in.value = shape_text(spec.default_shape)
+                self.notify(f"{kernel} takes {', '.join(spec.dims)}: shape set to its default "
+                            f"{shape_text(spec.default_shape)}", title="Shape")
 
     def _path(self) -> Path:
         return Path(self.query_one("#f-path", Input).value.strip() or "task.toml").expanduser()
