@@ -154,11 +154,20 @@ class AddRmsNormSpec(KernelSpec):
 
     def pipelining_options(self, limits: DeviceLimits, dtype: str, block_size: str,
                            shape: dict[str, int] | None = None) -> list[int]:
-        """All of off, 2, 3, 4 (deepest first, off last); whether a depth fits the registers
-        depends on the row length too, which check() tests."""
+        """Off, 2, 3, 4 (deepest first, off last); with a shape, the depths that fit it fused (the
+        register path's registers or Hopper's ring in shared memory depend on the row length, as
+        check() tests), so the Tune screen and the runner's fix list only what runs."""
         if dtype not in DTYPE_CODE or str(block_size) not in self.block_size_options(limits, dtype):
             return []
-        return [4, 3, 2, 0]
+        opts = [4, 3, 2, 0]
+        if shape:
+            try:
+                s = self.normalize_shape(dict(shape))
+            except ValueError:
+                return opts
+            if s["n"] > 0 and s["n"] % 8 == 0:
+                opts = [st for st in opts if self._fits(dtype, s, int(block_size), st, True, limits)]
+        return opts
 
     def _fits(self, dtype: str, shape: dict[str, int], threads: int, stages: int, fused: bool,
               limits: DeviceLimits) -> bool:

@@ -122,6 +122,26 @@ def test_violations_name_the_field(spec):
         spec.build(task(spec, shape={"m": 4, "n": 12}), H200)
 
 
+def test_rmsnorm_pipelining_options_follow_the_shape():
+    """With a shape, only the depths that fit are offered: 1024 threads on a 65536-element row
+    hold 8 vectors a thread (too many registers for any depth, and a 256 KB slot: no ring)."""
+    long_row = {"m": 64, "n": 65536}
+    assert RMS.pipelining_options(H200, "bf16", "1024", long_row) == []
+    assert RMS.pipelining_options(H200, "bf16", "256", long_row) == [4, 3, 2, 0]   # the re-read path
+    assert RMS.pipelining_options(H200, "bf16", "1024", {"m": 64, "n": 4096}) == [4, 3, 2, 0]
+    assert RMS.pipelining_options(L40S, "bf16", "1024", {"m": 64, "n": 4096}) == [2, 0]
+    assert RMS.pipelining_options(H200, "bf16", "1024") == [4, 3, 2, 0]               # no shape: all
+    for st in RMS.pipelining_options(L40S, "bf16", "1024", {"m": 64, "n": 4096}):
+        assert RMS.check(task(RMS, block_size="1024", memory_pipelining=st), L40S) == []
+    # the runner's fix says so instead of listing depths that do not fit
+    from engine.errors import InputError
+
+    with pytest.raises(InputError) as err:
+        prepare(TaskSpec(kernel="add_rmsnorm", shape=long_row, block_size="1024", memory_pipelining=2,
+                         backend="sim"), profile_name="h200")
+    assert "no MEMORY_PIPELINING fits BLOCK_SIZE=1024 at this shape" in err.value.fix, err.value.fix
+
+
 def test_rmsnorm_register_violation():
     # 4 rows in flight at 1024 threads: too many registers on the register path (an older GPU, or
     # fusion off); Hopper's fused bulk ring holds the rows in shared memory and takes it
