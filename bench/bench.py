@@ -121,11 +121,21 @@ def torch_peers(kernel: str, shape: dict, dtype: str, iters: int, rest_s: float 
     return out
 
 
+BASELINES = {  # kernel -> (torch baseline, CuPy fallback) of the SOL-ExecBench score
+    "gemm_residual": ("torch_matmul_add", "cupy_matmul_add"),
+    "gemm_residual_mma": ("torch_matmul_add", "cupy_matmul_add"),
+    "add_rmsnorm": ("torch_add_rms_norm", "cupy_add_rmsnorm"),
+    "bias_gelu": ("torch_bias_gelu", "cupy_bias_gelu"),
+}
+
+
 def row(label: str, res, torch_ms: dict[str, float]) -> dict:
     sol = res.sol or {}
     peers = {p.name: (p.timing.median_ms if p.timing else None) for p in res.peers}
     peers.update(torch_ms)
-    base = torch_ms.get("torch_matmul_add") or peers.get("cupy_matmul_add")
+    kernel = res.task.get("kernel", "gemm_residual")
+    torch_base, cupy_base = BASELINES.get(kernel, BASELINES["gemm_residual"])
+    base = torch_ms.get(torch_base) or peers.get(cupy_base)
     t = res.timing.median_ms if res.timing else None
     return {
         "case": label, "status": res.status.value, "ms": t, "tflops": sol.get("tflops"), "gbps": sol.get("gbps"),
@@ -160,11 +170,12 @@ def print_table(title: str, rows: list[dict]) -> None:
 
 def print_membound_table(title: str, rows: list[dict]) -> None:
     print(f"\n## {title}")
-    print(f"{'case':<34} {'knobs':<16} {'ours ms':>8} {'GB/s':>6} {'SOL%':>5} {'ok':>3} {'peers (ms)'}")
+    print(f"{'case':<34} {'knobs':<16} {'ours ms':>8} {'GB/s':>6} {'SOL%':>5} {'score':>5} {'ok':>3} {'peers (ms)'}")
     for r in rows:
         peers = "  ".join(f"{k} {fmt(v)}" for k, v in r["peers"].items())
         print(f"{r['case']:<34} {r['knobs']:<16} {fmt(r['ms']):>8} {fmt(r['gbps'], '.0f'):>6} "
-              f"{fmt(r['sol_pct'], '.1f'):>5} {'yes' if r['correct'] else ('NO' if r['correct'] is False else '-'):>3} "
+              f"{fmt(r['sol_pct'], '.1f'):>5} {fmt(r['score_vs_torch'], '.2f'):>5} "
+              f"{'yes' if r['correct'] else ('NO' if r['correct'] is False else '-'):>3} "
               f"{peers}" + (f"  {r['status']}: {r['error']}" if r["status"] != "ok" else ""))
 
 

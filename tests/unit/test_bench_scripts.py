@@ -232,3 +232,33 @@ def test_big_tile_rows_build_as_the_engine_would(sm90_script):
         b = mod.build_variant(h200, *mod.SEED, v)
         assert b.info["epilogue_tile"] == "in the ring's freed slots, returned after each store", nm
         assert b.info["cluster"].startswith("2x1") == nm.endswith("cl2"), nm
+
+
+def test_bench_rows_score_each_kernel_against_its_own_baseline():
+    """The SOL-ExecBench score of a memory-bound row is against torch's add + rms_norm (or
+    bias + gelu), falling back to the CuPy peer; a GEMM row's against torch matmul + add."""
+    import importlib.util
+    from types import SimpleNamespace
+
+    from engine.sol import solexec_score
+
+    spec_ = importlib.util.spec_from_file_location("bench_main", ROOT / "bench" / "bench.py")
+    bench = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(bench)
+
+    def res(kernel, peers):
+        return SimpleNamespace(
+            task={"kernel": kernel, "block_size": "256", "memory_pipelining": 3, "fusion": True},
+            sol={"t_sol_ms": 0.2237, "gbps": 3851.0, "sol_pct": 80.2, "tflops": None}, status=SimpleNamespace(value="ok"),
+            peers=[SimpleNamespace(name=n, timing=SimpleNamespace(median_ms=t)) for n, t in peers.items()],
+            timing=SimpleNamespace(median_ms=0.2788), correctness=SimpleNamespace(correct=True, max_rel_err=0.0),
+            launch={"info": {"path": "TMA bulk ring"}}, error=None)
+
+    r = bench.row("rms", res("add_rmsnorm", {"cupy_add_rmsnorm": 5.47}), {"torch_add_rms_norm": 0.3403})
+    assert r["score_vs_torch"] == pytest.approx(solexec_score(0.2788, 0.3403, 0.2237)) and 0.67 < r["score_vs_torch"] < 0.69
+    r = bench.row("rms", res("add_rmsnorm", {"cupy_add_rmsnorm": 5.47}), {})          # no torch: CuPy
+    assert r["score_vs_torch"] == pytest.approx(solexec_score(0.2788, 5.47, 0.2237))
+    r = bench.row("gelu", res("bias_gelu", {}), {"torch_bias_gelu": 0.2952, "torch_add_rms_norm": 9.0})
+    assert r["score_vs_torch"] == pytest.approx(solexec_score(0.2788, 0.2952, 0.2237))
+    r = bench.row("gemm", res("gemm_residual", {"cupy_matmul_add": 0.25}), {"torch_matmul_add": 0.17})
+    assert r["score_vs_torch"] == pytest.approx(solexec_score(0.2788, 0.17, 0.2237))
