@@ -139,6 +139,11 @@ def main() -> int:
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--dtypes", default="bf16,fp16,fp32")
     args = ap.parse_args()
+    if args.rounds < 1 or args.iters < 1:
+        ap.error("--rounds and --iters must be >= 1")
+    bad = sorted(set(args.dtypes.split(",")) - {"bf16", "fp16", "fp32"})
+    if bad:
+        ap.error(f"--dtypes: unknown {', '.join(bad)}; use bf16, fp16, fp32")
     limits = limits_of_device()
     lines: list[str] = []
     report: list[dict] = []

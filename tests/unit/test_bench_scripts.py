@@ -48,6 +48,12 @@ def test_membound_hints_bad_arguments_exit_2_naming_the_flag(argv, needle):
     assert needle in refused("membound_hints.py", *argv)
 
 
+@pytest.mark.parametrize("argv,needle", [(["--rounds", "0"], "--rounds"), (["--iters", "0"], "--iters"),
+                                         (["--dtypes", "bf16,fp8"], "--dtypes")])
+def test_membound_bulk_bad_arguments_exit_2_naming_the_flag(argv, needle):
+    assert needle in refused("membound_bulk.py", *argv)
+
+
 @pytest.mark.parametrize("argv,needle", [(["--cold-duel", "--idle", "-1"], "--idle"),
                                          (["--cold-duel", "--idle", "soon"], "--idle"),
                                          (["--duel", "--rounds", "0"], "--rounds"),
