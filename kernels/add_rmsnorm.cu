@@ -74,10 +74,10 @@ residual_add(const uint4* __restrict__ x, const uint4* __restrict__ r, uint4* __
 
 #if AR_BULK
 // ------------------------------------------------------------------------------------------
-// Hopper (sm_90) path, fused, rows in registers: the x and r rows land in a shared-memory ring of
-// AR_STAGES slots by 1D bulk copies (cp.async.bulk, the TMA engine) issued by thread 0 AR_STAGES
-// rows ahead, so a block keeps AR_STAGES rows of loads in flight without a register per byte
-// (the register path holds each row in flight in registers: 2 rows at most by default).
+// Hopper (sm_90) path, fused, the row held in registers (AR_VPT > 0): the x and r rows land in a
+// shared-memory ring of AR_STAGES slots by 1D bulk copies (cp.async.bulk, the TMA engine) issued by
+// thread 0 AR_STAGES rows ahead, so a block keeps AR_STAGES rows of loads in flight without a
+// register per byte (the register path holds each row in flight in registers: 2 by default).
 // Each thread reads its own 16-byte vectors (tid + k * AR_THREADS) of the slot, so the sums and
 // both outputs are bit-identical to the register path's with the same thread count; both outputs
 // are stored from registers. A slot is refilled once every thread has read it (the reduction's

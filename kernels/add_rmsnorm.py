@@ -140,7 +140,8 @@ class AddRmsNormSpec(KernelSpec):
     name = "add_rmsnorm"
     title = "residual add + RMSNorm"
     description = ("residual_out = x + r; out = rmsnorm(x + r) * weight (eps 1e-6, fp32 statistics); "
-                   "one pass, 16-byte vectors, rows in registers")
+                   "one pass, 16-byte vectors; rows in flight in registers, on Hopper in a shared-memory ring "
+                   "filled by TMA bulk copies")
     dims = ("m", "n")
     default_shape = {"m": 32768, "n": 4096}
     outputs = ("out", "residual_out")
