@@ -105,7 +105,6 @@ def prepare(task: TaskSpec, profile_name: str | None = None, profiles: ProfileSe
                     f"{', '.join(format_pipelining(s) for s in stages)}")
         elif str(task.block_size) in spec.block_size_options(limits, dtype):
             fix += f"; no MEMORY_PIPELINING fits BLOCK_SIZE={task.block_size} at this shape: pick another BLOCK_SIZE"
-
         raise InputError("; ".join(str(v) for v in violations), fix=fix)
     return PreparedRun(task=task, profile=profile, backend=choice.name, notices=notices,
                        device_name=choice.device_name, detected_profile=detected)
