@@ -68,6 +68,28 @@ residual_add(const uint4* __restrict__ x, const uint4* __restrict__ r, uint4* __
 #define AR_ENTRY add_rmsnorm
 #endif
 
+// One thread's 16-byte vector of a row, written once for the register path and Hopper's ring
+// (macros, so that both compile to the code that was measured): AR_ADD_STORE s = x + r in fp32
+// and residual_out stored rounded; AR_ADD_SQ s's squares added to sq; AR_ZERO an empty vector
+// slot; AR_SCALE_STORE the normalised, weighted output stored.
+#define AR_ADD_STORE(s, xv, rv, dst)                                        \
+    {                                                                       \
+        unpack(xv, s);                                                      \
+        float t_[AR_EPV];                                                   \
+        unpack(rv, t_);                                                     \
+        _Pragma("unroll") for (int e = 0; e < AR_EPV; ++e) s[e] += t_[e];   \
+        st_out(dst, pack(s));                                               \
+    }
+#define AR_ADD_SQ(s) _Pragma("unroll") for (int e = 0; e < AR_EPV; ++e) sq = fmaf(s[e], s[e], sq)
+#define AR_ZERO(s) _Pragma("unroll") for (int e = 0; e < AR_EPV; ++e) s[e] = 0.f
+#define AR_SCALE_STORE(s, wvec, dst)                                        \
+    {                                                                       \
+        float g_[AR_EPV];                                                   \
+        unpack(wvec, g_);                                                   \
+        _Pragma("unroll") for (int e = 0; e < AR_EPV; ++e) g_[e] = s[e] * rstd * g_[e]; \
+        st_out(dst, pack(g_));                                              \
+    }
+
 #ifndef AR_BULK
 #define AR_BULK 0
 #endif
@@ -159,17 +181,10 @@ add_rmsnorm(const uint4* __restrict__ a, const uint4* __restrict__ b, const uint
         for (int k = 0; k < AR_VPT; ++k) {
             const int j = tid + k * AR_THREADS;
             if (j < V) {
-                float t[AR_EPV];
-                unpack(ar_lds(xs + 16 * j), v[k]);
-                unpack(ar_lds(xs + rb + 16 * j), t);
-#pragma unroll
-                for (int e = 0; e < AR_EPV; ++e) v[k][e] += t[e];
-                st_out(res + base + j, pack(v[k]));
-#pragma unroll
-                for (int e = 0; e < AR_EPV; ++e) sq = fmaf(v[k][e], v[k][e], sq);
+                AR_ADD_STORE(v[k], ar_lds(xs + 16 * j), ar_lds(xs + rb + 16 * j), res + base + j);
+                AR_ADD_SQ(v[k]);
             } else {
-#pragma unroll
-                for (int e = 0; e < AR_EPV; ++e) v[k][e] = 0.f;
+                AR_ZERO(v[k]);
             }
         }
         const float rstd = rsqrtf(block_sum(sq, red, parity) * inv_n + AR_EPS);
@@ -186,13 +201,7 @@ add_rmsnorm(const uint4* __restrict__ a, const uint4* __restrict__ b, const uint
 #pragma unroll
         for (int k = 0; k < AR_VPT; ++k) {
             const int j = tid + k * AR_THREADS;
-            if (j < V) {
-                float g[AR_EPV];
-                unpack(wv[k], g);
-#pragma unroll
-                for (int e = 0; e < AR_EPV; ++e) g[e] = v[k][e] * rstd * g[e];
-                st_out(out + base + j, pack(g));
-            }
+            if (j < V) AR_SCALE_STORE(v[k], wv[k], out + base + j);
         }
 #if AR_STAGES == 1
         if (tid == 0 && row + G < M) ar_fill(xs, bar0, a, b, (size_t)(row + G) * V, rb);
@@ -265,19 +274,14 @@ AR_ENTRY(const uint4* __restrict__ a, const uint4* __restrict__ b, const uint4* 
             for (int k = 0; k < AR_VPT; ++k) {
                 const int j = tid + k * AR_THREADS;
                 if (j < V) {
-                    unpack(ba[st][k], s[k]);
 #if AR_TWO
-                    float t[AR_EPV];
-                    unpack(bb[st][k], t);
-#pragma unroll
-                    for (int e = 0; e < AR_EPV; ++e) s[k][e] += t[e];
-                    st_out(res + base + j, pack(s[k]));
+                    AR_ADD_STORE(s[k], ba[st][k], bb[st][k], res + base + j);
+#else
+                    unpack(ba[st][k], s[k]);
 #endif
-#pragma unroll
-                    for (int e = 0; e < AR_EPV; ++e) sq = fmaf(s[k][e], s[k][e], sq);
+                    AR_ADD_SQ(s[k]);
                 } else {
-#pragma unroll
-                    for (int e = 0; e < AR_EPV; ++e) s[k][e] = 0.f;
+                    AR_ZERO(s[k]);
                 }
             }
             const float rstd = rsqrtf(block_sum(sq, red, parity) * inv_n + AR_EPS);
@@ -285,13 +289,7 @@ AR_ENTRY(const uint4* __restrict__ a, const uint4* __restrict__ b, const uint4* 
 #pragma unroll
             for (int k = 0; k < AR_VPT; ++k) {
                 const int j = tid + k * AR_THREADS;
-                if (j < V) {
-                    float g[AR_EPV];
-                    unpack(wv[k], g);
-#pragma unroll
-                    for (int e = 0; e < AR_EPV; ++e) g[e] = s[k][e] * rstd * g[e];
-                    st_out(out + base + j, pack(g));
-                }
+                if (j < V) AR_SCALE_STORE(s[k], wv[k], out + base + j);
             }
         }
     }
