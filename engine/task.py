@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from engine.energy import MAX_SECONDS as ENERGY_MAX_S
 from engine.energy import MIN_SECONDS as ENERGY_MIN_S
@@ -173,6 +173,23 @@ class TaskSpec(BaseModel):
             return out
         raise ValueError("expected a table of dimensions, e.g. {m = 8192, n = 2560, k = 2560}")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _kernel_default_shape(cls, data: Any) -> Any:
+        """A kernel named without a shape takes its own default shape (the field's default is the
+        GEMM seed's m, n, k: `tui bench --kernel add_rmsnorm` failed on its k); an unknown kernel
+        is left to prepare(), which names the known ones."""
+        if isinstance(data, Mapping) and "shape" not in data and data.get("kernel") not in (None, "gemm_residual"):
+            from kernels import get_spec
+
+            try:
+                default = get_spec(str(data["kernel"])).default_shape
+            except KeyError:
+                return data
+            if default:
+                return {**data, "shape": dict(default)}
+        return data
+
     def label(self) -> str:
         dims = "x".join(f"{v}" for v in self.shape.values())
         return f"{self.kernel} {dims} {self.dtype.value}"
@@ -249,17 +266,6 @@ def resolve_task(
     for key, val in (overrides or {}).items():
         if val is not None:
             data[key] = val
-    if "shape" not in data and data.get("kernel") not in (None, TaskSpec.model_fields["kernel"].default):
-        # a kernel named without a shape runs at its own default shape, not the GEMM's seed shape
-        # (`tui bench --kernel add_rmsnorm` failed on the seed's k)
-        from kernels import get_spec
-
-        try:
-            default = get_spec(str(data["kernel"])).default_shape
-        except KeyError:
-            default = None  # unknown kernel: prepare() says so, with the list
-        if default:
-            data["shape"] = dict(default)
     try:
         return TaskSpec.model_validate(data)
     except ValidationError as exc:

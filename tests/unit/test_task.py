@@ -108,3 +108,4 @@ def test_a_kernel_named_without_a_shape_takes_its_own_default_shape(tmp_path):
     f.write_text('[task]\nkernel = "bias_gelu"\n')
     assert resolve_task(f, {}, {}).shape == {"m": 8192, "n": 10240}
     assert resolve_task(None, {}, {"kernel": "nosuch"}).kernel == "nosuch"   # prepare() names it
+    assert TaskSpec(kernel="add_rmsnorm").shape == {"m": 32768, "n": 4096}   # the model itself
