@@ -33,11 +33,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cupy as cp  # noqa: E402
-import numpy as np  # noqa: E402
 from membound_hints import Launcher, device_copy, make_buffers, shuffled  # noqa: E402
 from sm90_gemm import limits_of_device  # noqa: E402
 
-from kernels.add_rmsnorm import BULK_STATIC_SMEM, RESERVED_SMEM, SPEC, slot_bytes, vpt_for  # noqa: E402
+from kernels.add_rmsnorm import BULK_STATIC_SMEM, RESERVED_SMEM, SPEC, ring_bytes, vpt_for  # noqa: E402
+from kernels.rowwise import threads_per_sm  # noqa: E402
+from kernels.spec import Build, Launch  # noqa: E402
 
 SHAPES = ({"m": 32768, "n": 4096}, {"m": 8192, "n": 2560})
 VARIANTS = [  # (threads, blocks per SM, slots)
@@ -46,31 +47,25 @@ VARIANTS = [  # (threads, blocks per SM, slots)
 ]
 
 
-class BulkLauncher:
-    """One bulk variant bound to one set of buffers (fused: x, r, weight -> residual_out, out)."""
-
-    def __init__(self, dtype: str, shape: dict, variant: tuple, bufs: dict, sms: int):
-        threads, minb, slots = variant
-        vpt = vpt_for(shape["n"], dtype, threads)
-        src = SPEC.render(dtype, threads, vpt, slots if slots > 1 else 0, minb, True, bulk=True)
-        self.smem = slots * slot_bytes(shape["n"], dtype)
-        self.fn = cp.RawModule(code=src, options=("-std=c++17",)).get_function("add_rmsnorm")
-        self.fn.max_dynamic_shared_size_bytes = self.smem
-        self.grid = (max(1, min(shape["m"], sms * minb)), 1, 1)
-        self.block = (threads, 1, 1)
-        self.args = (bufs["x"], bufs["r"], bufs["weight"], bufs["residual_out"], bufs["out"],
-                     np.int32(shape["m"]), np.int32(shape["n"]))
-
-    def __call__(self) -> None:
-        self.fn(self.grid, self.block, self.args, shared_mem=self.smem)
+def bulk_build(dtype: str, shape: dict, variant: tuple, sms: int) -> Build:
+    """One bulk variant (threads, blocks per SM, slots) as a Build for ``membound_hints.Launcher``:
+    the engine's kernel source with these launch bounds and this grid, one slot = off."""
+    threads, minb, slots = variant
+    stages = slots if slots > 1 else 0
+    vpt = vpt_for(shape["n"], dtype, threads)
+    launch = Launch("add_rmsnorm", (max(1, min(shape["m"], sms * minb)), 1, 1), (threads, 1, 1),
+                    ring_bytes(shape["n"], dtype, stages),
+                    ("x", "r", "weight", "residual_out", "out", shape["m"], shape["n"]))
+    return Build(source=SPEC.render(dtype, threads, vpt, stages, minb, True, bulk=True),
+                 functions=("add_rmsnorm",), launches=(launch,), options=("-std=c++17",))
 
 
 def fits(variant: tuple, shape: dict, dtype: str, limits) -> bool:
     threads, minb, slots = variant
-    smem = slots * slot_bytes(shape["n"], dtype) + BULK_STATIC_SMEM
+    smem = ring_bytes(shape["n"], dtype, slots) + BULK_STATIC_SMEM
     return (vpt_for(shape["n"], dtype, threads) > 0 and smem <= limits.shared_memory_per_block_bytes
             and minb * (smem + RESERVED_SMEM) <= limits.shared_memory_per_sm_bytes
-            and minb * threads <= 2048)
+            and minb * threads <= threads_per_sm(limits))
 
 
 def outputs_of(run, bufs, names=("residual_out", "out")) -> list[bytes]:
@@ -121,7 +116,7 @@ def rmsnorm_section(dtype: str, shape: dict, limits, args, lines: list, report: 
             refs[threads] = outputs_of(Launcher(SPEC.build(t2, older), bufs, None), bufs)
         name = f"bulk {v[0]} thr x{v[1]}/SM, {v[2]} slot{'s' if v[2] > 1 else ''}"
         print(f"checking {dtype} {shape} {name}", flush=True)  # a hang shows where
-        run = BulkLauncher(dtype, shape, v, bufs, limits.sm_count)
+        run = Launcher(bulk_build(dtype, shape, v, limits.sm_count), bufs, None)
         if outputs_of(run, bufs) != refs[threads]:
             wrong += 1
             lines.append(f"WRONG {dtype} {shape} {name}: outputs differ from the register path")

@@ -74,6 +74,11 @@ def slot_bytes(n: int, dtype: str) -> int:
     return (2 * n * ITEMSIZE[dtype] + 127) // 128 * 128
 
 
+def ring_bytes(n: int, dtype: str, stages: int) -> int:
+    """The bulk ring's dynamic shared memory: max(1, stages) slots (MEMORY_PIPELINING off: one)."""
+    return max(1, stages) * slot_bytes(n, dtype)
+
+
 def bulk_register_estimate(dtype: str, vpt: int) -> int:
     """Registers per thread of the bulk kernel, fitted to ptxas' figures for sm_90a without launch
     bounds (bf16 36-160, fp32 24-96 for 1-8 vectors per thread, any depth: the ring is in shared
@@ -89,7 +94,7 @@ def bulk_blocks_per_sm(dtype: str, n: int, threads: int, stages: int,
     vpt = vpt_for(n, dtype, threads)
     if limits is None or vpt == 0:
         return 0
-    smem = max(1, stages) * slot_bytes(n, dtype) + BULK_STATIC_SMEM
+    smem = ring_bytes(n, dtype, stages) + BULK_STATIC_SMEM
     if smem > limits.shared_memory_per_block_bytes:
         return 0
     regs = 8 * math.ceil(bulk_register_estimate(dtype, vpt) / 8)
@@ -282,7 +287,7 @@ class AddRmsNormSpec(KernelSpec):
         bulk = uses_bulk(dtype, n, threads, stages, fusion, limits)
         if bulk:
             minb = bulk_blocks_per_sm(dtype, n, threads, stages, limits)
-            smem = max(1, stages) * slot_bytes(n, dtype)
+            smem = ring_bytes(n, dtype, stages)
         else:
             minb, smem = blocks_per_sm(dtype, threads, vpt, stages, fusion, limits), 0
         grid = (max(1, min(m, limits.sm_count * minb)), 1, 1)

@@ -268,3 +268,31 @@ def test_bench_rows_score_each_kernel_against_its_own_baseline():
     assert r["score_vs_torch"] == pytest.approx(solexec_score(0.2788, 0.2952, 0.2237))
     r = bench.row("gemm", res("gemm_residual", {"cupy_matmul_add": 0.25}), {"torch_matmul_add": 0.17})
     assert r["score_vs_torch"] == pytest.approx(solexec_score(0.2788, 0.17, 0.2237))
+
+
+def test_membound_bulk_variant_builds_what_the_engine_builds():
+    """bench/membound_bulk.py's variant (256 threads x 4 blocks, 3 slots) at [32768, 4096] bf16 is
+    the engine's own Hopper build: the same source, grid, block and ring."""
+    import importlib.util
+    from types import SimpleNamespace
+
+    pytest.importorskip("cupy")
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        spec_ = importlib.util.spec_from_file_location("membound_bulk", ROOT / "bench" / "membound_bulk.py")
+        mb = importlib.util.module_from_spec(spec_)
+        spec_.loader.exec_module(mb)
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    from kernels.add_rmsnorm import SPEC
+    from kernels.spec import DeviceLimits
+
+    h200 = DeviceLimits((9, 0), 132, 232448, 233472, profile="h200")
+    shape = {"m": 32768, "n": 4096}
+    engine = SPEC.build(SimpleNamespace(shape=shape, dtype="bf16", block_size=None, memory_pipelining=None,
+                                        fusion=True), h200)
+    ours = mb.bulk_build("bf16", shape, (256, 4, 3), 132)
+    assert ours.source == engine.source and ours.launches == engine.launches
+    off = mb.bulk_build("bf16", shape, (256, 4, 1), 132)
+    assert off.launches[0].shared_mem_bytes == 16384 and "#define AR_STAGES 1" in off.source
+    assert mb.fits((256, 4, 3), shape, "bf16", h200) and not mb.fits((256, 5, 3), shape, "bf16", h200)
