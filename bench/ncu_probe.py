@@ -60,6 +60,15 @@ CASES = {  # name: (m, n, k, dtype[, build overrides]); "cublas" = cuBLAS gemmEx
     "m2048-bf16-cublas-b1": (2048, 2560, 2560, "bf16", "cublas-b1"),
     "m7976-bf16": (7976, 2560, 2560, "bf16"),
     "m7976-bf16-cublas-b1": (7976, 2560, 2560, "bf16", "cublas-b1"),
+    # around 7976: one M tile fewer (7936: the last cluster pair full), one more full tile and a
+    # wholly empty partner (8064): which of the partial tile and the empty one costs (session 16)
+    "m7936-bf16": (7936, 2560, 2560, "bf16"),
+    "m8064-bf16": (8064, 2560, 2560, "bf16"),
+    "m7937-bf16": (7937, 2560, 2560, "bf16"),
+    "m8000-bf16": (8000, 2560, 2560, "bf16"),
+    "m8063-bf16": (8063, 2560, 2560, "bf16"),
+    "m7976-bf16-shift": (7976, 2560, 2560, "bf16", {"tail_shift": True}),
+    "m8000-bf16-shift": (8000, 2560, 2560, "bf16", {"tail_shift": True}),
     # the two ping-pong consumers on one shared epilogue buffer, at the default's depth and one
     # deeper: slower than the default in the cold duel (NOTES-sm90 v27), where from?
     "seed-bf16-pp5": (8192, 2560, 2560, "bf16", {"block": "128x128", "stages": 5, "pingpong": True,

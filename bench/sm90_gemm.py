@@ -325,6 +325,7 @@ class Variant(NamedTuple):
     epi_shared: bool | None = None
     r_issue_kb: int | None = None
     grid: int | None = None  # CTAs launched (whole clusters), the tiles spread over them
+    tail_shift: bool | None = None  # partial last tiles moved back to end at M, N (session 16)
 
 
 def engine_default(tile: str, stages: int, dtype: str) -> Variant:
@@ -346,7 +347,8 @@ def build_variant(limits: DeviceLimits, m: int, n: int, k: int, v: tuple,
                       schedule=schedule, pingpong=v.pingpong, cluster=v.cluster,
                       split_hi=v.split_hi, promote=v.promote, tmap_global=v.tmap_global,
                       raster_m=v.raster_m, w_first=v.w_first, raster_group=v.raster_group,
-                      epi_ring=v.epi_ring, epi_shared=v.epi_shared, r_issue_kb=v.r_issue_kb)
+                      epi_ring=v.epi_ring, epi_shared=v.epi_shared, r_issue_kb=v.r_issue_kb,
+                      tail_shift=v.tail_shift)
 
 
 def variant(v: tuple) -> Variant:
@@ -908,6 +910,10 @@ def pp160_mode(args, limits, report, failures, verify, forced_checks, get, out_d
 COLD_DUEL = {  # name: variant (tile, stages, dtype, fuse, streamk, pingpong, cluster)
     "pp 128x128 s5 no cluster": ("128x128", 5, "{dt}", True, True, True, 1),
     "pp 128x128 s5 cl2 (default)": ("128x128", 5, "{dt}", True, False, True, 2),
+    # the tile that reaches past M moved back to end at M (TAIL_SHIFT; session 16: M = 7976 took
+    # 2.5 % more cycles than 8192 under Nsight Compute, 8064 with a wholly empty tile did not)
+    "pp 128x128 s5 cl2, tail shifted": Variant("128x128", 5, "{dt}", True, False, True, 2,
+                                               tail_shift=True),
     "pp 128x160 s4": ("128x160", 4, "{dt}", True, True, True, 1),
     "pp 128x160 s4 cl2": ("128x160", 4, "{dt}", True, False, True, 2),
     "coop 128x256 s3": ("128x256", 3, "{dt}", True, True, False, 1),
@@ -1034,7 +1040,8 @@ def cold_sweep_mode(args, limits, report, failures, verify, get, out_dir, build)
     128x128 s5 in 2x1 clusters, cuBLAS beta=1, cuBLAS's GEMM alone and torch matmul + add, each run
     (10 warm-ups + 100 timed, the median) after ``--idle`` s of rest, shuffled, ``--rounds`` rounds;
     the SOL-ExecBench score of ours against the rested torch; with ``--only``, the cold-duel rows
-    that match too. Decides whether clusters become the default at large M, and what the rested
+    that match too; with ``--tail-alt``, the default build with ``tail_shift=False`` instead of
+    its clustered twin. Decides whether clusters become the default at large M, and what the rested
     scores are."""
     import random
 
@@ -1050,7 +1057,11 @@ def cold_sweep_mode(args, limits, report, failures, verify, get, out_dir, build)
         bs, st = sm90.default_knobs(limits, dt, shape)
         cl = sm90.use_cluster(limits, bs, st, dt, shape)
         cands = {f"default {bs} s{st}" + (" cl2" if cl > 1 else ""): engine_default(bs, st, dt)}
-        if cl > 1:  # the default is clustered: time the same schedule without
+        for tile, st_ in args.also:  # other knobs, built as the engine would build them
+            cands[f"engine {tile} s{st_}"] = engine_default(tile, st_, dt)
+        if args.tail_alt:  # the same build with its partial last tiles clipped (before session 16)
+            cands["default, tiles clipped"] = Variant(bs, st, dt, True, None, tail_shift=False)
+        elif cl > 1:  # the default is clustered: time the same schedule without
             cands["pp 128x128 s5 no cluster"] = ("128x128", 5, dt, True, True, True, 1)
         else:
             cands["pp 128x128 s5 cl2"] = ("128x128", 5, dt, True, False, True, 2)
@@ -1089,6 +1100,63 @@ def cold_sweep_mode(args, limits, report, failures, verify, get, out_dir, build)
         lines.append(f"mean rested score, {nm}: {sum(sc) / len(sc):.3f} over {len(sc)} M")
     lines += failures[:20]
     write_table(lines, report, out_dir, "sm90_cold_sweep")
+    return 0 if not failures else 1
+
+
+TAIL_BITS_SHAPES = [(7976, 2560, 2560), (8000, 2560, 2560), (333, 1032, 520), (130, 264, 72),
+                    (4096, 2504, 2560), (1571, 2560, 2560), (300, 136, 200), (2047, 2600, 704)]
+TAIL_BITS_VARIANTS = [  # (tile, stages, dtype, fuse, streamk, pingpong, cluster)
+    ("128x128", 5, "{dt}", True, False, True, 2), ("128x128", 5, "{dt}", True, True, True, 1),
+    ("128x160", 5, "{dt}", True, True, False, 1), ("128x256", 3, "{dt}", True, True, False, 1),
+    ("64x80", 8, "{dt}", True, False, False, 1), ("128x128", 4, "{dt}", False, True, False, 1),
+]
+TAIL_BITS_F32 = [  # fp32 (3xTF32) and tf32: unclustered cooperative tiles at depths that fit
+    ("128x128", 4, "{dt}", True, True, False, 1), ("128x160", 4, "{dt}", True, True, False, 1),
+    ("128x256", 2, "{dt}", True, True, False, 1), ("128x128", 4, "{dt}", False, True, False, 1),
+]
+
+
+def tail_bits_mode(args, limits, report, failures, verify, get, out_dir, build) -> int:
+    """``--tail-bits``: each build with its partial last tiles moved back to end at M and N
+    (``tail_shift``) against the same build without, on the same inputs, at shapes whose last tiles
+    reach past M, N or both: correct against the float64 reference, and bit for bit the unshifted
+    output (the rows and columns two tiles share are computed by both and stored twice: the same
+    bits, or the result would depend on which store lands last). Bit identity fails the run only
+    where ``use_tail_shift`` would shift (16-bit data, no stream-K code); elsewhere it is reported
+    (session 16: stream-K and fp32-data builds differed in the last bits)."""
+    lines = ["tail shift: shifted vs unshifted build, bit for bit, and against the reference"]
+    for dt in ("bf16", "fp16", "fp32", "tf32"):
+        for v0 in [None, *(TAIL_BITS_F32 if dt in F32 else TAIL_BITS_VARIANTS)]:
+            for m, n, k in TAIL_BITS_SHAPES:
+                if v0 is None:  # the engine's default knobs at this shape, every choice its own
+                    v = engine_default(*sm90.default_knobs(limits, dt, {"m": m, "n": n, "k": k}), dt)
+                else:
+                    v = for_dtype(v0, dt)
+                bufs, _ref = get(m, n, k, dt)
+                outs = []
+                try:
+                    for shift in (False, True):
+                        ok = verify(m, n, k, variant(v)._replace(tail_shift=shift), label="tail bits")
+                        outs.append(bufs["out"].copy())
+                except Exception as e:  # noqa: BLE001 - a build that cannot run: record, go on
+                    failures.append(f"tail bits {dt} {v} {(m, n, k)}: {type(e).__name__}: {e}")
+                    print(failures[-1], flush=True)
+                    continue
+                same = bool(cp.array_equal(outs[0].view(cp.uint8), outs[1].view(cp.uint8)))
+                # required where the engine would shift by default: 16-bit, data-parallel
+                source = build(m, n, k, variant(v)._replace(tail_shift=True)).source
+                required = dt not in F32 and "#define STREAMK 0" in source
+                if required and not same:
+                    diff = int(cp.count_nonzero(outs[0] != outs[1]))
+                    failures.append(f"tail bits {dt} {v} {(m, n, k)}: {diff} elements differ")
+                who = "engine default " if v0 is None else ""
+                lines.append(f"{dt} {who}{v[0]} s{v[1]} pp={v[5]} cl={v[6]} fuse={v[3]} {(m, n, k)}: "
+                             f"correct {ok}, bit-identical {same}"
+                             + ("" if required else " (not required: stream-K compiled in or fp32 data)"))
+                print(lines[-1], flush=True)
+    lines.append(f"{len(failures)} failures")
+    lines += failures[:20]
+    write_table(lines, report, out_dir, "sm90_tail_bits")
     return 0 if not failures else 1
 
 
@@ -1321,6 +1389,18 @@ def m_list(text: str) -> list[int]:
     return ms
 
 
+def knob_list(text: str) -> list[tuple[str, int]]:
+    """'128x160:4,128x256:4' -> [('128x160', 4), ('128x256', 4)]: tiles of ``TILES`` and stage counts."""
+    out = []
+    for part in text.split(","):
+        tile, _, st = part.partition(":")
+        if tile not in sm90.TILES or not st.isdigit():
+            raise argparse.ArgumentTypeError(f"{part!r}: expected TILE:STAGES with TILE one of "
+                                             f"{', '.join(sm90.TILES)}")
+        out.append((tile, int(st)))
+    return out
+
+
 def group_list(text: str) -> list[int]:
     """'2,4,8' -> [2, 4, 8]: M blocks per group, each 1..64."""
     try:
@@ -1373,6 +1453,14 @@ def main() -> int:
     ap.add_argument("--orders", type=group_list, default=None, metavar="G,...",
                     help="--small-m: the default build also N-fastest, M-fastest and in groups of "
                          "each G M blocks")
+    ap.add_argument("--also", type=knob_list, default=[], metavar="TILE:STAGES,...",
+                    help="--cold-duel --m-list: also the engine's own build of these knobs at each M")
+    ap.add_argument("--tail-alt", action="store_true",
+                    help="--cold-duel --m-list: the default build against itself with its partial "
+                         "tiles clipped (tail_shift=False) instead of its clustered / unclustered twin")
+    ap.add_argument("--tail-bits", action="store_true",
+                    help="the partial last tiles moved back to end at M, N: correct and bit for bit "
+                         "the unshifted output (session 16)")
     ap.add_argument("--pp160", action="store_true",
                     help="ping-pong on the 128x160 tile: correctness, seed candidates in "
                          "alternation, M sweep vs the default")
@@ -1460,6 +1548,8 @@ def main() -> int:
         return cluster_mode(args, limits, report, failures, verify, timed, get, out_dir)
     if args.small_m:
         return small_m_mode(args, limits, report, failures, verify, get, out_dir, build)
+    if args.tail_bits:
+        return tail_bits_mode(args, limits, report, failures, verify, get, out_dir, build)
     if args.cold_duel and args.m_list_given:
         return cold_sweep_mode(args, limits, report, failures, verify, get, out_dir, build)
     if args.cold_duel:

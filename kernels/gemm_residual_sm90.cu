@@ -679,6 +679,23 @@ __device__ __forceinline__ void tile_origin_grouped(int tile, int num_mb, int nu
 #define TILE_ORIGIN(t, m0, n0) tile_origin(t, RASTER_M ? (num_m + MC - 1) / MC : NUM_NB, CTA_RM, CTA_RN, m0, n0)
 #endif
 
+// TAIL_SHIFT (measurement option): a tile that reaches past M (N) but starts inside is moved back
+// to end at M (N), where M >= BM (N >= BN): its TMA boxes are then wholly inside. The rows (columns)
+// it shares with its neighbour are computed by both, in the same order, and stored twice with the
+// same bits (out never aliases R or the operands).
+#ifndef TAIL_SHIFT
+#define TAIL_SHIFT 0
+#endif
+#if TAIL_SHIFT
+#define TAIL_FIX(m0, n0)                                         \
+    do {                                                         \
+        if ((m0) < M && (m0) + BM > M && M >= BM) (m0) = M - BM; \
+        if ((n0) < N && (n0) + BN > N && N >= BN) (n0) = N - BN; \
+    } while (0)
+#else
+#define TAIL_FIX(m0, n0) ((void)0)
+#endif
+
 #if CL > 1
 #define CLUSTER_ATTR __cluster_dims__(CL, 1, 1)
 #else
@@ -794,6 +811,7 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
             while (sched_next(sched, dp_tiles, num_kb, tile, kb0, kb1)) {
                 int m0, n0;
                 TILE_ORIGIN(tile, m0, n0);
+                TAIL_FIX(m0, n0);
                 const int eb = PINGPONG ? (item++ & 1) : 0;  // the consumer (its barriers, buffer)
                 const unsigned ebuf = epi + (EPI_SHARED ? 0 : eb * EPI_BYTES);
                 const unsigned rfb = rfull_bar + 8 * eb;
@@ -972,6 +990,7 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
 #endif
             int m0, n0;
             TILE_ORIGIN(tile, m0, n0);
+            TAIL_FIX(m0, n0);
             int prev_stage = 0;
 #if PROMOTE
             // groups of PROMOTE k-blocks, each summed from zero by the tensor cores, drained

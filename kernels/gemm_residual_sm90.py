@@ -105,6 +105,11 @@ DT_CODE = {"bf16": 0, "fp16": 1, "tf32": 2, "fp32": 3}
 PASSES = {"fp32": 3}
 """Tensor-core products per k-block (3xTF32 for fp32; one otherwise)."""
 SPLIT_HI_DEFAULT = False
+TAIL_SHIFT_DEFAULT = True
+"""Move a last tile that reaches past M (N) back to end at M (N) where the build is data-parallel
+with 16-bit data (``use_tail_shift``): on the H200 the clustered ping-pong default at M = 7976 took
+239 k cycles against 232 k with the shift (Nsight Compute; the seed shape 232 k), a partial TMA box
+being slower than a whole one; rested timings level to 1.1 % faster (NOTES-sm90 v32)."""
 """fp32: False reads each operand's high part as the tensor cores see x itself (low 13 bits
 ignored) and writes only the low parts; True also writes hi = tf32(x) rounded to nearest."""
 SPLIT_KERNEL = "tf32_split"
@@ -653,13 +658,26 @@ def use_raster_group(block_size: str, tiles: int, grid: int, dp_tiles: int, clus
     return RASTER_GROUP_DEFAULT
 
 
+def use_tail_shift(m: int, n: int, block_size: str, dtype: str, streamk: bool) -> bool:
+    """Whether ``build`` moves partial last tiles back (``TAIL_SHIFT``) by default: only where a
+    tile reaches past M or N and could end there instead (M >= BM or N >= BN), the schedule is
+    data-parallel and the data 16-bit. The rows or columns a moved tile shares with its neighbour
+    are computed by both and stored twice; the GPU showed both stores the same bits only there
+    (``sm90_gemm.py --tail-bits``: with stream-K compiled in, or tf32 / 3xTF32, they differed in
+    the last bits, which would make the output depend on which store lands last)."""
+    bm, bn, _ = parse_block_size(block_size, dtype)
+    partial = (m % bm and m > bm) or (n % bn and n > bn)
+    return bool(TAIL_SHIFT_DEFAULT and partial and not streamk and ITEMSIZE[_dtype(dtype)] == 2)
+
+
 def defines(block_size: str, stages: int, dtype: str, fuse: bool,
             tmap_global: bool = False, streamk: bool = STREAMK_DEFAULT,
             pingpong: bool = False, cluster: Any = 1,
             split_hi: bool = SPLIT_HI_DEFAULT, promote: int | None = None,
             raster_m: bool = False, w_first: bool = False, raster_group: int = 0,
             epi_ring: bool = False, epi_shared: bool = False,
-            r_issue_kb: int | None = None, epi_ring_reuse: bool = False) -> dict[str, int]:
+            r_issue_kb: int | None = None, epi_ring_reuse: bool = False,
+            tail_shift: bool = False) -> dict[str, int]:
     """The compile-time constants of one configuration (validated integers only). ``cluster``: see
     ``cluster_shape``; ``promote`` (fp32 only; default ``PROMOTE_DEFAULT`` where ``promote_fits``,
     else 0). Measurement options (defined only when set): ``raster_m`` numbers the tiles M-fastest
@@ -669,7 +687,8 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
     which the producer stages its R (default: the stage count; measured best, NOTES-sm90 v28).
     ``epi_ring`` / ``epi_shared``: the epilogue tile in the ring's freed slots / one buffer for
     both ping-pong consumers; ``epi_ring_reuse`` (with ``epi_ring``, where a CTA may get a second
-    tile): the ring goes on after each epilogue, its slots returned once the store has read them."""
+    tile): the ring goes on after each epilogue, its slots returned once the store has read them.
+    ``tail_shift``: a tile that reaches past M (N) and starts inside is moved back to end there."""
     bm, bn, consumers = parse_block_size(block_size, dtype)
     cm, cn = cluster_shape(cluster)
     if cm * cn > 1 and streamk:
@@ -700,6 +719,8 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
         out["RASTER_M"] = 1
     if w_first:
         out["W_FIRST"] = 1
+    if tail_shift:
+        out["TAIL_SHIFT"] = 1
     if epi_ring:
         if pingpong or streamk or ITEMSIZE[_dtype(dtype)] != 2 or slots < 2:
             raise ValueError("epi_ring: cooperative, data-parallel, 16-bit data (the dtypes it ran "
@@ -763,7 +784,8 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
           cluster: Any = None, split_hi: bool | None = None,
           promote: int | None = None, raster_m: bool | None = None, w_first: bool = False,
           raster_group: int | None = None, epi_ring: bool | None = None,
-          epi_shared: bool | None = None, r_issue_kb: int | None = None) -> Build:
+          epi_shared: bool | None = None, r_issue_kb: int | None = None,
+          tail_shift: bool | None = None) -> Build:
     """Render and plan one configuration. ``fuse`` defaults to ``task.fusion`` (True when absent):
     off = the GEMM-only kernel (FUSE=0) then ``residual_add_inplace`` on ``out``. ``streamk``
     (default ``STREAMK_DEFAULT``) compiles the stream-K tail in; ``schedule`` = (grid, dp_tiles)
@@ -777,7 +799,9 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
     tile order; defaults ``use_raster_m``, ``use_raster_group``; an explicit ``raster_m=True``
     numbers M-fastest, not grouped). ``epi_ring`` (default: exactly where the stage count fits only
     without an epilogue buffer, 16-bit cooperative) stages the epilogue tile in the ring and makes
-    the schedule data-parallel; the ring is reused where a CTA gets more than one tile."""
+    the schedule data-parallel; the ring is reused where a CTA gets more than one tile.
+    ``tail_shift`` (default ``use_tail_shift``) moves a last tile that reaches past M or N back to
+    end there (``TAIL_SHIFT``)."""
     m, n, k = _mnk(task.shape)
     dtype = _dtype(task.dtype)
     if fuse is None:
@@ -840,9 +864,11 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
                                                            bool(pingpong), dtype)
     if raster_m is None:
         raster_m = not raster_group and use_raster_m(block_size, tiles, grid, dp_tiles, cluster, dtype)
+    if tail_shift is None:
+        tail_shift = use_tail_shift(m, n, block_size, dtype, streamk)
     consts = defines(block_size, stages, dtype, fuse, tmap_global, streamk, bool(pingpong),
                      (cm, cn), bool(split_hi), promote, raster_m, w_first, raster_group, epi_ring,
-                     bool(epi_shared), r_issue_kb, epi_ring_reuse)
+                     bool(epi_shared), r_issue_kb, epi_ring_reuse, tail_shift)
     source = _source(consts)
     smem = smem_bytes(block_size, stages, dtype, bool(pingpong), epi_ring, bool(epi_shared))
     a_hi, w_hi = ("a_hi", "w_hi") if x3 and split_hi else ("a", "w")
@@ -908,6 +934,8 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
         "tensor_maps": "by pointer (global)" if tmap_global else "by value (__grid_constant__)",
         "tile_order": (f"groups of {raster_group} M blocks" if raster_group
                        else "M-fastest" if raster_m else "N-fastest"),
+        "tail": ("last tiles moved back to end at M, N" if tail_shift
+                 else "tiles past M, N clipped by TMA"),
     }
     if x3:
         info["math"] = ("3xTF32 (a_lo*w_hi + a_hi*w_lo + a_hi*w_hi; hi "

@@ -247,6 +247,50 @@ def test_reused_ring_and_wide_tiles_correct(dtype):
     assert failures == []
 
 
+def _engine_out(monkeypatch, task: TaskSpec, tail_shift: bool):
+    """The engine's run of ``task`` with the Hopper path's tail shift on or off by default: the
+    result and a copy of the output its verify step checked (the seed's first input set)."""
+    from engine.backends.cuda import CudaBackend
+    from kernels import gemm_residual_sm90 as sm90
+
+    monkeypatch.setattr(sm90, "TAIL_SHIFT_DEFAULT", tail_shift)
+    seen = {}
+    verify = CudaBackend._verify
+
+    def spy(spec, inputs, outs, dtype):
+        seen["out"] = outs[spec.output].copy()
+        return verify(spec, inputs, outs, dtype)
+
+    monkeypatch.setattr(CudaBackend, "_verify", staticmethod(spy))
+    return _backend_run(task), seen["out"]
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_tail_shift_correct_and_bit_for_bit(monkeypatch, dtype):
+    """The engine's default builds at shapes whose last tiles reach past M, N or both (ping-pong in
+    clusters, cooperative 128x160, the one-wave 128x256 ring, the narrow 64x80 ring): with the partial
+    tiles moved back to end at M, N the output is correct, every element written, the launch says
+    so, and it is bit for bit the output with the tiles clipped by TMA (the shared rows are stored
+    twice; any difference would make the result depend on which store lands last)."""
+    import cupy as cp
+
+    failures = []
+    for m, n, k in ((7976, 2560, 2560), (1000, 2560, 2560), (1571, 2560, 2560), (2047, 2600, 704),
+                    (333, 1032, 520), (4096, 2504, 2560)):
+        task = TaskSpec(shape={"m": m, "n": n, "k": k}, dtype=dtype, warmup=1, iterations=2, peers=False)
+        res0, out0 = _engine_out(monkeypatch, task, False)
+        res1, out1 = _engine_out(monkeypatch, task, True)
+        tails = [r.launch["info"].get("tail") if r.launch else None for r in (res0, res1)]
+        ok = (all(r.status is RunStatus.ok and r.correctness.correct and r.correctness.unwritten_count == 0
+                  for r in (res0, res1))
+              and tails == ["tiles past M, N clipped by TMA", "last tiles moved back to end at M, N"])
+        differ = int(cp.count_nonzero(out0.view(cp.uint16) != out1.view(cp.uint16)))
+        if not ok or differ:
+            failures.append(((m, n, k), [r.status.value for r in (res0, res1)], tails, differ,
+                             (res1.error or "")[:200]))
+    assert failures == []
+
+
 def test_fp32_3xtf32_as_accurate_as_ffma():
     """fp32 on Hopper runs 3xTF32 on the tensor cores: its error against the fp64 reference must be
     fp32-class, i.e. in the order of the FFMA kernel's (the portable path, forced), and ten times

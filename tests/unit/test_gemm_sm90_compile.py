@@ -820,3 +820,50 @@ def test_wide_tiles_build_split_n_and_ring() -> None:
     for m in (256, 1024, 1571, 2048, 4096, 7976, 8192):
         for dt in ("bf16", "fp16"):
             assert sm90.default_knobs(H200, dt, {"m": m, "n": 2560, "k": 2560})[0] not in sm90.WIDE_TILES
+
+
+def test_tail_shift_default_only_for_partial_16_bit_data_parallel_tiles() -> None:
+    """A last tile that reaches past M or N is moved back to end there by default only where it can
+    (M >= BM or N >= BN), the schedule is data-parallel and the data 16-bit (the GPU showed the
+    twice-stored rows bit-identical only there); the build says which, and the measurement option
+    forces it either way."""
+    from types import SimpleNamespace
+
+    def built(m: int, n: int, k: int, dtype: str, **kw):
+        bs, st = sm90.default_knobs(H200, dtype, {"m": m, "n": n, "k": k})
+        return sm90.build(SimpleNamespace(shape={"m": m, "n": n, "k": k}, dtype=dtype), H200, bs, st, **kw)
+
+    moved, clipped = "last tiles moved back to end at M, N", "tiles past M, N clipped by TMA"
+    for m, n, k in ((7976, 2560, 2560), (1571, 2560, 2560), (333, 1032, 520), (4096, 2504, 2560)):
+        for dt in ("bf16", "fp16"):
+            b = built(m, n, k, dt)
+            assert b.info["tail"] == moved and "#define TAIL_SHIFT 1" in b.source, (m, n, k, dt)
+            off = built(m, n, k, dt, tail_shift=False)
+            assert off.info["tail"] == clipped and "TAIL_SHIFT 1" not in off.source
+    # whole tiles (the seed's cubin unchanged), one partial tile shorter than BM, stream-K, fp32
+    assert built(8192, 2560, 2560, "bf16").info["tail"] == clipped
+    assert "#define TAIL_SHIFT 1" not in built(8192, 2560, 2560, "bf16").source
+    assert not sm90.use_tail_shift(100, 128, "128x128", "bf16", False)
+    assert sm90.use_tail_shift(100, 200, "128x128", "bf16", False)  # N can move back
+    assert not sm90.use_tail_shift(7976, 2560, "128x128", "bf16", True)
+    for dt in ("fp32", "tf32"):
+        assert not sm90.use_tail_shift(7976, 2560, "128x128", dt, False)
+        assert built(7976, 2560, 2560, dt).info["tail"] == clipped
+    assert built(8192, 2560, 2560, "bf16", tail_shift=True).info["tail"] == moved
+
+
+@pytest.mark.parametrize("m,n,k,dtype", [(7976, 2560, 2560, "bf16"), (1571, 2560, 2560, "fp16"),
+                                         (333, 1032, 520, "bf16"), (1000, 2560, 2560, "bf16"),
+                                         (4096, 2504, 2560, "fp16")])
+def test_tail_shifted_defaults_compile_without_spills(m: int, n: int, k: int, dtype: str) -> None:
+    from types import SimpleNamespace
+
+    bs, st = sm90.default_knobs(H200, dtype, {"m": m, "n": n, "k": k})
+    b = sm90.build(SimpleNamespace(shape={"m": m, "n": n, "k": k}, dtype=dtype), H200, bs, st)
+    assert "#define TAIL_SHIFT 1" in b.source
+    log, cubin = _compile(b.source)
+    assert cubin[:4] == b"\x7fELF"
+    frames = re.findall(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", log)
+    assert frames and all(tuple(map(int, f)) == (0, 0, 0) for f in frames), log
+    assert "C7508" not in log, f"setmaxnreg ignored:\n{log}"
+
