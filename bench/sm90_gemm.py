@@ -26,6 +26,8 @@ small grids), then the seed shape in bf16 and fp16 interleaved three times, then
 candidates in alternation, an M sweep in alternation (--m-list, --skip-seed).
 --small-m: every build that could serve M = 256, 512, 1024 (--m-list) against cuBLAS and torch, timed
 as the engine times them: rotated input sets, queued launches, rested, shuffled rounds.
+--tail-bits: every build with its partial last tiles moved back to end at M, N (tail_shift) against
+the same build with them clipped: correct, and bit for bit the same output where the engine shifts.
 Variants are (tile, stages, dtype, fuse, streamk[, pingpong[, cluster]]); None = the module's choice.
 Uses CuPy directly; bf16 is held as uint16 bits.
 """
