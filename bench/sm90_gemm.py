@@ -328,6 +328,7 @@ class Variant(NamedTuple):
     r_issue_kb: int | None = None
     grid: int | None = None  # CTAs launched (whole clusters), the tiles spread over them
     tail_shift: bool | None = None  # partial last tiles moved back to end at M, N (session 16)
+    dp_tiles: int | None = None  # with it: schedule (grid or every SM, dp_tiles), stream-K past them
 
 
 def engine_default(tile: str, stages: int, dtype: str) -> Variant:
@@ -342,6 +343,8 @@ def build_variant(limits: DeviceLimits, m: int, n: int, k: int, v: tuple,
     """One table row built as it runs: ``gemm_residual_sm90.build`` with every ``Variant`` field
     (``grid``: that many CTAs, every tile data-parallel, unless ``schedule`` is given)."""
     v = variant(v)
+    if schedule is None and v.dp_tiles is not None:
+        schedule = (v.grid or limits.sm_count, v.dp_tiles)  # the tiles past dp_tiles split
     if schedule is None and v.grid:
         schedule = (v.grid, 1 << 30)  # every tile data-parallel (the kernel clamps)
     task = SimpleNamespace(shape={"m": m, "n": n, "k": k}, dtype=v.dtype)
@@ -1059,8 +1062,10 @@ def cold_sweep_mode(args, limits, report, failures, verify, get, out_dir, build)
         bs, st = sm90.default_knobs(limits, dt, shape)
         cl = sm90.use_cluster(limits, bs, st, dt, shape)
         cands = {f"default {bs} s{st}" + (" cl2" if cl > 1 else ""): engine_default(bs, st, dt)}
-        for tile, st_ in args.also:  # other knobs, built as the engine would build them
-            cands[f"engine {tile} s{st_}"] = engine_default(tile, st_, dt)
+        for tile, st_, pp_, dp_ in args.also:  # other knobs, built as the engine would build them
+            name = f"engine {tile} s{st_}" + (" coop" if pp_ is False else "") + (f" sk{dp_}" if dp_ is not None else "")
+            cands[name] = engine_default(tile, st_, dt)._replace(
+                pingpong=pp_, streamk=True if dp_ is not None else None, dp_tiles=dp_)
         if args.tail_alt:  # the same build with its partial last tiles clipped (before session 16)
             cands["default, tiles clipped"] = Variant(bs, st, dt, True, None, tail_shift=False)
         elif cl > 1:  # the default is clustered: time the same schedule without
@@ -1391,15 +1396,27 @@ def m_list(text: str) -> list[int]:
     return ms
 
 
-def knob_list(text: str) -> list[tuple[str, int]]:
-    """'128x160:4,128x256:4' -> [('128x160', 4), ('128x256', 4)]: tiles of ``TILES`` and stage counts."""
+def knob_list(text: str) -> list[tuple[str, int, bool | None, int | None]]:
+    """'128x160:4,128x160:5:coop:sk264' -> [('128x160', 4, None, None), ('128x160', 5, False, 264)]:
+    a tile of ``TILES``, a stage count, then optionally ``coop`` (cooperative consumers, not the
+    engine's choice) and ``skN`` (stream-K compiled in, the tiles past the first N split over every
+    SM)."""
     out = []
     for part in text.split(","):
-        tile, _, st = part.partition(":")
-        if tile not in sm90.TILES or not st.isdigit():
-            raise argparse.ArgumentTypeError(f"{part!r}: expected TILE:STAGES with TILE one of "
-                                             f"{', '.join(sm90.TILES)}")
-        out.append((tile, int(st)))
+        tile, st, *opts = part.split(":")
+        pingpong, dp = None, None
+        bad = tile not in sm90.TILES or not st.isdigit()
+        for o in opts:
+            if o == "coop":
+                pingpong = False
+            elif o.startswith("sk") and o[2:].isdigit():
+                dp = int(o[2:])
+            else:
+                bad = True
+        if bad:
+            raise argparse.ArgumentTypeError(f"{part!r}: expected TILE:STAGES[:coop][:skN] with TILE "
+                                             f"one of {', '.join(sm90.TILES)}")
+        out.append((tile, int(st), pingpong, dp))
     return out
 
 
@@ -1455,8 +1472,9 @@ def main() -> int:
     ap.add_argument("--orders", type=group_list, default=None, metavar="G,...",
                     help="--small-m: the default build also N-fastest, M-fastest and in groups of "
                          "each G M blocks")
-    ap.add_argument("--also", type=knob_list, default=[], metavar="TILE:STAGES,...",
-                    help="--cold-duel --m-list: also the engine's own build of these knobs at each M")
+    ap.add_argument("--also", type=knob_list, default=[], metavar="TILE:STAGES[:coop][:skN],...",
+                    help="--cold-duel --m-list: also the engine's own build of these knobs at each M "
+                         "(coop: cooperative consumers; skN: stream-K past the first N tiles)")
     ap.add_argument("--tail-alt", action="store_true",
                     help="--cold-duel --m-list: the default build against itself with its partial "
                          "tiles clipped (tail_shift=False) instead of its clustered / unclustered twin")
