@@ -1063,9 +1063,11 @@ def cold_sweep_mode(args, limits, report, failures, verify, get, out_dir, build)
         cl = sm90.use_cluster(limits, bs, st, dt, shape)
         cands = {f"default {bs} s{st}" + (" cl2" if cl > 1 else ""): engine_default(bs, st, dt)}
         for tile, st_, pp_, dp_ in args.also:  # other knobs, built as the engine would build them
-            name = f"engine {tile} s{st_}" + (" coop" if pp_ is False else "") + (f" sk{dp_}" if dp_ is not None else "")
+            name = (f"engine {tile} s{st_}" + (" coop" if pp_ is False else "")
+                    + (" dp" if dp_ == -1 else f" sk{dp_}" if dp_ is not None else ""))
             cands[name] = engine_default(tile, st_, dt)._replace(
-                pingpong=pp_, streamk=True if dp_ is not None else None, dp_tiles=dp_)
+                pingpong=pp_, streamk=None if dp_ is None else dp_ >= 0,
+                dp_tiles=dp_ if dp_ is not None and dp_ >= 0 else None)
         if args.tail_alt:  # the same build with its partial last tiles clipped (before session 16)
             cands["default, tiles clipped"] = Variant(bs, st, dt, True, None, tail_shift=False)
         elif cl > 1:  # the default is clustered: time the same schedule without
@@ -1400,7 +1402,7 @@ def knob_list(text: str) -> list[tuple[str, int, bool | None, int | None]]:
     """'128x160:4,128x160:5:coop:sk264' -> [('128x160', 4, None, None), ('128x160', 5, False, 264)]:
     a tile of ``TILES``, a stage count, then optionally ``coop`` (cooperative consumers, not the
     engine's choice) and ``skN`` (stream-K compiled in, the tiles past the first N split over every
-    SM)."""
+    SM) or ``dp`` (-1: every tile data-parallel, no stream-K code)."""
     out = []
     for part in text.split(","):
         tile, st, *opts = part.split(":")
@@ -1409,12 +1411,14 @@ def knob_list(text: str) -> list[tuple[str, int, bool | None, int | None]]:
         for o in opts:
             if o == "coop":
                 pingpong = False
+            elif o == "dp":
+                dp = -1  # every tile data-parallel, no stream-K code
             elif o.startswith("sk") and o[2:].isdigit():
                 dp = int(o[2:])
             else:
                 bad = True
         if bad:
-            raise argparse.ArgumentTypeError(f"{part!r}: expected TILE:STAGES[:coop][:skN] with TILE "
+            raise argparse.ArgumentTypeError(f"{part!r}: expected TILE:STAGES[:coop][:skN|:dp] with TILE "
                                              f"one of {', '.join(sm90.TILES)}")
         out.append((tile, int(st), pingpong, dp))
     return out
@@ -1472,9 +1476,10 @@ def main() -> int:
     ap.add_argument("--orders", type=group_list, default=None, metavar="G,...",
                     help="--small-m: the default build also N-fastest, M-fastest and in groups of "
                          "each G M blocks")
-    ap.add_argument("--also", type=knob_list, default=[], metavar="TILE:STAGES[:coop][:skN],...",
+    ap.add_argument("--also", type=knob_list, default=[], metavar="TILE:STAGES[:coop][:skN|:dp],...",
                     help="--cold-duel --m-list: also the engine's own build of these knobs at each M "
-                         "(coop: cooperative consumers; skN: stream-K past the first N tiles)")
+                         "(coop: cooperative consumers; skN: stream-K past the first N tiles; dp: "
+                         "data-parallel, no stream-K code)")
     ap.add_argument("--tail-alt", action="store_true",
                     help="--cold-duel --m-list: the default build against itself with its partial "
                          "tiles clipped (tail_shift=False) instead of its clustered / unclustered twin")

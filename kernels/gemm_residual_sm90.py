@@ -194,33 +194,32 @@ def pingpong_rounds(m: int, n: int, bm: int, bn: int, sms: int, cluster: int = 1
 
 
 PINGPONG_160_GAIN = 0.95
-"""``default_knobs`` trades ping-pong 128x128 for ping-pong 128x160 where the bigger tile's rounds
-cost at most this fraction of the work (rounds x tile area): on the H200 (bf16, N = K = 2560, rested,
-NOTES-sm90 v33) M = 3000 0.0606 -> 0.0582 ms, 5000 0.1026 -> 0.0940, 6000 0.1178 -> 0.1124 (model
--6 %, -11 %, -6 %); at equal work (M = 4096, 7976, 8192) 128x128 stays (4096: 0.0755 vs 0.0761)."""
+"""``default_knobs`` trades 128x128 for 128x160 where the bigger tile's data-parallel rounds cost at
+most this fraction of the work (rounds x tile area): on the H200 (bf16, N = K = 2560, rested,
+NOTES-sm90 v33-v35) ping-pong 128x160 at M = 3000 0.0606 -> 0.0582 ms, 4224 0.0889 -> 0.0765,
+5000 0.1026 -> 0.0940, 6000 0.1178 -> 0.1124, 9344 0.1733 -> 0.1648; cooperative 128x160 (where
+ping-pong does not apply) at 1700 0.0455 -> 0.0386 and, against 128x128's planned stream-K tail,
+800 0.0368 -> 0.0213 (its s5 form; the default there is the s6 ring of M = 1000-1024, not timed at
+800); at equal work (M = 4096, 7976, 8192) 128x128 stays (4096: 0.0755 vs 0.0761)."""
 
 
-def _pingpong_160_fills_rounds(limits: DeviceLimits, dtype: str, shape: dict[str, int] | None) -> bool:
-    """16-bit data, ping-pong 128x160 fits and applies here (every CTA two tiles or more), and its
-    rounds do at most ``PINGPONG_160_GAIN`` of ping-pong 128x128's work (in 2x1 clusters where
-    ``use_cluster`` takes them)."""
+def _tile_160_fills_rounds(limits: DeviceLimits, dtype: str, shape: dict[str, int] | None,
+                           stages_128: int, stages_160: int) -> bool:
+    """16-bit data, and 128x160 (ping-pong where it applies, else cooperative, at ``stages_160``)
+    runs its tiles in rounds that do at most ``PINGPONG_160_GAIN`` of the work of 128x128's (at
+    ``stages_128``, in 2x1 clusters where ``use_cluster`` takes them), counting data-parallel
+    rounds (a stream-K tail measured slower than the round it saves, NOTES-sm90 v34-v35)."""
     if not shape or ITEMSIZE.get(_dtype(dtype), 2) != 2 or "128x160" not in block_size_options(limits, dtype):
         return False
     try:
         m, n, _ = _mnk(shape)
     except ValueError:
         return False
-    pp160 = [st for st in pipelining_options(limits, dtype, "128x160")
-             if st and use_pingpong(limits, "128x160", st, dtype, shape)
-             and (EPI_SHARED_DEFAULT or not epi_shared_needed(limits, "128x160", st, dtype))]
-    pp128 = [st for st in pipelining_options(limits, dtype, "128x128")
-             if st and use_pingpong(limits, "128x128", st, dtype, shape)]
-    if not pp160 or not pp128:
-        return False
     sms = limits.sm_count
-    cl = use_cluster(limits, "128x128", max(pp128), dtype, shape)
-    work128 = pingpong_rounds(m, n, 128, 128, sms, cl) * 128 * 128
-    work160 = pingpong_rounds(m, n, 128, 160, sms, use_cluster(limits, "128x160", max(pp160), dtype, shape)) * 128 * 160
+    cl128 = use_cluster(limits, "128x128", stages_128, dtype, shape)
+    cl160 = use_cluster(limits, "128x160", stages_160, dtype, shape)
+    work128 = pingpong_rounds(m, n, 128, 128, sms, cl128) * 128 * 128
+    work160 = pingpong_rounds(m, n, 128, 160, sms, cl160) * 128 * 160
     return work160 <= PINGPONG_160_GAIN * work128
 
 
@@ -522,9 +521,9 @@ def default_knobs(limits: DeviceLimits, dtype: str,
     unless another tile is more than 5 % faster: the model's error): 128x128 (4 stages) where 128x256 tiles leave a
     bad last wave or too few tiles, e.g. M = 256, 512 at N = K = 2560; and 128x128 with 5 stages
     wherever that tile runs ping-pong (>= 2 tiles per CTA: M >= 4096 at N = K = 2560, the seed
-    shape included), unless ping-pong 128x160 runs its tiles in rounds that do less work in all
-    (``PINGPONG_160_GAIN``: M = 3000, 5000, 6000 at N = K = 2560, where 128x128's last round is
-    nearly empty); 128x160 with 5 stages (16-bit data) where N is a multiple of 160 and its tiles
+    shape included), unless 128x160 runs its tiles in rounds that do less work in all
+    (``PINGPONG_160_GAIN``: at N = K = 2560 M = 800-896, 1696-1792, 2336-3072, 4128-4224,
+    4896-5248 and 5920-6272, where 128x128's last round is nearly empty); 128x160 with 5 stages (16-bit data) where N is a multiple of 160 and its tiles
     fill one or two waves (``_few_full_waves``: M = 1024, 2048 at N = K = 2560). tf32 takes
     cooperative 128x128 with 5 stages (its fp32 epilogue buffer leaves the bigger tiles 2)."""
     options = block_size_options(limits, dtype)
@@ -582,9 +581,10 @@ def default_knobs(limits: DeviceLimits, dtype: str,
                 for st in pipelining_options(limits, dtype, "128x128")
                 if st >= PINGPONG_PREFER_STAGES):
             block = "128x128"
-        # ping-pong 128x160 where ping-pong 128x128's last round of tiles is nearly empty and the
-        # bigger tile's rounds do less work in all (16-bit data)
-        if block == "128x128" and _pingpong_160_fills_rounds(limits, dtype, shape):
+        # 128x160 where 128x128's last round of tiles is nearly empty and the bigger tile's rounds
+        # do less work in all (16-bit data)
+        if block == "128x128" and _tile_160_fills_rounds(limits, dtype, shape, stages_for("128x128"),
+                                                         stages_for("128x160")):
             return "128x160", stages_for("128x160")
         # 128x160 where its tiles fill one or two waves (measured for 16-bit data only)
         if (ITEMSIZE.get(_dtype(dtype), 2) == 2

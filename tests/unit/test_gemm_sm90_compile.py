@@ -868,7 +868,7 @@ def test_tail_shifted_defaults_compile_without_spills(m: int, n: int, k: int, dt
     assert "C7508" not in log, f"setmaxnreg ignored:\n{log}"
 
 
-def test_pingpong_160_where_128x128_leaves_its_last_round_nearly_empty() -> None:
+def test_tile_160_where_128x128_leaves_its_last_round_nearly_empty() -> None:
     """Ping-pong 128x128 in 2x1 clusters runs its tiles in rounds of 66 cluster pairs: at M = 3000,
     5000, 6000 (N = K = 2560) its last round is nearly empty (3.6, 6.1, 7.3 rounds of work in 4, 7,
     8), and ping-pong 128x160 does less work in all (3, 5, 6 rounds of a 1.25x tile): it becomes
@@ -889,3 +889,12 @@ def test_pingpong_160_where_128x128_leaves_its_last_round_nearly_empty() -> None
         assert sm90.default_knobs(H200, "bf16", {"m": m, "n": 2560, "k": 2560}) == ("128x128", 5), m
     for dt in ("fp32", "tf32"):
         assert sm90.default_knobs(H200, dt, {"m": 5000, "n": 2560, "k": 2560})[0] == "128x128"
+    # where ping-pong does not apply: cooperative 128x160 against 128x128's rounds (M = 1700: 3
+    # rounds of cluster pairs vs 2 of 128x160; M = 800: 140 tiles of 128x128 = 2 rounds, its
+    # stream-K tail measured slower, vs 112 tiles of 128x160 in one, the epilogue in the ring)
+    for m, want in ((1700, ("128x160", 5)), (1792, ("128x160", 5)), (800, ("128x160", 6))):
+        shape = {"m": m, "n": 2560, "k": 2560}
+        assert sm90.default_knobs(H200, "bf16", shape) == want, m
+        b = sm90.build(SimpleNamespace(shape=shape, dtype="bf16"), H200, *want)
+        assert b.info["consumers"] == "cooperative" and b.info["schedule"] == "data-parallel", m
+    assert sm90.default_knobs(H200, "bf16", {"m": 768, "n": 2560, "k": 2560})[0] == "128x128"  # one round
