@@ -679,10 +679,11 @@ __device__ __forceinline__ void tile_origin_grouped(int tile, int num_mb, int nu
 #define TILE_ORIGIN(t, m0, n0) tile_origin(t, RASTER_M ? (num_m + MC - 1) / MC : NUM_NB, CTA_RM, CTA_RN, m0, n0)
 #endif
 
-// TAIL_SHIFT (measurement option): a tile that reaches past M (N) but starts inside is moved back
-// to end at M (N), where M >= BM (N >= BN): its TMA boxes are then wholly inside. The rows (columns)
-// it shares with its neighbour are computed by both, in the same order, and stored twice with the
-// same bits (out never aliases R or the operands).
+// TAIL_SHIFT (on by default for 16-bit data-parallel builds: use_tail_shift): a tile that reaches
+// past M (N) but starts inside is moved back to end at M (N), where M >= BM (N >= BN): its TMA boxes
+// are then wholly inside (a straddling box loads slower). The rows (columns) it shares with its
+// neighbour are computed by both, in the same order, and stored twice with the same bits (out never
+// aliases R or the operands).
 #ifndef TAIL_SHIFT
 #define TAIL_SHIFT 0
 #endif

@@ -105,13 +105,13 @@ DT_CODE = {"bf16": 0, "fp16": 1, "tf32": 2, "fp32": 3}
 PASSES = {"fp32": 3}
 """Tensor-core products per k-block (3xTF32 for fp32; one otherwise)."""
 SPLIT_HI_DEFAULT = False
+"""fp32: False reads each operand's high part as the tensor cores see x itself (low 13 bits
+ignored) and writes only the low parts; True also writes hi = tf32(x) rounded to nearest."""
 TAIL_SHIFT_DEFAULT = True
 """Move a last tile that reaches past M (N) back to end at M (N) where the build is data-parallel
 with 16-bit data (``use_tail_shift``): on the H200 the clustered ping-pong default at M = 7976 took
 239 k cycles against 232 k with the shift (Nsight Compute; the seed shape 232 k), a partial TMA box
 being slower than a whole one; rested timings level to 1.1 % faster (NOTES-sm90 v32)."""
-"""fp32: False reads each operand's high part as the tensor cores see x itself (low 13 bits
-ignored) and writes only the low parts; True also writes hi = tf32(x) rounded to nearest."""
 SPLIT_KERNEL = "tf32_split"
 PROMOTE_DEFAULT = 4
 """fp32: k-blocks (of 32) the tensor cores sum from zero before the group is drained and added
@@ -186,14 +186,14 @@ def _few_full_waves(m: int, n: int, bm: int, bn: int, sms: int) -> bool:
 """Stage count per tile where the deepest that fits is not the fastest measured."""
 
 
-def pingpong_rounds(m: int, n: int, bm: int, bn: int, sms: int, cluster: int = 1) -> int:
-    """Rounds of tiles a persistent ping-pong grid runs (clusters of ``cluster`` M-neighbours take
+def tile_rounds(m: int, n: int, bm: int, bn: int, sms: int, cluster: int = 1) -> int:
+    """Rounds of tiles a persistent data-parallel grid runs (clusters of ``cluster`` M-neighbours take
     a block of tiles each, ``sms // cluster`` of them at once): the busiest CTA's tile count."""
     blocks = _cdiv(m, bm * cluster) * _cdiv(n, bn)
     return _cdiv(blocks, max(1, sms // cluster))
 
 
-PINGPONG_160_GAIN = 0.95
+TILE_160_GAIN = 0.95
 """``default_knobs`` trades 128x128 for 128x160 where the bigger tile's data-parallel rounds cost at
 most this fraction of the work (rounds x tile area): on the H200 (bf16, N = K = 2560, rested,
 NOTES-sm90 v33-v35) ping-pong 128x160 at M = 3000 0.0606 -> 0.0582 ms, 4224 0.0889 -> 0.0765,
@@ -206,7 +206,7 @@ ping-pong does not apply) at 1700 0.0455 -> 0.0386 and, against 128x128's planne
 def _tile_160_fills_rounds(limits: DeviceLimits, dtype: str, shape: dict[str, int] | None,
                            stages_128: int, stages_160: int) -> bool:
     """16-bit data, and 128x160 (ping-pong where it applies, else cooperative, at ``stages_160``)
-    runs its tiles in rounds that do at most ``PINGPONG_160_GAIN`` of the work of 128x128's (at
+    runs its tiles in rounds that do at most ``TILE_160_GAIN`` of the work of 128x128's (at
     ``stages_128``, in 2x1 clusters where ``use_cluster`` takes them), counting data-parallel
     rounds (a stream-K tail measured slower than the round it saves, NOTES-sm90 v34-v35)."""
     if not shape or ITEMSIZE.get(_dtype(dtype), 2) != 2 or "128x160" not in block_size_options(limits, dtype):
@@ -218,9 +218,9 @@ def _tile_160_fills_rounds(limits: DeviceLimits, dtype: str, shape: dict[str, in
     sms = limits.sm_count
     cl128 = use_cluster(limits, "128x128", stages_128, dtype, shape)
     cl160 = use_cluster(limits, "128x160", stages_160, dtype, shape)
-    work128 = pingpong_rounds(m, n, 128, 128, sms, cl128) * 128 * 128
-    work160 = pingpong_rounds(m, n, 128, 160, sms, cl160) * 128 * 160
-    return work160 <= PINGPONG_160_GAIN * work128
+    work128 = tile_rounds(m, n, 128, 128, sms, cl128) * 128 * 128
+    work160 = tile_rounds(m, n, 128, 160, sms, cl160) * 128 * 160
+    return work160 <= TILE_160_GAIN * work128
 
 
 def narrow_tile(m: int, n: int, sms: int) -> str | None:
@@ -522,7 +522,7 @@ def default_knobs(limits: DeviceLimits, dtype: str,
     bad last wave or too few tiles, e.g. M = 256, 512 at N = K = 2560; and 128x128 with 5 stages
     wherever that tile runs ping-pong (>= 2 tiles per CTA: M >= 4096 at N = K = 2560, the seed
     shape included), unless 128x160 runs its tiles in rounds that do less work in all
-    (``PINGPONG_160_GAIN``: at N = K = 2560 M = 800-896, 1696-1792, 2336-3072, 4128-4224,
+    (``TILE_160_GAIN``: at N = K = 2560 M = 800-896, 1696-1792, 2336-3072, 4128-4224,
     4896-5248 and 5920-6272, where 128x128's last round is nearly empty); 128x160 with 5 stages (16-bit data) where N is a multiple of 160 and its tiles
     fill one or two waves (``_few_full_waves``: M = 1024, 2048 at N = K = 2560). tf32 takes
     cooperative 128x128 with 5 stages (its fp32 epilogue buffer leaves the bigger tiles 2)."""

@@ -876,9 +876,9 @@ def test_tile_160_where_128x128_leaves_its_last_round_nearly_empty() -> None:
     7976, the seed) 128x128 stays; fp32 data keeps its tiles."""
     from types import SimpleNamespace
 
-    assert sm90.pingpong_rounds(5000, 2560, 128, 128, 132, 2) == 7
-    assert sm90.pingpong_rounds(5000, 2560, 128, 160, 132, 1) == 5
-    assert sm90.pingpong_rounds(8192, 2560, 128, 128, 132, 2) == 10
+    assert sm90.tile_rounds(5000, 2560, 128, 128, 132, 2) == 7
+    assert sm90.tile_rounds(5000, 2560, 128, 160, 132, 1) == 5
+    assert sm90.tile_rounds(8192, 2560, 128, 128, 132, 2) == 10
     for m in (3000, 5000, 6000):
         for dt in ("bf16", "fp16"):
             shape = {"m": m, "n": 2560, "k": 2560}
