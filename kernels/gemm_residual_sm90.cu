@@ -674,9 +674,9 @@ __device__ __forceinline__ void tile_origin_grouped(int tile, int num_mb, int nu
     m0 = ((g * RASTER_GROUP + r % rows) * MC + (int)rm) * BM;
     n0 = ((r / rows) * NC + (int)rn) * BN;
 }
-#define TILE_ORIGIN(t, m0, n0) tile_origin_grouped(t, (num_m + MC - 1) / MC, NUM_NB, CTA_RM, CTA_RN, m0, n0)
+#define TILE_ORIGIN_RAW(t, m0, n0) tile_origin_grouped(t, (num_m + MC - 1) / MC, NUM_NB, CTA_RM, CTA_RN, m0, n0)
 #else
-#define TILE_ORIGIN(t, m0, n0) tile_origin(t, RASTER_M ? (num_m + MC - 1) / MC : NUM_NB, CTA_RM, CTA_RN, m0, n0)
+#define TILE_ORIGIN_RAW(t, m0, n0) tile_origin(t, RASTER_M ? (num_m + MC - 1) / MC : NUM_NB, CTA_RM, CTA_RN, m0, n0)
 #endif
 
 // TAIL_SHIFT (on by default for 16-bit data-parallel builds: use_tail_shift): a tile that reaches
@@ -696,6 +696,12 @@ __device__ __forceinline__ void tile_origin_grouped(int tile, int num_mb, int nu
 #else
 #define TAIL_FIX(m0, n0) ((void)0)
 #endif
+// a tile's first row and column as producer and consumers both see it, the tail shift included
+#define TILE_ORIGIN(t, m0, n0)      \
+    do {                            \
+        TILE_ORIGIN_RAW(t, m0, n0); \
+        TAIL_FIX(m0, n0);           \
+    } while (0)
 
 #if CL > 1
 #define CLUSTER_ATTR __cluster_dims__(CL, 1, 1)
@@ -812,7 +818,6 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
             while (sched_next(sched, dp_tiles, num_kb, tile, kb0, kb1)) {
                 int m0, n0;
                 TILE_ORIGIN(tile, m0, n0);
-                TAIL_FIX(m0, n0);
                 const int eb = PINGPONG ? (item++ & 1) : 0;  // the consumer (its barriers, buffer)
                 const unsigned ebuf = epi + (EPI_SHARED ? 0 : eb * EPI_BYTES);
                 const unsigned rfb = rfull_bar + 8 * eb;
@@ -991,7 +996,6 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
 #endif
             int m0, n0;
             TILE_ORIGIN(tile, m0, n0);
-            TAIL_FIX(m0, n0);
             int prev_stage = 0;
 #if PROMOTE
             // groups of PROMOTE k-blocks, each summed from zero by the tensor cores, drained

@@ -209,7 +209,7 @@ def _tile_160_fills_rounds(limits: DeviceLimits, dtype: str, shape: dict[str, in
     runs its tiles in rounds that do at most ``TILE_160_GAIN`` of the work of 128x128's (at
     ``stages_128``, in 2x1 clusters where ``use_cluster`` takes them), counting data-parallel
     rounds (a stream-K tail measured slower than the round it saves, NOTES-sm90 v34-v35)."""
-    if not shape or ITEMSIZE.get(_dtype(dtype), 2) != 2 or "128x160" not in block_size_options(limits, dtype):
+    if not shape or ITEMSIZE.get(_dtype(dtype), 2) != 2:
         return False
     try:
         m, n, _ = _mnk(shape)
@@ -583,9 +583,11 @@ def default_knobs(limits: DeviceLimits, dtype: str,
             block = "128x128"
         # 128x160 where 128x128's last round of tiles is nearly empty and the bigger tile's rounds
         # do less work in all (16-bit data)
-        if block == "128x128" and _tile_160_fills_rounds(limits, dtype, shape, stages_for("128x128"),
-                                                         stages_for("128x160")):
-            return "128x160", stages_for("128x160")
+        if (block == "128x128" and ITEMSIZE.get(_dtype(dtype), 2) == 2
+                and "128x160" in block_size_options(limits, dtype)):
+            st160 = stages_for("128x160")
+            if _tile_160_fills_rounds(limits, dtype, shape, stages_for("128x128"), st160):
+                return "128x160", st160
         # 128x160 where its tiles fill one or two waves (measured for 16-bit data only)
         if (ITEMSIZE.get(_dtype(dtype), 2) == 2
                 and "128x160" in block_size_options(limits, dtype)
