@@ -1062,12 +1062,8 @@ def cold_sweep_mode(args, limits, report, failures, verify, get, out_dir, build)
         bs, st = sm90.default_knobs(limits, dt, shape)
         cl = sm90.use_cluster(limits, bs, st, dt, shape)
         cands = {f"default {bs} s{st}" + (" cl2" if cl > 1 else ""): engine_default(bs, st, dt)}
-        for tile, st_, pp_, dp_ in args.also:  # other knobs, built as the engine would build them
-            name = (f"engine {tile} s{st_}" + (" coop" if pp_ is False else "")
-                    + (" dp" if dp_ == -1 else f" sk{dp_}" if dp_ is not None else ""))
-            cands[name] = engine_default(tile, st_, dt)._replace(
-                pingpong=pp_, streamk=None if dp_ is None else dp_ >= 0,
-                dp_tiles=dp_ if dp_ is not None and dp_ >= 0 else None)
+        for tile, st_, over in args.also:  # other knobs, built as the engine would build them
+            cands[also_label(tile, st_, over)] = engine_default(tile, st_, dt)._replace(**over)
         if args.tail_alt:  # the same build with its partial last tiles clipped (before session 16)
             cands["default, tiles clipped"] = Variant(bs, st, dt, True, None, tail_shift=False)
         elif cl > 1:  # the default is clustered: time the same schedule without
@@ -1152,16 +1148,15 @@ def tail_bits_mode(args, limits, report, failures, verify, get, out_dir, build) 
                     print(failures[-1], flush=True)
                     continue
                 same = bool(cp.array_equal(outs[0].view(cp.uint8), outs[1].view(cp.uint8)))
-                # required where the engine would shift by default: 16-bit, data-parallel
-                source = build(m, n, k, variant(v)._replace(tail_shift=True)).source
-                required = dt not in F32 and "#define STREAMK 0" in source
+                # required where the engine's own choice (use_tail_shift) shifts this build
+                required = "#define TAIL_SHIFT 1" in build(m, n, k, variant(v)._replace(tail_shift=None)).source
                 if required and not same:
                     diff = int(cp.count_nonzero(outs[0] != outs[1]))
                     failures.append(f"tail bits {dt} {v} {(m, n, k)}: {diff} elements differ")
                 who = "engine default " if v0 is None else ""
                 lines.append(f"{dt} {who}{v[0]} s{v[1]} pp={v[5]} cl={v[6]} fuse={v[3]} {(m, n, k)}: "
                              f"correct {ok}, bit-identical {same}"
-                             + ("" if required else " (not required: stream-K compiled in or fp32 data)"))
+                             + ("" if required else " (not required: the engine does not shift this build)"))
                 print(lines[-1], flush=True)
     lines.append(f"{len(failures)} failures")
     lines += failures[:20]
@@ -1398,30 +1393,38 @@ def m_list(text: str) -> list[int]:
     return ms
 
 
-def knob_list(text: str) -> list[tuple[str, int, bool | None, int | None]]:
-    """'128x160:4,128x160:5:coop:sk264' -> [('128x160', 4, None, None), ('128x160', 5, False, 264)]:
-    a tile of ``TILES``, a stage count, then optionally ``coop`` (cooperative consumers, not the
-    engine's choice) and ``skN`` (stream-K compiled in, the tiles past the first N split over every
-    SM) or ``dp`` (-1: every tile data-parallel, no stream-K code)."""
+def knob_list(text: str) -> list[tuple[str, int, dict[str, Any]]]:
+    """'128x160:4,128x160:5:coop:sk264' -> [('128x160', 4, {}), ('128x160', 5, {'pingpong': False,
+    'streamk': True, 'dp_tiles': 264})]: a tile of ``TILES``, a stage count, then optionally
+    ``coop`` (cooperative consumers, not the engine's choice) and ``skN`` (stream-K compiled in, the
+    tiles past the first N split over every SM) or ``dp`` (data-parallel, no stream-K code): the
+    ``Variant`` fields each sets."""
     out = []
     for part in text.split(","):
-        tile, st, *opts = part.split(":")
-        pingpong, dp = None, None
+        fields = part.split(":")
+        tile, st, opts = fields[0], fields[1] if len(fields) > 1 else "", fields[2:]
+        over: dict[str, Any] = {}
         bad = tile not in sm90.TILES or not st.isdigit()
         for o in opts:
             if o == "coop":
-                pingpong = False
-            elif o == "dp":
-                dp = -1  # every tile data-parallel, no stream-K code
-            elif o.startswith("sk") and o[2:].isdigit():
-                dp = int(o[2:])
+                over["pingpong"] = False
+            elif o == "dp" and "streamk" not in over:
+                over["streamk"] = False
+            elif o.startswith("sk") and o[2:].isdigit() and "streamk" not in over:
+                over.update(streamk=True, dp_tiles=int(o[2:]))
             else:
                 bad = True
         if bad:
             raise argparse.ArgumentTypeError(f"{part!r}: expected TILE:STAGES[:coop][:skN|:dp] with TILE "
                                              f"one of {', '.join(sm90.TILES)}")
-        out.append((tile, int(st), pingpong, dp))
+        out.append((tile, int(st), over))
     return out
+
+
+def also_label(tile: str, stages: int, over: dict[str, Any]) -> str:
+    """The table row's name for one ``--also`` entry: 'engine 128x160 s5 coop sk264'."""
+    return (f"engine {tile} s{stages}" + (" coop" if over.get("pingpong") is False else "")
+            + (f" sk{over['dp_tiles']}" if "dp_tiles" in over else " dp" if over.get("streamk") is False else ""))
 
 
 def group_list(text: str) -> list[int]:

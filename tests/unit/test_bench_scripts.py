@@ -296,3 +296,32 @@ def test_membound_bulk_variant_builds_what_the_engine_builds():
     off = mb.bulk_build("bf16", shape, (256, 4, 1), 132)
     assert off.launches[0].shared_mem_bytes == 16384 and "#define AR_STAGES 1" in off.source
     assert mb.fits((256, 4, 3), shape, "bf16", h200) and not mb.fits((256, 5, 3), shape, "bf16", h200)
+
+
+@pytest.mark.parametrize("value", ["128x999:4", "128x160", "128x160:x", "128x160:4:bogus",
+                                   "128x160:4:dp:sk264", "128x160:4,256x1:2"])
+def test_sm90_gemm_bad_also_exits_2_naming_the_flag(value):
+    err = refused("sm90_gemm.py", "--cold-duel", "--m-list", "2500", "--also", value)
+    assert "--also" in err and "TILE:STAGES" in err
+
+
+def test_sm90_gemm_also_rows_build_as_labelled(sm90_script):
+    """Each --also entry is the build its label names: the engine's own choices unless coop (the
+    cooperative consumers), skN (stream-K past the first N tiles) or dp (no stream-K code) says."""
+    mod, h200 = sm90_script
+    rows = mod.knob_list("128x160:4,128x160:5:coop:sk264,128x160:4:dp,128x128:4:coop")
+    labels = [mod.also_label(t, st, over) for t, st, over in rows]
+    assert labels == ["engine 128x160 s4", "engine 128x160 s5 coop sk264", "engine 128x160 s4 dp",
+                      "engine 128x128 s4 coop"]
+    built = [mod.build_variant(h200, 2500, 2560, 2560, mod.engine_default(t, st, "bf16")._replace(**over)).info
+             for t, st, over in rows]
+    assert built[0]["consumers"].startswith("ping-pong") and built[0]["schedule"] == "data-parallel"
+    assert built[1]["consumers"] == "cooperative"
+    assert built[1]["schedule"] == "stream-K over 56 tiles after 264 data-parallel"
+    assert built[2]["schedule"] == "data-parallel"
+    assert built[3]["consumers"] == "cooperative"
+    # at M = 2400 the engine plans a stream-K tail for 128x160 s4; dp takes it out
+    at2400 = [mod.build_variant(h200, 2400, 2560, 2560, mod.engine_default(t, st, "bf16")._replace(**over))
+              for t, st, over in rows[::2]]
+    assert at2400[0].info["schedule"].startswith("stream-K") and "#define STREAMK 1" in at2400[0].source
+    assert at2400[1].info["schedule"] == "data-parallel" and "#define STREAMK 0" in at2400[1].source
