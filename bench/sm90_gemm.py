@@ -1108,6 +1108,86 @@ def cold_sweep_mode(args, limits, report, failures, verify, get, out_dir, build)
     return 0 if not failures else 1
 
 
+SCAN_M = tuple(sorted(set(range(256, 8193, 63)) | {512, 1024, 1571, 2048, 2400, 2500, 3000, 4096,
+                                                       5000, 7488, 7976, 8192}))
+"""``--torch-scan``'s M without ``--m-list``: every 63rd M from 256 (so the last tile's fill
+varies: most are M no tile divides), the standard sweep's M and the ones earlier sessions found
+weak (138 values)."""
+
+
+def torch_scan_mode(args, limits, report, failures, verify, get, forget, out_dir, build) -> int:
+    """The issue's "never slower than matmul + add" at many M (N = K = 2560; ``--m-list``, else
+    ``SCAN_M``), in each of ``--scan-dtypes``: the engine's default build, checked against the
+    float64 reference, then timed in alternation with torch matmul + add and cuBLAS beta=1
+    (``--rounds`` rounds of 20 launches each, the hot card; a rested run per M would take an
+    hour). Where the default plans a stream-K tail, the same knobs data-parallel too; ``--also``
+    adds the engine's build of other knobs. Per M: medians, ours / torch (the median of the
+    per-round ratios), the SOL-ExecBench score; at the end the M where ours is not faster."""
+    n = k = 2560
+    sampler = make_sampler()
+    ms = args.m_list if args.m_list_given else list(SCAN_M)
+    lines = [f"torch scan, N = K = 2560, {len(ms)} M, {args.rounds} alternating rounds x 20 launches "
+             "(ms; ratio = ours / torch, median of the rounds' ratios)"]
+    slower: list[str] = []
+    for dt in args.scan_dtypes:
+        lines.append(f"{dt}: {'M':>5} {'knobs':28s} {'ours':>7} {'dp':>7} {'torch':>7} {'cuBLAS1':>7} "
+                     f"{'ratio':>6} {'score':>6}  also")
+        scores = []
+        for m in ms:
+            shape = {"m": m, "n": n, "k": k}
+            bs, st = sm90.default_knobs(limits, dt, shape)
+            v = engine_default(bs, st, dt)
+            b = build(m, n, k, v)
+            knobs = f"{bs} s{st} {b.info['consumers'].split(' ')[0]} {cluster_tag(b.info)}".strip()
+            cands = {"ours": v}
+            if b.info["schedule"].startswith("stream-K"):  # a planned stream-K tail
+                cands["dp"] = v._replace(streamk=False)
+            for tile, st_, over in args.also:
+                cands[also_label(tile, st_, over)] = engine_default(tile, st_, dt)._replace(**over)
+            bufs = get(m, n, k, dt)[0]
+            runs = {}
+            for nm, cv in cands.items():
+                if verify(m, n, k, cv, label=f"torch scan {nm}"):
+                    runs[nm] = Runner(build(m, n, k, cv), bufs, dt, False)
+            tfn = torch_matmul_add_fn(m, n, k, dt)
+            if tfn is not None:
+                runs["torch"] = tfn
+            runs["cuBLAS beta=1"] = cublas_gemm(bufs, bufs["r"].copy(), dt, 1.0)
+            per = alternate(runs, args.rounds, sampler, tag=f"{dt} {m} ")
+            med = {nm: sorted(ts)[len(ts) // 2] for nm, ts in per.items()}
+            ratio = (sorted(a / b_ for a, b_ in zip(per["ours"], per["torch"], strict=True))[args.rounds // 2]
+                     if "ours" in per and "torch" in per else float("nan"))
+            sc = score(med["ours"], med.get("torch"), m, n, k) if "ours" in med else None
+            if sc is not None:
+                scores.append(sc)
+            if not ratio < 1.0:
+                slower.append(f"{dt} M={m} {knobs}: ours {med.get('ours', float('nan')):.4f} vs torch "
+                              f"{med.get('torch', float('nan')):.4f} (ratio {ratio:.3f})")
+            also = " ".join(f"{nm}={t:.4f}" for nm, t in med.items()
+                            if nm not in ("ours", "dp", "torch", "cuBLAS beta=1"))
+            lines.append(f"      {m:5d} {knobs:28s} {med.get('ours', float('nan')):7.4f} "
+                         f"{med.get('dp', float('nan')):7.4f} {med.get('torch', float('nan')):7.4f} "
+                         f"{med['cuBLAS beta=1']:7.4f} {ratio:6.3f} {sc if sc is not None else float('nan'):6.3f}  {also}")
+            report["sweep"].append({"dtype": dt, "m": m, "knobs": knobs, "rounds": per})
+            print(lines[-1], flush=True)
+            forget()
+        if scores:
+            lines.append(f"{dt}: mean score {sum(scores) / len(scores):.3f} over {len(scores)} M")
+    lines.append(f"M where ours is not faster than torch matmul + add: {len(slower)}")
+    lines += slower
+    if sampler:
+        sampler.stop = True
+    lines += failures[:20]
+    write_table(lines, report, out_dir, "sm90_torch_scan")
+    return 0 if not failures and not slower else 1
+
+
+def cluster_tag(info: dict) -> str:
+    """'2x1' where a build's info names a cluster ('2x1, W multicast'), '' for 'none'."""
+    cl = str(info.get("cluster", "none"))
+    return "" if cl == "none" else cl.split(",")[0]
+
+
 TAIL_BITS_SHAPES = [(7976, 2560, 2560), (8000, 2560, 2560), (333, 1032, 520), (130, 264, 72),
                     (4096, 2504, 2560), (1571, 2560, 2560), (300, 136, 200), (2047, 2600, 704)]
 TAIL_BITS_VARIANTS = [  # (tile, stages, dtype, fuse, streamk, pingpong, cluster)
@@ -1396,9 +1476,10 @@ def m_list(text: str) -> list[int]:
 def knob_list(text: str) -> list[tuple[str, int, dict[str, Any]]]:
     """'128x160:4,128x160:5:coop:sk264' -> [('128x160', 4, {}), ('128x160', 5, {'pingpong': False,
     'streamk': True, 'dp_tiles': 264})]: a tile of ``TILES``, a stage count, then optionally
-    ``coop`` (cooperative consumers, not the engine's choice) and ``skN`` (stream-K compiled in, the
-    tiles past the first N split over every SM) or ``dp`` (data-parallel, no stream-K code): the
-    ``Variant`` fields each sets."""
+    ``coop`` (cooperative consumers, not the engine's choice), ``skN`` (stream-K compiled in, the
+    tiles past the first N split over every SM) or ``dp`` (data-parallel, no stream-K code), and
+    ``cl1`` / ``cl2`` (no cluster / 2x1 clusters, not ``use_cluster``'s choice): the ``Variant``
+    fields each sets."""
     out = []
     for part in text.split(","):
         fields = part.split(":")
@@ -1412,10 +1493,12 @@ def knob_list(text: str) -> list[tuple[str, int, dict[str, Any]]]:
                 over["streamk"] = False
             elif o.startswith("sk") and o[2:].isdigit() and "streamk" not in over:
                 over.update(streamk=True, dp_tiles=int(o[2:]))
+            elif o in ("cl1", "cl2") and "cluster" not in over:
+                over["cluster"] = int(o[2])
             else:
                 bad = True
         if bad:
-            raise argparse.ArgumentTypeError(f"{part!r}: expected TILE:STAGES[:coop][:skN|:dp] with TILE "
+            raise argparse.ArgumentTypeError(f"{part!r}: expected TILE:STAGES[:coop][:skN|:dp][:cl1|:cl2] with TILE "
                                              f"one of {', '.join(sm90.TILES)}")
         out.append((tile, int(st), over))
     return out
@@ -1424,7 +1507,16 @@ def knob_list(text: str) -> list[tuple[str, int, dict[str, Any]]]:
 def also_label(tile: str, stages: int, over: dict[str, Any]) -> str:
     """The table row's name for one ``--also`` entry: 'engine 128x160 s5 coop sk264'."""
     return (f"engine {tile} s{stages}" + (" coop" if over.get("pingpong") is False else "")
-            + (f" sk{over['dp_tiles']}" if "dp_tiles" in over else " dp" if over.get("streamk") is False else ""))
+            + (f" sk{over['dp_tiles']}" if "dp_tiles" in over else " dp" if over.get("streamk") is False else "")
+            + (f" cl{over['cluster']}" if "cluster" in over else ""))
+
+
+def dtype_list(text: str) -> list[str]:
+    """'bf16,fp16' -> ['bf16', 'fp16']: the 16-bit dtypes ``--torch-scan`` times."""
+    dts = [x.strip() for x in text.split(",") if x.strip()]
+    if not dts or any(d not in ("bf16", "fp16") for d in dts):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected bf16 and/or fp16, separated by commas")
+    return dts
 
 
 def group_list(text: str) -> list[int]:
@@ -1479,10 +1571,16 @@ def main() -> int:
     ap.add_argument("--orders", type=group_list, default=None, metavar="G,...",
                     help="--small-m: the default build also N-fastest, M-fastest and in groups of "
                          "each G M blocks")
-    ap.add_argument("--also", type=knob_list, default=[], metavar="TILE:STAGES[:coop][:skN|:dp],...",
+    ap.add_argument("--also", type=knob_list, default=[], metavar="TILE:STAGES[:coop][:skN|:dp][:cl1|:cl2],...",
                     help="--cold-duel --m-list: also the engine's own build of these knobs at each M "
                          "(coop: cooperative consumers; skN: stream-K past the first N tiles; dp: "
-                         "data-parallel, no stream-K code)")
+                         "data-parallel, no stream-K code; cl1/cl2: no cluster / 2x1 clusters)")
+    ap.add_argument("--torch-scan", action="store_true",
+                    help="the default build against torch matmul + add and cuBLAS beta=1 at many M "
+                         "(SCAN_M: every 63rd from 256 and the sweep's, unless --m-list), hot alternation; exit 1 "
+                         "where ours is not faster or wrong")
+    ap.add_argument("--scan-dtypes", type=dtype_list, default=["bf16", "fp16"], metavar="DT,...",
+                    help="--torch-scan: bf16 and/or fp16")
     ap.add_argument("--tail-alt", action="store_true",
                     help="--cold-duel --m-list: the default build against itself with its partial "
                          "tiles clipped (tail_shift=False) instead of its clustered / unclustered twin")
@@ -1522,6 +1620,11 @@ def main() -> int:
             bufs = make_inputs(m, n, k, dt, seed=len(data) + 7)
             data[key] = (bufs, reference(bufs, dt))
         return data[key]
+
+    def forget() -> None:
+        """Drop the inputs and references kept so far (a long scan would hold every M's)."""
+        data.clear()
+        cp.get_default_memory_pool().free_all_blocks()
 
     def build(m, n, k, v, schedule=None):
         return build_variant(limits, m, n, k, v, schedule)
@@ -1568,6 +1671,8 @@ def main() -> int:
         return tf32_mode(args, limits, report, failures, forced_checks, timed, get, out_dir)
     if args.fp32:
         return fp32_mode(args, limits, report, failures, forced_checks, timed, get, out_dir, build)
+    if args.torch_scan:
+        return torch_scan_mode(args, limits, report, failures, verify, get, forget, out_dir, build)
     if args.msweep_alt:
         return msweep_alt_mode(args, limits, report, failures, verify, get, out_dir, build)
     if args.duel:

@@ -361,8 +361,10 @@ def use_cluster(limits: DeviceLimits, block_size: str, stages: int, dtype: str,
     """Cluster size for these knobs (not itself a knob): 2 where ``CLUSTER_DEFAULT`` is on, the
     tile and dtype are in ``CLUSTER_DEFAULT_TILES`` / ``CLUSTER_DEFAULT_DTYPES``, the consumers run
     ping-pong (``use_pingpong``: so the pipeline is on and, for a known shape, every CTA gets two
-    tiles or more), and (for a known shape) every cluster gets at least one whole wave of work;
-    else 1."""
+    tiles or more), and (for a known shape) every cluster gets at least one whole wave of work
+    and pairing the M blocks costs no round of tiles (``tile_rounds``: an odd M block count can
+    leave the last pair half empty and push a round, e.g. 19 blocks at M = 2400: 4 rounds in
+    pairs against 3 alone; the 3 % clusters buy is less than a round); else 1."""
     if (not CLUSTER_DEFAULT or stages == 0 or _dtype(dtype) not in CLUSTER_DEFAULT_DTYPES
             or _tile_name(block_size) not in CLUSTER_DEFAULT_TILES
             or not use_pingpong(limits, block_size, stages, dtype, shape)):
@@ -374,6 +376,8 @@ def use_cluster(limits: DeviceLimits, block_size: str, stages: int, dtype: str,
             return 1
         bm, bn, _ = parse_block_size(block_size)
         if _cdiv(m, 2 * bm) * _cdiv(n, bn) < max(1, limits.sm_count // 2):
+            return 1
+        if tile_rounds(m, n, bm, bn, limits.sm_count, 2) > tile_rounds(m, n, bm, bn, limits.sm_count):
             return 1
     return 2
 

@@ -325,3 +325,23 @@ def test_sm90_gemm_also_rows_build_as_labelled(sm90_script):
               for t, st, over in rows[::2]]
     assert at2400[0].info["schedule"].startswith("stream-K") and "#define STREAMK 1" in at2400[0].source
     assert at2400[1].info["schedule"] == "data-parallel" and "#define STREAMK 0" in at2400[1].source
+
+
+def test_sm90_gemm_also_cluster_options_build_that_cluster(sm90_script):
+    """cl1 / cl2 in an --also entry override ``use_cluster``: at M = 2400 the engine now runs
+    ping-pong 128x128 unclustered (2x1 pairs would add a round); cl2 times the paired build."""
+    mod, h200 = sm90_script
+    rows = mod.knob_list("128x128:5:cl2,128x128:5:cl1,128x128:5")
+    assert [mod.also_label(t, st, over) for t, st, over in rows] == [
+        "engine 128x128 s5 cl2", "engine 128x128 s5 cl1", "engine 128x128 s5"]
+    built = [mod.build_variant(h200, 2400, 2560, 2560, mod.engine_default(t, st, "bf16")._replace(**over)).info
+             for t, st, over in rows]
+    assert built[0]["cluster"].startswith("2x1") and built[1]["cluster"] == "none"
+    assert built[2]["cluster"] == "none"
+    assert mod.cluster_tag(built[0]) == "2x1" and mod.cluster_tag(built[1]) == ""
+
+
+@pytest.mark.parametrize("value", ["fp32", "", "bf16,tf32"])
+def test_sm90_gemm_bad_scan_dtypes_exit_2_naming_the_flag(value):
+    err = refused("sm90_gemm.py", "--torch-scan", "--scan-dtypes", value)
+    assert "--scan-dtypes" in err and "bf16 and/or fp16" in err

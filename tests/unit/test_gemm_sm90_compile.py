@@ -898,3 +898,23 @@ def test_tile_160_where_128x128_leaves_its_last_round_nearly_empty() -> None:
         b = sm90.build(SimpleNamespace(shape=shape, dtype="bf16"), H200, *want)
         assert b.info["consumers"] == "cooperative" and b.info["schedule"] == "data-parallel", m
     assert sm90.default_knobs(H200, "bf16", {"m": 768, "n": 2560, "k": 2560})[0] == "128x128"  # one round
+
+
+def test_clusters_only_where_pairing_the_m_blocks_adds_no_round() -> None:
+    """2x1 clusters pair M blocks; with an odd block count the last pair is half empty, which can
+    push a round of tiles: M = 2400 (19 blocks x 20) runs 3 rounds alone but 4 in pairs, M = 7488
+    (59 x 20) 9 against 10. There the default runs ping-pong 128x128 unclustered (and at 2400 no
+    longer needs 128x160's three rounds of a bigger tile); where pairing costs no round (the seed,
+    M = 3000, 7976) clusters stay."""
+    from types import SimpleNamespace
+
+    assert sm90.tile_rounds(2400, 2560, 128, 128, 132, 2) == 4
+    assert sm90.tile_rounds(2400, 2560, 128, 128, 132, 1) == 3
+    for m in (2400, 2432, 7488, 7552):
+        shape = {"m": m, "n": 2560, "k": 2560}
+        assert sm90.use_cluster(H200, "128x128", 5, "bf16", shape) == 1, m
+        assert sm90.default_knobs(H200, "bf16", shape) == ("128x128", 5), m
+        b = sm90.build(SimpleNamespace(shape=shape, dtype="bf16"), H200, "128x128", 5)
+        assert b.info["cluster"] == "none" and b.info["consumers"].startswith("ping-pong"), m
+    for m in (3000, 7976, 8192):
+        assert sm90.use_cluster(H200, "128x128", 5, "fp16", {"m": m, "n": 2560, "k": 2560}) == 2, m
