@@ -1170,6 +1170,8 @@ def torch_scan_mode(args, limits, report, failures, verify, get, forget, out_dir
                          f"{med['cuBLAS beta=1']:7.4f} {ratio:6.3f} {sc if sc is not None else float('nan'):6.3f}  {also}")
             report["sweep"].append({"dtype": dt, "m": m, "knobs": knobs, "rounds": per})
             print(lines[-1], flush=True)
+            if out_dir:  # so far, in case the call's time runs out before the table
+                Path(out_dir, "sm90_torch_scan.partial.txt").write_text("\n".join(lines) + "\n")
             forget()
         if scores:
             lines.append(f"{dt}: mean score {sum(scores) / len(scores):.3f} over {len(scores)} M")
