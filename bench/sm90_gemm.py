@@ -329,6 +329,7 @@ class Variant(NamedTuple):
     grid: int | None = None  # CTAs launched (whole clusters), the tiles spread over them
     tail_shift: bool | None = None  # partial last tiles moved back to end at M, N (session 16)
     dp_tiles: int | None = None  # with it: schedule (grid or every SM, dp_tiles), stream-K past them
+    half_tail: bool | None = None  # the last round's tiles as 64-row halves (session 17)
 
 
 def engine_default(tile: str, stages: int, dtype: str) -> Variant:
@@ -353,7 +354,7 @@ def build_variant(limits: DeviceLimits, m: int, n: int, k: int, v: tuple,
                       split_hi=v.split_hi, promote=v.promote, tmap_global=v.tmap_global,
                       raster_m=v.raster_m, w_first=v.w_first, raster_group=v.raster_group,
                       epi_ring=v.epi_ring, epi_shared=v.epi_shared, r_issue_kb=v.r_issue_kb,
-                      tail_shift=v.tail_shift)
+                      tail_shift=v.tail_shift, half_tail=v.half_tail)
 
 
 def variant(v: tuple) -> Variant:
@@ -1064,6 +1065,9 @@ def cold_sweep_mode(args, limits, report, failures, verify, get, out_dir, build)
         cands = {f"default {bs} s{st}" + (" cl2" if cl > 1 else ""): engine_default(bs, st, dt)}
         for tile, st_, over in args.also:  # other knobs, built as the engine would build them
             cands[also_label(tile, st_, over)] = engine_default(tile, st_, dt)._replace(**over)
+        if "halves" in build(m, n, k, engine_default(bs, st, dt)).info["schedule"]:
+            # the default runs its last round in halves: the same build with that round whole
+            cands["default, last round whole"] = Variant(bs, st, dt, True, False, half_tail=False)
         if args.tail_alt:  # the same build with its partial last tiles clipped (before session 16)
             cands["default, tiles clipped"] = Variant(bs, st, dt, True, None, tail_shift=False)
         elif cl > 1:  # the default is clustered: time the same schedule without
@@ -1480,8 +1484,9 @@ def knob_list(text: str) -> list[tuple[str, int, dict[str, Any]]]:
     'streamk': True, 'dp_tiles': 264})]: a tile of ``TILES``, a stage count, then optionally
     ``coop`` (cooperative consumers, not the engine's choice), ``skN`` (stream-K compiled in, the
     tiles past the first N split over every SM) or ``dp`` (data-parallel, no stream-K code), and
-    ``cl1`` / ``cl2`` (no cluster / 2x1 clusters, not ``use_cluster``'s choice): the ``Variant``
-    fields each sets."""
+    ``cl1`` / ``cl2`` (no cluster / 2x1 clusters, not ``use_cluster``'s choice), ``whole`` /
+    ``halves`` (the last round's tiles whole / as 64-row halves, not ``use_half_tail``'s choice):
+    the ``Variant`` fields each sets."""
     out = []
     for part in text.split(","):
         fields = part.split(":")
@@ -1497,10 +1502,12 @@ def knob_list(text: str) -> list[tuple[str, int, dict[str, Any]]]:
                 over.update(streamk=True, dp_tiles=int(o[2:]))
             elif o in ("cl1", "cl2") and "cluster" not in over:
                 over["cluster"] = int(o[2])
+            elif o in ("whole", "halves") and "half_tail" not in over:
+                over["half_tail"] = o == "halves"
             else:
                 bad = True
         if bad:
-            raise argparse.ArgumentTypeError(f"{part!r}: expected TILE:STAGES[:coop][:skN|:dp][:cl1|:cl2] with TILE "
+            raise argparse.ArgumentTypeError(f"{part!r}: expected TILE:STAGES[:coop][:skN|:dp][:cl1|:cl2][:whole|:halves] with TILE "
                                              f"one of {', '.join(sm90.TILES)}")
         out.append((tile, int(st), over))
     return out
@@ -1510,7 +1517,8 @@ def also_label(tile: str, stages: int, over: dict[str, Any]) -> str:
     """The table row's name for one ``--also`` entry: 'engine 128x160 s5 coop sk264'."""
     return (f"engine {tile} s{stages}" + (" coop" if over.get("pingpong") is False else "")
             + (f" sk{over['dp_tiles']}" if "dp_tiles" in over else " dp" if over.get("streamk") is False else "")
-            + (f" cl{over['cluster']}" if "cluster" in over else ""))
+            + (f" cl{over['cluster']}" if "cluster" in over else "")
+            + ((" halves" if over["half_tail"] else " whole") if "half_tail" in over else ""))
 
 
 def dtype_list(text: str) -> list[str]:
@@ -1573,10 +1581,11 @@ def main() -> int:
     ap.add_argument("--orders", type=group_list, default=None, metavar="G,...",
                     help="--small-m: the default build also N-fastest, M-fastest and in groups of "
                          "each G M blocks")
-    ap.add_argument("--also", type=knob_list, default=[], metavar="TILE:STAGES[:coop][:skN|:dp][:cl1|:cl2],...",
+    ap.add_argument("--also", type=knob_list, default=[], metavar="TILE:STAGES[:coop][:skN|:dp][:cl1|:cl2][:whole|:halves],...",
                     help="--cold-duel --m-list: also the engine's own build of these knobs at each M "
                          "(coop: cooperative consumers; skN: stream-K past the first N tiles; dp: "
-                         "data-parallel, no stream-K code; cl1/cl2: no cluster / 2x1 clusters)")
+                         "data-parallel, no stream-K code; cl1/cl2: no cluster / 2x1 clusters; "
+                         "whole/halves: the last round's tiles whole / in 64-row halves)")
     ap.add_argument("--torch-scan", action="store_true",
                     help="the default build against torch matmul + add and cuBLAS beta=1 at many M "
                          "(SCAN_M: every 63rd from 256 and the sweep's, unless --m-list), hot alternation; exit 1 "

@@ -44,6 +44,15 @@
 // tiles wholly outside (TMA zero-fills their loads and clips their stores). A cluster barrier after
 // the mbarrier init and one before exit keep remote arrivals inside the peers' lifetime.
 //
+// HALF_TAIL (unclustered data-parallel ping-pong, 128-row tiles, 16-bit data): the tiles past the
+// first dp_tiles (the last round's, where it is at most half full) run as two 64-row halves each,
+// on two CTAs, so that round takes about half as long. A half loads its 64 A rows by their own
+// tensor map (tm_ah), issues only the first m64 wgmma of each k-step (the same sums in the same
+// order as the whole tile: the same bits), and stores its 64 rows by 64-row maps (tm_outh,
+// tm_out2h); its R box stays whole, and the epilogue runs over all 128 rows of the buffer as for a
+// whole tile (the second slice's stale accumulators land in rows no store reads: skipping them
+// made ptxas spill 272 bytes in 128x160).
+//
 // STAGES == 1 is MEMORY_PIPELINING=off: the producer waits for the consumers to free the only
 // slot before it issues the next load, so copies and math never overlap.
 //
@@ -91,6 +100,9 @@
 #endif
 #if CL > 1 && STREAMK
 #error "the cluster schedule is data-parallel only (STREAMK 0)"
+#endif
+#ifndef HALF_TAIL
+#define HALF_TAIL 0
 #endif
 #ifndef DT
 #define DT 0
@@ -168,6 +180,9 @@
 #endif
 #if EPI_SHARED && !PINGPONG
 #error "EPI_SHARED: ping-pong consumers"
+#endif
+#if HALF_TAIL && (!PINGPONG || CL > 1 || STREAMK || ELEM != 2 || BM != 128 || EPI_SHARED)
+#error "HALF_TAIL: unclustered data-parallel ping-pong 128-row tiles with 16-bit data, two epilogue buffers"
 #endif
 #define EPI_BUFS (EPI_BARS - EPI_SHARED)  // epilogue buffers in shared memory
 #define M_ITERS (WG_M / 64)
@@ -604,10 +619,18 @@ __device__ __forceinline__ void st_relaxed_u32(unsigned* p, unsigned v) {
 struct Sched {
     int next_tile;
     long long it, end;
+#if HALF_TAIL
+    int units;  // dp_tiles whole tiles, then two halves of each later tile
+    int half;   // the current unit: 0 a whole tile, 1 its first 64 rows, 2 its last 64
+#endif
 };
 
 __device__ __forceinline__ void sched_init(Sched& s, int dp_tiles, int num_tiles, int num_kb) {
     s.next_tile = blockIdx.x / CL;
+#if HALF_TAIL
+    s.units = dp_tiles + 2 * (num_tiles - dp_tiles);
+    s.half = 0;
+#endif
     const long long sk_iters = (long long)(num_tiles - dp_tiles) * num_kb;
     s.it = (long long)blockIdx.x * sk_iters / gridDim.x;
     s.end = (long long)(blockIdx.x + 1) * sk_iters / gridDim.x;
@@ -615,6 +638,18 @@ __device__ __forceinline__ void sched_init(Sched& s, int dp_tiles, int num_tiles
 
 __device__ __forceinline__ bool sched_next(Sched& s, int dp_tiles, int num_kb, int& tile, int& kb0,
                                            int& kb1) {
+#if HALF_TAIL
+    if (s.next_tile < s.units) {
+        const int h = s.next_tile - dp_tiles;  // >= 0: a half unit
+        tile = h < 0 ? s.next_tile : dp_tiles + h / 2;
+        s.half = h < 0 ? 0 : 1 + (h & 1);
+        kb0 = 0;
+        kb1 = num_kb;
+        s.next_tile += gridDim.x;
+        return true;
+    }
+    return false;
+#endif
     if (s.next_tile < dp_tiles) {
         tile = s.next_tile;
         kb0 = 0;
@@ -696,11 +731,17 @@ __device__ __forceinline__ void tile_origin_grouped(int tile, int num_mb, int nu
 #else
 #define TAIL_FIX(m0, n0) ((void)0)
 #endif
-// a tile's first row and column as producer and consumers both see it, the tail shift included
+#if HALF_TAIL
+#define HALF_FIX(m0) ((m0) += sched.half == 2 ? 64 : 0)  // a tile's second half: its last 64 rows
+#else
+#define HALF_FIX(m0) ((void)0)
+#endif
+// a unit's first row and column as producer and consumers both see it, the tail shift included
 #define TILE_ORIGIN(t, m0, n0)      \
     do {                            \
         TILE_ORIGIN_RAW(t, m0, n0); \
         TAIL_FIX(m0, n0);           \
+        HALF_FIX(m0);               \
     } while (0)
 
 #if CL > 1
@@ -712,6 +753,9 @@ __device__ __forceinline__ void tile_origin_grouped(int tile, int num_mb, int nu
 extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_ATTR
 gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PARAM(tm_out),
                    TMAP_PARAM(tm_r2), TMAP_PARAM(tm_out2),
+#if HALF_TAIL
+                   TMAP_PARAM(tm_ah), TMAP_PARAM(tm_outh), TMAP_PARAM(tm_out2h),
+#endif
 #if DT == 3
                    TMAP_PARAM(tm_alo), TMAP_PARAM(tm_wlo),
 #endif
@@ -764,6 +808,9 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
     dp_tiles = dp_tiles < 0 ? 0 : dp_tiles;
     dp_tiles = dp_tiles > num_tiles ? num_tiles : dp_tiles;
     dp_tiles = num_tiles - dp_tiles > WS_TILES ? num_tiles - WS_TILES : dp_tiles;
+#elif HALF_TAIL
+    // the whole tiles; the rest run in halves
+    dp_tiles = dp_tiles < 0 ? 0 : dp_tiles > num_tiles ? num_tiles : dp_tiles;
 #else
     dp_tiles = num_tiles;
 #endif
@@ -840,7 +887,11 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                 for (int kb = kb0; kb < kb1; ++kb) {
                     mbar_wait(empty_bar + 8 * stage, phase ^ 1u);
                     const unsigned fb = full_bar + 8 * stage;
+#if HALF_TAIL
+                    mbar_expect_tx(fb, sched.half ? STAGE_BYTES - A_TILE_BYTES / 2 : STAGE_BYTES);
+#else
                     mbar_expect_tx(fb, STAGE_BYTES);
+#endif
                     const unsigned sa = base + stage * STAGE_BYTES;
 #if DT == 3
                     // product seg: 0 a_lo * w_hi, 1 a_hi * w_lo, 2 a_hi * w_hi
@@ -853,7 +904,11 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                     }
 #else
                     const int kx = kb * BK;
+#if HALF_TAIL
+                    const unsigned long long am = sched.half ? TMAP_ADDR(tm_ah) : a_map;
+#else
                     const unsigned long long am = a_map;
+#endif
                     const unsigned long long wm = w_map;
 #endif
 #if NC > 1
@@ -997,6 +1052,9 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
             int m0, n0;
             TILE_ORIGIN(tile, m0, n0);
             int prev_stage = 0;
+#if HALF_TAIL
+            const bool is_half = sched.half != 0;  // 64 rows: the first m64 slice of each k-step only
+#endif
 #if PROMOTE
             // groups of PROMOTE k-blocks, each summed from zero by the tensor cores, drained
             // (wgmma.wait_group 0) and added into `sum` by FADD
@@ -1026,14 +1084,23 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                     const unsigned db = da + ((A_TILE_BYTES - row0 * 128) >> 4);
 #endif
                     wgmma_fence();
-#pragma unroll
-                    for (int k = 0; k < KSTEPS; ++k) {
-#pragma unroll
-                        for (int mi = 0; mi < M_ITERS; ++mi) {
-                            WGMMA(acc[mi], desc64(da + ((mi * 64 * 128 + k * 32) >> 4)),
-                                  desc64(db + ((k * 32) >> 4)), (kb != g0) | (k != 0));
-                        }
+#define ISSUE_WGMMAS(NMI)                                                                         \
+    _Pragma("unroll") for (int k = 0; k < KSTEPS; ++k) {                                          \
+        _Pragma("unroll") for (int mi = 0; mi < (NMI); ++mi) {                                    \
+            WGMMA(acc[mi], desc64(da + ((mi * 64 * 128 + k * 32) >> 4)), desc64(db + ((k * 32) >> 4)), \
+                  (kb != g0) | (k != 0));                                                         \
+        }                                                                                         \
+    }
+#if HALF_TAIL
+                    if (is_half) {
+                        ISSUE_WGMMAS(1)
+                    } else {
+                        ISSUE_WGMMAS(M_ITERS)
                     }
+#else
+                    ISSUE_WGMMAS(M_ITERS)
+#endif
+#undef ISSUE_WGMMAS
                     wgmma_commit();
 #if STAGES == 1
                     wgmma_wait<0>();
@@ -1249,6 +1316,21 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
             if (storer) mbar_arrive(reb);  // every tile thread is past its wait on the R barrier
 #endif
             if (storer) {
+#if HALF_TAIL
+                // a half tile stores its 64 rows: the first 64 of each chunk of the buffer
+                const unsigned long long st_map = is_half ? TMAP_ADDR(tm_outh) : out_map;
+                const unsigned long long st_map2 = is_half ? TMAP_ADDR(tm_out2h) : TMAP_ADDR(tm_out2);
+                (void)st_map2;
+#pragma unroll
+                for (int c = 0; c < EPI_CHUNKS; ++c) {
+                    if (m0 < M && n0 + c * EPI_COLS < N)
+                        tma_store_2d(st_map, n0 + c * EPI_COLS, m0, ebuf + c * EPI_CHUNK_BYTES);
+                }
+#if EPI_TAIL_COLS
+                if (m0 < M && n0 + EPI_CHUNKS * EPI_COLS < N)
+                    tma_store_2d(st_map2, n0 + EPI_CHUNKS * EPI_COLS, m0, ebuf + EPI_TAIL);
+#endif
+#else
 #pragma unroll
                 for (int c = 0; c < EPI_CHUNKS; ++c) {
                     if (m0 < M && n0 + c * EPI_COLS < N)
@@ -1257,6 +1339,7 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
 #if EPI_TAIL_COLS
                 if (m0 < M && n0 + EPI_CHUNKS * EPI_COLS < N)
                     tma_store_2d(TMAP_ADDR(tm_out2), n0 + EPI_CHUNKS * EPI_COLS, m0, ebuf + EPI_TAIL);
+#endif
 #endif
                 asm volatile("cp.async.bulk.commit_group;" ::: "memory");
 #if PINGPONG

@@ -186,11 +186,47 @@ def _few_full_waves(m: int, n: int, bm: int, bn: int, sms: int) -> bool:
 """Stage count per tile where the deepest that fits is not the fastest measured."""
 
 
-def tile_rounds(m: int, n: int, bm: int, bn: int, sms: int, cluster: int = 1) -> int:
+def tile_rounds(m: int, n: int, bm: int, bn: int, sms: int, cluster: int = 1,
+                half_tail: bool = False) -> float:
     """Rounds of tiles a persistent data-parallel grid runs (clusters of ``cluster`` M-neighbours take
-    a block of tiles each, ``sms // cluster`` of them at once): the busiest CTA's tile count."""
+    a block of tiles each, ``sms // cluster`` of them at once): the busiest CTA's tile count; with
+    ``half_tail`` (unclustered), a last round that ``half_tail_whole`` runs in halves counts
+    ``HALF_ROUND``."""
     blocks = _cdiv(m, bm * cluster) * _cdiv(n, bn)
-    return _cdiv(blocks, max(1, sms // cluster))
+    grid = max(1, sms // cluster)
+    if half_tail and cluster == 1 and half_tail_whole(blocks, grid) is not None:
+        return blocks // grid + HALF_ROUND
+    return _cdiv(blocks, grid)
+
+
+HALF_TAIL_DEFAULT = True
+"""Run a last round of tiles that is at most half full as 64-row halves on twice the CTAs
+(``HALF_TAIL``) where ``use_half_tail`` says so (set from H200 measurements, NOTES-sm90 v37)."""
+HALF_ROUND = 0.6
+"""A round of half tiles in units of a whole round, for ``tile_rounds``: half the rows at the
+efficiency of a narrow tile (v34: 128x80's work per unit of area ~0.8 of 128x160's), ~0.5 / 0.8."""
+
+
+def half_tail_whole(tiles: int, grid: int) -> int | None:
+    """The tiles a persistent grid runs whole before its last round runs in halves: where the grid
+    takes its tiles in more than one round and the last round holds at most half a grid of them
+    (their halves then fill at most one round); else None."""
+    tail = tiles % grid
+    if tiles > grid and 0 < 2 * tail <= grid:
+        return tiles - tail
+    return None
+
+
+def use_half_tail(block_size: str, dtype: str, pingpong: bool, cluster: int, streamk: bool,
+                  epi_shared: bool, tiles: int, grid: int) -> bool:
+    """Whether ``build`` runs the last round of tiles in halves (``HALF_TAIL``) by default: 16-bit
+    data, unclustered data-parallel ping-pong on a 128-row tile with an epilogue buffer per
+    consumer (what the kernel implements), where ``half_tail_whole`` finds a last round at most
+    half full."""
+    bm = parse_block_size(block_size, dtype)[0]
+    return bool(HALF_TAIL_DEFAULT and pingpong and cluster == 1 and not streamk and not epi_shared
+                and ITEMSIZE[_dtype(dtype)] == 2 and bm == 128
+                and half_tail_whole(tiles, grid) is not None)
 
 
 TILE_160_GAIN = 0.95
@@ -218,8 +254,11 @@ def _tile_160_fills_rounds(limits: DeviceLimits, dtype: str, shape: dict[str, in
     sms = limits.sm_count
     cl128 = use_cluster(limits, "128x128", stages_128, dtype, shape)
     cl160 = use_cluster(limits, "128x160", stages_160, dtype, shape)
-    work128 = tile_rounds(m, n, 128, 128, sms, cl128) * 128 * 128
-    work160 = tile_rounds(m, n, 128, 160, sms, cl160) * 128 * 160
+    half = HALF_TAIL_DEFAULT  # 16-bit here; the halves apply where the build's schedule allows
+    pp128 = use_pingpong(limits, "128x128", stages_128, dtype, shape)
+    pp160 = use_pingpong(limits, "128x160", stages_160, dtype, shape)
+    work128 = tile_rounds(m, n, 128, 128, sms, cl128, half and pp128) * 128 * 128
+    work160 = tile_rounds(m, n, 128, 160, sms, cl160, half and pp160) * 128 * 160
     return work160 <= TILE_160_GAIN * work128
 
 
@@ -364,7 +403,8 @@ def use_cluster(limits: DeviceLimits, block_size: str, stages: int, dtype: str,
     tiles or more), and (for a known shape) every cluster gets at least one whole wave of work
     and pairing the M blocks costs no round of tiles (``tile_rounds``: an odd M block count can
     leave the last pair half empty and push a round, e.g. 19 blocks at M = 2400: 4 rounds in
-    pairs against 3 alone; the 3 % clusters buy is less than a round); else 1."""
+    pairs against 3 alone; M = 3400, 540 tiles: 5 rounds in pairs, 4 and a round of halves
+    alone; the 3 % clusters buy is less than that); else 1."""
     if (not CLUSTER_DEFAULT or stages == 0 or _dtype(dtype) not in CLUSTER_DEFAULT_DTYPES
             or _tile_name(block_size) not in CLUSTER_DEFAULT_TILES
             or not use_pingpong(limits, block_size, stages, dtype, shape)):
@@ -377,7 +417,9 @@ def use_cluster(limits: DeviceLimits, block_size: str, stages: int, dtype: str,
         bm, bn, _ = parse_block_size(block_size)
         if _cdiv(m, 2 * bm) * _cdiv(n, bn) < max(1, limits.sm_count // 2):
             return 1
-        if tile_rounds(m, n, bm, bn, limits.sm_count, 2) > tile_rounds(m, n, bm, bn, limits.sm_count):
+        alone = tile_rounds(m, n, bm, bn, limits.sm_count, 1,
+                            half_tail=HALF_TAIL_DEFAULT and ITEMSIZE[_dtype(dtype)] == 2)
+        if tile_rounds(m, n, bm, bn, limits.sm_count, 2) > alone:
             return 1
     return 2
 
@@ -727,7 +769,7 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
             raster_m: bool = False, w_first: bool = False, raster_group: int = 0,
             epi_ring: bool = False, epi_shared: bool = False,
             r_issue_kb: int | None = None, epi_ring_reuse: bool = False,
-            tail_shift: bool = False) -> dict[str, int]:
+            tail_shift: bool = False, half_tail: bool = False) -> dict[str, int]:
     """The compile-time constants of one configuration (validated integers only). ``cluster``: see
     ``cluster_shape``; ``promote`` (fp32 only; default ``PROMOTE_DEFAULT`` where ``promote_fits``,
     else 0). Measurement options (defined only when set): ``raster_m`` numbers the tiles M-fastest
@@ -738,7 +780,9 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
     ``epi_ring`` / ``epi_shared``: the epilogue tile in the ring's freed slots / one buffer for
     both ping-pong consumers; ``epi_ring_reuse`` (with ``epi_ring``, where a CTA may get a second
     tile): the ring goes on after each epilogue, its slots returned once the store has read them.
-    ``tail_shift``: a tile that reaches past M (N) and starts inside is moved back to end there."""
+    ``tail_shift``: a tile that reaches past M (N) and starts inside is moved back to end there.
+    ``half_tail``: the tiles past the kernel's dp_tiles argument run as two 64-row halves each
+    (unclustered data-parallel ping-pong, 128-row tiles, 16-bit data, two epilogue buffers)."""
     bm, bn, consumers = parse_block_size(block_size, dtype)
     cm, cn = cluster_shape(cluster)
     if cm * cn > 1 and streamk:
@@ -771,6 +815,12 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
         out["W_FIRST"] = 1
     if tail_shift:
         out["TAIL_SHIFT"] = 1
+    if half_tail:
+        if (not pingpong or cm * cn > 1 or streamk or ITEMSIZE[_dtype(dtype)] != 2 or bm != 128
+                or epi_shared):
+            raise ValueError("half_tail: unclustered data-parallel ping-pong on a 128-row tile, "
+                             "16-bit data, an epilogue buffer per consumer")
+        out["HALF_TAIL"] = 1
     if epi_ring:
         if pingpong or streamk or ITEMSIZE[_dtype(dtype)] != 2 or slots < 2:
             raise ValueError("epi_ring: cooperative, data-parallel, 16-bit data (the dtypes it ran "
@@ -835,7 +885,7 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
           promote: int | None = None, raster_m: bool | None = None, w_first: bool = False,
           raster_group: int | None = None, epi_ring: bool | None = None,
           epi_shared: bool | None = None, r_issue_kb: int | None = None,
-          tail_shift: bool | None = None) -> Build:
+          tail_shift: bool | None = None, half_tail: bool | None = None) -> Build:
     """Render and plan one configuration. ``fuse`` defaults to ``task.fusion`` (True when absent):
     off = the GEMM-only kernel (FUSE=0) then ``residual_add_inplace`` on ``out``. ``streamk``
     (default ``STREAMK_DEFAULT``) compiles the stream-K tail in; ``schedule`` = (grid, dp_tiles)
@@ -851,7 +901,9 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
     without an epilogue buffer, 16-bit cooperative) stages the epilogue tile in the ring and makes
     the schedule data-parallel; the ring is reused where a CTA gets more than one tile.
     ``tail_shift`` (default ``use_tail_shift``) moves a last tile that reaches past M or N back to
-    end there (``TAIL_SHIFT``)."""
+    end there (``TAIL_SHIFT``). ``half_tail`` (default ``use_half_tail``) runs the last round of
+    tiles, where it is at most half full, as 64-row halves on twice the CTAs (``HALF_TAIL``; a
+    ``schedule``'s dp_tiles then counts the tiles run whole)."""
     m, n, k = _mnk(task.shape)
     dtype = _dtype(task.dtype)
     if fuse is None:
@@ -899,6 +951,18 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
             streamk = False
     else:
         grid, dp_tiles = max(1, int(schedule[0])), int(schedule[1])
+    if half_tail is None:  # the engine's choice; it replaces a planned stream-K tail (not a forced one)
+        dp_grid = max(1, min(tiles, limits.sm_count))
+        half_tail = schedule is None and use_half_tail(
+            block_size, dtype, bool(pingpong), cluster, streamk_forced and streamk, bool(epi_shared),
+            tiles, dp_grid)
+    if half_tail:
+        streamk = False
+        if schedule is None:
+            grid = max(1, min(tiles, limits.sm_count))
+            dp_tiles = half_tail_whole(tiles, grid) or tiles
+        else:  # dp_tiles: the tiles run whole
+            grid, dp_tiles = max(1, int(schedule[0])), int(schedule[1])
     if epi_ring is None:  # the engine's choice: only where the stage count needs it
         epi_ring = not pingpong and stages in ring_stage_options(limits, dtype, block_size, task.shape)
     epi_ring_reuse = False
@@ -918,7 +982,7 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
         tail_shift = use_tail_shift(m, n, block_size, dtype, streamk)
     consts = defines(block_size, stages, dtype, fuse, tmap_global, streamk, bool(pingpong),
                      (cm, cn), bool(split_hi), promote, raster_m, w_first, raster_group, epi_ring,
-                     bool(epi_shared), r_issue_kb, epi_ring_reuse, tail_shift)
+                     bool(epi_shared), r_issue_kb, epi_ring_reuse, tail_shift, bool(half_tail))
     source = _source(consts)
     smem = smem_bytes(block_size, stages, dtype, bool(pingpong), epi_ring, bool(epi_shared))
     a_hi, w_hi = ("a_hi", "w_hi") if x3 and split_hi else ("a", "w")
@@ -939,6 +1003,9 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
                  TensorMapArg("out", rows=m, cols=n, box_rows=bm, box_cols=tail, swizzle_bytes=tail_sw))
     else:
         maps += (maps[2], maps[3])
+    if half_tail:  # a half tile's 64 A rows, and its 64-row stores (the tail chunk's too)
+        maps += (replace(maps[0], box_rows=64), replace(maps[3], box_rows=64),
+                 replace(maps[5], box_rows=64))
     launches: list[Launch] = []
     functions: list[str] = []
     scratch: tuple[Buffer, ...] = ()
@@ -975,6 +1042,7 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
         "grid": grid,
         "tiles": tiles,
         "schedule": ("data-parallel" if dp_tiles >= tiles else
+                     f"data-parallel, the last {tiles - dp_tiles} tiles in 64-row halves" if half_tail else
                      f"stream-K over {tiles - dp_tiles} tiles after {dp_tiles} data-parallel"),
         "smem_bytes": smem,
         "fused": bool(fuse),

@@ -291,6 +291,82 @@ def test_tail_shift_correct_and_bit_for_bit(monkeypatch, dtype):
     assert failures == []
 
 
+def _engine_out_with(monkeypatch, task: TaskSpec, **flags):
+    """The engine's run of ``task`` with the Hopper module's flags set (e.g. HALF_TAIL_DEFAULT):
+    the result and a copy of the output its verify step checked."""
+    from engine.backends.cuda import CudaBackend
+    from kernels import gemm_residual_sm90 as sm90
+
+    with monkeypatch.context() as mp:
+        for name, value in flags.items():
+            mp.setattr(sm90, name, value)
+        seen = {}
+        verify = CudaBackend._verify
+
+        def spy(spec, inputs, outs, dtype):
+            seen["out"] = outs[spec.output].copy()
+            return verify(spec, inputs, outs, dtype)
+
+        mp.setattr(CudaBackend, "_verify", staticmethod(spy))
+        return _backend_run(task), seen["out"]
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_half_tail_correct_and_bit_for_bit(monkeypatch, dtype):
+    """Where the engine runs the last round of tiles as 64-row halves (ping-pong 128x160 at M =
+    2500, 128x128 at 1700, 3400 and 7600, the last tile moved back to end at M; N and K that no
+    tile divides), the output is correct, every element written, the launch says so, and it is bit
+    for bit the output of the same knobs with that round whole (data-parallel, no stream-K)."""
+    import cupy as cp
+
+    from engine.profiles import load_profiles
+    from kernels import gemm_residual_sm90 as sm90
+
+    limits = DeviceLimits.from_profile(load_profiles().get("h200"))
+    failures = []
+    for m, n, k in ((2500, 2560, 2560), (1700, 2560, 2560), (3400, 2560, 520), (7600, 2560, 2560),
+                    (2500, 2504, 2560), (3400, 2600, 704)):
+        shape = {"m": m, "n": n, "k": k}
+        bs, st = sm90.default_knobs(limits, dtype, shape)
+        task = TaskSpec(shape=shape, dtype=dtype, block_size=bs, memory_pipelining=st, warmup=1,
+                        iterations=2, peers=False)
+        res0, out0 = _engine_out_with(monkeypatch, task, HALF_TAIL_DEFAULT=False, STREAMK_DEFAULT=False)
+        res1, out1 = _engine_out_with(monkeypatch, task)
+        scheds = [r.launch["info"].get("schedule") if r.launch else None for r in (res0, res1)]
+        ok = (all(r.status is RunStatus.ok and r.correctness.correct and r.correctness.unwritten_count == 0
+                  for r in (res0, res1))
+              and scheds[0] == "data-parallel" and "64-row halves" in (scheds[1] or ""))
+        differ = int(cp.count_nonzero(out0.view(cp.uint16) != out1.view(cp.uint16)))
+        if not ok or differ:
+            failures.append(((m, n, k), bs, st, [r.status.value for r in (res0, res1)], scheds, differ,
+                             (res1.error or "")[:200]))
+    assert failures == []
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_half_tail_with_few_ctas_and_many_halves(monkeypatch, dtype):
+    """Forced schedules that put many half units on each CTA, whole tiles and halves interleaved
+    on the two ping-pong consumers (grid 7 with 3 whole tiles; grid 5 with none whole; an odd
+    count of units per CTA), on both ping-pong tiles: correct, every element written."""
+    from kernels import gemm_residual_sm90 as sm90
+
+    real = sm90.build
+    failures = []
+    for bs, st, shape, sched in (("128x128", 5, (1000, 1032, 520), (7, 3)),
+                                 ("128x160", 4, (1000, 1000, 200), (5, 0)),
+                                 ("128x128", 4, (333, 2560, 704), (6, 11)),
+                                 ("128x160", 4, (2500, 2560, 2560), (132, 200))):
+        def forced(task, limits, block_size, stages, *a, sched=sched, **kw):
+            kw.update(schedule=sched, half_tail=True, pingpong=True, cluster=1, streamk=False)
+            return real(task, limits, block_size, stages, *a, **kw)
+
+        monkeypatch.setattr(sm90, "build", forced)
+        if (wrong := _wrong(dtype, shape, bs, st, schedule=lambda s: "64-row halves" in (s or ""))) is not None:
+            failures.append((sched, wrong))
+    monkeypatch.setattr(sm90, "build", real)
+    assert failures == []
+
+
 def test_fp32_3xtf32_as_accurate_as_ffma():
     """fp32 on Hopper runs 3xTF32 on the tensor cores: its error against the fp64 reference must be
     fp32-class, i.e. in the order of the FFMA kernel's (the portable path, forced), and ten times
