@@ -186,15 +186,16 @@ def _few_full_waves(m: int, n: int, bm: int, bn: int, sms: int) -> bool:
 """Stage count per tile where the deepest that fits is not the fastest measured."""
 
 
-def tile_rounds(m: int, n: int, bm: int, bn: int, sms: int, cluster: int = 1,
+def tile_rounds(m: int, n: int, bm: int, bn: int, sms: int, cluster: Any = 1,
                 half_tail: bool = False) -> float:
-    """Rounds of tiles a persistent data-parallel grid runs (clusters of ``cluster`` M-neighbours take
-    a block of tiles each, ``sms // cluster`` of them at once): the busiest CTA's tile count; with
-    ``half_tail`` (unclustered), a last round that ``half_tail_whole`` runs in halves counts
-    ``HALF_ROUND``."""
-    blocks = _cdiv(m, bm * cluster) * _cdiv(n, bn)
-    grid = max(1, sms // cluster)
-    if half_tail and cluster == 1 and half_tail_whole(blocks, grid) is not None:
+    """Rounds of tiles a persistent data-parallel grid runs (clusters, ``cluster_shape``'s cm x cn
+    neighbours, take a block of tiles each, ``sms // (cm * cn)`` of them at once): the busiest
+    CTA's tile count; with ``half_tail`` (unclustered), a last round that ``half_tail_whole`` runs
+    in halves counts ``HALF_ROUND``."""
+    cm, cn = cluster_shape(cluster)
+    blocks = _cdiv(m, bm * cm) * _cdiv(n, bn * cn)
+    grid = max(1, sms // (cm * cn))
+    if half_tail and cm * cn == 1 and half_tail_whole(blocks, grid) is not None:
         return blocks // grid + HALF_ROUND
     return _cdiv(blocks, grid)
 
@@ -202,9 +203,10 @@ def tile_rounds(m: int, n: int, bm: int, bn: int, sms: int, cluster: int = 1,
 HALF_TAIL_DEFAULT = True
 """Run a last round of tiles that is at most half full as 64-row halves on twice the CTAs
 (``HALF_TAIL``) where ``use_half_tail`` says so (set from H200 measurements, NOTES-sm90 v37)."""
-HALF_ROUND = 0.6
-"""A round of half tiles in units of a whole round, for ``tile_rounds``: half the rows at the
-efficiency of a narrow tile (v34: 128x80's work per unit of area ~0.8 of 128x160's), ~0.5 / 0.8."""
+HALF_ROUND = 0.8
+"""A round of half tiles in units of a whole round, for ``tile_rounds``: measured on the H200 (bf16,
+rested, NOTES-sm90 v37) 0.66-0.86 of a whole round (M = 5300 0.66, 7600 0.72, 2650 and 3400 0.77,
+2500 0.84, 1700 0.86): a 64-row half reads all of its W tile for half the math."""
 
 
 def half_tail_whole(tiles: int, grid: int) -> int | None:
@@ -229,9 +231,11 @@ def use_half_tail(block_size: str, dtype: str, pingpong: bool, cluster: int, str
                 and half_tail_whole(tiles, grid) is not None)
 
 
-TILE_160_GAIN = 0.95
+TILE_160_GAIN = 0.97
 """``default_knobs`` trades 128x128 for 128x160 where the bigger tile's data-parallel rounds cost at
-most this fraction of the work (rounds x tile area): on the H200 (bf16, N = K = 2560, rested,
+most this fraction of the work (rounds x tile area; 0.95 until session 17, when M = 5926-6241 read
+1-2 % faster with 128x160's 6 rounds than with 128x128's 7 and a round of halves, modelled 0.96;
+NOTES-sm90 v37): on the H200 (bf16, N = K = 2560, rested,
 NOTES-sm90 v33-v35) ping-pong 128x160 at M = 3000 0.0606 -> 0.0582 ms, 4224 0.0889 -> 0.0765,
 5000 0.1026 -> 0.0940, 6000 0.1178 -> 0.1124, 9344 0.1733 -> 0.1648; cooperative 128x160 (where
 ping-pong does not apply) at 1700 0.0455 -> 0.0386 and, against 128x128's planned stream-K tail,
@@ -568,8 +572,8 @@ def default_knobs(limits: DeviceLimits, dtype: str,
     bad last wave or too few tiles, e.g. M = 256, 512 at N = K = 2560; and 128x128 with 5 stages
     wherever that tile runs ping-pong (>= 2 tiles per CTA: M >= 4096 at N = K = 2560, the seed
     shape included), unless 128x160 runs its tiles in rounds that do less work in all
-    (``TILE_160_GAIN``: at N = K = 2560 M = 800-896, 1696-1792, 2336-3072, 4128-4224,
-    4896-5248 and 5920-6272, where 128x128's last round is nearly empty); 128x160 with 5 stages (16-bit data) where N is a multiple of 160 and its tiles
+    (``TILE_160_GAIN``, rounds of halves counted by ``tile_rounds``: at N = K = 2560 M = 769-1024,
+    1665-1792, 2433-2560, 2945-3072, 4993-5248, 5889-6272 and 6657-6784); 128x160 with 5 stages (16-bit data) where N is a multiple of 160 and its tiles
     fill one or two waves (``_few_full_waves``: M = 1024, 2048 at N = K = 2560). tf32 takes
     cooperative 128x128 with 5 stages (its fp32 epilogue buffer leaves the bigger tiles 2)."""
     options = block_size_options(limits, dtype)
@@ -873,6 +877,12 @@ def _source(consts: dict[str, int]) -> str:
             + (KERNEL_DIR / SOURCE_FILE).read_text(encoding="utf-8"))
 
 
+HALF_TAIL_OPTIONS = ("--device-as-default-execution-space",)
+"""NVRTC options a ``HALF_TAIL`` build adds: its k-block loop is a generic lambda (instantiated for
+one m64 slice and for all), which NVRTC 13.0 takes for host code without this (CuPy's RawModule
+passes it to every compile; NVRTC 13.5 accepts the lambda either way)."""
+
+
 def options(limits: DeviceLimits | None = None) -> tuple[str, ...]:
     """NVRTC options: sm_90a (wgmma and setmaxnreg need the arch-specific target)."""
     return ("--gpu-architecture=sm_90a", "--std=c++17")
@@ -957,6 +967,8 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
             block_size, dtype, bool(pingpong), cluster, streamk_forced and streamk, bool(epi_shared),
             tiles, dp_grid)
     if half_tail:
+        if streamk_forced and streamk:
+            raise ValueError("half_tail: a data-parallel schedule (streamk=False): the halves replace a stream-K tail")
         streamk = False
         if schedule is None:
             grid = max(1, min(tiles, limits.sm_count))
@@ -1062,7 +1074,8 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
                            if consts["PROMOTE"] else "tensor-core accumulation over all of K")
                         + ")")
     return Build(source=source, functions=tuple(functions), launches=tuple(launches),
-                 options=options(limits), info=info, scratch=scratch)
+                 options=options(limits) + (HALF_TAIL_OPTIONS if half_tail else ()), info=info,
+                 scratch=scratch)
 
 
 def _dtype(dtype: Any) -> str:

@@ -314,9 +314,10 @@ def _engine_out_with(monkeypatch, task: TaskSpec, **flags):
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
 def test_half_tail_correct_and_bit_for_bit(monkeypatch, dtype):
     """Where the engine runs the last round of tiles as 64-row halves (ping-pong 128x160 at M =
-    2500, 128x128 at 1700, 3400 and 7600, the last tile moved back to end at M; N and K that no
-    tile divides), the output is correct, every element written, the launch says so, and it is bit
-    for bit the output of the same knobs with that round whole (data-parallel, no stream-K)."""
+    2500 and 6700, 128x128 at 2650, 3400 and 7600, the last tile moved back to end at M; N and K
+    that no tile divides), the output is correct, every element written, the launch says so, and
+    it is bit for bit the output of the same knobs with that round whole (data-parallel, no
+    stream-K)."""
     import cupy as cp
 
     from engine.profiles import load_profiles
@@ -324,8 +325,8 @@ def test_half_tail_correct_and_bit_for_bit(monkeypatch, dtype):
 
     limits = DeviceLimits.from_profile(load_profiles().get("h200"))
     failures = []
-    for m, n, k in ((2500, 2560, 2560), (1700, 2560, 2560), (3400, 2560, 520), (7600, 2560, 2560),
-                    (2500, 2504, 2560), (3400, 2600, 704)):
+    for m, n, k in ((2500, 2560, 2560), (2650, 2560, 2560), (3400, 2560, 520), (7600, 2560, 2560),
+                    (6700, 2560, 2560), (2500, 2504, 2560), (3400, 2600, 704)):
         shape = {"m": m, "n": n, "k": k}
         bs, st = sm90.default_knobs(limits, dtype, shape)
         task = TaskSpec(shape=shape, dtype=dtype, block_size=bs, memory_pipelining=st, warmup=1,

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from kernels import gemm_residual_sm90 as sm90
-from kernels.nvrtc_check import complete_elf
+from kernels.nvrtc_check import compile_cubin, complete_elf
 from kernels.spec import DeviceLimits
 
 nvrtc = pytest.importorskip("cupy_backends.cuda.libs.nvrtc")
@@ -918,3 +918,53 @@ def test_clusters_only_where_pairing_the_m_blocks_adds_no_round() -> None:
         assert b.info["cluster"] == "none" and b.info["consumers"].startswith("ping-pong"), m
     for m in (3000, 7976, 8192):
         assert sm90.use_cluster(H200, "128x128", 5, "fp16", {"m": m, "n": 2560, "k": 2560}) == 2, m
+
+
+def test_half_tail_where_the_last_round_is_at_most_half_full() -> None:
+    """A last round of tiles at most half full runs as 64-row halves on twice the CTAs (HALF_TAIL):
+    the engine's default there for unclustered ping-pong with 16-bit data, the kernel told how many
+    tiles run whole; fuller last rounds, one-round grids, clusters, cooperative tiles and fp32 data
+    keep whole tiles; ``tile_rounds`` counts a round of halves as ``HALF_ROUND``."""
+    from types import SimpleNamespace
+
+    assert sm90.half_tail_whole(320, 132) == 264  # 56 left: their 112 halves fit one round
+    assert sm90.half_tail_whole(340, 132) is None  # 76 left: 152 halves would take two
+    assert sm90.half_tail_whole(264, 132) is None and sm90.half_tail_whole(100, 132) is None
+    assert sm90.tile_rounds(2500, 2560, 128, 160, 132, 1, half_tail=True) == 2 + sm90.HALF_ROUND
+    assert sm90.tile_rounds(2500, 2560, 128, 160, 132, 1) == 3
+    assert sm90.tile_rounds(8192, 2560, 128, 128, 132, (1, 2)) == 10  # 1x2 clusters: pairs along N
+    for dt in ("bf16", "fp16"):
+        for m, want, whole in ((2500, ("128x160", 4), 264), (2650, ("128x128", 5), 396),
+                               (3400, ("128x128", 5), 528), (7600, ("128x128", 5), 1188)):
+            shape = {"m": m, "n": 2560, "k": 2560}
+            assert sm90.default_knobs(H200, dt, shape) == want, (m, dt)
+            b = sm90.build(SimpleNamespace(shape=shape, dtype=dt), H200, *want)
+            launch = b.launches[-1]
+            assert "#define HALF_TAIL 1" in b.source and b.info["cluster"] == "none", m
+            assert b.info["schedule"] == f"data-parallel, the last {b.info['tiles'] - whole} tiles in 64-row halves"
+            assert launch.args[-1] == whole and launch.grid[0] == 132
+            assert len([a for a in launch.args if isinstance(a, sm90.TensorMapArg)]) == 9  # + 3 half maps
+            assert set(sm90.HALF_TAIL_OPTIONS) <= set(b.options)
+    for m, dt in ((3000, "bf16"), (8192, "bf16"), (2500, "tf32"), (1024, "bf16"), (1700, "fp16")):
+        shape = {"m": m, "n": 2560, "k": 2560}
+        b = sm90.build(SimpleNamespace(shape=shape, dtype=dt), H200, *sm90.default_knobs(H200, dt, shape))
+        assert "#define HALF_TAIL 1" not in b.source and not set(sm90.HALF_TAIL_OPTIONS) & set(b.options), (m, dt)
+    task = SimpleNamespace(shape={"m": 2500, "n": 2560, "k": 2560}, dtype="bf16")
+    for bad in ({"cluster": 2}, {"pingpong": False}, {"streamk": True, "schedule": (132, 200)}):
+        with pytest.raises(ValueError, match="half_tail"):
+            sm90.build(task, H200, "128x128", 5, half_tail=True, **bad)
+
+
+@pytest.mark.parametrize("m,block_size,stages,dtype", [(2500, "128x160", 4, "bf16"), (3400, "128x128", 5, "fp16"),
+                                                       (2500, "128x128", 4, "bf16")])
+def test_half_tail_builds_compile_without_spills_and_keep_the_k_loop_whole(m, block_size, stages, dtype) -> None:
+    """HALF_TAIL builds compile without spills; the k-block loop is instantiated once per slice
+    count (a branch between one k-block's wgmmas made ptxas serialise the k-blocks: 15 % slower)."""
+    from types import SimpleNamespace
+
+    b = sm90.build(SimpleNamespace(shape={"m": m, "n": 2560, "k": 2560}, dtype=dtype), H200, block_size,
+                   stages, half_tail=True, cluster=1)
+    report = compile_cubin(b.source, "sm_90a", tuple(o for o in b.options if not o.startswith("--gpu")))
+    assert report.ok, report.log[-2000:]
+    assert not report.spills, report.log
+    assert "serialized" not in report.log.lower()
