@@ -315,14 +315,16 @@ def test_sm90_gemm_also_rows_build_as_labelled(sm90_script):
                       "engine 128x128 s4 coop"]
     built = [mod.build_variant(h200, 2500, 2560, 2560, mod.engine_default(t, st, "bf16")._replace(**over)).info
              for t, st, over in rows]
-    assert built[0]["consumers"].startswith("ping-pong") and built[0]["schedule"] == "data-parallel"
+    assert built[0]["consumers"].startswith("ping-pong")
+    assert built[0]["schedule"] == "data-parallel, the last 56 tiles in 64-row halves"
     assert built[1]["consumers"] == "cooperative"
     assert built[1]["schedule"] == "stream-K over 56 tiles after 264 data-parallel"
-    assert built[2]["schedule"] == "data-parallel"
+    assert built[2]["schedule"] == "data-parallel, the last 56 tiles in 64-row halves"
     assert built[3]["consumers"] == "cooperative"
-    # at M = 2400 the engine plans a stream-K tail for 128x160 s4; dp takes it out
+    # at M = 2400 the engine plans a stream-K tail for cooperative 128x160 s5; dp takes it out
+    coop = mod.knob_list("128x160:5:coop,128x160:5:coop:dp")
     at2400 = [mod.build_variant(h200, 2400, 2560, 2560, mod.engine_default(t, st, "bf16")._replace(**over))
-              for t, st, over in rows[::2]]
+              for t, st, over in coop]
     assert at2400[0].info["schedule"].startswith("stream-K") and "#define STREAMK 1" in at2400[0].source
     assert at2400[1].info["schedule"] == "data-parallel" and "#define STREAMK 0" in at2400[1].source
 
