@@ -997,6 +997,10 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
                      bool(epi_shared), r_issue_kb, epi_ring_reuse, tail_shift, bool(half_tail))
     source = _source(consts)
     smem = smem_bytes(block_size, stages, dtype, bool(pingpong), epi_ring, bool(epi_shared))
+    if smem > limits.shared_memory_per_block_bytes:  # would fail at launch (the knob checks refuse it first)
+        raise ValueError(f"{block_size} with {stage_count(stages)} stages needs {smem} bytes of shared memory "
+                         f"({'ring-staged epilogue' if epi_ring else 'with its epilogue buffer'}); a block "
+                         f"gets {limits.shared_memory_per_block_bytes}")
     a_hi, w_hi = ("a_hi", "w_hi") if x3 and split_hi else ("a", "w")
     maps = (
         TensorMapArg(a_hi, rows=m, cols=k, box_rows=bm // cn, box_cols=bk, swizzle_bytes=128),

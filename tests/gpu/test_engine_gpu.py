@@ -250,19 +250,7 @@ def test_reused_ring_and_wide_tiles_correct(dtype):
 def _engine_out(monkeypatch, task: TaskSpec, tail_shift: bool):
     """The engine's run of ``task`` with the Hopper path's tail shift on or off by default: the
     result and a copy of the output its verify step checked (the seed's first input set)."""
-    from engine.backends.cuda import CudaBackend
-    from kernels import gemm_residual_sm90 as sm90
-
-    monkeypatch.setattr(sm90, "TAIL_SHIFT_DEFAULT", tail_shift)
-    seen = {}
-    verify = CudaBackend._verify
-
-    def spy(spec, inputs, outs, dtype):
-        seen["out"] = outs[spec.output].copy()
-        return verify(spec, inputs, outs, dtype)
-
-    monkeypatch.setattr(CudaBackend, "_verify", staticmethod(spy))
-    return _backend_run(task), seen["out"]
+    return _engine_out_with(monkeypatch, task, TAIL_SHIFT_DEFAULT=tail_shift)
 
 
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])

@@ -968,3 +968,17 @@ def test_half_tail_builds_compile_without_spills_and_keep_the_k_loop_whole(m, bl
     assert report.ok, report.log[-2000:]
     assert not report.spills, report.log
     assert "serialized" not in report.log.lower()
+
+
+def test_build_refuses_a_cooperative_ring_deeper_than_shared_memory() -> None:
+    """``build`` itself refuses a configuration whose shared memory exceeds the block limit
+    (until session 17 only ping-pong was checked: a cooperative fp32 128x160 s5, 267 KB, was
+    built and failed at launch); the deepest that fits still builds."""
+    from types import SimpleNamespace
+
+    task = SimpleNamespace(shape={"m": 2048, "n": 2560, "k": 2560}, dtype="fp32")
+    with pytest.raises(ValueError, match="bytes of shared memory"):
+        sm90.build(task, H200, "128x160", 5, pingpong=False)
+    deepest = max(sm90.pipelining_options(H200, "fp32", "128x160"))
+    assert sm90.build(task, H200, "128x160", deepest, pingpong=False).launches[-1].shared_mem_bytes \
+        <= H200.shared_memory_per_block_bytes
