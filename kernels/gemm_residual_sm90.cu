@@ -1336,26 +1336,24 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                 const unsigned long long st_map = is_half ? TMAP_ADDR(tm_outh) : out_map;
                 const unsigned long long st_map2 = is_half ? TMAP_ADDR(tm_out2h) : TMAP_ADDR(tm_out2);
                 (void)st_map2;
-#pragma unroll
-                for (int c = 0; c < EPI_CHUNKS; ++c) {
-                    if (m0 < M && n0 + c * EPI_COLS < N)
-                        tma_store_2d(st_map, n0 + c * EPI_COLS, m0, ebuf + c * EPI_CHUNK_BYTES);
-                }
-#if EPI_TAIL_COLS
-                if (m0 < M && n0 + EPI_CHUNKS * EPI_COLS < N)
-                    tma_store_2d(st_map2, n0 + EPI_CHUNKS * EPI_COLS, m0, ebuf + EPI_TAIL);
-#endif
+#define STORE_MAP st_map
+#define STORE_MAP2 st_map2
 #else
+// (the names, not variables: the builds without halves compile the same tokens as before them)
+#define STORE_MAP out_map
+#define STORE_MAP2 TMAP_ADDR(tm_out2)
+#endif
 #pragma unroll
                 for (int c = 0; c < EPI_CHUNKS; ++c) {
                     if (m0 < M && n0 + c * EPI_COLS < N)
-                        tma_store_2d(out_map, n0 + c * EPI_COLS, m0, ebuf + c * EPI_CHUNK_BYTES);
+                        tma_store_2d(STORE_MAP, n0 + c * EPI_COLS, m0, ebuf + c * EPI_CHUNK_BYTES);
                 }
 #if EPI_TAIL_COLS
                 if (m0 < M && n0 + EPI_CHUNKS * EPI_COLS < N)
-                    tma_store_2d(TMAP_ADDR(tm_out2), n0 + EPI_CHUNKS * EPI_COLS, m0, ebuf + EPI_TAIL);
+                    tma_store_2d(STORE_MAP2, n0 + EPI_CHUNKS * EPI_COLS, m0, ebuf + EPI_TAIL);
 #endif
-#endif
+#undef STORE_MAP
+#undef STORE_MAP2
                 asm volatile("cp.async.bulk.commit_group;" ::: "memory");
 #if PINGPONG
                 // the other warpgroup has the tensor cores now: wait here for the store to have
