@@ -103,11 +103,9 @@ class AutoGemmResidualSpec(GemmResidualSpec):
             return 1.0
         stages = task.memory_pipelining or 0
         m, n = shape["m"], shape["n"]
-        pp = sm90.use_pingpong(limits, task.block_size, stages, dtype, shape)
         cl = sm90.use_cluster(limits, task.block_size, stages, dtype, shape)
-        half = (sm90.HALF_TAIL_DEFAULT and pp and cl == 1 and bm == 128
-                and sm90.ITEMSIZE.get(dtype, 4) == 2)
-        rounds = sm90.tile_rounds(m, n, bm, bn, limits.sm_count, cl, half_tail=half)
+        rounds = sm90.tile_rounds(m, n, bm, bn, limits.sm_count, cl,
+                                  half_tail=sm90.halves_planned(limits, task.block_size, stages, dtype, shape))
         fill = m * n / (rounds * bm * bn * limits.sm_count)
         return min(1.0, fill / self.SIM_SEED_FILL)
 

@@ -219,16 +219,33 @@ def half_tail_whole(tiles: int, grid: int) -> int | None:
     return None
 
 
-def use_half_tail(block_size: str, dtype: str, pingpong: bool, cluster: int, streamk: bool,
+def half_tail_fits(block_size: str, dtype: str, pingpong: bool, cluster: Any, streamk: bool,
+                   epi_shared: bool) -> bool:
+    """The configurations the kernel's ``HALF_TAIL`` implements: unclustered data-parallel
+    ping-pong on a 128-row tile, 16-bit data, an epilogue buffer per consumer."""
+    cm, cn = cluster_shape(cluster)
+    return bool(pingpong and cm * cn == 1 and not streamk and not epi_shared
+                and ITEMSIZE[_dtype(dtype)] == 2 and parse_block_size(block_size, dtype)[0] == 128)
+
+
+def halves_planned(limits: DeviceLimits, block_size: str, stages: int, dtype: str,
+                   shape: dict[str, int] | None) -> bool:
+    """Whether the engine's unclustered build of these knobs would run a part-full last round in
+    halves (its consumers and epilogue buffers as ``build`` chooses them): for the rules that
+    count rounds (``tile_rounds(half_tail=...)``)."""
+    pingpong = use_pingpong(limits, block_size, stages, dtype, shape)
+    return HALF_TAIL_DEFAULT and half_tail_fits(
+        block_size, dtype, pingpong, 1, False,
+        pingpong and epi_shared_needed(limits, block_size, stages, dtype))
+
+
+def use_half_tail(block_size: str, dtype: str, pingpong: bool, cluster: Any, streamk: bool,
                   epi_shared: bool, tiles: int, grid: int) -> bool:
-    """Whether ``build`` runs the last round of tiles in halves (``HALF_TAIL``) by default: 16-bit
-    data, unclustered data-parallel ping-pong on a 128-row tile with an epilogue buffer per
-    consumer (what the kernel implements), where ``half_tail_whole`` finds a last round at most
-    half full."""
-    bm = parse_block_size(block_size, dtype)[0]
-    return bool(HALF_TAIL_DEFAULT and pingpong and cluster == 1 and not streamk and not epi_shared
-                and ITEMSIZE[_dtype(dtype)] == 2 and bm == 128
-                and half_tail_whole(tiles, grid) is not None)
+    """Whether ``build`` runs the last round of tiles in halves (``HALF_TAIL``) by default: where
+    the kernel implements it (``half_tail_fits``) and ``half_tail_whole`` finds a last round at
+    most half full."""
+    return (HALF_TAIL_DEFAULT and half_tail_fits(block_size, dtype, pingpong, cluster, streamk, epi_shared)
+            and half_tail_whole(tiles, grid) is not None)
 
 
 TILE_160_GAIN = 0.97
@@ -258,11 +275,10 @@ def _tile_160_fills_rounds(limits: DeviceLimits, dtype: str, shape: dict[str, in
     sms = limits.sm_count
     cl128 = use_cluster(limits, "128x128", stages_128, dtype, shape)
     cl160 = use_cluster(limits, "128x160", stages_160, dtype, shape)
-    half = HALF_TAIL_DEFAULT  # 16-bit here; the halves apply where the build's schedule allows
-    pp128 = use_pingpong(limits, "128x128", stages_128, dtype, shape)
-    pp160 = use_pingpong(limits, "128x160", stages_160, dtype, shape)
-    work128 = tile_rounds(m, n, 128, 128, sms, cl128, half and pp128) * 128 * 128
-    work160 = tile_rounds(m, n, 128, 160, sms, cl160, half and pp160) * 128 * 160
+    work128 = tile_rounds(m, n, 128, 128, sms, cl128,
+                          halves_planned(limits, "128x128", stages_128, dtype, shape)) * 128 * 128
+    work160 = tile_rounds(m, n, 128, 160, sms, cl160,
+                          halves_planned(limits, "128x160", stages_160, dtype, shape)) * 128 * 160
     return work160 <= TILE_160_GAIN * work128
 
 
@@ -422,7 +438,7 @@ def use_cluster(limits: DeviceLimits, block_size: str, stages: int, dtype: str,
         if _cdiv(m, 2 * bm) * _cdiv(n, bn) < max(1, limits.sm_count // 2):
             return 1
         alone = tile_rounds(m, n, bm, bn, limits.sm_count, 1,
-                            half_tail=HALF_TAIL_DEFAULT and ITEMSIZE[_dtype(dtype)] == 2)
+                            half_tail=halves_planned(limits, block_size, stages, dtype, shape))
         if tile_rounds(m, n, bm, bn, limits.sm_count, 2) > alone:
             return 1
     return 2
@@ -820,8 +836,7 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
     if tail_shift:
         out["TAIL_SHIFT"] = 1
     if half_tail:
-        if (not pingpong or cm * cn > 1 or streamk or ITEMSIZE[_dtype(dtype)] != 2 or bm != 128
-                or epi_shared):
+        if not half_tail_fits(block_size, dtype, pingpong, (cm, cn), streamk, epi_shared):
             raise ValueError("half_tail: unclustered data-parallel ping-pong on a 128-row tile, "
                              "16-bit data, an epilogue buffer per consumer")
         out["HALF_TAIL"] = 1
@@ -961,20 +976,18 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
             streamk = False
     else:
         grid, dp_tiles = max(1, int(schedule[0])), int(schedule[1])
+    dp_grid = max(1, min(tiles, limits.sm_count))  # the data-parallel grid, one tile per CTA a round
     if half_tail is None:  # the engine's choice; it replaces a planned stream-K tail (not a forced one)
-        dp_grid = max(1, min(tiles, limits.sm_count))
         half_tail = schedule is None and use_half_tail(
-            block_size, dtype, bool(pingpong), cluster, streamk_forced and streamk, bool(epi_shared),
+            block_size, dtype, bool(pingpong), (cm, cn), streamk_forced and streamk, bool(epi_shared),
             tiles, dp_grid)
     if half_tail:
         if streamk_forced and streamk:
             raise ValueError("half_tail: a data-parallel schedule (streamk=False): the halves replace a stream-K tail")
         streamk = False
-        if schedule is None:
-            grid = max(1, min(tiles, limits.sm_count))
-            dp_tiles = half_tail_whole(tiles, grid) or tiles
-        else:  # dp_tiles: the tiles run whole
-            grid, dp_tiles = max(1, int(schedule[0])), int(schedule[1])
+        # schedule's dp_tiles: the tiles run whole
+        grid, dp_tiles = ((dp_grid, half_tail_whole(tiles, dp_grid) or tiles) if schedule is None
+                          else (max(1, int(schedule[0])), int(schedule[1])))
     if epi_ring is None:  # the engine's choice: only where the stage count needs it
         epi_ring = not pingpong and stages in ring_stage_options(limits, dtype, block_size, task.shape)
     epi_ring_reuse = False
