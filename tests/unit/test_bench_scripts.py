@@ -299,7 +299,8 @@ def test_membound_bulk_variant_builds_what_the_engine_builds():
 
 
 @pytest.mark.parametrize("value", ["128x999:4", "128x160", "128x160:x", "128x160:4:bogus",
-                                   "128x160:4:dp:sk264", "128x160:4,256x1:2"])
+                                   "128x160:4:dp:sk264", "128x160:4,256x1:2", "128x128:5:cl1:cl2",
+                                   "128x128:5:cl3", "128x128:5:whole:halves", "128x128:5:half"])
 def test_sm90_gemm_bad_also_exits_2_naming_the_flag(value):
     err = refused("sm90_gemm.py", "--cold-duel", "--m-list", "2500", "--also", value)
     assert "--also" in err and "TILE:STAGES" in err
