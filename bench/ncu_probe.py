@@ -58,6 +58,14 @@ CASES = {  # name: (m, n, k, dtype[, build overrides]); "cublas" = cuBLAS gemmEx
     # the other M where ours trails cuBLAS beta=1 by 4-5 % after session 12
     "m2048-bf16": (2048, 2560, 2560, "bf16"),
     "m2048-bf16-cublas-b1": (2048, 2560, 2560, "bf16", "cublas-b1"),
+    # M = 2400-3000, where ours trails cuBLAS beta=1 by 7-18 % after session 17: which kernel,
+    # tile, grid and cluster does cuBLAS run there?
+    "m2400-bf16": (2400, 2560, 2560, "bf16"),
+    "m2400-bf16-cublas-b1": (2400, 2560, 2560, "bf16", "cublas-b1"),
+    "m2500-bf16": (2500, 2560, 2560, "bf16"),
+    "m2500-bf16-cublas-b1": (2500, 2560, 2560, "bf16", "cublas-b1"),
+    "m3000-bf16": (3000, 2560, 2560, "bf16"),
+    "m3000-bf16-cublas-b1": (3000, 2560, 2560, "bf16", "cublas-b1"),
     "m7976-bf16": (7976, 2560, 2560, "bf16"),
     "m7976-bf16-cublas-b1": (7976, 2560, 2560, "bf16", "cublas-b1"),
     # around 7976: one M tile fewer (7936: the last cluster pair full), one more full tile and a
