@@ -116,8 +116,14 @@
 #ifndef SPLIT_N
 #define SPLIT_N 0
 #endif
-#if BN != 80 && BN != 128 && BN != 160 && BN != 256 && !(BN == 320 && SPLIT_N)
-#error "BN must be 80, 128, 160 or 256 (320 with SPLIT_N)"
+#if BN != 80 && BN != 128 && BN != 144 && BN != 160 && BN != 192 && BN != 208 && BN != 256 && \
+    !(BN == 320 && SPLIT_N)
+#error "BN must be 80, 128, 144, 160, 192, 208 or 256 (320 with SPLIT_N)"
+#endif
+// 144, 192 and 208 (16-bit data): widths that fit N = 2560 into fewer N blocks (18, 14, 13) where a
+// round of 128-wide or 160-wide tiles would be left nearly empty (the FIT tiles of the Python module)
+#if (BN == 144 || BN == 192 || BN == 208) && ELEM != 2
+#error "BN = 144, 192, 208 take 16-bit data only"
 #endif
 #if SPLIT_N && (ELEM != 2 || PINGPONG)
 #error "SPLIT_N: cooperative consumers, 16-bit data"
@@ -404,6 +410,9 @@ __device__ __forceinline__ void fence_reg(float& r) {
 #define WG_ACC_64 \
     WG_ACC8(0), WG_ACC8(8), WG_ACC8(16), WG_ACC8(24), WG_ACC8(32), WG_ACC8(40), WG_ACC8(48), WG_ACC8(56)
 #define WG_ACC_80 WG_ACC_64, WG_ACC8(64), WG_ACC8(72)
+#define WG_ACC_72 WG_ACC_64, WG_ACC8(64)
+#define WG_ACC_96 WG_ACC_64, WG_ACC8(64), WG_ACC8(72), WG_ACC8(80), WG_ACC8(88)
+#define WG_ACC_104 WG_ACC_64, WG_ACC8(64), WG_ACC8(72), WG_ACC8(80), WG_ACC8(88), WG_ACC8(96)
 #define WG_ACC_128 \
     WG_ACC_64, WG_ACC8(64), WG_ACC8(72), WG_ACC8(80), WG_ACC8(88), WG_ACC8(96), WG_ACC8(104), \
         WG_ACC8(112), WG_ACC8(120)
@@ -420,6 +429,9 @@ __device__ __forceinline__ void fence_reg(float& r) {
     "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "     \
     "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
 #define WG_R80 WG_R64 ", %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79"
+#define WG_R72 WG_R64 ", %64, %65, %66, %67, %68, %69, %70, %71"
+#define WG_R96 WG_R80 ", %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
+#define WG_R104 WG_R96 ", %96, %97, %98, %99, %100, %101, %102, %103"
 #define WG_R128                                                                                    \
     WG_R80 ", %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "    \
     "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, " \
@@ -443,6 +455,13 @@ DEFINE_WGMMA(256, 128, 128, 129, 130, WG_R128, WG_ACC_128)
 DEFINE_WGMMA(128, 64, 64, 65, 66, WG_R64, WG_ACC_64)
 DEFINE_WGMMA(160, 80, 80, 81, 82, WG_R80, WG_ACC_80)
 DEFINE_WGMMA(80, 40, 40, 41, 42, WG_R40, WG_ACC_40)
+#if WG_N == 144
+DEFINE_WGMMA(144, 72, 72, 73, 74, WG_R72, WG_ACC_72)
+#elif WG_N == 192
+DEFINE_WGMMA(192, 96, 96, 97, 98, WG_R96, WG_ACC_96)
+#elif WG_N == 208
+DEFINE_WGMMA(208, 104, 104, 105, 106, WG_R104, WG_ACC_104)
+#endif
 
 #if WG_N == 256
 #define WGMMA wgmma_m64n256k16
@@ -450,6 +469,12 @@ DEFINE_WGMMA(80, 40, 40, 41, 42, WG_R40, WG_ACC_40)
 #define WGMMA wgmma_m64n160k16
 #elif WG_N == 80
 #define WGMMA wgmma_m64n80k16
+#elif WG_N == 144
+#define WGMMA wgmma_m64n144k16
+#elif WG_N == 192
+#define WGMMA wgmma_m64n192k16
+#elif WG_N == 208
+#define WGMMA wgmma_m64n208k16
 #else
 #define WGMMA wgmma_m64n128k16
 #endif

@@ -77,6 +77,9 @@ TILES: dict[str, tuple[int, int, int]] = {
     "64x80": (64, 80, 1),
     "256x160": (256, 160, 2),
     "128x320": (128, 320, 2),
+    "128x144": (128, 144, 2),
+    "128x192": (128, 192, 2),
+    "128x208": (128, 208, 2),
 }
 """Tile shapes, best default first. Each consumer warpgroup owns BM / consumers rows. The narrow
 tiles (N = 80: 2560 = 32 x 80) are for small M, where the wide ones leave most SMs idle or split K:
@@ -90,6 +93,13 @@ WIDE_TILES = ("256x160", "128x320")
 two m64n160k16 per k16 each; 256x160's consumers split the rows as every cooperative tile does,
 128x320's split the columns (``SPLIT_N_TILES``). Their 80 KB epilogue tile fits beside 2 stages,
 deeper rings only with it staged in the ring (``build(epi_ring=True)``)."""
+FIT_TILES = ("128x144", "128x192", "128x208")
+"""Widths that fit N = 2560 into fewer N blocks (18, 14, 13) than 128 and 160 do (20, 16), after
+cuBLAS, which picks its tile's free side per shape (NOTES-sm90 v38: 128x192 at M = 2400, 128x200 at
+2500, 128x232 at 3000): where the tiles of 128 or 160 leave the last round nearly empty, 13 x 20 M
+blocks of 128x208 fill two rounds of 132 (M = 2433-2560). 16-bit data only (their 16-column tail
+chunk, as the narrow tiles'); 128x144 runs ping-pong (144 accumulators per thread), the wider two
+cooperative."""
 SPLIT_N_TILES = ("128x320",)
 """Cooperative tiles whose two consumers split the columns (SPLIT_N): a consumer of 64 x 320 would
 need n320 wgmmas (n <= 256)."""
@@ -148,7 +158,7 @@ WS_TILES = 264
 """Stream-K workspace slots (fp32 BM x BN each, static in the module): at most this many tiles
 are split; two waves of 132 SMs."""
 STREAMK_DEFAULT = True
-PINGPONG_TILES = ("128x128", "128x160")
+PINGPONG_TILES = ("128x128", "128x160", "128x144")
 """Tiles one consumer warpgroup can hold whole (BM * BN / 128 threads <= 160 accumulators)."""
 PINGPONG_DEFAULT = True
 """Use ping-pong consumers where they fit and each CTA gets >= 2 tiles (``use_pingpong``); measured
@@ -170,7 +180,7 @@ _SEG_US = 6.0
 _TILE_SLOWDOWN = {"128x256": 1.0, "128x128": 1.04, "256x128": 1.05, "128x160": 1.03}
 """Main-loop time per unit of tile area relative to 128x256 (seed shape, best stages)."""
 _TILE_STAGES = {"128x128": 4, "64x80": 8}
-_NOT_DEFAULT = {"128x160", "128x80", "64x80", "256x160", "128x320"}
+_NOT_DEFAULT = {"128x160", "128x80", "64x80", "256x160", "128x320", *FIT_TILES}
 """Tiles the cost model does not rate (chosen only by ``_few_full_waves`` and ``narrow_tile``)."""
 
 
@@ -300,7 +310,7 @@ def tiles_for(dtype: Any) -> list[str]:
     """The tiles this dtype can take (before shared memory): every one for 16-bit data, all but
     ``NARROW_TILES`` for fp32 data (tf32, fp32)."""
     sixteen = ITEMSIZE.get(_dtype(dtype), 2) == 2
-    return [t for t in TILES if sixteen or t not in NARROW_TILES + WIDE_TILES]
+    return [t for t in TILES if sixteen or t not in NARROW_TILES + WIDE_TILES + FIT_TILES]
 
 
 def parse_block_size(block_size: str, dtype: Any = None) -> tuple[int, int, int]:
