@@ -589,8 +589,70 @@ def plan_schedule(m: int, n: int, k: int, block_size: str, sms: int,
     return cands[best] if costs[best] < 0.97 * costs[0] else cands[0]
 
 
+FIT_GAIN = 0.95
+"""``default_knobs`` trades its pick for a ``FIT_TILES`` width where that tile's data-parallel rounds
+do at most this fraction of the pick's work (rounds x tile area, ``tile_rounds`` as the other rules
+count them), in fewer rounds, both taking two or more. Measured on the H200 (bf16, N = K = 2560, rested,
+NOTES-sm90 v38) the round model over-states these gains about twofold: M = 2500 128x208 0.0514 vs
+0.0527 ms (modelled 0.93), 2587 128x144 0.0536 vs 0.0560 (0.89), 3400 128x144 0.0676 vs 0.0693
+(0.94); but at 1700, where 128x144 takes as many rounds as cooperative 128x160 (two) and is only
+narrower, 0.0381 vs 0.0379 (0.90): the fewer rounds are what pays."""
+
+
+def _fit_stages(limits: DeviceLimits, dtype: str, block: str, shape: dict[str, int] | None) -> int:
+    """The stage count ``default_knobs`` gives a ``FIT_TILES`` width: the deepest that fits beside
+    its epilogue buffer(s), ping-pong where it applies (two buffers: 128x144 4 stages)."""
+    fits = pipelining_options(limits, dtype, block)
+    pp = [st for st in fits if st and use_pingpong(limits, block, st, dtype, shape)
+          and not epi_shared_needed(limits, block, st, dtype)]
+    return max(pp) if pp else max(fits)
+
+
+def _round_work(limits: DeviceLimits, dtype: str, block: str, stages: int,
+                shape: dict[str, int]) -> tuple[float, float]:
+    """(rounds, rounds x tile area) of these knobs' data-parallel schedule, clusters and halves as
+    the engine would run them (``use_cluster``, ``halves_planned``)."""
+    m, n, _ = _mnk(shape)
+    bm, bn, _ = parse_block_size(block)
+    rounds = tile_rounds(m, n, bm, bn, limits.sm_count, use_cluster(limits, block, stages, dtype, shape),
+                         halves_planned(limits, block, stages, dtype, shape))
+    return rounds, rounds * bm * bn
+
+
+def _fit_tile(limits: DeviceLimits, dtype: str, shape: dict[str, int] | None,
+              block: str, stages: int) -> tuple[str, int] | None:
+    """The ``FIT_TILES`` width (and its stages) ``default_knobs`` takes instead of ``block`` at
+    ``stages`` for this shape (``FIT_GAIN``), or None."""
+    if not shape or ITEMSIZE.get(_dtype(dtype), 2) != 2 or stages == 0:
+        return None
+    try:
+        _mnk(shape)
+    except ValueError:
+        return None
+    rounds, work = _round_work(limits, dtype, block, stages, shape)
+    if rounds < 2:
+        return None
+    best = None
+    for fit in FIT_TILES:
+        if fit not in block_size_options(limits, dtype):
+            continue
+        st = _fit_stages(limits, dtype, fit, shape)
+        r, w = _round_work(limits, dtype, fit, st, shape)
+        if 2 <= r < rounds and w <= FIT_GAIN * work and (best is None or w < best[0]):
+            best = (w, fit, st)
+    return None if best is None else (best[1], best[2])
+
+
 def default_knobs(limits: DeviceLimits, dtype: str,
                   shape: dict[str, int] | None = None) -> tuple[str, int]:
+    """The knobs of ``_base_knobs``, or a ``FIT_TILES`` width where ``_fit_tile`` finds one whose
+    rounds do clearly less work (16-bit data, a known shape)."""
+    block, stages = _base_knobs(limits, dtype, shape)
+    return _fit_tile(limits, dtype, shape, block, stages) or (block, stages)
+
+
+def _base_knobs(limits: DeviceLimits, dtype: str,
+                shape: dict[str, int] | None = None) -> tuple[str, int]:
     """(BLOCK_SIZE, MEMORY_PIPELINING): without a shape, 128x256 with the deepest pipeline that
     fits (3 stages; measured fastest on the H200). With a shape, the tile whose planned schedule
     (data-parallel waves, stream-K tail) the cost model rates fastest for this M, N, K (128x256

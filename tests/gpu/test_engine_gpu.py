@@ -247,6 +247,47 @@ def test_reused_ring_and_wide_tiles_correct(dtype):
     assert failures == []
 
 
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_fit_tiles_correct(monkeypatch, dtype):
+    """The FIT_TILES widths 128x144 (ping-pong, and cooperative where a CTA gets one tile), 128x192
+    and 128x208 (cooperative): the engine's default where it takes them (M = 2500, 2650, 3400), at
+    every pipelining count, with tiles past M and N (their 16-column tail chunk clipped), short K,
+    fusion off, one tile a CTA, forced 2x1 clusters: correct, every element written, reported."""
+    from kernels import gemm_residual_sm90 as sm90
+
+    real = sm90.build
+    failures = []
+    for bs, st, shape, fusion, expect in (
+            (None, None, (2500, 2560, 2560), True, {"tile": "128x208"}),
+            (None, None, (2650, 2560, 2560), True, {"tile": "128x144"}),
+            (None, None, (3400, 2560, 2560), True, {"tile": "128x144"}),
+            ("128x208", 4, (2500, 2504, 2560), True, {}),
+            ("128x208", 3, (3001, 2600, 520), False, {}),
+            ("128x208", 2, (1000, 1000, 200), True, {}),
+            ("128x208", 0, (333, 1032, 72), True, {}),
+            ("128x192", 4, (2083, 2560, 2560), True, {}),
+            ("128x192", 4, (4096, 2504, 704), False, {}),
+            ("128x192", 0, (130, 264, 136), True, {}),
+            ("128x144", 4, (2650, 2600, 2560), True, {"consumers": lambda c: c.startswith("ping-pong")}),
+            ("128x144", 5, (1700, 2560, 2560), True, {"consumers": "cooperative"}),
+            ("128x144", 4, (7976, 2504, 704), False, {}),
+            ("128x144", 2, (586, 1000, 520), True, {})):
+        if (wrong := _wrong(dtype, shape, bs, st, fusion, **expect)) is not None:
+            failures.append(wrong)
+
+    def clustered(*a, **kw):
+        kw.update(cluster=2, streamk=False)
+        return real(*a, **kw)
+
+    monkeypatch.setattr(sm90, "build", clustered)
+    for bs, st, shape in (("128x208", 4, (2500, 2560, 2560)), ("128x144", 4, (3400, 2600, 704)),
+                          ("128x192", 4, (2083, 2504, 520))):
+        if (wrong := _wrong(dtype, shape, bs, st, cluster=lambda c: (c or "").startswith("2x1"))) is not None:
+            failures.append(("cluster 2x1", wrong))
+    monkeypatch.setattr(sm90, "build", real)
+    assert failures == []
+
+
 def _engine_out(monkeypatch, task: TaskSpec, tail_shift: bool):
     """The engine's run of ``task`` with the Hopper path's tail shift on or off by default: the
     result and a copy of the output its verify step checked (the seed's first input set)."""
@@ -302,8 +343,8 @@ def _engine_out_with(monkeypatch, task: TaskSpec, **flags):
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
 def test_half_tail_correct_and_bit_for_bit(monkeypatch, dtype):
     """Where the engine runs the last round of tiles as 64-row halves (ping-pong 128x160 at M =
-    2500 and 6700, 128x128 at 2650, 3400 and 7600, the last tile moved back to end at M; N and K
-    that no tile divides), the output is correct, every element written, the launch says so, and
+    2500 and 6700, 128x128 at 2650, 3400 and 7600, 128x144 at 2100, the last tile moved back to end
+    at M; N and K that no tile divides), the output is correct, every element written, the launch says so, and
     it is bit for bit the output of the same knobs with that round whole (data-parallel, no
     stream-K)."""
     import cupy as cp
@@ -314,9 +355,10 @@ def test_half_tail_correct_and_bit_for_bit(monkeypatch, dtype):
     limits = DeviceLimits.from_profile(load_profiles().get("h200"))
     failures = []
     for m, n, k in ((2500, 2560, 2560), (2650, 2560, 2560), (3400, 2560, 520), (7600, 2560, 2560),
-                    (6700, 2560, 2560), (2500, 2504, 2560), (3400, 2600, 704)):
+                    (6700, 2560, 2560), (2500, 2504, 2560), (3400, 2600, 704), (2100, 2560, 2560)):
         shape = {"m": m, "n": n, "k": k}
-        bs, st = sm90.default_knobs(limits, dtype, shape)
+        # the knobs before the FIT_TILES rule (ping-pong 128x144 forced at 2100: 306 tiles, 42 halved)
+        bs, st = ("128x144", 4) if m == 2100 else sm90._base_knobs(limits, dtype, shape)
         task = TaskSpec(shape=shape, dtype=dtype, block_size=bs, memory_pipelining=st, warmup=1,
                         iterations=2, peers=False)
         res0, out0 = _engine_out_with(monkeypatch, task, HALF_TAIL_DEFAULT=False, STREAMK_DEFAULT=False)

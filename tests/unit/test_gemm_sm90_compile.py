@@ -137,7 +137,11 @@ def test_sass_has_hgmma_and_tma(block_size: str, pingpong: bool, dtype: str, tmp
 
 def test_options_and_smem_limits() -> None:
     assert sm90.block_size_options(H200, "bf16") == ["128x256", "128x128", "256x128", "128x160",
-                                                      "128x80", "64x80", "256x160", "128x320"]
+                                                      "128x80", "64x80", "256x160", "128x320",
+                                                      "128x144", "128x192", "128x208"]
+    assert sm90.pipelining_options(H200, "bf16", "128x208") == [0, 2, 3, 4]
+    assert sm90.pipelining_options(H200, "bf16", "128x192") == [0, 2, 3, 4]
+    assert sm90.pingpong_fits(H200, "128x144", 4, "bf16") and not sm90.pingpong_fits(H200, "128x192", 2, "bf16")
     assert sm90.block_size_options(H200, "tf32") == ["128x256", "128x128", "256x128", "128x160"]
     assert sm90.pipelining_options(H200, "bf16", "128x320") == [0, 2]  # beside their 80 KB buffer
     assert sm90.pipelining_options(H200, "bf16", "256x160") == [0, 2]
@@ -937,7 +941,8 @@ def test_half_tail_where_the_last_round_is_at_most_half_full() -> None:
         for m, want, whole in ((2500, ("128x160", 4), 264), (2650, ("128x128", 5), 396),
                                (3400, ("128x128", 5), 528), (7600, ("128x128", 5), 1188)):
             shape = {"m": m, "n": 2560, "k": 2560}
-            assert sm90.default_knobs(H200, dt, shape) == want, (m, dt)
+            # the knobs before the FIT_TILES rule (which takes 128x208 at 2500, 128x144 at 2650, 3400)
+            assert sm90._base_knobs(H200, dt, shape) == want, (m, dt)
             b = sm90.build(SimpleNamespace(shape=shape, dtype=dt), H200, *want)
             launch = b.launches[-1]
             assert "#define HALF_TAIL 1" in b.source and b.info["cluster"] == "none", m
@@ -982,3 +987,45 @@ def test_build_refuses_a_cooperative_ring_deeper_than_shared_memory() -> None:
     deepest = max(sm90.pipelining_options(H200, "fp32", "128x160"))
     assert sm90.build(task, H200, "128x160", deepest, pingpong=False).launches[-1].shared_mem_bytes \
         <= H200.shared_memory_per_block_bytes
+
+
+def test_fit_tiles_where_they_take_fewer_rounds() -> None:
+    """The FIT_TILES widths (128x144, 128x192, 128x208; 16-bit data) replace the pick where their
+    rounds are fewer and do at most FIT_GAIN of its work: N = K = 2560, M = 2433-2560 128x208
+    (13 x 20 tiles, two rounds), 2561-2816 and 3329-3712 128x144 ping-pong; not at 1700 (as many
+    rounds, only narrower: measured level), 2083, the seed, 7600, nor for tf32."""
+    from types import SimpleNamespace
+
+    for dt in ("bf16", "fp16"):
+        for m, want in ((2433, ("128x208", 4)), (2500, ("128x208", 4)), (2560, ("128x208", 4)),
+                        (2587, ("128x144", 4)), (2650, ("128x144", 4)), (2816, ("128x144", 4)),
+                        (3400, ("128x144", 4)), (3712, ("128x144", 4))):
+            assert sm90.default_knobs(H200, dt, {"m": m, "n": 2560, "k": 2560}) == want, (m, dt)
+        for m in (1700, 2083, 2817, 3328, 3713, 7600, 8192):
+            shape = {"m": m, "n": 2560, "k": 2560}
+            assert sm90.default_knobs(H200, dt, shape) == sm90._base_knobs(H200, dt, shape), (m, dt)
+            assert sm90.default_knobs(H200, dt, shape)[0] not in sm90.FIT_TILES, (m, dt)
+    for m in (2500, 2650, 3400):
+        assert sm90.default_knobs(H200, "tf32", {"m": m, "n": 2560, "k": 2560})[0] not in sm90.FIT_TILES
+    b = sm90.build(SimpleNamespace(shape={"m": 2500, "n": 2560, "k": 2560}, dtype="bf16"), H200, "128x208", 4)
+    assert b.info["consumers"] == "cooperative" and b.info["schedule"] == "data-parallel"
+    assert b.info["tiles"] == 260 and b.launches[-1].grid[0] == 132
+    b = sm90.build(SimpleNamespace(shape={"m": 2650, "n": 2560, "k": 2560}, dtype="fp16"), H200, "128x144", 4)
+    assert b.info["consumers"].startswith("ping-pong") and b.info["schedule"] == "data-parallel"
+    for dt in ("tf32", "fp32"):
+        with pytest.raises(ValueError, match="16-bit"):
+            sm90.parse_block_size("128x208", dt)
+
+
+@pytest.mark.parametrize("block_size,stages,pingpong,m", [("128x144", 4, True, 2650), ("128x144", 5, False, 1700),
+                                                          ("128x192", 4, False, 2083), ("128x208", 4, False, 2500)])
+def test_fit_tiles_compile_without_spills(block_size, stages, pingpong, m) -> None:
+    """Each FIT_TILES width compiles for sm_90a without spills, in both 16-bit dtypes."""
+    from types import SimpleNamespace
+
+    for dt in ("bf16", "fp16"):
+        b = sm90.build(SimpleNamespace(shape={"m": m, "n": 2560, "k": 2560}, dtype=dt), H200, block_size,
+                       stages, pingpong=pingpong)
+        report = compile_cubin(b.source, "sm_90a", tuple(o for o in b.options if not o.startswith("--gpu")))
+        assert report.ok, report.log[-2000:]
+        assert not report.spills, report.log
