@@ -258,9 +258,9 @@ def test_fit_tiles_correct(monkeypatch, dtype):
     real = sm90.build
     failures = []
     for bs, st, shape, fusion, expect in (
-            (None, None, (2500, 2560, 2560), True, {"tile": "128x208"}),
-            (None, None, (2650, 2560, 2560), True, {"tile": "128x144"}),
-            (None, None, (3400, 2560, 2560), True, {"tile": "128x144"}),
+            (None, None, (2500, 2560, 2560), True, {"tile": "128x208x64"}),
+            (None, None, (2650, 2560, 2560), True, {"tile": "128x144x64"}),
+            (None, None, (3400, 2560, 2560), True, {"tile": "128x144x64"}),
             ("128x208", 4, (2500, 2504, 2560), True, {}),
             ("128x208", 3, (3001, 2600, 520), False, {}),
             ("128x208", 2, (1000, 1000, 200), True, {}),
