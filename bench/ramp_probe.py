@@ -34,7 +34,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # sm90_gemm, beside this file
 
 import cupy as cp  # noqa: E402
-from sm90_gemm import Runner, compare, cublas_gemm, limits_of_device, make_inputs, reference  # noqa: E402
+from sm90_gemm import (  # noqa: E402
+    Runner,
+    compare,
+    cublas_gemm,
+    launch_times,
+    limits_of_device,
+    make_inputs,
+    reference,
+)
 
 from engine import nvml  # noqa: E402
 from kernels import gemm_residual_sm90 as sm90  # noqa: E402
@@ -48,19 +56,6 @@ def card(index: int) -> dict:
     temps = nvml.temperatures(index) or {}
     return {"sm_mhz": nvml.sm_clock_mhz(index), "temp_c": temps.get("current_c"),
             "reasons": nvml.decode_throttle(nvml.clocks_event_mask(index))}
-
-
-def one_run(fn, launches: int) -> list[float]:
-    """10 warm-ups, then ``launches`` launches queued back to back, each between its own events."""
-    for _ in range(10):
-        fn()
-    evs = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(launches)]
-    for s, e in evs:
-        s.record()
-        fn()
-        e.record()
-    evs[-1][1].synchronize()
-    return [cp.cuda.get_elapsed_time(s, e) for s, e in evs]
 
 
 def summarise(ts: list[float]) -> dict:
@@ -123,7 +118,7 @@ def main() -> int:
                 cp.cuda.runtime.deviceSynchronize()
             time.sleep(rest)
             before = card(0)
-            ts = one_run(runs[nm], args.launches)
+            ts = launch_times(runs[nm], 10, args.launches)
             after = card(0)
             rec = {"round": rnd, "name": nm, "rest_s": rest, "before": before, "after": after, **summarise(ts)}
             res.append(rec)

@@ -173,7 +173,9 @@ def compare(out_bits: cp.ndarray, ref: cp.ndarray, dtype: str) -> dict:
     return {"nonfinite": nan, "rel_fro": rel_fro, "max_abs_over_rms": max_rel, "ok": ok}
 
 
-def time_fn(fn, warmup: int = 10, iters: int = 100) -> dict:
+def launch_times(fn, warmup: int = 10, iters: int = 100) -> list[float]:
+    """``warmup`` launches, then ``iters`` queued back to back, each between its own CUDA events:
+    the per-launch times in ms, in launch order."""
     for _ in range(warmup):
         fn()
     evs = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(iters)]
@@ -182,7 +184,11 @@ def time_fn(fn, warmup: int = 10, iters: int = 100) -> dict:
         fn()
         e.record()
     evs[-1][1].synchronize()
-    ts = sorted(cp.cuda.get_elapsed_time(s, e) for s, e in evs)
+    return [cp.cuda.get_elapsed_time(s, e) for s, e in evs]
+
+
+def time_fn(fn, warmup: int = 10, iters: int = 100) -> dict:
+    ts = sorted(launch_times(fn, warmup, iters))
     return {"median_ms": ts[len(ts) // 2], "p10_ms": ts[len(ts) // 10],
             "p90_ms": ts[(9 * len(ts)) // 10]}
 

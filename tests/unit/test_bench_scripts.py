@@ -33,6 +33,15 @@ def test_energy_probe_bad_arguments_exit_2_naming_the_flag(argv, needle):
     assert needle in refused("energy_probe.py", *argv)
 
 
+@pytest.mark.parametrize("argv,needle", [(["--rests", "2,soon"], "--rests"), (["--rests", "-1"], "--rests"),
+                                         (["--shape", "8192,2560"], "--shape"),
+                                         (["--launches", "150"], "--launches"), (["--rounds", "0"], "--rounds"),
+                                         (["--dtypes", "bf16,tf32"], "--dtypes")])
+def test_ramp_probe_bad_arguments_exit_2_naming_the_flag(argv, needle):
+    pytest.importorskip("pynvml")
+    assert needle in refused("ramp_probe.py", *argv)
+
+
 @pytest.mark.parametrize("value", ["7976,x", "0,8192"])
 def test_sm90_gemm_bad_m_list_exits_2_naming_the_flag(value):
     err = refused("sm90_gemm.py", "--msweep-alt", "--m-list", value)
