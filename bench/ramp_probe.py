@@ -42,6 +42,7 @@ from sm90_gemm import (  # noqa: E402
     limits_of_device,
     make_inputs,
     reference,
+    write_table,
 )
 
 from engine import nvml  # noqa: E402
@@ -139,11 +140,7 @@ def main() -> int:
             why = sorted({x for r in rs for x in r["after"]["reasons"]})
             lines.append(f"   {nm:28s} {rest:6g} " + " ".join(f"{w:8.4f}" for w in win) + "   "
                          + " ".join(f"{t:.4f}" for t in ten) + f"   {mb:.0f}/{ma:.0f}  {tc:.0f}  {', '.join(why)}")
-    print("\n".join(lines), flush=True)
-    out = os.environ.get("OUT")
-    if out:
-        Path(out, "ramp.txt").write_text("\n".join(lines) + "\n")
-        Path(out, "ramp.json").write_text(json.dumps(res, indent=1))
+    write_table(lines, {"runs": res}, os.environ.get("OUT"), "ramp")
     return 0
 
 

@@ -98,15 +98,10 @@ class AutoGemmResidualSpec(GemmResidualSpec):
         if not shape or not task.block_size:
             return 1.0
         try:
-            bm, bn, _ = sm90.parse_block_size(task.block_size, dtype)
+            _, work = sm90.round_work(limits, dtype, task.block_size, task.memory_pipelining or 0, shape)
         except ValueError:
             return 1.0
-        stages = task.memory_pipelining or 0
-        m, n = shape["m"], shape["n"]
-        cl = sm90.use_cluster(limits, task.block_size, stages, dtype, shape)
-        rounds = sm90.tile_rounds(m, n, bm, bn, limits.sm_count, cl,
-                                  half_tail=sm90.halves_planned(limits, task.block_size, stages, dtype, shape))
-        fill = m * n / (rounds * bm * bn * limits.sm_count)
+        fill = shape["m"] * shape["n"] / (work * limits.sm_count)
         return min(1.0, fill / self.SIM_SEED_FILL)
 
 

@@ -272,6 +272,18 @@ ping-pong does not apply) at 1700 0.0455 -> 0.0386 and, against 128x128's planne
 800); at equal work (M = 4096, 7976, 8192) 128x128 stays (4096: 0.0755 vs 0.0761)."""
 
 
+def round_work(limits: DeviceLimits, dtype: str, block: str, stages: int,
+               shape: dict[str, int]) -> tuple[float, float]:
+    """(rounds, rounds x tile area) of these knobs' data-parallel schedule, clusters and halves as
+    the engine would run them (``tile_rounds`` with ``use_cluster`` and ``halves_planned``): what the
+    tile rules weigh and the SIMULATED fill counts."""
+    m, n, _ = _mnk(shape)
+    bm, bn, _ = parse_block_size(block, dtype)
+    rounds = tile_rounds(m, n, bm, bn, limits.sm_count, use_cluster(limits, block, stages, dtype, shape),
+                         halves_planned(limits, block, stages, dtype, shape))
+    return rounds, rounds * bm * bn
+
+
 def _tile_160_fills_rounds(limits: DeviceLimits, dtype: str, shape: dict[str, int] | None,
                            stages_128: int, stages_160: int) -> bool:
     """16-bit data, and 128x160 (ping-pong where it applies, else cooperative, at ``stages_160``)
@@ -281,17 +293,11 @@ def _tile_160_fills_rounds(limits: DeviceLimits, dtype: str, shape: dict[str, in
     if not shape or ITEMSIZE.get(_dtype(dtype), 2) != 2:
         return False
     try:
-        m, n, _ = _mnk(shape)
+        _mnk(shape)
     except ValueError:
         return False
-    sms = limits.sm_count
-    cl128 = use_cluster(limits, "128x128", stages_128, dtype, shape)
-    cl160 = use_cluster(limits, "128x160", stages_160, dtype, shape)
-    work128 = tile_rounds(m, n, 128, 128, sms, cl128,
-                          halves_planned(limits, "128x128", stages_128, dtype, shape)) * 128 * 128
-    work160 = tile_rounds(m, n, 128, 160, sms, cl160,
-                          halves_planned(limits, "128x160", stages_160, dtype, shape)) * 128 * 160
-    return work160 <= TILE_160_GAIN * work128
+    return (round_work(limits, dtype, "128x160", stages_160, shape)[1]
+            <= TILE_160_GAIN * round_work(limits, dtype, "128x128", stages_128, shape)[1])
 
 
 def narrow_tile(m: int, n: int, sms: int) -> str | None:
@@ -601,26 +607,6 @@ NOTES-sm90 v38) the round model over-states these gains about twofold: M = 2500 
 narrower, 0.0381 vs 0.0379 (0.90): the fewer rounds are what pays."""
 
 
-def _fit_stages(limits: DeviceLimits, dtype: str, block: str, shape: dict[str, int] | None) -> int:
-    """The stage count ``default_knobs`` gives a ``FIT_TILES`` width: the deepest that fits beside
-    its epilogue buffer(s), ping-pong where it applies (two buffers: 128x144 4 stages)."""
-    fits = pipelining_options(limits, dtype, block)
-    pp = [st for st in fits if st and use_pingpong(limits, block, st, dtype, shape)
-          and not epi_shared_needed(limits, block, st, dtype)]
-    return max(pp) if pp else max(fits)
-
-
-def _round_work(limits: DeviceLimits, dtype: str, block: str, stages: int,
-                shape: dict[str, int]) -> tuple[float, float]:
-    """(rounds, rounds x tile area) of these knobs' data-parallel schedule, clusters and halves as
-    the engine would run them (``use_cluster``, ``halves_planned``)."""
-    m, n, _ = _mnk(shape)
-    bm, bn, _ = parse_block_size(block)
-    rounds = tile_rounds(m, n, bm, bn, limits.sm_count, use_cluster(limits, block, stages, dtype, shape),
-                         halves_planned(limits, block, stages, dtype, shape))
-    return rounds, rounds * bm * bn
-
-
 def _fit_tile(limits: DeviceLimits, dtype: str, shape: dict[str, int] | None,
               block: str, stages: int) -> tuple[str, int] | None:
     """The ``FIT_TILES`` width (and its stages) ``default_knobs`` takes instead of ``block`` at
@@ -631,15 +617,16 @@ def _fit_tile(limits: DeviceLimits, dtype: str, shape: dict[str, int] | None,
         _mnk(shape)
     except ValueError:
         return None
-    rounds, work = _round_work(limits, dtype, block, stages, shape)
+    rounds, work = round_work(limits, dtype, block, stages, shape)
     if rounds < 2:
         return None
     best = None
+    offered = block_size_options(limits, dtype)
     for fit in FIT_TILES:
-        if fit not in block_size_options(limits, dtype):
+        if fit not in offered:
             continue
-        st = _fit_stages(limits, dtype, fit, shape)
-        r, w = _round_work(limits, dtype, fit, st, shape)
+        st = default_stages(limits, dtype, fit, shape)
+        r, w = round_work(limits, dtype, fit, st, shape)
         if 2 <= r < rounds and w <= FIT_GAIN * work and (best is None or w < best[0]):
             best = (w, fit, st)
     return None if best is None else (best[1], best[2])
@@ -651,6 +638,32 @@ def default_knobs(limits: DeviceLimits, dtype: str,
     rounds do clearly less work (16-bit data, a known shape)."""
     block, stages = _base_knobs(limits, dtype, shape)
     return _fit_tile(limits, dtype, shape, block, stages) or (block, stages)
+
+
+def _deepest_ring(limits: DeviceLimits, dtype: str, block: str, shape: dict[str, int] | None) -> int:
+    """One tile a CTA on a measured tile: the deepest ring, the epilogue tile staged in it (0: not
+    here; with more tiles a CTA the ring measured slower than ping-pong, v31)."""
+    if (not EPI_RING_DEFAULT or _tile_name(block) not in EPI_RING_TILES
+            or not one_tile_per_cta(limits, block, dtype, shape)):
+        return 0
+    return max(ring_stage_options(limits, dtype, block, shape), default=0)
+
+
+def default_stages(limits: DeviceLimits, dtype: str, block: str, shape: dict[str, int] | None) -> int:
+    """The MEMORY_PIPELINING ``default_knobs`` gives ``block`` for this shape: the deepest ring where
+    a CTA has one tile (``_deepest_ring``); for ping-pong the deepest count that fits (128x128: 5
+    beside two epilogue buffers, 6 with the consumers sharing one, where ``EPI_SHARED_DEFAULT``);
+    cooperative 16-bit ``_TILE_STAGES`` (128x128 measured best at 4), else the deepest (tf32: 5)."""
+    ring = _deepest_ring(limits, dtype, block, shape)
+    if ring:
+        return ring
+    fits = pipelining_options(limits, dtype, block)  # no shape: the counts beside a buffer
+    pp = [st for st in fits if st and use_pingpong(limits, block, st, dtype, shape)
+          and (EPI_SHARED_DEFAULT or not epi_shared_needed(limits, block, st, dtype))]
+    if pp:
+        return max(pp)
+    want = _TILE_STAGES.get(block, max(fits)) if ITEMSIZE.get(_dtype(dtype), 2) == 2 else max(fits)
+    return want if want in fits else max(fits)
 
 
 def _base_knobs(limits: DeviceLimits, dtype: str,
@@ -674,34 +687,12 @@ def _base_knobs(limits: DeviceLimits, dtype: str,
     options = [b for b in options if max(pipelining_options(limits, dtype, b)) >= 3] or options
     options = [b for b in options if b not in _NOT_DEFAULT] or options
 
-    def deepest_ring(block: str) -> int:
-        """One tile a CTA on a measured tile: the deepest ring, the epilogue tile staged in it (0:
-        not here; with more tiles a CTA the ring measured slower than ping-pong, v31)."""
-        if (not EPI_RING_DEFAULT or _tile_name(block) not in EPI_RING_TILES
-                or not one_tile_per_cta(limits, block, dtype, shape)):
-            return 0
-        return max(ring_stage_options(limits, dtype, block, shape), default=0)
-
-    def stages_for(block: str) -> int:
-        ring = deepest_ring(block)
-        if ring:
-            return ring
-        fits = pipelining_options(limits, dtype, block)  # no shape: the counts beside a buffer
-        pp = [st for st in fits if st and use_pingpong(limits, block, st, dtype, shape)
-              and (EPI_SHARED_DEFAULT or not epi_shared_needed(limits, block, st, dtype))]
-        if pp:  # ping-pong: the deepest that fits (128x128: 5 beside two epilogue buffers,
-            # 6 with the consumers sharing one)
-            return max(pp)
-        # 16-bit cooperative 128x128 measured best at 4 stages; tf32 at the deepest (5)
-        want = _TILE_STAGES.get(block, max(fits)) if ITEMSIZE.get(_dtype(dtype), 2) == 2 else max(fits)
-        return want if want in fits else max(fits)
-
     block = options[0]
     if shape:
         try:
             m, n, k = _mnk(shape)
         except ValueError:
-            return block, stages_for(block)
+            return block, default_stages(limits, dtype, block, shape)
         k = _k16(k, dtype)
         sms = limits.sm_count
 
@@ -711,7 +702,7 @@ def _base_knobs(limits: DeviceLimits, dtype: str,
 
         narrow = narrow_tile(m, n, sms)
         if narrow in block_size_options(limits, dtype):  # 16-bit data, and it fits
-            return narrow, stages_for(narrow)
+            return narrow, default_stages(limits, dtype, narrow, shape)
         block = min(options, key=lambda b: (cost(b), options.index(b)))
         # ping-pong 128x128 wherever it applies (>= 2 tiles per CTA): timed in alternation with
         # the cooperative 128x256 at the seed shape it is 5-6 % faster under sustained load and
@@ -725,15 +716,16 @@ def _base_knobs(limits: DeviceLimits, dtype: str,
         # do less work in all (16-bit data)
         if (block == "128x128" and ITEMSIZE.get(_dtype(dtype), 2) == 2
                 and "128x160" in block_size_options(limits, dtype)):
-            st160 = stages_for("128x160")
-            if _tile_160_fills_rounds(limits, dtype, shape, stages_for("128x128"), st160):
+            st160 = default_stages(limits, dtype, "128x160", shape)
+            st128 = default_stages(limits, dtype, "128x128", shape)
+            if _tile_160_fills_rounds(limits, dtype, shape, st128, st160):
                 return "128x160", st160
         # 128x160 where its tiles fill one or two waves (measured for 16-bit data only)
         if (ITEMSIZE.get(_dtype(dtype), 2) == 2
                 and "128x160" in block_size_options(limits, dtype)
                 and _few_full_waves(m, n, 128, 160, sms)):
-            return "128x160", deepest_ring("128x160") or max(pipelining_options(limits, dtype, "128x160"))
-    return block, stages_for(block)
+            return "128x160", _deepest_ring(limits, dtype, "128x160", shape) or max(pipelining_options(limits, dtype, "128x160"))
+    return block, default_stages(limits, dtype, block, shape)
 
 
 def check(task: Any, limits: DeviceLimits) -> list[Violation]:
