@@ -1015,6 +1015,13 @@ def test_fit_tiles_where_they_take_fewer_rounds() -> None:
     for dt in ("tf32", "fp32"):
         with pytest.raises(ValueError, match="16-bit"):
             sm90.parse_block_size("128x208", dt)
+    # no ring-staged counts for the fit widths (not run on a GPU): a shape gets the own-buffer ones
+    seed = {"m": 8192, "n": 2560, "k": 2560}
+    assert sm90.pipelining_options(H200, "bf16", "128x208", seed) == [0, 2, 3, 4]
+    assert sm90.pipelining_options(H200, "fp16", "128x144", seed) == [0, 2, 3, 4, 5]
+    assert sm90.ring_stage_options(H200, "bf16", "128x192", {"m": 1000, "n": 2560, "k": 2560}) == []
+    v = sm90.check(SimpleNamespace(shape=seed, dtype="bf16", block_size="128x208", memory_pipelining=5), H200)
+    assert [x.field for x in v] == ["memory_pipelining"] and "MEMORY_PIPELINING=5" in str(v[0])
 
 
 @pytest.mark.parametrize("block_size,stages,pingpong,m", [("128x144", 4, True, 2650), ("128x144", 5, False, 1700),
