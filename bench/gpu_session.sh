@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call's worth of work on the GPU machine: install the carried wheels, then run the
 # steps named as arguments (facts, gpu-tests with PYTEST_K and PYTEST_ARGS, bench-cli with CLI_ARGS, check, bench with BENCH_ARGS, calibrate, sm90 with
-# SM90_ARGS, ncu with NCU_CASES, ncu-source with NCU_CASES, membound-hints with HINTS_ARGS, membound-bulk with BULK_ARGS, energy with ENERGY_ARGS, energy-cli, ramp with RAMP_ARGS,
+# SM90_ARGS, ncu with NCU_CASES, ncu-source with NCU_CASES, membound-hints with HINTS_ARGS, membound-bulk with BULK_ARGS, energy with ENERGY_ARGS, energy-cli, ramp with RAMP_ARGS, swap with SWAP_ARGS,
 # ncu-metrics with NCU_CASES, tui). Logs go to $OUT.
 set -uo pipefail
 OUT=${OUT:-./out}; mkdir -p "$OUT"
@@ -65,6 +65,8 @@ for step in "$@"; do
       timeout ${ENERGY_TIMEOUT:-200} python3 bench/energy_probe.py ${ENERGY_ARGS:-} 2>&1 | tail -30 ;;
     ramp)
       OUT="$OUT" timeout ${RAMP_TIMEOUT:-240} python3 bench/ramp_probe.py ${RAMP_ARGS:-} 2>&1 | tail -14 ;;
+    swap)
+      timeout ${SWAP_TIMEOUT:-300} python3 bench/swap_probe.py ${SWAP_ARGS:-} 2>&1 | tail -30 ;;
     energy-cli)
       for dt in ${ENERGY_DTYPES:-bf16 fp16}; do
         tui bench --backend cuda --dtype "$dt" --no-peers --energy ${ENERGY_S:-2} > "$OUT/energy-cli-$dt.txt" 2>&1; echo "$dt rc=$?"

@@ -116,14 +116,30 @@
 #ifndef SPLIT_N
 #define SPLIT_N 0
 #endif
-#if BN != 80 && BN != 128 && BN != 144 && BN != 160 && BN != 192 && BN != 208 && BN != 256 && \
-    !(BN == 320 && SPLIT_N)
+#if BN != 80 && BN != 128 && BN != 144 && BN != 160 && BN != 192 && BN != 200 && BN != 208 && \
+    BN != 256 && !(BN == 320 && SPLIT_N) && !(SWAP_AB && BN % 8 == 0 && BN >= 128 && BN <= 200)
 #error "BN must be 80, 128, 144, 160, 192, 208 or 256 (320 with SPLIT_N)"
 #endif
 // 144, 192 and 208 (16-bit data): widths that fit N = 2560 into fewer N blocks (18, 14, 13) where a
 // round of 128-wide or 160-wide tiles would be left nearly empty (the FIT tiles of the Python module)
 #if (BN == 144 || BN == 192 || BN == 208) && ELEM != 2
 #error "BN = 144, 192, 208 take 16-bit data only"
+#endif
+// SWAP_AB (prototype, NOTES-sm90 "Next steps after session 18"): the kernel runs the transposed
+// product out^T = W A^T, so its M is the problem's N and its N the problem's M: tm_a maps W (BM = 128
+// rows of N a tile), tm_w maps A (BN rows of M, any width a wgmma takes), and the kernel's M, N
+// arguments are the problem's N, M. R and out stay [M, N] row-major: the epilogue tile is R's natural
+// BN x BM box (BM / 64 chunks of BN rows x 128 bytes), which each thread reads and writes at its
+// accumulators' transposed positions. Cooperative, data-parallel, 16-bit data only; clusters as unswapped
+// (2x1 multicasts the kernel's W, here the problem's A).
+#ifndef SWAP_AB
+#define SWAP_AB 0
+#endif
+#if SWAP_AB && (PINGPONG || STREAMK || ELEM != 2 || BM != 128 || SPLIT_N)
+#error "SWAP_AB: cooperative, data-parallel 128-row tiles, 16-bit data"
+#endif
+#if (BN == 200 || BN == 136 || BN == 152 || BN == 168 || BN == 176 || BN == 184) && !SWAP_AB
+#error "BN = 136, 152, 168, 176, 184, 200 (an 8-column tail) only with SWAP_AB (BN runs along the problem's M)"
 #endif
 #if SPLIT_N && (ELEM != 2 || PINGPONG)
 #error "SPLIT_N: cooperative consumers, 16-bit data"
@@ -204,7 +220,10 @@
 #if MC > 1 && (BN / MC) > 256
 #error "a CTA's multicast share of W must fit one TMA box (<= 256 rows)"
 #endif
-#if (BN / MC) % 8 != 0 || (BM / NC) % 8 != 0
+#ifndef MC_SHARE_ROWS
+#define MC_SHARE_ROWS 8  // a probe may set 4 (gemm_residual_sm90.MC_SHARE_ROWS) to test mid-atom parts
+#endif
+#if (BN / MC) % MC_SHARE_ROWS != 0 || (BM / NC) % MC_SHARE_ROWS != 0
 #error "a multicast part must hold whole 8-row swizzle atoms (1024-byte aligned in the slot)"
 #endif
 
@@ -413,6 +432,13 @@ __device__ __forceinline__ void fence_reg(float& r) {
 #define WG_ACC_72 WG_ACC_64, WG_ACC8(64)
 #define WG_ACC_96 WG_ACC_64, WG_ACC8(64), WG_ACC8(72), WG_ACC8(80), WG_ACC8(88)
 #define WG_ACC_104 WG_ACC_64, WG_ACC8(64), WG_ACC8(72), WG_ACC8(80), WG_ACC8(88), WG_ACC8(96)
+#define WG_ACC4(b) "+f"(d[b]), "+f"(d[b + 1]), "+f"(d[b + 2]), "+f"(d[b + 3])
+#define WG_ACC_100 WG_ACC_96, WG_ACC4(96)
+#define WG_ACC_68 WG_ACC_64, WG_ACC4(64)
+#define WG_ACC_76 WG_ACC_72, WG_ACC4(72)
+#define WG_ACC_84 WG_ACC_80, WG_ACC4(80)
+#define WG_ACC_88 WG_ACC_80, WG_ACC8(80)
+#define WG_ACC_92 WG_ACC_88, WG_ACC4(88)
 #define WG_ACC_128 \
     WG_ACC_64, WG_ACC8(64), WG_ACC8(72), WG_ACC8(80), WG_ACC8(88), WG_ACC8(96), WG_ACC8(104), \
         WG_ACC8(112), WG_ACC8(120)
@@ -432,6 +458,12 @@ __device__ __forceinline__ void fence_reg(float& r) {
 #define WG_R72 WG_R64 ", %64, %65, %66, %67, %68, %69, %70, %71"
 #define WG_R96 WG_R80 ", %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
 #define WG_R104 WG_R96 ", %96, %97, %98, %99, %100, %101, %102, %103"
+#define WG_R100 WG_R96 ", %96, %97, %98, %99"
+#define WG_R68 WG_R64 ", %64, %65, %66, %67"
+#define WG_R76 WG_R72 ", %72, %73, %74, %75"
+#define WG_R84 WG_R80 ", %80, %81, %82, %83"
+#define WG_R88 WG_R80 ", %80, %81, %82, %83, %84, %85, %86, %87"
+#define WG_R92 WG_R88 ", %88, %89, %90, %91"
 #define WG_R128                                                                                    \
     WG_R80 ", %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "    \
     "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, " \
@@ -461,6 +493,18 @@ DEFINE_WGMMA(144, 72, 72, 73, 74, WG_R72, WG_ACC_72)
 DEFINE_WGMMA(192, 96, 96, 97, 98, WG_R96, WG_ACC_96)
 #elif WG_N == 208
 DEFINE_WGMMA(208, 104, 104, 105, 106, WG_R104, WG_ACC_104)
+#elif WG_N == 200
+DEFINE_WGMMA(200, 100, 100, 101, 102, WG_R100, WG_ACC_100)
+#elif WG_N == 136
+DEFINE_WGMMA(136, 68, 68, 69, 70, WG_R68, WG_ACC_68)
+#elif WG_N == 152
+DEFINE_WGMMA(152, 76, 76, 77, 78, WG_R76, WG_ACC_76)
+#elif WG_N == 168
+DEFINE_WGMMA(168, 84, 84, 85, 86, WG_R84, WG_ACC_84)
+#elif WG_N == 176
+DEFINE_WGMMA(176, 88, 88, 89, 90, WG_R88, WG_ACC_88)
+#elif WG_N == 184
+DEFINE_WGMMA(184, 92, 92, 93, 94, WG_R92, WG_ACC_92)
 #endif
 
 #if WG_N == 256
@@ -475,6 +519,18 @@ DEFINE_WGMMA(208, 104, 104, 105, 106, WG_R104, WG_ACC_104)
 #define WGMMA wgmma_m64n192k16
 #elif WG_N == 208
 #define WGMMA wgmma_m64n208k16
+#elif WG_N == 200
+#define WGMMA wgmma_m64n200k16
+#elif WG_N == 136
+#define WGMMA wgmma_m64n136k16
+#elif WG_N == 152
+#define WGMMA wgmma_m64n152k16
+#elif WG_N == 168
+#define WGMMA wgmma_m64n168k16
+#elif WG_N == 176
+#define WGMMA wgmma_m64n176k16
+#elif WG_N == 184
+#define WGMMA wgmma_m64n184k16
 #else
 #define WGMMA wgmma_m64n128k16
 #endif
@@ -497,6 +553,18 @@ __device__ __forceinline__ void st_shared_u32(unsigned addr, unsigned v) {
     asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
 }
 
+#if SWAP_AB
+__device__ __forceinline__ unsigned ld_shared_u16(unsigned addr) {
+    unsigned v;
+    asm volatile("ld.shared.u16 %0, [%1];" : "=r"(v) : "r"(addr) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ void st_shared_u16(unsigned addr, unsigned v) {
+    asm volatile("st.shared.u16 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
+}
+#endif
+
 __device__ __forceinline__ float2 ld_shared_f2(unsigned addr) {
     float2 v;
     asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "r"(addr) : "memory");
@@ -514,15 +582,25 @@ __device__ __forceinline__ void st_shared_f2(unsigned addr, float a, float b) {
 // tf32 (fp32 R and out): the same 128-byte swizzled chunks of 32 columns; a thread's pair (8 bytes)
 // at chunk col/32, row*128 + ((((col%32)/4) ^ (row%8)) << 4) + (col%4)*4.
 #define EPI_COLS (128 / ELEM)
+#if SWAP_AB
+// R's natural box: BM / 64 chunks (64 of the problem's N columns each) of BN rows (its M) x 128 bytes
+#define EPI_CHUNKS (BM / EPI_COLS)
+#define EPI_CHUNK_BYTES (BN * 128)
+#else
 #define EPI_CHUNKS (BN / EPI_COLS)
 #define EPI_CHUNK_BYTES (BM * 128)
+#endif
 #define EPI_BYTES (BM * BN * ELEM)
 // A tail chunk with 16-bit data (its own tensor maps: tm_r2 / tm_out2) of TB = EPI_TAIL_BYTES per
 // row, swizzled at its own width (CUTLASS Swizzle<log2(TB/16), 4, 3>: the 16-byte unit XOR address
 // bits 7..): BN = 160: 32 columns, 64B swizzle, pair (row, 128 + c) at
 // tail + row*64 + (((c/8) ^ ((row/2)%4)) << 4) + (c%8)*2; BN = 80: 16 columns, 32B swizzle,
 // pair (row, 64 + c) at tail + row*32 + (((c/8) ^ ((row/4)%2)) << 4) + (c%8)*2.
+#if SWAP_AB
+#define EPI_TAIL_COLS 0
+#else
 #define EPI_TAIL_COLS (BN % EPI_COLS)
+#endif
 #define EPI_TAIL_BYTES (EPI_TAIL_COLS * ELEM)
 #if EPI_TAIL_COLS != 0 && EPI_TAIL_COLS * 2 != EPI_COLS && EPI_TAIL_COLS * 4 != EPI_COLS
 #error "the epilogue's tail chunk must be half or a quarter of a chunk"
@@ -582,7 +660,14 @@ __device__ __forceinline__ void release_epi_slots(unsigned empty_bar, int first,
 #else
 #define STAGE_RESIDUAL_TAIL(buf, bar)
 #endif
-#if FUSE
+#if FUSE && SWAP_AB
+// the box at the problem's (row n0, column m0): the kernel's n0 is its M offset, m0 its N offset
+#define STAGE_RESIDUAL(buf, bar)                                                              \
+    mbar_expect_tx(bar, EPI_BYTES);                                                           \
+    _Pragma("unroll") for (int c = 0; c < EPI_CHUNKS; ++c) {                                  \
+        tma_load_2d((buf) + c * EPI_CHUNK_BYTES, r_map, m0 + c * EPI_COLS, n0, bar);           \
+    }
+#elif FUSE
 #define STAGE_RESIDUAL(buf, bar)                                                              \
     mbar_expect_tx(bar, EPI_BYTES);                                                           \
     _Pragma("unroll") for (int c = 0; c < EPI_CHUNKS; ++c) {                                  \
@@ -1301,6 +1386,39 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                     }
                 }
             }
+#elif SWAP_AB
+            // each accumulator pair is (the problem's column n, rows m and m + 1): two 16-bit halves
+            // in two rows of R's natural tile; a row's residuals first, then the sums back in place
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+                const int n = row0 + warp * 16 + (lane >> 2) + half * 8;
+                const unsigned col_base = ebuf + (n / 64) * EPI_CHUNK_BYTES + (n % 8) * 2;
+                const int nu = (n % 64) / 8;  // its 16-byte unit in a 128-byte row, before the swizzle
+#if FUSE
+                unsigned rv[WG_N / 8];
+#pragma unroll
+                for (int j = 0; j < WG_N / 8; ++j) {
+                    const int m = 8 * j + 2 * (lane & 3);
+                    rv[j] = ld_shared_u16(col_base + m * 128 + ((nu ^ (m % 8)) << 4)) |
+                            (ld_shared_u16(col_base + (m + 1) * 128 + ((nu ^ ((m + 1) % 8)) << 4)) << 16);
+                }
+#endif
+#pragma unroll
+                for (int j = 0; j < WG_N / 8; ++j) {
+                    const int m = 8 * j + 2 * (lane & 3);
+                    float v0 = ACC_OUT[0][j * 4 + half * 2];
+                    float v1 = ACC_OUT[0][j * 4 + half * 2 + 1];
+#if FUSE
+                    float r0, r1;
+                    unpack2(rv[j], r0, r1);
+                    v0 += r0;
+                    v1 += r1;
+#endif
+                    const unsigned p = pack2(v0, v1);
+                    st_shared_u16(col_base + m * 128 + ((nu ^ (m % 8)) << 4), p & 0xffffu);
+                    st_shared_u16(col_base + (m + 1) * 128 + ((nu ^ ((m + 1) % 8)) << 4), p >> 16);
+                }
+            }
 #else
 #if SPLIT_N
             // this consumer's columns start at pair joff of the row: a constant in each unrolled
@@ -1368,11 +1486,19 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
 #define STORE_MAP out_map
 #define STORE_MAP2 TMAP_ADDR(tm_out2)
 #endif
+#if SWAP_AB
+#pragma unroll
+                for (int c = 0; c < EPI_CHUNKS; ++c) {
+                    if (n0 < N && m0 + c * EPI_COLS < M)
+                        tma_store_2d(STORE_MAP, m0 + c * EPI_COLS, n0, ebuf + c * EPI_CHUNK_BYTES);
+                }
+#else
 #pragma unroll
                 for (int c = 0; c < EPI_CHUNKS; ++c) {
                     if (m0 < M && n0 + c * EPI_COLS < N)
                         tma_store_2d(STORE_MAP, n0 + c * EPI_COLS, m0, ebuf + c * EPI_CHUNK_BYTES);
                 }
+#endif
 #if EPI_TAIL_COLS
                 if (m0 < M && n0 + EPI_CHUNKS * EPI_COLS < N)
                     tma_store_2d(STORE_MAP2, n0 + EPI_CHUNKS * EPI_COLS, m0, ebuf + EPI_TAIL);

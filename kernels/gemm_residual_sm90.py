@@ -82,6 +82,16 @@ TILES: dict[str, tuple[int, int, int]] = {
     "128x144": (128, 144, 2),
     "128x192": (128, 192, 2),
     "128x208": (128, 208, 2),
+    # swapped-operand tiles (``SWAP_TILES``): rows along M x 128 columns of N
+    "136x128": (136, 128, 2),
+    "144x128": (144, 128, 2),
+    "152x128": (152, 128, 2),
+    "160x128": (160, 128, 2),
+    "168x128": (168, 128, 2),
+    "176x128": (176, 128, 2),
+    "184x128": (184, 128, 2),
+    "192x128": (192, 128, 2),
+    "200x128": (200, 128, 2),
 }
 """Tile shapes, best default first. Each consumer warpgroup owns BM / consumers rows. The narrow
 tiles (N = 80: 2560 = 32 x 80) are for small M, where the wide ones leave most SMs idle or split K:
@@ -102,6 +112,20 @@ cuBLAS, which picks its tile's free side per shape (NOTES-sm90 v38: 128x192 at M
 blocks of 128x208 fill two rounds of 132 (M = 2433-2560). 16-bit data only (their 16-column tail
 chunk, as the narrow tiles'); 128x144 runs ping-pong (144 accumulators per thread), the wider two
 cooperative."""
+SWAP_TILES = ("136x128", "144x128", "152x128", "160x128", "168x128", "176x128", "184x128", "192x128",
+              "200x128")
+"""Tiles of R rows along M (any multiple of 8 from 136 to 200) by 128 columns of N, built as the
+transposed product out^T = W A^T (``_build_swapped``, ``SWAP_AB`` in the kernel): the kernel's 128-row
+side runs along N (W as the wgmma's A operand) and its BN = R along M (A as its B operand, so any
+width a wgmma takes sizes the tile along M), as cuBLAS sizes its tiles to the shape (NOTES-sm90 v39).
+Cooperative, unclustered, data-parallel, 16-bit data; R and out keep their [M, N] layout (the
+epilogue tile is R's natural R x 64 boxes). ``default_knobs`` takes them where ``_swap_tile`` finds
+13 row blocks filling two rounds with clearly less work (``SWAP_GAIN``)."""
+_SWAP_KERNEL_TILES = {f"128x{int(t.split('x')[0])}": (128, int(t.split("x")[0]), 2) for t in SWAP_TILES}
+"""The swapped tiles in the kernel's frame (128 x R): what ``_build_swapped`` renders; no knob."""
+MC_SHARE_ROWS = 8
+"""A multicast box's rows are a multiple of this (one 128-byte swizzle atom is 8 rows: each CTA's
+share then starts on an atom). Probes may lower it to test a share that starts mid-atom."""
 SPLIT_N_TILES = ("128x320",)
 """Cooperative tiles whose two consumers split the columns (SPLIT_N): a consumer of 64 x 320 would
 need n320 wgmmas (n <= 256)."""
@@ -181,8 +205,8 @@ _EPI_US = 2.0
 _SEG_US = 6.0
 _TILE_SLOWDOWN = {"128x256": 1.0, "128x128": 1.04, "256x128": 1.05, "128x160": 1.03}
 """Main-loop time per unit of tile area relative to 128x256 (seed shape, best stages)."""
-_TILE_STAGES = {"128x128": 4, "64x80": 8}
-_NOT_DEFAULT = {"128x160", "128x80", "64x80", "256x160", "128x320", *FIT_TILES}
+_TILE_STAGES = {"128x128": 4, "64x80": 8, **dict.fromkeys(SWAP_TILES, 4)}
+_NOT_DEFAULT = {"128x160", "128x80", "64x80", "256x160", "128x320", *FIT_TILES, *SWAP_TILES}
 """Tiles the cost model does not rate (chosen only by ``_few_full_waves`` and ``narrow_tile``)."""
 
 
@@ -318,7 +342,12 @@ def tiles_for(dtype: Any) -> list[str]:
     """The tiles this dtype can take (before shared memory): every one for 16-bit data, all but
     ``NARROW_TILES`` for fp32 data (tf32, fp32)."""
     sixteen = ITEMSIZE.get(_dtype(dtype), 2) == 2
-    return [t for t in TILES if sixteen or t not in NARROW_TILES + WIDE_TILES + FIT_TILES]
+    return [t for t in TILES if sixteen or t not in NARROW_TILES + WIDE_TILES + FIT_TILES + SWAP_TILES]
+
+
+def swapped(block_size: str) -> bool:
+    """Whether this BLOCK_SIZE runs as the transposed product (``SWAP_TILES``)."""
+    return _tile_name(block_size) in SWAP_TILES
 
 
 def parse_block_size(block_size: str, dtype: Any = None) -> tuple[int, int, int]:
@@ -332,6 +361,8 @@ def parse_block_size(block_size: str, dtype: Any = None) -> tuple[int, int, int]
             raise ValueError(f"the Hopper path takes BK = {bk} only here (one 128-byte swizzle "
                              f"row), got {parts[2]}")
         text = "x".join(parts[:2])
+    if text in _SWAP_KERNEL_TILES and text not in TILES:  # _build_swapped's name for the kernel's frame
+        return _SWAP_KERNEL_TILES[text]
     if text not in TILES:
         raise ValueError(f"unknown tile {block_size!r}; the Hopper path takes "
                          f"{', '.join(TILES)} (optionally with 'x{bk}')")
@@ -523,8 +554,10 @@ def ring_stage_options(limits: DeviceLimits, dtype: str, block_size: str,
     the slots are returned after each store): 16-bit data, for a given shape; else none. (Until
     session 14 only where every CTA has one tile, ``one_tile_per_cta``: the defaults still take
     them only there, NOTES-sm90 v31.)"""
-    if ITEMSIZE.get(_dtype(dtype), 4) != 2 or not shape or _tile_name(block_size) in FIT_TILES:
-        # FIT_TILES: their ring-staged builds (128x208 s5, 128x144 s6) have not run on a GPU yet
+    if (ITEMSIZE.get(_dtype(dtype), 4) != 2 or not shape or _tile_name(block_size) in FIT_TILES
+            or swapped(block_size)):
+        # FIT_TILES: their ring-staged builds (128x208 s5, 128x144 s6) have not run on a GPU yet;
+        # the swapped build has its own epilogue buffer only
         return []
     try:
         _mnk(shape)
@@ -633,12 +666,50 @@ def _fit_tile(limits: DeviceLimits, dtype: str, shape: dict[str, int] | None,
     return None if best is None else (best[1], best[2])
 
 
+SWAP_GAIN = 0.92
+"""``default_knobs`` trades its pick for a ``SWAP_TILES`` tile where that tile's two data-parallel
+rounds do at most this fraction of the pick's work (``round_work``). The swapped build does about 5-10 %
+less per unit of work than the unswapped tiles (its 16-bit epilogue accesses, 4 stages), so it pays
+only with clearly less work. Measured on the H200 (N = K = 2560, rested, NOTES-sm90 v39; bf16 / fp16,
+ms, swapped s4 against the default): M = 1700 136x128 0.0366 / 0.0371 vs 0.0383 / 0.0387 (modelled
+0.85), 1800 144x128 0.0379 / 0.0383 vs 0.0384 / 0.0395 (0.90), 2083 168x128 0.0426 / 0.0440 vs 0.0469
+/ 0.0479 (0.875), 2200 176x128 0.0443 / 0.0460 vs 0.0460 / 0.0473 (0.92); level or slower from 0.95
+up: 1900 152x128 (0.95), 2300 184x128 (0.96), 2400 192x128 (1.0), 2500 200x128 (0.96, -2 %)."""
+
+
+def _swap_tile(limits: DeviceLimits, dtype: str, shape: dict[str, int] | None,
+               block: str, stages: int) -> tuple[str, int] | None:
+    """The ``SWAP_TILES`` tile (and its stages) ``default_knobs`` takes instead of ``block`` at
+    ``stages`` for this shape (``SWAP_GAIN``; the candidate in exactly two rounds), or None."""
+    if not shape or ITEMSIZE.get(_dtype(dtype), 2) != 2 or stages == 0:
+        return None
+    try:
+        _mnk(shape)
+    except ValueError:
+        return None
+    rounds, work = round_work(limits, dtype, block, stages, shape)
+    if rounds < 2:
+        return None
+    best = None
+    offered = block_size_options(limits, dtype)
+    for tile in SWAP_TILES:
+        if tile not in offered:
+            continue
+        st = default_stages(limits, dtype, tile, shape)
+        r, w = round_work(limits, dtype, tile, st, shape)
+        if r == 2 and w <= SWAP_GAIN * work and (best is None or w < best[0]):
+            best = (w, tile, st)
+    return None if best is None else (best[1], best[2])
+
+
 def default_knobs(limits: DeviceLimits, dtype: str,
                   shape: dict[str, int] | None = None) -> tuple[str, int]:
     """The knobs of ``_base_knobs``, or a ``FIT_TILES`` width where ``_fit_tile`` finds one whose
-    rounds do clearly less work (16-bit data, a known shape)."""
+    rounds do clearly less work, or a swapped tile where ``_swap_tile`` does (16-bit data, a known
+    shape)."""
     block, stages = _base_knobs(limits, dtype, shape)
-    return _fit_tile(limits, dtype, shape, block, stages) or (block, stages)
+    block, stages = _fit_tile(limits, dtype, shape, block, stages) or (block, stages)
+    return _swap_tile(limits, dtype, shape, block, stages) or (block, stages)
 
 
 def _deepest_ring(limits: DeviceLimits, dtype: str, block: str, shape: dict[str, int] | None) -> int:
@@ -869,7 +940,13 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
     tile): the ring goes on after each epilogue, its slots returned once the store has read them.
     ``tail_shift``: a tile that reaches past M (N) and starts inside is moved back to end there.
     ``half_tail``: the tiles past the kernel's dp_tiles argument run as two 64-row halves each
-    (unclustered data-parallel ping-pong, 128-row tiles, 16-bit data, two epilogue buffers)."""
+    (unclustered data-parallel ping-pong, 128-row tiles, 16-bit data, two epilogue buffers).
+    A ``SWAP_TILES`` tile R x 128: ``SWAP_AB`` and the kernel's frame 128 x R, cooperative and
+    data-parallel whatever ``streamk`` and ``pingpong`` say (what ``_build_swapped`` compiles)."""
+    if swapped(block_size):
+        rows = parse_block_size(block_size, dtype)[0]
+        return {"SWAP_AB": 1, **defines(f"128x{rows}", stages, dtype, fuse, tmap_global, False, False, cluster,
+                                        split_hi, promote, raster_m, w_first, raster_group)}
     bm, bn, consumers = parse_block_size(block_size, dtype)
     cm, cn = cluster_shape(cluster)
     if cm * cn > 1 and streamk:
@@ -878,9 +955,9 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
         raise ValueError(f"the cluster schedule takes {', '.join(CLUSTER_DTYPES)}")
     if cn > 1 and ITEMSIZE[_dtype(dtype)] != 2:
         raise ValueError("A multicast (cluster 1x2, 2x2) is built and GPU-tested for bf16 and fp16 only")
-    if (bn // cm) % 8 or (bm // cn) % 8:
+    if (bn // cm) % MC_SHARE_ROWS or (bm // cn) % MC_SHARE_ROWS:
         raise ValueError(f"cluster {cm}x{cn} on {block_size}: each CTA's multicast share must be a "
-                         "multiple of 8 rows")
+                         f"multiple of {MC_SHARE_ROWS} rows")
     if pingpong and _tile_name(block_size) not in PINGPONG_TILES:
         raise ValueError(f"tile {block_size}: ping-pong takes {', '.join(PINGPONG_TILES)}")
     if _dtype(dtype) not in DTYPES:
@@ -892,6 +969,8 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
            "DT": DT_CODE[_dtype(dtype)], "FUSE": int(bool(fuse)),
            "TMAP_GLOBAL": int(bool(tmap_global)), "STREAMK": int(bool(streamk)),
            "WS_TILES": WS_TILES, "PINGPONG": int(bool(pingpong)), "CLUSTER": cm}
+    if MC_SHARE_ROWS != 8:
+        out["MC_SHARE_ROWS"] = int(MC_SHARE_ROWS)
     if _tile_name(block_size) in SPLIT_N_TILES:
         out["SPLIT_N"] = 1
     if cn > 1:
@@ -977,7 +1056,8 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
           promote: int | None = None, raster_m: bool | None = None, w_first: bool = False,
           raster_group: int | None = None, epi_ring: bool | None = None,
           epi_shared: bool | None = None, r_issue_kb: int | None = None,
-          tail_shift: bool | None = None, half_tail: bool | None = None) -> Build:
+          tail_shift: bool | None = None, half_tail: bool | None = None,
+          _swapped: bool = False) -> Build:
     """Render and plan one configuration. ``fuse`` defaults to ``task.fusion`` (True when absent):
     off = the GEMM-only kernel (FUSE=0) then ``residual_add_inplace`` on ``out``. ``streamk``
     (default ``STREAMK_DEFAULT``) compiles the stream-K tail in; ``schedule`` = (grid, dp_tiles)
@@ -995,7 +1075,14 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
     ``tail_shift`` (default ``use_tail_shift``) moves a last tile that reaches past M or N back to
     end there (``TAIL_SHIFT``). ``half_tail`` (default ``use_half_tail``) runs the last round of
     tiles, where it is at most half full, as 64-row halves on twice the CTAs (``HALF_TAIL``; a
-    ``schedule``'s dp_tiles then counts the tiles run whole)."""
+    ``schedule``'s dp_tiles then counts the tiles run whole). A ``SWAP_TILES`` block size builds the
+    transposed product (``_build_swapped``; ``cluster`` in the kernel's frame, for measurements)."""
+    if swapped(block_size):
+        return _build_swapped(task, limits, block_size, stages, fuse, 1 if cluster is None else cluster)
+    if _tile_name(block_size) in _SWAP_KERNEL_TILES and _tile_name(block_size) not in TILES and not _swapped:
+        rows = _SWAP_KERNEL_TILES[_tile_name(block_size)][1]
+        raise ValueError(f"tile {block_size} is the kernel's frame of the swapped tile {rows}x128: "
+                         f"write BLOCK_SIZE={rows}x128")
     m, n, k = _mnk(task.shape)
     dtype = _dtype(task.dtype)
     if fuse is None:
@@ -1160,6 +1247,40 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
     return Build(source=source, functions=tuple(functions), launches=tuple(launches),
                  options=options(limits) + (HALF_TAIL_OPTIONS if half_tail else ()), info=info,
                  scratch=scratch)
+
+
+def _build_swapped(task: Any, limits: DeviceLimits, block_size: str, stages: int,
+                   fuse: bool | None, cluster: Any = 1) -> Build:
+    """A ``SWAP_TILES`` tile (R x 128) as the transposed product (``SWAP_AB``): the kernel computes
+    out^T = W A^T, its M the problem's N (128 rows of W a tile, the wgmma's A operand) and its N the
+    problem's M (R rows of A, the wgmma's B operand); R and out keep their [M, N] layout, staged and
+    stored as R x 64 boxes. Cooperative, data-parallel, 16-bit data; fusion off runs the GEMM-only
+    kernel and then ``residual_add_inplace`` as unswapped; ``cluster`` as ``build``'s in the kernel's
+    frame (2: CTAs along the problem's N share A's box by multicast; measured slower, v39)."""
+    from types import SimpleNamespace
+
+    m, n, k = _mnk(task.shape)
+    dtype = _dtype(task.dtype)
+    if fuse is None:
+        fuse = bool(getattr(task, "fusion", True))
+    rows, cols, _ = parse_block_size(block_size, dtype)
+    t = SimpleNamespace(shape={"m": n, "n": m, "k": k}, dtype=dtype, fusion=fuse)
+    b = build(t, limits, f"{cols}x{rows}", stages, fuse=fuse, pingpong=False, cluster=cluster, streamk=False,
+              tail_shift=False, half_tail=False, epi_ring=False, _swapped=True)
+    at = next(i for i, launch in enumerate(b.launches) if launch.function == KERNEL)
+    gemm = b.launches[at]
+    maps = list(gemm.args[:6])
+    maps[0] = replace(maps[0], buffer="w")  # n rows of K: the wgmma's A operand, 128-row boxes
+    maps[1] = replace(maps[1], buffer="a")  # m rows of K: its B operand, R-row boxes
+    nat = {"rows": m, "cols": n, "box_rows": rows, "box_cols": bk_of(dtype), "swizzle_bytes": 128}
+    maps[2] = replace(maps[2], **nat)
+    maps[3] = replace(maps[3], **nat)
+    maps[4], maps[5] = maps[2], maps[3]  # no tail chunk: 128 columns of N are two whole chunks
+    launches = list(b.launches)
+    launches[at] = replace(gemm, args=(*maps, *gemm.args[6:]))
+    info = dict(b.info, tile=f"{rows}x{cols}x{bk_of(dtype)} swapped (out^T = W A^T)",
+                tail="tiles past M clipped by TMA")
+    return replace(b, source="#define SWAP_AB 1\n" + b.source, launches=tuple(launches), info=info)
 
 
 def _dtype(dtype: Any) -> str:

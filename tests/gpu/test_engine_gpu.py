@@ -288,6 +288,33 @@ def test_fit_tiles_correct(monkeypatch, dtype):
     assert failures == []
 
 
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_swapped_tiles_correct(dtype):
+    """The swapped tiles (R x 128, out^T = W A^T): the engine's default where it takes them (M =
+    1700, 2083, 2200 at N = K = 2560), every width at its deepest count and with the pipeline off,
+    with tiles past M and N (N = 2504: the kernel's last 128-row block clipped), short K, fusion
+    off, one tile a CTA, a single row: correct, every element written, reported as swapped."""
+    swapped = {"tile": lambda t: "swapped" in (t or ""), "consumers": "cooperative"}
+    failures = []
+    for bs, st, shape, fusion, expect in (
+            (None, None, (1700, 2560, 2560), True, {"tile": lambda t: (t or "").startswith("136x128x64 swapped")}),
+            (None, None, (2083, 2560, 2560), True, {"tile": lambda t: (t or "").startswith("168x128x64 swapped")}),
+            (None, None, (2200, 2560, 2560), True, {"tile": lambda t: (t or "").startswith("176x128x64 swapped")}),
+            ("136x128", 5, (1763, 2504, 2560), True, swapped),
+            ("144x128", 4, (1873, 2560, 704), False, swapped),
+            ("152x128", 3, (2000, 1032, 520), True, swapped),
+            ("160x128", 5, (2075, 2600, 2560), True, swapped),
+            ("168x128", 0, (333, 1032, 72), True, swapped),
+            ("176x128", 4, (2289, 2504, 2560), True, swapped),
+            ("184x128", 2, (586, 1000, 520), True, swapped),
+            ("192x128", 4, (7976, 2504, 704), False, swapped),
+            ("200x128", 4, (2500, 2560, 2560), True, swapped),
+            ("200x128", 4, (1, 264, 136), True, swapped)):
+        if (wrong := _wrong(dtype, shape, bs, st, fusion, **expect)) is not None:
+            failures.append(wrong)
+    assert failures == []
+
+
 def _engine_out(monkeypatch, task: TaskSpec, tail_shift: bool):
     """The engine's run of ``task`` with the Hopper path's tail shift on or off by default: the
     result and a copy of the output its verify step checked (the seed's first input set)."""

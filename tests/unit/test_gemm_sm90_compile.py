@@ -37,7 +37,7 @@ def _combos() -> list[tuple[str, int, str, bool, bool, bool, int]]:
             deepest = max(sm90.pipelining_options(H200, dtype, bs))
             out.append((bs, deepest, dtype, False, True, False, 1))
             out.append((bs, deepest, dtype, True, False, False, 1))  # purely data-parallel build
-            if dtype in sm90.CLUSTER_DTYPES:
+            if dtype in sm90.CLUSTER_DTYPES and not sm90.swapped(bs):  # swapped: clusters no knob
                 out.append((bs, deepest, dtype, True, False, False, 2))  # 2x1 cluster, multicast
                 out.append((bs, 0, dtype, False, False, False, 2))
             pp = [st for st in sm90.pipelining_options(H200, dtype, bs)
@@ -138,7 +138,7 @@ def test_sass_has_hgmma_and_tma(block_size: str, pingpong: bool, dtype: str, tmp
 def test_options_and_smem_limits() -> None:
     assert sm90.block_size_options(H200, "bf16") == ["128x256", "128x128", "256x128", "128x160",
                                                       "128x80", "64x80", "256x160", "128x320",
-                                                      "128x144", "128x192", "128x208"]
+                                                      "128x144", "128x192", "128x208", *sm90.SWAP_TILES]
     assert sm90.pipelining_options(H200, "bf16", "128x208") == [0, 2, 3, 4]
     assert sm90.pipelining_options(H200, "bf16", "128x192") == [0, 2, 3, 4]
     assert sm90.pingpong_fits(H200, "128x144", 4, "bf16") and not sm90.pingpong_fits(H200, "128x192", 2, "bf16")
@@ -629,7 +629,8 @@ def test_tile_order_m_fastest_for_one_wave_narrow_and_128x160_grouped_for_two_wa
     """``build`` numbers the tiles M-fastest (RASTER_M) exactly where a 16-bit narrow or 128x160
     tile's tiles all run in one data-parallel wave without a cluster (N = K = 2560: M = 256, 512,
     1024, and odd shapes such as 77x2000x1000); in groups of 4 M blocks (RASTER_GROUP) where
-    cooperative 128x160 takes a second data-parallel wave (M = 2048, 1800: a last group of 3);
+    cooperative 128x160 takes a second data-parallel wave (M = 2048, and 1800 with those knobs: a
+    last group of 3);
     N-fastest elsewhere: the seed's clustered ping-pong, 128x256 in one wave (M = 1571), a narrow
     tile in two waves or under stream-K (M = 1), a forced cluster, tf32; and an explicit
     ``raster_m`` or ``raster_group`` wins. The new orders compile without spills."""
@@ -654,7 +655,7 @@ def test_tile_order_m_fastest_for_one_wave_narrow_and_128x160_grouped_for_two_wa
                 assert elf and not re.search(r"[1-9]\d* bytes spill", log), log
     for m, n, k in ((2048, 2560, 2560), (1800, 2560, 2560), (2047, 2560, 1000)):
         for dt in ("bf16", "fp16"):
-            b = info(m, n, k, dt)
+            b = info(m, n, k, dt, knobs=("128x160", 5) if m == 1800 else None)  # 1800: swapped default
             assert b.info["tile_order"] == "groups of 4 M blocks", (m, dt)
             assert b.info["tile"] == "128x160x64" and b.info["schedule"] == "data-parallel"
             if (m, dt) == (1800, "fp16"):
@@ -896,9 +897,10 @@ def test_tile_160_where_128x128_leaves_its_last_round_nearly_empty() -> None:
     # where ping-pong does not apply: cooperative 128x160 against 128x128's rounds (M = 1700: 3
     # rounds of cluster pairs vs 2 of 128x160; M = 800: 140 tiles of 128x128 = 2 rounds, its
     # stream-K tail measured slower, vs 112 tiles of 128x160 in one, the epilogue in the ring)
+    # (_base_knobs: at 1700 and 1792 default_knobs then takes a swapped tile, _swap_tile)
     for m, want in ((1700, ("128x160", 5)), (1792, ("128x160", 5)), (800, ("128x160", 6))):
         shape = {"m": m, "n": 2560, "k": 2560}
-        assert sm90.default_knobs(H200, "bf16", shape) == want, m
+        assert sm90._base_knobs(H200, "bf16", shape) == want, m
         b = sm90.build(SimpleNamespace(shape=shape, dtype="bf16"), H200, *want)
         assert b.info["consumers"] == "cooperative" and b.info["schedule"] == "data-parallel", m
     assert sm90.default_knobs(H200, "bf16", {"m": 768, "n": 2560, "k": 2560})[0] == "128x128"  # one round
@@ -1003,7 +1005,7 @@ def test_fit_tiles_where_they_take_fewer_rounds() -> None:
             assert sm90.default_knobs(H200, dt, {"m": m, "n": 2560, "k": 2560}) == want, (m, dt)
         for m in (1700, 2083, 2817, 3328, 3713, 7600, 8192):
             shape = {"m": m, "n": 2560, "k": 2560}
-            assert sm90.default_knobs(H200, dt, shape) == sm90._base_knobs(H200, dt, shape), (m, dt)
+            assert sm90._fit_tile(H200, dt, shape, *sm90._base_knobs(H200, dt, shape)) is None, (m, dt)
             assert sm90.default_knobs(H200, dt, shape)[0] not in sm90.FIT_TILES, (m, dt)
     for m in (2500, 2650, 3400):
         assert sm90.default_knobs(H200, "tf32", {"m": m, "n": 2560, "k": 2560})[0] not in sm90.FIT_TILES
@@ -1036,3 +1038,69 @@ def test_fit_tiles_compile_without_spills(block_size, stages, pingpong, m) -> No
         report = compile_cubin(b.source, "sm_90a", tuple(o for o in b.options if not o.startswith("--gpu")))
         assert report.ok, report.log[-2000:]
         assert not report.spills, report.log
+
+
+@pytest.mark.parametrize("rows,dtype,stages", [(r, dt, st) for r in (136, 144, 152, 160, 168, 176, 184, 192, 200)
+                                                 for dt in ("bf16", "fp16") for st in (4, 5)
+                                                 if st == 4 or r <= 160])
+def test_swapped_tiles_plan_the_transposed_product_and_compile(rows, dtype, stages) -> None:
+    """A swapped tile R x 128 maps W as the wgmma's A operand (128-row boxes) and A as its B
+    operand (R-row boxes), R and out in their own [M, N] layout in R x 64 boxes, passes the kernel
+    M = N and N = M, plans 20 x ceil(M / R) tiles (13 row blocks: two rounds at M = 13 R - 5),
+    compiles for sm_90a without spills; fusion off appends the separate add over the same M x N."""
+    from types import SimpleNamespace
+
+    m = 13 * rows - 5
+    task = SimpleNamespace(shape={"m": m, "n": 2560, "k": 2560}, dtype=dtype)
+    assert f"{rows}x128" in sm90.block_size_options(H200, dtype)
+    assert stages in sm90.pipelining_options(H200, dtype, f"{rows}x128", task.shape)
+    b = sm90.build(task, H200, f"{rows}x128", stages)
+    (gemm,) = b.launches
+    maps = [a for a in gemm.args if isinstance(a, sm90.TensorMapArg)]
+    assert [(a.buffer, a.rows, a.cols, a.box_rows) for a in maps[:4]] == [
+        ("w", 2560, 2560, 128), ("a", m, 2560, rows), ("r", m, 2560, rows), ("out", m, 2560, rows)]
+    assert list(gemm.args[len(maps):len(maps) + 3]) == [2560, m, 2560]
+    assert b.info["consumers"] == "cooperative" and b.info["cluster"] == "none"
+    assert b.info["tile"].startswith(f"{rows}x128x64 swapped")
+    assert b.info["tiles"] == 20 * 13 and gemm.grid[0] == 132
+    assert b.source.startswith("#define SWAP_AB 1\n")
+    report = compile_cubin(b.source, "sm_90a", tuple(o for o in b.options if not o.startswith("--gpu")))
+    assert report.ok, report.log[-2000:]
+    assert not report.spills, report.log
+    off = sm90.build(task, H200, f"{rows}x128", stages, fuse=False)
+    assert [launch.function for launch in off.launches] == [sm90.KERNEL, sm90.ADD_KERNEL]
+    assert off.launches[1].args == ("out", "r", 2560, m)
+
+
+def test_swapped_tiles_are_16_bit_knobs_with_their_own_buffer_and_a_clear_name() -> None:
+    """The swapped tiles are knobs for 16-bit data only, offer no ring-staged stage counts, the
+    kernel-frame name (128 x R) is refused naming the knob to write, and a deeper ring than fits
+    is refused by ``check``."""
+    from types import SimpleNamespace
+
+    assert "168x128" in sm90.block_size_options(H200, "fp16")
+    assert not any(sm90.swapped(t) for t in sm90.block_size_options(H200, "tf32"))
+    shape = {"m": 2083, "n": 2560, "k": 2560}
+    assert sm90.pipelining_options(H200, "bf16", "168x128", shape) == [0, 2, 3, 4]
+    assert sm90.ring_stage_options(H200, "bf16", "168x128", shape) == []
+    with pytest.raises(ValueError, match="BLOCK_SIZE=168x128"):
+        sm90.build(SimpleNamespace(shape=shape, dtype="bf16"), H200, "128x168", 4)
+    bad = sm90.check(SimpleNamespace(shape=shape, dtype="bf16", block_size="168x128", memory_pipelining=5), H200)
+    assert [v.field for v in bad] == ["memory_pipelining"]
+    bad = sm90.check(SimpleNamespace(shape=shape, dtype="tf32", block_size="168x128", memory_pipelining=4), H200)
+    assert [v.field for v in bad] == ["block_size"]
+
+
+def test_swapped_default_zones_at_the_issue_shape() -> None:
+    """``_swap_tile`` fires where two rounds of 13 row blocks do at most SWAP_GAIN of the pick's work
+    (16-bit data): at N = K = 2560 M = 1665-1872 and 2049-2288, the measured gains (NOTES-sm90 v39),
+    and not at 1900, 2300-2560 (level or slower), nor for tf32 or without a shape."""
+    def pick(m, dtype="bf16"):
+        return sm90.default_knobs(H200, dtype, {"m": m, "n": 2560, "k": 2560})
+
+    assert pick(1700) == ("136x128", 4) and pick(1800, "fp16") == ("144x128", 4)
+    assert pick(2083) == ("168x128", 4) and pick(2200) == ("176x128", 4) and pick(2060) == ("160x128", 4)
+    for m in (1600, 1664, 1900, 2048, 2300, 2400, 2500, 8192):
+        assert not sm90.swapped(pick(m)[0]), m
+    assert not sm90.swapped(pick(2083, "tf32")[0])
+    assert not sm90.swapped(sm90.default_knobs(H200, "bf16")[0])

@@ -1,0 +1,140 @@
+"""Check and time the swapped-operand tiles (``SWAP_TILES``, R x 128; GPU machine).
+
+    python3 bench/swap_probe.py [--m-list 2400,2500,2560] [--rows fit,200,200:2x1,fit@5] [--rounds 3]
+
+For each M (N = K = 2560, bf16 and fp16): the engine's default build, and the swapped build of each
+``--rows`` (the tile's side along M, a multiple of 8 from 136 to 200; ``fit`` / ``fitR`` the rows
+that fill 2 / R rounds, ``fit_rows``; ``:CMxCN`` a cluster in the kernel's frame, 2x1 sharing A's box
+between CTAs along N, 1x2 W's along M; ``@S`` S stages instead of ``--stages``), first checked
+against the float64 reference at M and at odd shapes (M past a tile, short K), then timed as the issue times them (10
+warm-ups + 100 launches after ``--idle`` s of rest, shuffled, median of ``--rounds`` runs) beside
+cuBLAS gemmEx with the residual in place (beta=1). Exits 1 if any build is wrong.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import cupy as cp  # noqa: E402
+from sm90_gemm import (  # noqa: E402
+    Runner,
+    compare,
+    cublas_gemm,
+    limits_of_device,
+    make_inputs,
+    reference,
+    time_fn,
+    torch_matmul_add_fn,
+)
+
+from kernels import gemm_residual_sm90 as sm90  # noqa: E402
+
+
+def fit_rows(m: int, r: int | str) -> int:
+    """``r`` itself, or for "fitR" (R rounds; "fit" = 2) the fewest rows (a multiple of 8, 128-200)
+    that cut M into at most R x 132 // 20 row blocks, so that 20 x blocks tiles fill R rounds."""
+    if isinstance(r, int):
+        return r
+    rounds = int(r[3:] or 2)
+    blocks = rounds * 132 // 20
+    return min(200, max(128, (-(-m // blocks) + 7) // 8 * 8))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--m-list", default="2400,2500,2560")
+    ap.add_argument("--rows", default="fit", help="comma-separated; \"\" for none")
+    ap.add_argument("--share-rows", type=int, default=sm90.MC_SHARE_ROWS,
+                    help="multicast share granularity (8: whole swizzle atoms; 4 lets 200:2x1 run)")
+    ap.add_argument("--stages", type=int, default=4)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--idle", type=float, default=0.3)
+    ap.add_argument("--dtypes", default="bf16,fp16")
+    ap.add_argument("--pre-swap", action="store_true",
+                    help="also time the default without the swapped tiles and torch matmul + add")
+    args = ap.parse_args()
+    try:
+        ms = [int(x) for x in args.m_list.split(",")]
+        rows = []
+        for x in filter(None, args.rows.split(",")):
+            x, _, st = x.partition("@")
+            r, _, cl = x.partition(":")
+            cm, cn = (int(c) for c in cl.split("x")) if cl else (1, 1)
+            rows.append((r if r.startswith("fit") else int(r), (cm, cn), int(st or args.stages)))
+        if min(ms) < 1 or any(not isinstance(r, str) and f"{r}x128" not in sm90.SWAP_TILES for r, _, _ in rows):
+            raise ValueError
+    except ValueError:
+        ap.error(f"--m-list {args.m_list!r} / --rows {args.rows!r}: positive M; rows a multiple of 8 from 136 "
+                 "to 200 or fit / fitR, each optionally :CMxCN and @S")
+    sm90.MC_SHARE_ROWS = args.share_rows
+    limits = limits_of_device()
+    bad = 0
+    for dt in args.dtypes.split(","):
+        for shape in ((333, 2560, 520), (1000, 1032, 200), (2500, 2600, 2560)):
+            bufs = make_inputs(*shape, dt, seed=5)
+            ref = reference(bufs, dt)
+            for r, cl, st in rows:
+                r = fit_rows(shape[0], r)
+                if sm90.smem_bytes(f"{r}x128", st, dt) > limits.shared_memory_per_block_bytes:
+                    continue
+                b = sm90.build(SimpleNamespace(shape=dict(zip("mnk", shape, strict=True)), dtype=dt), limits,
+                               f"{r}x128", st, cluster=cl)
+                bufs["out"].fill(0xFFFF)
+                Runner(b, bufs, dt, False)()
+                c = compare(bufs["out"], ref, dt)
+                print(f"check {dt} {shape} swapped rows {r} s{st} cluster {cl}: {'ok' if c['ok'] else 'WRONG'} {c}",
+                      flush=True)
+                bad += not c["ok"]
+        for m in ms:
+            shape = {"m": m, "n": 2560, "k": 2560}
+            bufs = make_inputs(m, 2560, 2560, dt, seed=3)
+            ref = reference(bufs, dt)
+            bs, st = sm90.default_knobs(limits, dt, shape)
+            runs = {f"default {bs} s{st}": Runner(sm90.build(SimpleNamespace(shape=shape, dtype=dt), limits, bs, st),
+                                                  bufs, dt, False)}
+            if args.pre_swap:
+                pb, pst = sm90._base_knobs(limits, dt, shape)
+                pb, pst = sm90._fit_tile(limits, dt, shape, pb, pst) or (pb, pst)
+                runs.setdefault(f"pre-swap {pb} s{pst}", Runner(
+                    sm90.build(SimpleNamespace(shape=shape, dtype=dt), limits, pb, pst), bufs, dt, False))
+            for r, cl, st in rows:
+                r = fit_rows(m, r)
+                if sm90.smem_bytes(f"{r}x128", st, dt) > limits.shared_memory_per_block_bytes:
+                    continue
+                runs[f"swapped {r}x128 s{st}{f' cl{cl[0]}x{cl[1]}' if cl != (1, 1) else ''}"] = Runner(
+                    sm90.build(SimpleNamespace(shape=shape, dtype=dt), limits, f"{r}x128", st, cluster=cl),
+                    bufs, dt, False)
+            for nm, run in runs.items():
+                bufs["out"].fill(0xFFFF)
+                run()
+                c = compare(bufs["out"], ref, dt)
+                if not c["ok"]:
+                    print(f"WRONG {dt} M={m} {nm}: {c}", flush=True)
+                    bad += 1
+            runs["cuBLAS beta=1"] = cublas_gemm(bufs, bufs["r"].copy(), dt, 1.0)
+            if args.pre_swap and (tfn := torch_matmul_add_fn(m, 2560, 2560, dt)) is not None:
+                runs["torch mm+add"] = tfn
+            per: dict[str, list[float]] = {nm: [] for nm in runs}
+            names = list(runs)
+            for _ in range(args.rounds):
+                random.shuffle(names)
+                for nm in names:
+                    time.sleep(args.idle)
+                    per[nm].append(time_fn(runs[nm], warmup=10, iters=100)["median_ms"])
+            print(f"{dt} M={m}: " + "; ".join(f"{nm} {statistics.median(v):.4f}" for nm, v in per.items()),
+                  flush=True)
+            cp.get_default_memory_pool().free_all_blocks()
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
