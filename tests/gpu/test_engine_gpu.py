@@ -49,6 +49,18 @@ def _wrong(dtype: str, shape: tuple[int, int, int], block_size: str | None = Non
             (res.error or "")[:200])
 
 
+def _unswapped_knobs(dtype: str, shape: tuple[int, int, int]) -> tuple[str, int]:
+    """The Hopper defaults before the swapped-tile rule (``_base_knobs``, then ``_fit_tile``): for
+    the tests of unswapped schedules at shapes where ``default_knobs`` now takes a swapped tile."""
+    from engine.profiles import load_profiles
+    from kernels import gemm_residual_sm90 as sm90
+
+    limits = DeviceLimits.from_profile(load_profiles().get("h200"))
+    sh = dict(zip("mnk", shape, strict=True))
+    bs, st = sm90._base_knobs(limits, dtype, sh)
+    return sm90._fit_tile(limits, dtype, sh, bs, st) or (bs, st)
+
+
 KERNELS = ["gemm_residual", "gemm_residual_mma"]
 """The auto path (wgmma on Hopper for bf16/fp16/tf32, and fp32 by 3xTF32) and the portable path
 (FFMA for fp32) forced on this GPU."""
@@ -140,7 +152,8 @@ def test_m_fastest_and_grouped_tile_orders_correct(dtype):
     """The one-wave narrow and 128x160 defaults number their tiles M-fastest, the two-wave 128x160
     default in groups of 4 M blocks: through the engine with the default knobs at M = 256, 333,
     512, 1024 and 2048 (N = K = 2560) and at shapes no tile divides (the last tiles past M and N;
-    M = 1800: a last group of 3 M blocks): correct, every element written, the order reported."""
+    M = 1800: a last group of 3 M blocks, with the knobs before the swapped tiles took it): correct,
+    every element written, the order reported."""
     failures = []
     grouped = "groups of 4 M blocks"
     for m, n, k, order in ((256, 2560, 2560, "M-fastest"), (333, 2560, 2560, "M-fastest"),
@@ -148,7 +161,8 @@ def test_m_fastest_and_grouped_tile_orders_correct(dtype):
                            (77, 2000, 1000, "M-fastest"), (1024, 2560, 2560, "M-fastest"),
                            (2048, 2560, 2560, grouped), (1800, 2560, 2560, grouped),
                            (2047, 2560, 1000, grouped), (2000, 2400, 1000, grouped)):
-        if (wrong := _wrong(dtype, (m, n, k), tile_order=order)) is not None:
+        knobs = _unswapped_knobs(dtype, (m, n, k)) if m == 1800 else (None, None)
+        if (wrong := _wrong(dtype, (m, n, k), *knobs, tile_order=order)) is not None:
             failures.append(wrong)
     assert failures == []
 
@@ -327,13 +341,16 @@ def test_tail_shift_correct_and_bit_for_bit(monkeypatch, dtype):
     clusters, cooperative 128x160, the one-wave 128x256 ring, the narrow 64x80 ring): with the partial
     tiles moved back to end at M, N the output is correct, every element written, the launch says
     so, and it is bit for bit the output with the tiles clipped by TMA (the shared rows are stored
-    twice; any difference would make the result depend on which store lands last)."""
+    twice; any difference would make the result depend on which store lands last). At 2047x2600x704,
+    where the default is now a swapped tile (whose tiles past M are clipped), the knobs before it."""
     import cupy as cp
 
     failures = []
     for m, n, k in ((7976, 2560, 2560), (1000, 2560, 2560), (1571, 2560, 2560), (2047, 2600, 704),
                     (333, 1032, 520), (4096, 2504, 2560)):
-        task = TaskSpec(shape={"m": m, "n": n, "k": k}, dtype=dtype, warmup=1, iterations=2, peers=False)
+        bs, st = _unswapped_knobs(dtype, (m, n, k))
+        task = TaskSpec(shape={"m": m, "n": n, "k": k}, dtype=dtype, block_size=bs, memory_pipelining=st,
+                        warmup=1, iterations=2, peers=False)
         res0, out0 = _engine_out(monkeypatch, task, False)
         res1, out1 = _engine_out(monkeypatch, task, True)
         tails = [r.launch["info"].get("tail") if r.launch else None for r in (res0, res1)]
