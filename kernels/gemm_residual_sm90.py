@@ -48,6 +48,7 @@ buffers (128x160: at most 4 stages beside them).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -641,10 +642,13 @@ NOTES-sm90 v38) the round model over-states these gains about twofold: M = 2500 
 narrower, 0.0381 vs 0.0379 (0.90): the fewer rounds are what pays."""
 
 
-def _fit_tile(limits: DeviceLimits, dtype: str, shape: dict[str, int] | None,
-              block: str, stages: int) -> tuple[str, int] | None:
-    """The ``FIT_TILES`` width (and its stages) ``default_knobs`` takes instead of ``block`` at
-    ``stages`` for this shape (``FIT_GAIN``), or None."""
+def _cheaper_tile(limits: DeviceLimits, dtype: str, shape: dict[str, int] | None, block: str, stages: int,
+                  candidates: tuple[str, ...], gain: float,
+                  rounds_ok: Callable[[float, float], bool]) -> tuple[str, int] | None:
+    """Of ``candidates`` (16-bit data, a known shape, ``block`` pipelined in two rounds or more), the
+    one whose data-parallel rounds at its default stages do the least work, at most ``gain`` of
+    ``block``'s at ``stages`` (``round_work``), where ``rounds_ok(its rounds, block's rounds)``:
+    (tile, stages), or None."""
     if not shape or ITEMSIZE.get(_dtype(dtype), 2) != 2 or stages == 0:
         return None
     try:
@@ -656,14 +660,22 @@ def _fit_tile(limits: DeviceLimits, dtype: str, shape: dict[str, int] | None,
         return None
     best = None
     offered = block_size_options(limits, dtype)
-    for fit in FIT_TILES:
-        if fit not in offered:
+    for tile in candidates:
+        if tile not in offered:
             continue
-        st = default_stages(limits, dtype, fit, shape)
-        r, w = round_work(limits, dtype, fit, st, shape)
-        if 2 <= r < rounds and w <= FIT_GAIN * work and (best is None or w < best[0]):
-            best = (w, fit, st)
+        st = default_stages(limits, dtype, tile, shape)
+        r, w = round_work(limits, dtype, tile, st, shape)
+        if rounds_ok(r, rounds) and w <= gain * work and (best is None or w < best[0]):
+            best = (w, tile, st)
     return None if best is None else (best[1], best[2])
+
+
+def _fit_tile(limits: DeviceLimits, dtype: str, shape: dict[str, int] | None,
+              block: str, stages: int) -> tuple[str, int] | None:
+    """The ``FIT_TILES`` width (and its stages) ``default_knobs`` takes instead of ``block`` at
+    ``stages`` for this shape (``FIT_GAIN``, in fewer rounds, two or more), or None."""
+    return _cheaper_tile(limits, dtype, shape, block, stages, FIT_TILES, FIT_GAIN,
+                         lambda r, rounds: 2 <= r < rounds)
 
 
 SWAP_GAIN = 0.92
@@ -681,25 +693,8 @@ def _swap_tile(limits: DeviceLimits, dtype: str, shape: dict[str, int] | None,
                block: str, stages: int) -> tuple[str, int] | None:
     """The ``SWAP_TILES`` tile (and its stages) ``default_knobs`` takes instead of ``block`` at
     ``stages`` for this shape (``SWAP_GAIN``; the candidate in exactly two rounds), or None."""
-    if not shape or ITEMSIZE.get(_dtype(dtype), 2) != 2 or stages == 0:
-        return None
-    try:
-        _mnk(shape)
-    except ValueError:
-        return None
-    rounds, work = round_work(limits, dtype, block, stages, shape)
-    if rounds < 2:
-        return None
-    best = None
-    offered = block_size_options(limits, dtype)
-    for tile in SWAP_TILES:
-        if tile not in offered:
-            continue
-        st = default_stages(limits, dtype, tile, shape)
-        r, w = round_work(limits, dtype, tile, st, shape)
-        if r == 2 and w <= SWAP_GAIN * work and (best is None or w < best[0]):
-            best = (w, tile, st)
-    return None if best is None else (best[1], best[2])
+    return _cheaper_tile(limits, dtype, shape, block, stages, SWAP_TILES, SWAP_GAIN,
+                         lambda r, rounds: r == 2)
 
 
 def default_knobs(limits: DeviceLimits, dtype: str,

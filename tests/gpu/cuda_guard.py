@@ -9,9 +9,14 @@ process. Loaded by ``tests/gpu/conftest.py``; ``-p tests.gpu.cuda_guard`` loads 
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def context_error() -> str | None:
@@ -45,3 +50,13 @@ def _cuda_context_guard(request):
     error = context_error()
     if error is not None:
         pytest.exit(stop_message(request.node.nodeid, error), returncode=1)
+
+
+def run_guarded(test_file: Path) -> tuple[int, str]:
+    """Run ``test_file`` in a fresh pytest process with this guard loaded (the repository on the
+    path, no cache): its exit code and output, for the guard's own tests."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p",
+                           "tests.gpu.cuda_guard", str(test_file)],
+                          cwd=test_file.parent, env=env, capture_output=True, text=True, timeout=240)
+    return proc.returncode, proc.stdout + proc.stderr

@@ -4,17 +4,13 @@ it and the illegal-address rule, before the next test runs into the broken conte
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.gpu
+from tests.gpu.cuda_guard import run_guarded
 
-ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.gpu
 
 
 def test_guard_names_the_test_whose_kernel_faulted(tmp_path) -> None:
@@ -32,12 +28,8 @@ def test_guard_names_the_test_whose_kernel_faulted(tmp_path) -> None:
         def test_after_fault():
             assert int(cp.arange(4).sum()) == 6
     """))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p",
-                           "tests.gpu.cuda_guard", str(tmp_path / "test_fault.py")],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 1, out
+    rc, out = run_guarded(tmp_path / "test_fault.py")
+    assert rc == 1, out
     assert "CUDA context broken after test_fault.py::test_faulting_kernel" in out, out
     assert "Illegal memory access" in out, out
     assert "2 passed" in out and "after_fault" not in out, out

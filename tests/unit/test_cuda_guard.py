@@ -4,16 +4,12 @@ the session before the next test runs."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 import textwrap
-from pathlib import Path
 from types import SimpleNamespace
 
 from tests.gpu import cuda_guard
 
-ROOT = Path(__file__).resolve().parents[2]
 ILLEGAL = "cudaErrorIllegalAddress: an illegal memory access was encountered"
 
 
@@ -64,12 +60,8 @@ def test_guard_stops_the_session_after_the_test_that_broke_the_context(tmp_path)
         def test_never_runs():
             raise AssertionError("the guard should have stopped the session")
     """))
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p",
-                           "tests.gpu.cuda_guard", str(tmp_path / "test_seq.py")],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 1, out
+    rc, out = cuda_guard.run_guarded(tmp_path / "test_seq.py")
+    assert rc == 1, out
     assert "CUDA context broken after test_seq.py::test_breaks_context" in out, out
     assert "Illegal memory access" in out, out
     assert "2 passed" in out and "never_runs" not in out, out
