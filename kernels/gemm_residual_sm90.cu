@@ -118,20 +118,21 @@
 #endif
 #if BN != 80 && BN != 128 && BN != 144 && BN != 160 && BN != 192 && BN != 200 && BN != 208 && \
     BN != 256 && !(BN == 320 && SPLIT_N) && !(SWAP_AB && BN % 8 == 0 && BN >= 128 && BN <= 200)
-#error "BN must be 80, 128, 144, 160, 192, 208 or 256 (320 with SPLIT_N)"
+#error "BN must be 80, 128, 144, 160, 192, 208 or 256 (320 with SPLIT_N; 128-200 in steps of 8 with SWAP_AB)"
 #endif
 // 144, 192 and 208 (16-bit data): widths that fit N = 2560 into fewer N blocks (18, 14, 13) where a
 // round of 128-wide or 160-wide tiles would be left nearly empty (the FIT tiles of the Python module)
 #if (BN == 144 || BN == 192 || BN == 208) && ELEM != 2
 #error "BN = 144, 192, 208 take 16-bit data only"
 #endif
-// SWAP_AB (prototype, NOTES-sm90 "Next steps after session 18"): the kernel runs the transposed
+// SWAP_AB (the Python module's SWAP_TILES, NOTES-sm90 v39-v40): the kernel runs the transposed
 // product out^T = W A^T, so its M is the problem's N and its N the problem's M: tm_a maps W (BM = 128
 // rows of N a tile), tm_w maps A (BN rows of M, any width a wgmma takes), and the kernel's M, N
 // arguments are the problem's N, M. R and out stay [M, N] row-major: the epilogue tile is R's natural
 // BN x BM box (BM / 64 chunks of BN rows x 128 bytes), which each thread reads and writes at its
 // accumulators' transposed positions. Cooperative, data-parallel, 16-bit data only; clusters as unswapped
-// (2x1 multicasts the kernel's W, here the problem's A).
+// (2x1 multicasts the kernel's W, here the problem's A; measured slower, so no default uses them).
+// SWAP_AB appears in #if lines above its default below: an undefined macro reads 0 there.
 #ifndef SWAP_AB
 #define SWAP_AB 0
 #endif
