@@ -828,6 +828,11 @@ def check(task: Any, limits: DeviceLimits) -> list[Violation]:
         parse_block_size(block, dtype if dtype in DTYPES else None)
     except ValueError as exc:
         return [*out, Violation("block_size", block, str(exc), ", ".join(tiles_for(dtype)))]
+    if _tile_name(block) in _SWAP_KERNEL_TILES and _tile_name(block) not in TILES:
+        rows = _SWAP_KERNEL_TILES[_tile_name(block)][1]
+        return [*out, Violation("block_size", block,
+                                f"{block} is the kernel's own frame of the swapped tile {rows}x128 "
+                                f"(rows along M first): write {rows}x128", ", ".join(tiles_for(dtype)))]
     if stages == 1 or stages < 0 or stages > MAX_STAGES:
         out.append(Violation("memory_pipelining", stages, f"must be 0 (off) or 2..{MAX_STAGES}",
                              f"0, 2..{MAX_STAGES}"))
