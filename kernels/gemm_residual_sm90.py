@@ -1278,8 +1278,11 @@ def _build_swapped(task: Any, limits: DeviceLimits, block_size: str, stages: int
     maps[4], maps[5] = maps[2], maps[3]  # no tail chunk: 128 columns of N are two whole chunks
     launches = list(b.launches)
     launches[at] = replace(gemm, args=(*maps, *gemm.args[6:]))
-    info = dict(b.info, tile=f"{rows}x{cols}x{bk_of(dtype)} swapped (out^T = W A^T)",
-                tail="tiles past M clipped by TMA")
+    # the inner build names its tile order in the kernel's frame, where M and N trade places
+    order = str(b.info.get("tile_order", ""))
+    order = {"N-fastest": "M-fastest", "M-fastest": "N-fastest"}.get(order, order.replace(" M blocks", " N blocks"))
+    info = dict(b.info, tile=f"{rows}x{cols}x{bk_of(dtype)} swapped (out^T = W A^T)", tile_order=order,
+                tail="tiles past M, N clipped by TMA")
     return replace(b, source="#define SWAP_AB 1\n" + b.source, launches=tuple(launches), info=info)
 
 

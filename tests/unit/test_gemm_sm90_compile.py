@@ -1062,6 +1062,9 @@ def test_swapped_tiles_plan_the_transposed_product_and_compile(rows, dtype, stag
     assert list(gemm.args[len(maps):len(maps) + 3]) == [2560, m, 2560]
     assert b.info["consumers"] == "cooperative" and b.info["cluster"] == "none"
     assert b.info["tile"].startswith(f"{rows}x128x64 swapped")
+    # the order in the problem's frame: the kernel's N-fastest runs along M; 160 rows (the kernel's
+    # 128x160, whose grouping rule applies) in groups of N blocks
+    assert b.info["tile_order"] == ("groups of 4 N blocks" if rows == 160 else "M-fastest"), b.info["tile_order"]
     assert b.info["tiles"] == 20 * 13 and gemm.grid[0] == 132
     assert b.source.startswith("#define SWAP_AB 1\n")
     report = compile_cubin(b.source, "sm_90a", tuple(o for o in b.options if not o.startswith("--gpu")))
