@@ -69,12 +69,20 @@ def main() -> int:
             x, _, st = x.partition("@")
             r, _, cl = x.partition(":")
             cm, cn = (int(c) for c in cl.split("x")) if cl else (1, 1)
+            if r.startswith("fit"):
+                int(r[3:] or 2)
             rows.append((r if r.startswith("fit") else int(r), (cm, cn), int(st or args.stages)))
-        if min(ms) < 1 or any(not isinstance(r, str) and f"{r}x128" not in sm90.SWAP_TILES for r, _, _ in rows):
+        if (not ms or min(ms) < 1 or any(not isinstance(r, str) and f"{r}x128" not in sm90.SWAP_TILES
+                                         or cl[0] not in (1, 2) or cl[1] not in (1, 2) or st < 0
+                                         for r, cl, st in rows)):
             raise ValueError
     except ValueError:
         ap.error(f"--m-list {args.m_list!r} / --rows {args.rows!r}: positive M; rows a multiple of 8 from 136 "
                  "to 200 or fit / fitR, each optionally :CMxCN and @S")
+    if not set(args.dtypes.split(",")) <= {"bf16", "fp16"}:
+        ap.error(f"--dtypes {args.dtypes!r}: the swapped tiles take bf16, fp16")
+    if args.rounds < 1 or args.share_rows not in (4, 8):
+        ap.error(f"--rounds {args.rounds} / --share-rows {args.share_rows}: rounds >= 1, share rows 4 or 8")
     sm90.MC_SHARE_ROWS = args.share_rows
     limits = limits_of_device()
     bad = 0

@@ -20,6 +20,14 @@ def refused(script: str, *argv: str) -> str:
     return proc.stderr
 
 
+@pytest.mark.parametrize("argv,needle", [(["--rows", "130"], "--rows"), (["--rows", "fit,208"], "--rows"),
+                                         (["--rows", "200:3x1"], "--rows"), (["--rows", "fitx"], "--rows"),
+                                         (["--m-list", "0"], "--m-list"), (["--dtypes", "tf32"], "--dtypes"),
+                                         (["--rounds", "0"], "--rounds")])
+def test_swap_probe_bad_arguments_exit_2_naming_the_flag(argv, needle):
+    assert needle in refused("swap_probe.py", *argv)
+
+
 def test_ncu_probe_unknown_case_exits_2_naming_the_flag():
     err = refused("ncu_probe.py", "--cases", "seed-bf16,bogus")
     assert "--cases" in err and "bogus" in err and "seed-fp16" in err
