@@ -488,50 +488,40 @@ DEFINE_WGMMA(256, 128, 128, 129, 130, WG_R128, WG_ACC_128)
 DEFINE_WGMMA(128, 64, 64, 65, 66, WG_R64, WG_ACC_64)
 DEFINE_WGMMA(160, 80, 80, 81, 82, WG_R80, WG_ACC_80)
 DEFINE_WGMMA(80, 40, 40, 41, 42, WG_R40, WG_ACC_40)
+// the widths only some builds take: defined (and named WGMMA) where this build's WG_N is one
 #if WG_N == 144
 DEFINE_WGMMA(144, 72, 72, 73, 74, WG_R72, WG_ACC_72)
+#define WGMMA wgmma_m64n144k16
 #elif WG_N == 192
 DEFINE_WGMMA(192, 96, 96, 97, 98, WG_R96, WG_ACC_96)
+#define WGMMA wgmma_m64n192k16
 #elif WG_N == 208
 DEFINE_WGMMA(208, 104, 104, 105, 106, WG_R104, WG_ACC_104)
+#define WGMMA wgmma_m64n208k16
 #elif WG_N == 200
 DEFINE_WGMMA(200, 100, 100, 101, 102, WG_R100, WG_ACC_100)
+#define WGMMA wgmma_m64n200k16
 #elif WG_N == 136
 DEFINE_WGMMA(136, 68, 68, 69, 70, WG_R68, WG_ACC_68)
+#define WGMMA wgmma_m64n136k16
 #elif WG_N == 152
 DEFINE_WGMMA(152, 76, 76, 77, 78, WG_R76, WG_ACC_76)
+#define WGMMA wgmma_m64n152k16
 #elif WG_N == 168
 DEFINE_WGMMA(168, 84, 84, 85, 86, WG_R84, WG_ACC_84)
+#define WGMMA wgmma_m64n168k16
 #elif WG_N == 176
 DEFINE_WGMMA(176, 88, 88, 89, 90, WG_R88, WG_ACC_88)
+#define WGMMA wgmma_m64n176k16
 #elif WG_N == 184
 DEFINE_WGMMA(184, 92, 92, 93, 94, WG_R92, WG_ACC_92)
-#endif
-
-#if WG_N == 256
+#define WGMMA wgmma_m64n184k16
+#elif WG_N == 256
 #define WGMMA wgmma_m64n256k16
 #elif WG_N == 160
 #define WGMMA wgmma_m64n160k16
 #elif WG_N == 80
 #define WGMMA wgmma_m64n80k16
-#elif WG_N == 144
-#define WGMMA wgmma_m64n144k16
-#elif WG_N == 192
-#define WGMMA wgmma_m64n192k16
-#elif WG_N == 208
-#define WGMMA wgmma_m64n208k16
-#elif WG_N == 200
-#define WGMMA wgmma_m64n200k16
-#elif WG_N == 136
-#define WGMMA wgmma_m64n136k16
-#elif WG_N == 152
-#define WGMMA wgmma_m64n152k16
-#elif WG_N == 168
-#define WGMMA wgmma_m64n168k16
-#elif WG_N == 176
-#define WGMMA wgmma_m64n176k16
-#elif WG_N == 184
-#define WGMMA wgmma_m64n184k16
 #else
 #define WGMMA wgmma_m64n128k16
 #endif
