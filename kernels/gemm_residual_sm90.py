@@ -351,6 +351,18 @@ def swapped(block_size: str) -> bool:
     return _tile_name(block_size) in SWAP_TILES
 
 
+def kernel_frame_error(block_size: str) -> str | None:
+    """For a swapped tile written in the kernel's own frame (128 x R, not itself a tile), what to
+    write instead; else None. ``parse_block_size`` accepts the name for ``_build_swapped``'s inner
+    build; ``check`` and ``build`` refuse it from anyone else with this message."""
+    name = _tile_name(block_size)
+    if name not in _SWAP_KERNEL_TILES or name in TILES:
+        return None
+    rows = _SWAP_KERNEL_TILES[name][1]
+    return (f"{block_size} is the kernel's own frame of the swapped tile {rows}x128 (rows along M first): "
+            f"write {rows}x128, e.g. BLOCK_SIZE={rows}x128")
+
+
 def parse_block_size(block_size: str, dtype: Any = None) -> tuple[int, int, int]:
     """'128x256' or '128x256x64' (tf32: 'x32') -> (BM, BN, consumers); ValueError for anything
     else. Without a dtype the BK part must be 16-bit's 64."""
@@ -517,7 +529,10 @@ def pipelining_options(limits: DeviceLimits, dtype: str, block_size: str,
                        shape: dict[str, int] | None = None) -> list[int]:
     """0 (off) and every stage count from 2 up to what fits in shared memory (at most
     ``MAX_STAGES``); with a shape where every CTA gets one tile, also the deeper rings that fit
-    once the epilogue tile is staged in the ring (``ring_stage_options``)."""
+    once the epilogue tile is staged in the ring (``ring_stage_options``). A knob API: a swapped tile
+    written in the kernel's frame is refused (``kernel_frame_error``)."""
+    if (frame := kernel_frame_error(block_size)) is not None:
+        raise ValueError(frame)
     parse_block_size(block_size, dtype)
     cap = limits.shared_memory_per_block_bytes
     out = [0] if smem_bytes(block_size, 0, dtype) <= cap else []
@@ -828,11 +843,8 @@ def check(task: Any, limits: DeviceLimits) -> list[Violation]:
         parse_block_size(block, dtype if dtype in DTYPES else None)
     except ValueError as exc:
         return [*out, Violation("block_size", block, str(exc), ", ".join(tiles_for(dtype)))]
-    if _tile_name(block) in _SWAP_KERNEL_TILES and _tile_name(block) not in TILES:
-        rows = _SWAP_KERNEL_TILES[_tile_name(block)][1]
-        return [*out, Violation("block_size", block,
-                                f"{block} is the kernel's own frame of the swapped tile {rows}x128 "
-                                f"(rows along M first): write {rows}x128", ", ".join(tiles_for(dtype)))]
+    if (frame := kernel_frame_error(block)) is not None:
+        return [*out, Violation("block_size", block, frame, ", ".join(tiles_for(dtype)))]
     if stages == 1 or stages < 0 or stages > MAX_STAGES:
         out.append(Violation("memory_pipelining", stages, f"must be 0 (off) or 2..{MAX_STAGES}",
                              f"0, 2..{MAX_STAGES}"))
@@ -1079,10 +1091,8 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
     transposed product (``_build_swapped``; ``cluster`` in the kernel's frame, for measurements)."""
     if swapped(block_size):
         return _build_swapped(task, limits, block_size, stages, fuse, 1 if cluster is None else cluster)
-    if _tile_name(block_size) in _SWAP_KERNEL_TILES and _tile_name(block_size) not in TILES and not _swapped:
-        rows = _SWAP_KERNEL_TILES[_tile_name(block_size)][1]
-        raise ValueError(f"tile {block_size} is the kernel's frame of the swapped tile {rows}x128: "
-                         f"write BLOCK_SIZE={rows}x128")
+    if not _swapped and (frame := kernel_frame_error(block_size)) is not None:
+        raise ValueError(frame)
     m, n, k = _mnk(task.shape)
     dtype = _dtype(task.dtype)
     if fuse is None:

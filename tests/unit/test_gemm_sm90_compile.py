@@ -1088,6 +1088,8 @@ def test_swapped_tiles_are_16_bit_knobs_with_their_own_buffer_and_a_clear_name()
     assert sm90.ring_stage_options(H200, "bf16", "168x128", shape) == []
     with pytest.raises(ValueError, match="BLOCK_SIZE=168x128"):
         sm90.build(SimpleNamespace(shape=shape, dtype="bf16"), H200, "128x168", 4)
+    with pytest.raises(ValueError, match="write 168x128"):
+        sm90.pipelining_options(H200, "bf16", "128x168", shape)
     bad = sm90.check(SimpleNamespace(shape=shape, dtype="bf16", block_size="128x168", memory_pipelining=4), H200)
     assert [v.field for v in bad] == ["block_size"] and "write 168x128" in bad[0].message
     bad = sm90.check(SimpleNamespace(shape=shape, dtype="bf16", block_size="168x128", memory_pipelining=5), H200)
