@@ -39,14 +39,14 @@ from sm90_gemm import (  # noqa: E402
 from kernels import gemm_residual_sm90 as sm90  # noqa: E402
 
 
-def fit_rows(m: int, r: int | str) -> int:
-    """``r`` itself, or for "fitR" (R rounds; "fit" = 2) the fewest rows (a multiple of 8, 128-200)
-    that cut M into at most R x 132 // 20 row blocks, so that 20 x blocks tiles fill R rounds."""
+def fit_rows(m: int, n: int, r: int | str, sms: int) -> int:
+    """``r`` itself, or for "fitR" (R rounds; "fit" = 2) the fewest rows of a swapped tile (a multiple
+    of 8 from 136 to 200) that cut M into at most R x sms // ceil(N / 128) row blocks, so that the
+    tiles fill R rounds."""
     if isinstance(r, int):
         return r
-    rounds = int(r[3:] or 2)
-    blocks = rounds * 132 // 20
-    return min(200, max(128, (-(-m // blocks) + 7) // 8 * 8))
+    blocks = max(1, int(r[3:] or 2) * sms // -(-n // 128))
+    return min(200, max(136, (-(-m // blocks) + 7) // 8 * 8))
 
 
 def main() -> int:
@@ -91,7 +91,7 @@ def main() -> int:
             bufs = make_inputs(*shape, dt, seed=5)
             ref = reference(bufs, dt)
             for r, cl, st in rows:
-                r = fit_rows(shape[0], r)
+                r = fit_rows(shape[0], shape[1], r, limits.sm_count)
                 if sm90.smem_bytes(f"{r}x128", st, dt) > limits.shared_memory_per_block_bytes:
                     continue
                 b = sm90.build(SimpleNamespace(shape=dict(zip("mnk", shape, strict=True)), dtype=dt), limits,
@@ -115,7 +115,7 @@ def main() -> int:
                 runs.setdefault(f"pre-swap {pb} s{pst}", Runner(
                     sm90.build(SimpleNamespace(shape=shape, dtype=dt), limits, pb, pst), bufs, dt, False))
             for r, cl, st in rows:
-                r = fit_rows(m, r)
+                r = fit_rows(m, 2560, r, limits.sm_count)
                 if sm90.smem_bytes(f"{r}x128", st, dt) > limits.shared_memory_per_block_bytes:
                     continue
                 runs[f"swapped {r}x128 s{st}{f' cl{cl[0]}x{cl[1]}' if cl != (1, 1) else ''}"] = Runner(

@@ -365,3 +365,22 @@ def test_sm90_gemm_also_cluster_options_build_that_cluster(sm90_script):
 def test_sm90_gemm_bad_scan_dtypes_exit_2_naming_the_flag(value):
     err = refused("sm90_gemm.py", "--torch-scan", "--scan-dtypes", value)
     assert "--scan-dtypes" in err and "bf16 and/or fp16" in err
+
+
+def test_swap_probe_fit_rows_are_swapped_tiles_that_fill_the_rounds():
+    """``fit`` picks the fewest rows of a swapped tile (136-200) whose row blocks fill two rounds with
+    N / 128 column blocks, at any M and N: never an unswapped tile (session 19's first probe checked
+    128x128 at its small check shapes under the swapped label)."""
+    pytest.importorskip("cupy")
+    import importlib.util
+
+    from kernels import gemm_residual_sm90 as sm90
+
+    spec = importlib.util.spec_from_file_location("swap_probe", ROOT / "bench" / "swap_probe.py")
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    assert [probe.fit_rows(m, 2560, "fit", 132) for m in (1700, 2083, 2200, 2500)] == [136, 168, 176, 200]
+    assert probe.fit_rows(3000, 2560, "fit3", 132) == 160 and probe.fit_rows(2083, 2560, 192, 132) == 192
+    for m in (1, 333, 1000, 9000):
+        for n in (264, 1032, 2600):
+            assert f"{probe.fit_rows(m, n, 'fit', 132)}x128" in sm90.SWAP_TILES, (m, n)
