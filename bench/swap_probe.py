@@ -1,8 +1,8 @@
 """Check and time the swapped-operand tiles (``SWAP_TILES``, R x 128; GPU machine).
 
-    python3 bench/swap_probe.py [--m-list 2400,2500,2560] [--rows fit,200,200:2x1,fit@5] [--rounds 3]
+    python3 bench/swap_probe.py [--m-list 2400,2500,2560] [--n 2560] [--rows fit,200,200:2x1,fit@5] [--rounds 3]
 
-For each M (N = K = 2560, bf16 and fp16): the engine's default build, and the swapped build of each
+For each M (N = ``--n``, K = 2560; bf16 and fp16): the engine's default build, and the swapped build of each
 ``--rows`` (the tile's side along M, a multiple of 8 from 136 to 200; ``fit`` / ``fitR`` the rows
 that fill 2 / R rounds, ``fit_rows``; ``:CMxCN`` a cluster in the kernel's frame, 2x1 sharing A's box
 between CTAs along N, 1x2 W's along M; ``@S`` S stages instead of ``--stages``), first checked
@@ -52,6 +52,7 @@ def fit_rows(m: int, n: int, r: int | str, sms: int) -> int:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--m-list", default="2400,2500,2560")
+    ap.add_argument("--n", type=int, default=2560, help="the timed shapes' N (K stays 2560)")
     ap.add_argument("--rows", default="fit", help="comma-separated; \"\" for none")
     ap.add_argument("--share-rows", type=int, default=sm90.MC_SHARE_ROWS,
                     help="multicast share granularity (8: whole swizzle atoms; 4 lets 200:2x1 run)")
@@ -72,12 +73,12 @@ def main() -> int:
             if r.startswith("fit"):
                 int(r[3:] or 2)
             rows.append((r if r.startswith("fit") else int(r), (cm, cn), int(st or args.stages)))
-        if (not ms or min(ms) < 1 or any(not isinstance(r, str) and f"{r}x128" not in sm90.SWAP_TILES
+        if (not ms or min(ms) < 1 or args.n < 1 or any(not isinstance(r, str) and f"{r}x128" not in sm90.SWAP_TILES
                                          or cl[0] not in (1, 2) or cl[1] not in (1, 2) or st < 0
                                          for r, cl, st in rows)):
             raise ValueError
     except ValueError:
-        ap.error(f"--m-list {args.m_list!r} / --rows {args.rows!r}: positive M; rows a multiple of 8 from 136 "
+        ap.error(f"--m-list {args.m_list!r} / --n {args.n} / --rows {args.rows!r}: positive M and N; rows a multiple of 8 from 136 "
                  "to 200 or fit / fitR, each optionally :CMxCN and @S")
     if not set(args.dtypes.split(",")) <= {"bf16", "fp16"}:
         ap.error(f"--dtypes {args.dtypes!r}: the swapped tiles take bf16, fp16")
@@ -94,17 +95,19 @@ def main() -> int:
                 r = fit_rows(shape[0], shape[1], r, limits.sm_count)
                 if sm90.smem_bytes(f"{r}x128", st, dt) > limits.shared_memory_per_block_bytes:
                     continue
-                b = sm90.build(SimpleNamespace(shape=dict(zip("mnk", shape, strict=True)), dtype=dt), limits,
-                               f"{r}x128", st, cluster=cl)
-                bufs["out"].fill(0xFFFF)
-                Runner(b, bufs, dt, False)()
-                c = compare(bufs["out"], ref, dt)
-                print(f"check {dt} {shape} swapped rows {r} s{st} cluster {cl}: {'ok' if c['ok'] else 'WRONG'} {c}",
-                      flush=True)
-                bad += not c["ok"]
+                for fuse in (True, False):
+                    b = sm90.build(SimpleNamespace(shape=dict(zip("mnk", shape, strict=True)), dtype=dt), limits,
+                                   f"{r}x128", st, cluster=cl, fuse=fuse)
+                    bufs["out"].fill(0xFFFF)
+                    Runner(b, bufs, dt, False)()
+                    c = compare(bufs["out"], ref, dt)
+                    print(f"check {dt} {shape} swapped rows {r} s{st} cluster {cl} fuse {fuse}: "
+                          f"{'ok' if c['ok'] else 'WRONG'} {c}", flush=True)
+                    bad += not c["ok"]
         for m in ms:
-            shape = {"m": m, "n": 2560, "k": 2560}
-            bufs = make_inputs(m, 2560, 2560, dt, seed=3)
+            n = args.n
+            shape = {"m": m, "n": n, "k": 2560}
+            bufs = make_inputs(m, n, 2560, dt, seed=3)
             ref = reference(bufs, dt)
             bs, st = sm90.default_knobs(limits, dt, shape)
             runs = {f"default {bs} s{st}": Runner(sm90.build(SimpleNamespace(shape=shape, dtype=dt), limits, bs, st),
@@ -115,7 +118,7 @@ def main() -> int:
                 runs.setdefault(f"pre-swap {pb} s{pst}", Runner(
                     sm90.build(SimpleNamespace(shape=shape, dtype=dt), limits, pb, pst), bufs, dt, False))
             for r, cl, st in rows:
-                r = fit_rows(m, 2560, r, limits.sm_count)
+                r = fit_rows(m, n, r, limits.sm_count)
                 if sm90.smem_bytes(f"{r}x128", st, dt) > limits.shared_memory_per_block_bytes:
                     continue
                 runs[f"swapped {r}x128 s{st}{f' cl{cl[0]}x{cl[1]}' if cl != (1, 1) else ''}"] = Runner(
@@ -129,7 +132,7 @@ def main() -> int:
                     print(f"WRONG {dt} M={m} {nm}: {c}", flush=True)
                     bad += 1
             runs["cuBLAS beta=1"] = cublas_gemm(bufs, bufs["r"].copy(), dt, 1.0)
-            if args.pre_swap and (tfn := torch_matmul_add_fn(m, 2560, 2560, dt)) is not None:
+            if args.pre_swap and (tfn := torch_matmul_add_fn(m, n, 2560, dt)) is not None:
                 runs["torch mm+add"] = tfn
             per: dict[str, list[float]] = {nm: [] for nm in runs}
             names = list(runs)
@@ -138,7 +141,7 @@ def main() -> int:
                 for nm in names:
                     time.sleep(args.idle)
                     per[nm].append(time_fn(runs[nm], warmup=10, iters=100)["median_ms"])
-            print(f"{dt} M={m}: " + "; ".join(f"{nm} {statistics.median(v):.4f}" for nm, v in per.items()),
+            print(f"{dt} M={m} N={n}: " + "; ".join(f"{nm} {statistics.median(v):.4f}" for nm, v in per.items()),
                   flush=True)
             cp.get_default_memory_pool().free_all_blocks()
     return 1 if bad else 0

@@ -545,14 +545,33 @@ __device__ __forceinline__ void st_shared_u32(unsigned addr, unsigned v) {
 }
 
 #if SWAP_AB
-__device__ __forceinline__ unsigned ld_shared_u16(unsigned addr) {
-    unsigned v;
-    asm volatile("ld.shared.u16 %0, [%1];" : "=r"(v) : "r"(addr) : "memory");
-    return v;
+// Four (two) 8x8 16-bit matrices of R's natural tile, transposed on the way: lanes 8i..8i+7 give
+// the addresses of matrix i's eight rows (16 bytes each); each lane's register i is then the pair
+// (column lane / 4, rows 2 (lane % 4) and + 1) of matrix i: an accumulator fragment's position.
+__device__ __forceinline__ void ldsm_x4_trans(unsigned addr, unsigned& r0, unsigned& r1, unsigned& r2,
+                                              unsigned& r3) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(addr)
+                 : "memory");
 }
-
-__device__ __forceinline__ void st_shared_u16(unsigned addr, unsigned v) {
-    asm volatile("st.shared.u16 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
+__device__ __forceinline__ void ldsm_x2_trans(unsigned addr, unsigned& r0, unsigned& r1) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];"
+                 : "=r"(r0), "=r"(r1)
+                 : "r"(addr)
+                 : "memory");
+}
+// ... and back: the inverse of ldsm_x4_trans / ldsm_x2_trans at the same addresses.
+__device__ __forceinline__ void stsm_x4_trans(unsigned addr, unsigned r0, unsigned r1, unsigned r2,
+                                              unsigned r3) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr),
+                 "r"(r0), "r"(r1), "r"(r2), "r"(r3)
+                 : "memory");
+}
+__device__ __forceinline__ void stsm_x2_trans(unsigned addr, unsigned r0, unsigned r1) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x2.trans.shared.b16 [%0], {%1, %2};" ::"r"(addr), "r"(r0),
+                 "r"(r1)
+                 : "memory");
 }
 #endif
 
@@ -1378,37 +1397,61 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                 }
             }
 #elif SWAP_AB
-            // each accumulator pair is (the problem's column n, rows m and m + 1): two 16-bit halves
-            // in two rows of R's natural tile; a row's residuals first, then the sums back in place
+            // each accumulator pair is (the problem's column n, rows m and m + 1), an 8 x 8 block of
+            // them (8 n x 8 m) one matrix of ldmatrix / stmatrix .trans: this lane addresses row
+            // m = 8 (j + mi / 2) + mr of matrix mi (half mi % 2 of the warp's 16 n, k-block pair j)
+            {
+                const int mi = lane >> 3;
+                const int mr = lane & 7;
+                const int nb = row0 + warp * 16 + (mi & 1) * 8;  // the matrix's first n
+                const unsigned ubase = ebuf + (nb / 64) * EPI_CHUNK_BYTES;
+                const int nu = (nb % 64) / 8;  // its 16-byte unit in a 128-byte row, before the swizzle
 #pragma unroll
-            for (int half = 0; half < 2; ++half) {
-                const int n = row0 + warp * 16 + (lane >> 2) + half * 8;
-                const unsigned col_base = ebuf + (n / 64) * EPI_CHUNK_BYTES + (n % 8) * 2;
-                const int nu = (n % 64) / 8;  // its 16-byte unit in a 128-byte row, before the swizzle
+                for (int j = 0; j + 1 < WG_N / 8; j += 2) {
+                    const int m = 8 * (j + (mi >> 1)) + mr;
+                    const unsigned addr = ubase + m * 128 + ((nu ^ (m % 8)) << 4);
+                    unsigned q[4];
+                    float v[4][2];
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) {  // matrix i: half i % 2, block j + i / 2
+                        v[i][0] = ACC_OUT[0][(j + i / 2) * 4 + (i % 2) * 2];
+                        v[i][1] = ACC_OUT[0][(j + i / 2) * 4 + (i % 2) * 2 + 1];
+                    }
 #if FUSE
-                unsigned rv[WG_N / 8];
+                    ldsm_x4_trans(addr, q[0], q[1], q[2], q[3]);
 #pragma unroll
-                for (int j = 0; j < WG_N / 8; ++j) {
-                    const int m = 8 * j + 2 * (lane & 3);
-                    rv[j] = ld_shared_u16(col_base + m * 128 + ((nu ^ (m % 8)) << 4)) |
-                            (ld_shared_u16(col_base + (m + 1) * 128 + ((nu ^ ((m + 1) % 8)) << 4)) << 16);
-                }
+                    for (int i = 0; i < 4; ++i) {
+                        float r0, r1;
+                        unpack2(q[i], r0, r1);
+                        v[i][0] += r0;
+                        v[i][1] += r1;
+                    }
 #endif
 #pragma unroll
-                for (int j = 0; j < WG_N / 8; ++j) {
-                    const int m = 8 * j + 2 * (lane & 3);
-                    float v0 = ACC_OUT[0][j * 4 + half * 2];
-                    float v1 = ACC_OUT[0][j * 4 + half * 2 + 1];
+                    for (int i = 0; i < 4; ++i) q[i] = pack2(v[i][0], v[i][1]);
+                    stsm_x4_trans(addr, q[0], q[1], q[2], q[3]);
+                }
+#if (WG_N / 8) % 2
+                {  // the last k-block of an odd count: its two halves, lanes 0-15's addresses
+                    constexpr int j = WG_N / 8 - 1;
+                    const int m = 8 * j + mr;
+                    const unsigned addr = ubase + m * 128 + ((nu ^ (m % 8)) << 4);
+                    float a0 = ACC_OUT[0][j * 4], a1 = ACC_OUT[0][j * 4 + 1];
+                    float b0 = ACC_OUT[0][j * 4 + 2], b1 = ACC_OUT[0][j * 4 + 3];
 #if FUSE
+                    unsigned q0, q1;
+                    ldsm_x2_trans(addr, q0, q1);
                     float r0, r1;
-                    unpack2(rv[j], r0, r1);
-                    v0 += r0;
-                    v1 += r1;
+                    unpack2(q0, r0, r1);
+                    a0 += r0;
+                    a1 += r1;
+                    unpack2(q1, r0, r1);
+                    b0 += r0;
+                    b1 += r1;
 #endif
-                    const unsigned p = pack2(v0, v1);
-                    st_shared_u16(col_base + m * 128 + ((nu ^ (m % 8)) << 4), p & 0xffffu);
-                    st_shared_u16(col_base + (m + 1) * 128 + ((nu ^ ((m + 1) % 8)) << 4), p >> 16);
+                    stsm_x2_trans(addr, pack2(a0, a1), pack2(b0, b1));
                 }
+#endif
             }
 #else
 #if SPLIT_N
