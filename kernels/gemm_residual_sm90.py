@@ -693,15 +693,19 @@ def _fit_tile(limits: DeviceLimits, dtype: str, shape: dict[str, int] | None,
                          lambda r, rounds: 2 <= r < rounds)
 
 
-SWAP_GAIN = 0.92
+SWAP_GAIN = 0.965
 """``default_knobs`` trades its pick for a ``SWAP_TILES`` tile where that tile's two data-parallel
-rounds do at most this fraction of the pick's work (``round_work``). The swapped build does about 5-10 %
-less per unit of work than the unswapped tiles (its 16-bit epilogue accesses, 4 stages), so it pays
-only with clearly less work. Measured on the H200 (N = K = 2560, rested, NOTES-sm90 v39; bf16 / fp16,
-ms, swapped s4 against the default): M = 1700 136x128 0.0366 / 0.0371 vs 0.0383 / 0.0387 (modelled
-0.85), 1800 144x128 0.0379 / 0.0383 vs 0.0384 / 0.0395 (0.90), 2083 168x128 0.0426 / 0.0440 vs 0.0469
-/ 0.0479 (0.875), 2200 176x128 0.0443 / 0.0460 vs 0.0460 / 0.0473 (0.92); level or slower from 0.95
-up: 1900 152x128 (0.95), 2300 184x128 (0.96), 2400 192x128 (1.0), 2500 200x128 (0.96, -2 %)."""
+rounds do at most this fraction of the pick's work (``round_work``). The swapped build does a little
+less per unit of work than the unswapped tiles (4 stages; its epilogue moves R's natural tile through
+ldmatrix / stmatrix .trans), so it takes them only with less work. Measured on the H200 (N = K = 2560,
+rested, NOTES-sm90 v41-v42; bf16 / fp16, ms, swapped s4 against the unswapped default; modelled work
+ratio in brackets): M = 1700 136x128 0.0367 / 0.0357 vs 0.0383 / 0.0387 (0.85), 2083 168x128 0.0423 /
+0.0430 vs 0.0469 / 0.0479 (0.875), 2200 176x128 0.0440 / 0.0452 vs 0.0460 / 0.0473 (0.92), 2450
+192x128 0.0481 / 0.0495 vs 0.0515 / 0.0533 (0.92), 2600 200x128 0.0500 / 0.0517 vs 0.0539 / 0.0547
+(0.93), 1950 152x128 0.0384 / 0.0395 vs 0.0397 / 0.0407 (0.95), 2500 200x128 0.0492 / 0.0511 vs
+0.0515 / 0.0532 (0.96), 2560 0.0498 / 0.0515 vs 0.0516 / 0.0535 (0.96); level at 1900 152x128 0.0393 /
+0.0397 vs 0.0392 / 0.0400 (0.95) and 2300 184x128 0.0459 / 0.0471 vs 0.0462 / 0.0474 (0.96); mixed at
+2400 192x128 0.0475 / 0.0491 vs 0.0487 / 0.0486 (1.0), which stays unswapped."""
 
 
 def _swap_tile(limits: DeviceLimits, dtype: str, shape: dict[str, int] | None,

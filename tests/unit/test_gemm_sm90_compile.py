@@ -994,7 +994,7 @@ def test_build_refuses_a_cooperative_ring_deeper_than_shared_memory() -> None:
 def test_fit_tiles_where_they_take_fewer_rounds() -> None:
     """The FIT_TILES widths (128x144, 128x192, 128x208; 16-bit data) replace the pick where their
     rounds are fewer and do at most FIT_GAIN of its work: N = K = 2560, M = 2433-2560 128x208
-    (13 x 20 tiles, two rounds), 2561-2816 and 3329-3712 128x144 ping-pong; not at 1700 (as many
+    (13 x 20 tiles, two rounds; ``default_knobs`` then swaps up to 2600), 2561-2816 and 3329-3712 128x144 ping-pong; not at 1700 (as many
     rounds, only narrower: measured level), 2083, the seed, 7600, nor for tf32."""
     from types import SimpleNamespace
 
@@ -1002,7 +1002,10 @@ def test_fit_tiles_where_they_take_fewer_rounds() -> None:
         for m, want in ((2433, ("128x208", 4)), (2500, ("128x208", 4)), (2560, ("128x208", 4)),
                         (2587, ("128x144", 4)), (2650, ("128x144", 4)), (2816, ("128x144", 4)),
                         (3400, ("128x144", 4)), (3712, ("128x144", 4))):
-            assert sm90.default_knobs(H200, dt, {"m": m, "n": 2560, "k": 2560}) == want, (m, dt)
+            shape = {"m": m, "n": 2560, "k": 2560}
+            assert sm90._fit_tile(H200, dt, shape, *sm90._base_knobs(H200, dt, shape)) == want, (m, dt)
+            # up to M = 2600 a swapped tile then does less work still (_swap_tile)
+            assert sm90.default_knobs(H200, dt, shape) == (want if m > 2600 else sm90._swap_tile(H200, dt, shape, *want))
         for m in (1700, 2083, 2817, 3328, 3713, 7600, 8192):
             shape = {"m": m, "n": 2560, "k": 2560}
             assert sm90._fit_tile(H200, dt, shape, *sm90._base_knobs(H200, dt, shape)) is None, (m, dt)
@@ -1100,14 +1103,18 @@ def test_swapped_tiles_are_16_bit_knobs_with_their_own_buffer_and_a_clear_name()
 
 def test_swapped_default_zones_at_the_issue_shape() -> None:
     """``_swap_tile`` fires where two rounds of 13 row blocks do at most SWAP_GAIN of the pick's work
-    (16-bit data): at N = K = 2560 M = 1665-1872 and 2049-2288, the measured gains (NOTES-sm90 v39),
-    and not at 1900, 2300-2560 (level or slower), nor for tf32 or without a shape."""
+    (16-bit data): at N = K = 2560 M = 1665-1976, 2049-2392 and 2401-2600 where the pick is 128x208 or
+    128x144 (measured gains or level, NOTES-sm90 v39-v42), and not where the work is level (1977-2048
+    against 128x160, 2393-2432 against 128x128: mixed at 2400), past 13 rows blocks of 200, for tf32
+    or without a shape."""
     def pick(m, dtype="bf16"):
         return sm90.default_knobs(H200, dtype, {"m": m, "n": 2560, "k": 2560})
 
-    assert pick(1700) == ("136x128", 4) and pick(1800, "fp16") == ("144x128", 4)
+    assert pick(1700) == ("136x128", 4) and pick(1800, "fp16") == ("144x128", 4) and pick(1950) == ("152x128", 4)
     assert pick(2083) == ("168x128", 4) and pick(2200) == ("176x128", 4) and pick(2060) == ("160x128", 4)
-    for m in (1600, 1664, 1900, 2048, 2300, 2400, 2500, 8192):
+    assert pick(2300) == ("184x128", 4) and pick(2450, "fp16") == ("192x128", 4)
+    assert pick(2500) == pick(2560) == pick(2600) == ("200x128", 4)
+    for m in (1600, 1664, 2000, 2048, 2400, 2601, 3000, 8192):
         assert not sm90.swapped(pick(m)[0]), m
     assert not sm90.swapped(pick(2083, "tf32")[0])
     assert not sm90.swapped(sm90.default_knobs(H200, "bf16")[0])
