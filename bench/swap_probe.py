@@ -57,6 +57,9 @@ def main() -> int:
     ap.add_argument("--share-rows", type=int, default=sm90.MC_SHARE_ROWS,
                     help="multicast share granularity (8: whole swizzle atoms; 4 lets 200:2x1 run)")
     ap.add_argument("--stages", type=int, default=4)
+    ap.add_argument("--orders", default="default",
+                    help="tile orders of the timed swapped builds: default (the build's), m (the problem's M "
+                         "blocks fastest), n (its N blocks fastest)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--idle", type=float, default=0.3)
     ap.add_argument("--dtypes", default="bf16,fp16")
@@ -80,6 +83,9 @@ def main() -> int:
     except ValueError:
         ap.error(f"--m-list {args.m_list!r} / --n {args.n} / --rows {args.rows!r}: positive M and N; rows a multiple of 8 from 136 "
                  "to 200 or fit / fitR, each optionally :CMxCN and @S")
+    orders = {"default": {}, "m": {"raster_m": False, "raster_group": 0}, "n": {"raster_m": True}}
+    if not args.orders or not set(args.orders.split(",")) <= set(orders):
+        ap.error(f"--orders {args.orders!r}: default, m, n")
     if not set(args.dtypes.split(",")) <= {"bf16", "fp16"}:
         ap.error(f"--dtypes {args.dtypes!r}: the swapped tiles take bf16, fp16")
     if args.rounds < 1 or args.share_rows not in (4, 8):
@@ -121,9 +127,11 @@ def main() -> int:
                 r = fit_rows(m, n, r, limits.sm_count)
                 if sm90.smem_bytes(f"{r}x128", st, dt) > limits.shared_memory_per_block_bytes:
                     continue
-                runs[f"swapped {r}x128 s{st}{f' cl{cl[0]}x{cl[1]}' if cl != (1, 1) else ''}"] = Runner(
-                    sm90.build(SimpleNamespace(shape=shape, dtype=dt), limits, f"{r}x128", st, cluster=cl),
-                    bufs, dt, False)
+                for o in args.orders.split(","):
+                    b = sm90.build(SimpleNamespace(shape=shape, dtype=dt), limits, f"{r}x128", st, cluster=cl,
+                                   **orders[o])
+                    runs[f"swapped {r}x128 s{st}{f' cl{cl[0]}x{cl[1]}' if cl != (1, 1) else ''}"
+                         f"{'' if o == 'default' else ' ' + b.info['tile_order']}"] = Runner(b, bufs, dt, False)
             for nm, run in runs.items():
                 bufs["out"].fill(0xFFFF)
                 run()

@@ -1094,7 +1094,8 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
     ``schedule``'s dp_tiles then counts the tiles run whole). A ``SWAP_TILES`` block size builds the
     transposed product (``_build_swapped``; ``cluster`` in the kernel's frame, for measurements)."""
     if swapped(block_size):
-        return _build_swapped(task, limits, block_size, stages, fuse, 1 if cluster is None else cluster)
+        return _build_swapped(task, limits, block_size, stages, fuse, 1 if cluster is None else cluster,
+                              raster_m, raster_group)
     if not _swapped and (frame := kernel_frame_error(block_size)) is not None:
         raise ValueError(frame)
     m, n, k = _mnk(task.shape)
@@ -1264,13 +1265,15 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
 
 
 def _build_swapped(task: Any, limits: DeviceLimits, block_size: str, stages: int,
-                   fuse: bool | None, cluster: Any = 1) -> Build:
+                   fuse: bool | None, cluster: Any = 1, raster_m: bool | None = None,
+                   raster_group: int | None = None) -> Build:
     """A ``SWAP_TILES`` tile (R x 128) as the transposed product (``SWAP_AB``): the kernel computes
     out^T = W A^T, its M the problem's N (128 rows of W a tile, the wgmma's A operand) and its N the
     problem's M (R rows of A, the wgmma's B operand); R and out keep their [M, N] layout, staged and
     stored as R x 64 boxes. Cooperative, data-parallel, 16-bit data; fusion off runs the GEMM-only
     kernel and then ``residual_add_inplace`` as unswapped; ``cluster`` as ``build``'s in the kernel's
-    frame (2: CTAs along the problem's N share A's box by multicast; measured slower, v39)."""
+    frame (2: CTAs along the problem's N share A's box by multicast; measured slower, v39), and so
+    are ``raster_m`` and ``raster_group`` (``raster_m=True``: the problem's N blocks fastest)."""
     from types import SimpleNamespace
 
     m, n, k = _mnk(task.shape)
@@ -1280,7 +1283,8 @@ def _build_swapped(task: Any, limits: DeviceLimits, block_size: str, stages: int
     rows, cols, _ = parse_block_size(block_size, dtype)
     t = SimpleNamespace(shape={"m": n, "n": m, "k": k}, dtype=dtype, fusion=fuse)
     b = build(t, limits, f"{cols}x{rows}", stages, fuse=fuse, pingpong=False, cluster=cluster, streamk=False,
-              tail_shift=False, half_tail=False, epi_ring=False, _swapped=True)
+              tail_shift=False, half_tail=False, epi_ring=False, raster_m=raster_m, raster_group=raster_group,
+              _swapped=True)
     at = next(i for i, launch in enumerate(b.launches) if launch.function == KERNEL)
     gemm = b.launches[at]
     maps = list(gemm.args[:6])

@@ -22,7 +22,7 @@ def refused(script: str, *argv: str) -> str:
 
 @pytest.mark.parametrize("argv,needle", [(["--rows", "130"], "--rows"), (["--rows", "fit,208"], "--rows"),
                                          (["--rows", "200:3x1"], "--rows"), (["--rows", "fitx"], "--rows"),
-                                         (["--m-list", "0"], "--m-list"), (["--n", "0"], "--n"),
+                                         (["--m-list", "0"], "--m-list"), (["--n", "0"], "--n"), (["--orders", "x"], "--orders"),
                                          (["--dtypes", "tf32"], "--dtypes"),
                                          (["--rounds", "0"], "--rounds")])
 def test_swap_probe_bad_arguments_exit_2_naming_the_flag(argv, needle):
