@@ -1264,6 +1264,35 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
                  scratch=scratch)
 
 
+SWAP_ORDER_GAIN = 0.9
+"""``swap_n_fastest``: number a swapped build's tiles with the problem's N blocks fastest where one
+round's tiles then touch at most this fraction of the rows of A and W that they touch numbered
+M-fastest (``round_rows``), else M-fastest (the inner build's own order)."""
+
+
+def round_rows(m: int, n: int, rows: int, cols: int, sms: int, n_fastest: bool) -> int:
+    """The rows of A and W (each K long) that the first round of ``sms`` data-parallel tiles of
+    ``rows`` x ``cols`` (along M x along N) touch, numbered N-fastest or M-fastest: a round's
+    footprint in L2, which DRAM supplies once a round where the next round's is different."""
+    mb, nb = -(-m // rows), -(-n // cols)
+    g = min(sms, mb * nb)
+    if n_fastest:
+        return min(mb, -(-g // nb)) * rows + min(nb, g) * cols
+    return min(mb, g) * rows + min(nb, -(-g // mb)) * cols
+
+
+def swap_n_fastest(m: int, n: int, rows: int, sms: int) -> bool:
+    """Whether a swapped tile of ``rows`` x 128 numbers the problem's N blocks fastest
+    (``SWAP_ORDER_GAIN``). Measured on the H200 (NOTES-sm90 v44, bf16 / fp16, ms, K = 2560, N-fastest
+    vs M-fastest): N = 1024 M = 4400 136x128 0.0366 / 0.0365 vs 0.0397 / 0.0394 (footprint 0.67),
+    5400 168x128 0.0431 / 0.0436 vs 0.0474 / 0.0469 (0.64), 6500 200x128 0.0495 / 0.0508 vs 0.0528 /
+    0.0543 (0.62); level or 1-5 % slower where the footprints are level or M-fastest's is smaller:
+    N = 2560 M = 2049, 2083, 2500 (1.06, 1.04, 0.99), N = 4096 M = 1300 (1.40), N = 8192 M = 780
+    (1.75)."""
+    return (round_rows(m, n, rows, 128, sms, True)
+            <= SWAP_ORDER_GAIN * round_rows(m, n, rows, 128, sms, False))
+
+
 def _build_swapped(task: Any, limits: DeviceLimits, block_size: str, stages: int,
                    fuse: bool | None, cluster: Any = 1, raster_m: bool | None = None,
                    raster_group: int | None = None) -> Build:
@@ -1273,7 +1302,8 @@ def _build_swapped(task: Any, limits: DeviceLimits, block_size: str, stages: int
     stored as R x 64 boxes. Cooperative, data-parallel, 16-bit data; fusion off runs the GEMM-only
     kernel and then ``residual_add_inplace`` as unswapped; ``cluster`` as ``build``'s in the kernel's
     frame (2: CTAs along the problem's N share A's box by multicast; measured slower, v39), and so
-    are ``raster_m`` and ``raster_group`` (``raster_m=True``: the problem's N blocks fastest)."""
+    are ``raster_m`` and ``raster_group`` (``raster_m=True``: the problem's N blocks fastest; by
+    default where ``swap_n_fastest`` says so, else the inner build's order)."""
     from types import SimpleNamespace
 
     m, n, k = _mnk(task.shape)
@@ -1281,6 +1311,8 @@ def _build_swapped(task: Any, limits: DeviceLimits, block_size: str, stages: int
     if fuse is None:
         fuse = bool(getattr(task, "fusion", True))
     rows, cols, _ = parse_block_size(block_size, dtype)
+    if raster_m is None and raster_group is None and swap_n_fastest(m, n, rows, limits.sm_count):
+        raster_m = True  # the kernel's M blocks (the problem's N blocks) fastest
     t = SimpleNamespace(shape={"m": n, "n": m, "k": k}, dtype=dtype, fusion=fuse)
     b = build(t, limits, f"{cols}x{rows}", stages, fuse=fuse, pingpong=False, cluster=cluster, streamk=False,
               tail_shift=False, half_tail=False, epi_ring=False, raster_m=raster_m, raster_group=raster_group,

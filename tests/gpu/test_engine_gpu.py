@@ -305,7 +305,7 @@ def test_fit_tiles_correct(monkeypatch, dtype):
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
 def test_swapped_tiles_correct(dtype):
     """The swapped tiles (R x 128, out^T = W A^T): the engine's default where it takes them (M =
-    1700, 2083, 2200 at N = K = 2560), every width at its deepest count and with the pipeline off,
+    1700, 2083, 2200 at N = K = 2560; 4400 at N = 1024, numbered N-fastest), every width at its deepest count and with the pipeline off,
     with tiles past M and N (N = 2504: the kernel's last 128-row block clipped), short K, fusion
     off, one tile a CTA, a single row: correct, every element written, reported as swapped."""
     swapped = {"tile": lambda t: "swapped" in (t or ""), "consumers": "cooperative"}
@@ -314,6 +314,9 @@ def test_swapped_tiles_correct(dtype):
             (None, None, (1700, 2560, 2560), True, {"tile": lambda t: (t or "").startswith("136x128x64 swapped")}),
             (None, None, (2083, 2560, 2560), True, {"tile": lambda t: (t or "").startswith("168x128x64 swapped")}),
             (None, None, (2200, 2560, 2560), True, {"tile": lambda t: (t or "").startswith("176x128x64 swapped")}),
+            (None, None, (4400, 1024, 520), True, {"tile": lambda t: (t or "").startswith("136x128x64 swapped"),
+                                                   "tile_order": "N-fastest"}),
+            ("200x128", 4, (6500, 1032, 704), False, {**swapped, "tile_order": "N-fastest"}),
             ("136x128", 5, (1763, 2504, 2560), True, swapped),
             ("144x128", 4, (1873, 2560, 704), False, swapped),
             ("152x128", 3, (2000, 1032, 520), True, swapped),

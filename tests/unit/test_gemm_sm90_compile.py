@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -1118,3 +1119,22 @@ def test_swapped_default_zones_at_the_issue_shape() -> None:
         assert not sm90.swapped(pick(m)[0]), m
     assert not sm90.swapped(pick(2083, "tf32")[0])
     assert not sm90.swapped(sm90.default_knobs(H200, "bf16")[0])
+
+
+def test_swapped_tile_order_follows_the_rounds_footprint() -> None:
+    """A swapped build numbers the problem's N blocks fastest where a round's tiles then touch at most
+    SWAP_ORDER_GAIN of the rows of A and W (N = 1024: 33 row blocks of A), else M-fastest (the inner
+    build's order; 160 rows its groups), as measured (NOTES-sm90 v44); an explicit order wins."""
+    assert sm90.round_rows(6500, 1024, 200, 128, 132, True) == 17 * 200 + 8 * 128
+    assert sm90.round_rows(6500, 1024, 200, 128, 132, False) == 33 * 200 + 4 * 128
+    assert sm90.round_rows(10, 100, 136, 128, 132, True) == 136 + 128  # one tile
+    task = lambda m, n: SimpleNamespace(shape={"m": m, "n": n, "k": 2560}, dtype="bf16")  # noqa: E731
+    for (m, n), rows, want in (((4400, 1024), 136, "N-fastest"), ((6500, 1024), 200, "N-fastest"),
+                               ((2083, 2560), 168, "M-fastest"), ((2500, 2560), 200, "M-fastest"),
+                               ((2049, 2560), 160, "groups of 4 N blocks"), ((1300, 4096), 168, "M-fastest"),
+                               ((780, 8192), 200, "M-fastest")):
+        b = sm90.build(task(m, n), H200, f"{rows}x128", 4)
+        assert b.info["tile_order"] == want, (m, n, b.info["tile_order"])
+        assert ("#define RASTER_M 1" in b.source) == (want == "N-fastest")
+    b = sm90.build(task(6500, 1024), H200, "200x128", 4, raster_m=False, raster_group=0)
+    assert b.info["tile_order"] == "M-fastest"
