@@ -66,6 +66,9 @@ CASES = {  # name: (m, n, k, dtype[, build overrides]); "cublas" = cuBLAS gemmEx
     "m2500-bf16-cublas-b1": (2500, 2560, 2560, "bf16", "cublas-b1"),
     "m3000-bf16": (3000, 2560, 2560, "bf16"),
     "m3000-bf16-cublas-b1": (3000, 2560, 2560, "bf16", "cublas-b1"),
+    # the swapped defaults (R x 128, out^T = W A^T; session 20), 7-8 % behind cuBLAS beta=1 there
+    "m2083-bf16": (2083, 2560, 2560, "bf16"),
+    "m2083-bf16-cublas-b1": (2083, 2560, 2560, "bf16", "cublas-b1"),
     "m7976-bf16": (7976, 2560, 2560, "bf16"),
     "m7976-bf16-cublas-b1": (7976, 2560, 2560, "bf16", "cublas-b1"),
     # around 7976: one M tile fewer (7936: the last cluster pair full), one more full tile and a
