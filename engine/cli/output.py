@@ -3,18 +3,30 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
-from typing import Any
+from typing import Any, TextIO
 
 from rich.console import Console
 
+LOG_WIDTH = 120
+"""Columns of the tables written to a file or pipe (a log, ``| tee``) when COLUMNS is unset: rich's
+80 wraps the bench table's implementation names over five lines. A terminal keeps its own width."""
+
+
+def _width(stream: TextIO) -> int | None:
+    isatty = getattr(stream, "isatty", None)
+    if (isatty is not None and isatty()) or os.environ.get("COLUMNS"):
+        return None  # rich's own: the terminal's size, or COLUMNS
+    return LOG_WIDTH
+
 
 def stdout_console() -> Console:
-    return Console(file=sys.stdout, highlight=False, soft_wrap=False)
+    return Console(file=sys.stdout, highlight=False, soft_wrap=False, width=_width(sys.stdout))
 
 
 def stderr_console() -> Console:
-    return Console(file=sys.stderr, highlight=False, soft_wrap=False)
+    return Console(file=sys.stderr, highlight=False, soft_wrap=False, width=_width(sys.stderr))
 
 
 def print_json(obj: Any) -> None:

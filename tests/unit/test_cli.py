@@ -237,3 +237,27 @@ def test_bench_bad_rest_exits_2_naming_it(capsys, value, needle):
     except SystemExit as exc:  # argparse refuses a non-number itself
         code, err = exc.code, capsys.readouterr().err
     assert code == 2 and needle in err, err
+
+
+def test_tables_to_a_pipe_are_log_width_and_a_terminal_or_columns_keeps_its_own(monkeypatch):
+    """Written to a file or pipe with COLUMNS unset, the CLI's tables are LOG_WIDTH wide (rich's 80
+    wrapped the bench table's implementation names over five lines); a terminal and COLUMNS keep
+    rich's own width."""
+    import io
+
+    from engine.cli import output
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.setattr(output.sys, "stdout", io.StringIO())
+    assert output.stdout_console().width == output.LOG_WIDTH == 120
+    monkeypatch.setattr(output.sys, "stdout", Tty())
+    assert output._width(output.sys.stdout) is None
+    monkeypatch.setenv("COLUMNS", "100")
+    monkeypatch.setattr(output.sys, "stdout", io.StringIO())
+    assert output.stdout_console().width == 100
+    monkeypatch.setattr(output.sys, "stderr", io.StringIO())
+    assert output.stderr_console().width == 100
