@@ -46,7 +46,7 @@ def fit_rows(m: int, n: int, r: int | str, sms: int) -> int:
     if isinstance(r, int):
         return r
     blocks = max(1, int(r[3:] or 2) * sms // -(-n // 128))
-    return min(200, max(136, (-(-m // blocks) + 7) // 8 * 8))
+    return min(sm90.SWAP_ROWS[-1], max(sm90.SWAP_ROWS[0], (-(-m // blocks) + 7) // 8 * 8))
 
 
 def main() -> int:

@@ -70,6 +70,8 @@ ADD_KERNEL_F32 = "residual_add_inplace_f32"
 BK = 64
 """K per stage for 16-bit data: one 128-byte swizzle row (tf32: 32 fp32 elements, ``bk_of``)."""
 
+SWAP_ROWS = range(136, 201, 8)
+"""The swapped tiles' side along M (``SWAP_TILES``): every multiple of 8 from 136 to 200."""
 TILES: dict[str, tuple[int, int, int]] = {
     # name: (BM, BN, consumer warpgroups)
     "128x256": (128, 256, 2),
@@ -84,15 +86,7 @@ TILES: dict[str, tuple[int, int, int]] = {
     "128x192": (128, 192, 2),
     "128x208": (128, 208, 2),
     # swapped-operand tiles (``SWAP_TILES``): rows along M x 128 columns of N
-    "136x128": (136, 128, 2),
-    "144x128": (144, 128, 2),
-    "152x128": (152, 128, 2),
-    "160x128": (160, 128, 2),
-    "168x128": (168, 128, 2),
-    "176x128": (176, 128, 2),
-    "184x128": (184, 128, 2),
-    "192x128": (192, 128, 2),
-    "200x128": (200, 128, 2),
+    **{f"{r}x128": (r, 128, 2) for r in SWAP_ROWS},
 }
 """Tile shapes, best default first. Each consumer warpgroup owns BM / consumers rows. The narrow
 tiles (N = 80: 2560 = 32 x 80) are for small M, where the wide ones leave most SMs idle or split K:
@@ -113,8 +107,7 @@ cuBLAS, which picks its tile's free side per shape (NOTES-sm90 v38: 128x192 at M
 blocks of 128x208 fill two rounds of 132 (M = 2433-2560). 16-bit data only (their 16-column tail
 chunk, as the narrow tiles'); 128x144 runs ping-pong (144 accumulators per thread), the wider two
 cooperative."""
-SWAP_TILES = ("136x128", "144x128", "152x128", "160x128", "168x128", "176x128", "184x128", "192x128",
-              "200x128")
+SWAP_TILES = tuple(f"{r}x128" for r in SWAP_ROWS)
 """Tiles of R rows along M (any multiple of 8 from 136 to 200) by 128 columns of N, built as the
 transposed product out^T = W A^T (``_build_swapped``, ``SWAP_AB`` in the kernel): the kernel's 128-row
 side runs along N (W as the wgmma's A operand) and its BN = R along M (A as its B operand, so any
@@ -122,7 +115,7 @@ width a wgmma takes sizes the tile along M), as cuBLAS sizes its tiles to the sh
 Cooperative, unclustered, data-parallel, 16-bit data; R and out keep their [M, N] layout (the
 epilogue tile is R's natural R x 64 boxes). ``default_knobs`` takes them where ``_swap_tile`` finds
 13 row blocks filling two rounds with clearly less work (``SWAP_GAIN``)."""
-_SWAP_KERNEL_TILES = {f"128x{int(t.split('x')[0])}": (128, int(t.split("x")[0]), 2) for t in SWAP_TILES}
+_SWAP_KERNEL_TILES = {f"128x{r}": (128, r, 2) for r in SWAP_ROWS}
 """The swapped tiles in the kernel's frame (128 x R): what ``_build_swapped`` renders; no knob."""
 MC_SHARE_ROWS = 8
 """A multicast box's rows are a multiple of this (one 128-byte swizzle atom is 8 rows: each CTA's
