@@ -15,9 +15,20 @@ LOG_WIDTH = 120
 
 
 def _width(stream: TextIO) -> int | None:
+    """The console width: COLUMNS where it is a positive number; else a terminal's own size (None:
+    rich asks the terminal, unless a malformed COLUMNS would mislead it, e.g. 0 columns); else
+    ``LOG_WIDTH``. A malformed COLUMNS is ignored, as shells and ``shutil`` ignore it."""
+    cols = os.environ.get("COLUMNS", "").strip()
+    if cols.isdigit() and int(cols) > 0:
+        return int(cols)
     isatty = getattr(stream, "isatty", None)
-    if (isatty is not None and isatty()) or os.environ.get("COLUMNS"):
-        return None  # rich's own: the terminal's size, or COLUMNS
+    if isatty is not None and isatty():
+        if not cols:
+            return None
+        try:
+            return os.get_terminal_size(stream.fileno()).columns or LOG_WIDTH
+        except (OSError, ValueError, AttributeError):
+            return LOG_WIDTH
     return LOG_WIDTH
 
 

@@ -261,3 +261,10 @@ def test_tables_to_a_pipe_are_log_width_and_a_terminal_or_columns_keeps_its_own(
     assert output.stdout_console().width == 100
     monkeypatch.setattr(output.sys, "stderr", io.StringIO())
     assert output.stderr_console().width == 100
+    # a malformed COLUMNS is ignored (rich took "0" as zero columns, "abc" as 80)
+    for bad in ("0", "abc", "-5", " "):
+        monkeypatch.setenv("COLUMNS", bad)
+        assert output.stdout_console().width == output.LOG_WIDTH, bad
+    monkeypatch.setenv("COLUMNS", "abc")
+    monkeypatch.setattr(output.sys, "stdout", Tty())  # a terminal whose size cannot be read
+    assert output.stdout_console().width == output.LOG_WIDTH
