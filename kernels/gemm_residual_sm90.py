@@ -563,10 +563,9 @@ def ring_stage_options(limits: DeviceLimits, dtype: str, block_size: str,
     the slots are returned after each store): 16-bit data, for a given shape; else none. (Until
     session 14 only where every CTA has one tile, ``one_tile_per_cta``: the defaults still take
     them only there, NOTES-sm90 v31.)"""
-    if (ITEMSIZE.get(_dtype(dtype), 4) != 2 or not shape or _tile_name(block_size) in FIT_TILES
-            or swapped(block_size)):
-        # FIT_TILES: their ring-staged builds (128x208 s5, 128x144 s6) have not run on a GPU yet;
-        # the swapped build has its own epilogue buffer only
+    if ITEMSIZE.get(_dtype(dtype), 4) != 2 or not shape or _tile_name(block_size) in FIT_TILES:
+        # FIT_TILES: their ring-staged builds (128x208 s5, 128x144 s6) have not run on a GPU yet
+        # (a swapped tile's name is R x 128, none of them)
         return []
     try:
         _mnk(shape)
@@ -1088,7 +1087,7 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
     transposed product (``_build_swapped``; ``cluster`` in the kernel's frame, for measurements)."""
     if swapped(block_size):
         return _build_swapped(task, limits, block_size, stages, fuse, 1 if cluster is None else cluster,
-                              raster_m, raster_group)
+                              raster_m, raster_group, epi_ring)
     if not _swapped and (frame := kernel_frame_error(block_size)) is not None:
         raise ValueError(frame)
     m, n, k = _mnk(task.shape)
@@ -1288,7 +1287,7 @@ def swap_n_fastest(m: int, n: int, rows: int, sms: int) -> bool:
 
 def _build_swapped(task: Any, limits: DeviceLimits, block_size: str, stages: int,
                    fuse: bool | None, cluster: Any = 1, raster_m: bool | None = None,
-                   raster_group: int | None = None) -> Build:
+                   raster_group: int | None = None, epi_ring: bool | None = None) -> Build:
     """A ``SWAP_TILES`` tile (R x 128) as the transposed product (``SWAP_AB``): the kernel computes
     out^T = W A^T, its M the problem's N (128 rows of W a tile, the wgmma's A operand) and its N the
     problem's M (R rows of A, the wgmma's B operand); R and out keep their [M, N] layout, staged and
@@ -1306,9 +1305,11 @@ def _build_swapped(task: Any, limits: DeviceLimits, block_size: str, stages: int
     rows, cols, _ = parse_block_size(block_size, dtype)
     if raster_m is None and raster_group is None and swap_n_fastest(m, n, rows, limits.sm_count):
         raster_m = True  # the kernel's M blocks (the problem's N blocks) fastest
+    if epi_ring is None:  # as build's: only where the stage count needs it
+        epi_ring = stages in ring_stage_options(limits, dtype, block_size, task.shape)
     t = SimpleNamespace(shape={"m": n, "n": m, "k": k}, dtype=dtype, fusion=fuse)
     b = build(t, limits, f"{cols}x{rows}", stages, fuse=fuse, pingpong=False, cluster=cluster, streamk=False,
-              tail_shift=False, half_tail=False, epi_ring=False, raster_m=raster_m, raster_group=raster_group,
+              tail_shift=False, half_tail=False, epi_ring=epi_ring, raster_m=raster_m, raster_group=raster_group,
               _swapped=True)
     at = next(i for i, launch in enumerate(b.launches) if launch.function == KERNEL)
     gemm = b.launches[at]

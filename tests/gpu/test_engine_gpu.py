@@ -326,7 +326,14 @@ def test_swapped_tiles_correct(dtype):
             ("184x128", 2, (586, 1000, 520), True, swapped),
             ("192x128", 4, (7976, 2504, 704), False, swapped),
             ("200x128", 4, (2500, 2560, 2560), True, swapped),
-            ("200x128", 4, (1, 264, 136), True, swapped)):
+            ("200x128", 4, (1, 264, 136), True, swapped),
+            # the deeper rings with the epilogue tile in the ring's freed slots (branch wip/swap-ring):
+            # returned after each store where a CTA gets two tiles, and with one tile a CTA
+            ("168x128", 6, (2083, 2560, 2560), True, {**swapped, "epilogue_tile": lambda e: "returned" in (e or "")}),
+            ("200x128", 5, (2500, 2504, 704), False, {**swapped, "epilogue_tile": lambda e: "returned" in (e or "")}),
+            ("136x128", 6, (1763, 2504, 2560), True, {**swapped, "epilogue_tile": lambda e: "ring" in (e or "")}),
+            ("184x128", 5, (333, 1032, 72), True, {**swapped, "epilogue_tile": lambda e: "ring" in (e or "")}),
+            ("152x128", 6, (6500, 1032, 520), True, {**swapped, "tile_order": "N-fastest"})):
         if (wrong := _wrong(dtype, shape, bs, st, fusion, **expect)) is not None:
             failures.append(wrong)
     assert failures == []

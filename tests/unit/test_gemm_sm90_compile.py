@@ -1079,24 +1079,33 @@ def test_swapped_tiles_plan_the_transposed_product_and_compile(rows, dtype, stag
     assert off.launches[1].args == ("out", "r", 2560, m)
 
 
-def test_swapped_tiles_are_16_bit_knobs_with_their_own_buffer_and_a_clear_name() -> None:
-    """The swapped tiles are knobs for 16-bit data only, offer no ring-staged stage counts, the
-    kernel-frame name (128 x R) is refused naming the knob to write, and a deeper ring than fits
-    is refused by ``check``."""
+def test_swapped_tiles_are_16_bit_knobs_with_ring_staged_counts_and_a_clear_name() -> None:
+    """The swapped tiles are knobs for 16-bit data only; for a shape they offer the deeper rings that
+    fit only with the epilogue tile staged in the ring (168x128: 5 and 6; 200x128: 5), built with
+    the ring returned after each store where a CTA gets two tiles; the kernel-frame name (128 x R)
+    is refused naming the knob to write, and a deeper ring than fits is refused by ``check``."""
     from types import SimpleNamespace
 
     assert "168x128" in sm90.block_size_options(H200, "fp16")
     assert not any(sm90.swapped(t) for t in sm90.block_size_options(H200, "tf32"))
     shape = {"m": 2083, "n": 2560, "k": 2560}
-    assert sm90.pipelining_options(H200, "bf16", "168x128", shape) == [0, 2, 3, 4]
-    assert sm90.ring_stage_options(H200, "bf16", "168x128", shape) == []
+    assert sm90.pipelining_options(H200, "bf16", "168x128") == [0, 2, 3, 4]
+    assert sm90.pipelining_options(H200, "bf16", "168x128", shape) == [0, 2, 3, 4, 5, 6]
+    assert sm90.ring_stage_options(H200, "bf16", "200x128", shape) == [5]
+    assert sm90.ring_stage_options(H200, "bf16", "136x128", shape) == [6]
+    task = SimpleNamespace(shape=shape, dtype="bf16")
+    b = sm90.build(task, H200, "168x128", 5)
+    assert b.info["epilogue_tile"] == "in the ring's freed slots, returned after each store"
+    assert "#define EPI_RING 1" in b.source and "#define EPI_RING_REUSE 1" in b.source
+    assert "#define EPI_RING 1" not in sm90.build(task, H200, "168x128", 4).source
     with pytest.raises(ValueError, match="BLOCK_SIZE=168x128"):
-        sm90.build(SimpleNamespace(shape=shape, dtype="bf16"), H200, "128x168", 4)
+        sm90.build(task, H200, "128x168", 4)
     with pytest.raises(ValueError, match="write 168x128"):
         sm90.pipelining_options(H200, "bf16", "128x168", shape)
     bad = sm90.check(SimpleNamespace(shape=shape, dtype="bf16", block_size="128x168", memory_pipelining=4), H200)
     assert [v.field for v in bad] == ["block_size"] and "write 168x128" in bad[0].message
-    bad = sm90.check(SimpleNamespace(shape=shape, dtype="bf16", block_size="168x128", memory_pipelining=5), H200)
+    assert sm90.check(SimpleNamespace(shape=shape, dtype="bf16", block_size="168x128", memory_pipelining=6), H200) == []
+    bad = sm90.check(SimpleNamespace(shape=shape, dtype="bf16", block_size="200x128", memory_pipelining=6), H200)
     assert [v.field for v in bad] == ["memory_pipelining"]
     bad = sm90.check(SimpleNamespace(shape=shape, dtype="tf32", block_size="168x128", memory_pipelining=4), H200)
     assert [v.field for v in bad] == ["block_size"]
