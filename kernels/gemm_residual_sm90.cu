@@ -277,9 +277,20 @@ __device__ __forceinline__ void mbar_arrive(unsigned bar) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
 }
 
+// MBAR_SUSPEND_NS (a measurement option): the try_wait's suspend-time hint, so that a waiting
+// thread sleeps up to that long for the phase instead of the system's default before it polls again.
 __device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
     unsigned done;
     do {
+#ifdef MBAR_SUSPEND_NS
+        asm volatile(
+            "{\n.reg .pred p;\n"
+            "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\n"
+            "selp.u32 %0, 1, 0, p;\n}\n"
+            : "=r"(done)
+            : "r"(bar), "r"(parity), "n"(MBAR_SUSPEND_NS)
+            : "memory");
+#else
         asm volatile(
             "{\n.reg .pred p;\n"
             "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
@@ -287,6 +298,7 @@ __device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
             : "=r"(done)
             : "r"(bar), "r"(parity)
             : "memory");
+#endif
     } while (!done);
 }
 

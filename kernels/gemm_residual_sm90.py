@@ -120,6 +120,10 @@ _SWAP_KERNEL_TILES = {f"128x{r}": (128, r, 2) for r in SWAP_ROWS}
 MC_SHARE_ROWS = 8
 """A multicast box's rows are a multiple of this (one 128-byte swizzle atom is 8 rows: each CTA's
 share then starts on an atom). Probes may lower it to test a share that starts mid-atom."""
+MBAR_SUSPEND_NS = 0
+"""A measurement option (0: off, the default): the mbarrier try_wait's suspend-time hint in ns
+(``MBAR_SUSPEND_NS`` in the kernel), so that a waiting thread sleeps longer before it polls again.
+Probes set it to test whether the polling's issue slots and power cost time (NOTES-sm90 v47)."""
 SPLIT_N_TILES = ("128x320",)
 """Cooperative tiles whose two consumers split the columns (SPLIT_N): a consumer of 64 x 320 would
 need n320 wgmmas (n <= 256)."""
@@ -979,6 +983,8 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
            "WS_TILES": WS_TILES, "PINGPONG": int(bool(pingpong)), "CLUSTER": cm}
     if MC_SHARE_ROWS != 8:
         out["MC_SHARE_ROWS"] = int(MC_SHARE_ROWS)
+    if MBAR_SUSPEND_NS:
+        out["MBAR_SUSPEND_NS"] = int(MBAR_SUSPEND_NS)
     if _tile_name(block_size) in SPLIT_N_TILES:
         out["SPLIT_N"] = 1
     if cn > 1:
