@@ -75,8 +75,10 @@ def main() -> int:
     except ValueError:
         ap.error(f"--m-list {args.m_list!r} / --suspend {args.suspend!r}: positive M, hints >= 0")
     datas = args.data.split(",")
-    if not set(datas) <= {"normal", "ints"} or not set(args.dtypes.split(",")) <= {"bf16", "fp16"}:
-        ap.error("--data: normal and/or ints; --dtypes: bf16 and/or fp16")
+    if not set(datas) <= {"normal", "ints"}:
+        ap.error(f"--data {args.data!r}: normal and/or ints")
+    if not set(args.dtypes.split(",")) <= {"bf16", "fp16"}:
+        ap.error(f"--dtypes {args.dtypes!r}: bf16 and/or fp16")
     if args.rounds < 1 or args.idle < 0 or args.energy_s <= 0:
         ap.error("--rounds >= 1, --idle >= 0, --energy-s > 0")
     limits = limits_of_device()

@@ -29,6 +29,14 @@ def test_swap_probe_bad_arguments_exit_2_naming_the_flag(argv, needle):
     assert needle in refused("swap_probe.py", *argv)
 
 
+@pytest.mark.parametrize("argv,needle", [(["--m-list", "0"], "--m-list"), (["--suspend", "-1"], "--suspend"),
+                                         (["--suspend", "soon"], "--suspend"), (["--data", "uniform"], "--data"),
+                                         (["--dtypes", "tf32"], "--dtypes"), (["--rounds", "0"], "--rounds"),
+                                         (["--energy-s", "0"], "--energy-s")])
+def test_seed_probe_bad_arguments_exit_2_naming_the_flag(argv, needle):
+    assert needle in refused("seed_probe.py", *argv)
+
+
 def test_ncu_probe_unknown_case_exits_2_naming_the_flag():
     err = refused("ncu_probe.py", "--cases", "seed-bf16,bogus")
     assert "--cases" in err and "bogus" in err and "seed-fp16" in err

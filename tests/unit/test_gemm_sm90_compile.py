@@ -253,6 +253,23 @@ def test_residual_issue_kblock_option() -> None:
         sm90.defines("128x256", 4, "fp16", True, streamk=False, epi_ring=True, r_issue_kb=2)
 
 
+def test_mbar_suspend_measurement_option(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``MBAR_SUSPEND_NS`` (measurement option, NOTES-sm90 v47): off by default (no define, the
+    try_wait without a hint); set, the seed's default build carries it as the try_wait's
+    suspend-time hint and still compiles without spills."""
+    task = SimpleNamespace(shape={"m": 8192, "n": 2560, "k": 2560}, dtype="fp16", fusion=True)
+    bs, st = sm90.default_knobs(H200, "fp16", task.shape)
+    assert sm90.MBAR_SUSPEND_NS == 0
+    assert "MBAR_SUSPEND_NS" not in sm90.build(task, H200, bs, st).source.split("\n#ifndef")[0]
+    monkeypatch.setattr(sm90, "MBAR_SUSPEND_NS", 20000)
+    source = sm90.build(task, H200, bs, st).source
+    assert "#define MBAR_SUSPEND_NS 20000\n" in source
+    log, cubin = _compile(source)
+    assert cubin[:4] == b"\x7fELF"
+    frames = re.findall(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", log)
+    assert frames and all(f == ("0", "0", "0") for f in frames), log
+
+
 def test_cluster_build() -> None:
     """2x1 clusters: W's TMA box is half the tile (each CTA multicasts its half), the grid is whole
     clusters of whole tile pairs, data-parallel only; refused with stream-K or other sizes."""
