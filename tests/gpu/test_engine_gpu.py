@@ -264,7 +264,8 @@ def test_reused_ring_and_wide_tiles_correct(dtype):
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
 def test_fit_tiles_correct(monkeypatch, dtype):
     """The FIT_TILES widths 128x144 (ping-pong, and cooperative where a CTA gets one tile), 128x192
-    and 128x208 (cooperative): the engine's default where it takes them (M = 2500, 2650, 3400), at
+    and 128x208 (cooperative): the engine's default where it takes them (M = 2500 at N = 2600, where
+    N = 2560 now takes the swapped 200x128; M = 2650, 3400 at N = 2560), at
     every pipelining count, with tiles past M and N (their 16-column tail chunk clipped), short K,
     fusion off, one tile a CTA, forced 2x1 clusters: correct, every element written, reported."""
     from kernels import gemm_residual_sm90 as sm90
@@ -272,7 +273,7 @@ def test_fit_tiles_correct(monkeypatch, dtype):
     real = sm90.build
     failures = []
     for bs, st, shape, fusion, expect in (
-            (None, None, (2500, 2560, 2560), True, {"tile": "128x208x64"}),
+            (None, None, (2500, 2600, 2560), True, {"tile": "128x208x64"}),
             (None, None, (2650, 2560, 2560), True, {"tile": "128x144x64"}),
             (None, None, (3400, 2560, 2560), True, {"tile": "128x144x64"}),
             ("128x208", 4, (2500, 2504, 2560), True, {}),
