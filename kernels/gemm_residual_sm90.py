@@ -113,8 +113,10 @@ transposed product out^T = W A^T (``_build_swapped``, ``SWAP_AB`` in the kernel)
 side runs along N (W as the wgmma's A operand) and its BN = R along M (A as its B operand, so any
 width a wgmma takes sizes the tile along M), as cuBLAS sizes its tiles to the shape (NOTES-sm90 v39).
 Cooperative, unclustered, data-parallel, 16-bit data; R and out keep their [M, N] layout (the
-epilogue tile is R's natural R x 64 boxes). ``default_knobs`` takes them where ``_swap_tile`` finds
-13 row blocks filling two rounds with clearly less work (``SWAP_GAIN``)."""
+epilogue tile is R's natural R x 64 boxes, in its own buffer; for a shape, the deeper rings that fit
+only with it staged in the ring's freed slots are knobs too, ``ring_stage_options``: correct on the
+H200, not faster, NOTES-sm90 v46). ``default_knobs`` takes them at 4 stages where ``_swap_tile``
+finds 13 row blocks filling two rounds with clearly less work (``SWAP_GAIN``)."""
 _SWAP_KERNEL_TILES = {f"128x{r}": (128, r, 2) for r in SWAP_ROWS}
 """The swapped tiles in the kernel's frame (128 x R): what ``_build_swapped`` renders; no knob."""
 MC_SHARE_ROWS = 8
@@ -525,8 +527,8 @@ def block_size_options(limits: DeviceLimits, dtype: str) -> list[str]:
 def pipelining_options(limits: DeviceLimits, dtype: str, block_size: str,
                        shape: dict[str, int] | None = None) -> list[int]:
     """0 (off) and every stage count from 2 up to what fits in shared memory (at most
-    ``MAX_STAGES``); with a shape where every CTA gets one tile, also the deeper rings that fit
-    once the epilogue tile is staged in the ring (``ring_stage_options``). A knob API: a swapped tile
+    ``MAX_STAGES``); with a shape, also the deeper rings that fit once the epilogue tile is staged
+    in the ring (``ring_stage_options``). A knob API: a swapped tile
     written in the kernel's frame is refused (``kernel_frame_error``)."""
     if (frame := kernel_frame_error(block_size)) is not None:
         raise ValueError(frame)
