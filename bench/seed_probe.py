@@ -9,8 +9,10 @@ in the tensor cores' multipliers), times
   hint in ns (``sm90.MBAR_SUSPEND_NS``; 0 = the hint off, the shipped kernel), and
 - cuBLAS gemmEx with the residual in place (beta=1, R restored before each run),
 as the issue times them (10 warm-ups + 100 launches after ``--idle`` s of rest, shuffled, median of
-``--rounds`` runs), and beside each the NVML energy per launch and the SM clock (median of reads), both over
-``--energy-s`` s of back-to-back launches right after the timing. Every build is checked against the float64 reference on its data
+``--rounds`` runs), and beside each, from ``--energy-s`` s of back-to-back launches right after the timing, the energy
+per launch, the time per launch and the SM clock under that load (``engine.energy.measure``, as
+``tui bench --energy``: the NVML energy counter read edge to edge, with its uncertainty). cuBLAS
+adds into C in place: C is set back to R before each timing, not during the load. Every build is checked against the float64 reference on its data
 first; exits 1 if any is wrong. A measurement, not a test: nothing here ships a default.
 """
 
@@ -39,7 +41,7 @@ from sm90_gemm import (  # noqa: E402
     to_bits,
 )
 
-from engine import nvml  # noqa: E402
+from engine import energy, nvml  # noqa: E402
 from kernels import gemm_residual_sm90 as sm90  # noqa: E402
 
 ITERS = 100
@@ -64,8 +66,9 @@ def main() -> int:
     ap.add_argument("--dtypes", default="bf16,fp16")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--idle", type=float, default=1.0)
-    ap.add_argument("--energy-s", type=float, default=0.5,
-                    help="seconds of back-to-back launches after each timing, for the energy per launch")
+    ap.add_argument("--energy-s", type=float, default=2.0,
+                    help="seconds of back-to-back launches after each timing, for the energy per launch "
+                         f"(engine.energy.measure; {energy.MIN_SECONDS:g} to {energy.MAX_SECONDS:g})")
     args = ap.parse_args()
     try:
         ms = [int(x) for x in args.m_list.split(",")]
@@ -79,10 +82,11 @@ def main() -> int:
         ap.error(f"--data {args.data!r}: normal and/or ints")
     if not set(args.dtypes.split(",")) <= {"bf16", "fp16"}:
         ap.error(f"--dtypes {args.dtypes!r}: bf16 and/or fp16")
-    if args.rounds < 1 or args.idle < 0 or args.energy_s <= 0:
-        ap.error("--rounds >= 1, --idle >= 0, --energy-s > 0")
+    if args.rounds < 1 or args.idle < 0 or not energy.MIN_SECONDS <= args.energy_s <= energy.MAX_SECONDS:
+        ap.error(f"--rounds >= 1, --idle >= 0, --energy-s {energy.MIN_SECONDS:g} to {energy.MAX_SECONDS:g}")
     limits = limits_of_device()
     nvml.init()
+    reader = energy.NvmlReader(0)
     bad = 0
     for m in ms:
         shape = {"m": m, "n": 2560, "k": 2560}
@@ -113,7 +117,8 @@ def main() -> int:
             for fn in runs.values():
                 fn()
             cp.cuda.runtime.deviceSynchronize()
-            per: dict[str, dict[str, list[float]]] = {nm: {"ms": [], "mj": [], "mhz": []} for nm in runs}
+            per: dict[str, dict[str, list[float]]] = {nm: {"ms": [], "mj": [], "load_ms": [], "mhz": [], "unc": []}
+                                                      for nm in runs}
             names = list(runs)
             for _ in range(args.rounds):
                 random.shuffle(names)
@@ -124,25 +129,23 @@ def main() -> int:
                     time.sleep(args.idle)
                     ts = sorted(launch_times(runs[nm], 10, ITERS))
                     per[nm]["ms"].append(ts[len(ts) // 2])
-                    # then the energy of back-to-back launches for args.energy_s seconds (the counter
-                    # moves in steps of tens of ms, too coarse for the 100 timed launches)
-                    e0, t0, count, mhz = nvml.energy_mj(0), time.perf_counter(), 0, []
-                    while time.perf_counter() - t0 < args.energy_s:
-                        for _ in range(50):
-                            runs[nm]()
-                        count += 50
-                        mhz.append(nvml.sm_clock_mhz(0) or 0.0)
-                        cp.cuda.runtime.deviceSynchronize()
-                    e1 = nvml.energy_mj(0)
-                    per[nm]["mhz"].append(statistics.median(mhz))
-                    if e0 is not None and e1 is not None:
-                        per[nm]["mj"].append((e1 - e0) / count)
-            print(f"{dt} M={m} ({bs} s{st}), median of {args.rounds}: ms | mJ per launch | SM MHz under load",
+                    # then back to back for the energy (the counter moves in ~100 ms steps: too coarse
+                    # for the 100 timed launches), read edge to edge as `tui bench --energy` reads it
+                    fig = energy.measure(energy.CupyLoad(cp, runs[nm]), reader, args.energy_s)
+                    if "note" in fig:
+                        print(f"energy not measured: {fig['note']}", flush=True)
+                        return 1
+                    per[nm]["mj"].append(fig["mj_per_launch"])
+                    per[nm]["load_ms"].append(fig["ms_per_launch"])
+                    per[nm]["mhz"].append(fig["sm_clock_mhz"] or 0.0)
+                    per[nm]["unc"].append(fig["uncertainty_pct"])
+            print(f"{dt} M={m} ({bs} s{st}), median of {args.rounds}: ms as the issue times it | under "
+                  f"{args.energy_s:g} s of back-to-back load: mJ per launch (+-% of one reading), ms, SM MHz",
                   flush=True)
             for nm, v in per.items():
-                mj = f"{statistics.median(v['mj']):.2f}" if v["mj"] else "-"
-                print(f"  {nm:24s} {statistics.median(v['ms']):.4f} | {mj} | {statistics.median(v['mhz']):.0f}",
-                      flush=True)
+                med = {key: statistics.median(x) for key, x in v.items()}
+                print(f"  {nm:24s} {med['ms']:.4f} | {med['mj']:.1f} (+-{med['unc']:.0f} %) {med['load_ms']:.4f} "
+                      f"{med['mhz']:.0f}", flush=True)
             cp.get_default_memory_pool().free_all_blocks()
     return 1 if bad else 0
 

@@ -32,7 +32,8 @@ def test_swap_probe_bad_arguments_exit_2_naming_the_flag(argv, needle):
 @pytest.mark.parametrize("argv,needle", [(["--m-list", "0"], "--m-list"), (["--suspend", "-1"], "--suspend"),
                                          (["--suspend", "soon"], "--suspend"), (["--data", "uniform"], "--data"),
                                          (["--dtypes", "tf32"], "--dtypes"), (["--rounds", "0"], "--rounds"),
-                                         (["--energy-s", "0"], "--energy-s")])
+                                         (["--energy-s", "0"], "--energy-s"),
+                                         (["--energy-s", "100"], "--energy-s")])
 def test_seed_probe_bad_arguments_exit_2_naming_the_flag(argv, needle):
     assert needle in refused("seed_probe.py", *argv)
 
