@@ -49,7 +49,7 @@ buffers (128x160: at most 4 stages beside them).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kernels.spec import (
@@ -59,6 +59,7 @@ from kernels.spec import (
     DeviceLimits,
     Launch,
     TensorMapArg,
+    Tile,
     Violation,
     vec16_source,
 )
@@ -1037,7 +1038,7 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
     return out
 
 
-def render(block_size: str, stages: int, dtype: str, fuse: bool = True,
+def render_source(block_size: str, stages: int, dtype: str, fuse: bool = True,
            tmap_global: bool = False, streamk: bool = STREAMK_DEFAULT,
            pingpong: bool = False, cluster: Any = 1,
            split_hi: bool = SPLIT_HI_DEFAULT, promote: int | None = None) -> str:
@@ -1065,16 +1066,73 @@ def options(limits: DeviceLimits | None = None) -> tuple[str, ...]:
     return ("--gpu-architecture=sm_90a", "--std=c++17")
 
 
-def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
-          fuse: bool | None = None, tmap_global: bool = False, streamk: bool | None = None,
-          schedule: tuple[int, int] | None = None, pingpong: bool | None = None,
-          cluster: Any = None, split_hi: bool | None = None,
-          promote: int | None = None, raster_m: bool | None = None, w_first: bool = False,
-          raster_group: int | None = None, epi_ring: bool | None = None,
-          epi_shared: bool | None = None, r_issue_kb: int | None = None,
-          tail_shift: bool | None = None, half_tail: bool | None = None,
-          _swapped: bool = False) -> Build:
-    """Render and plan one configuration. ``fuse`` defaults to ``task.fusion`` (True when absent):
+@dataclass(frozen=True)
+class Sm90Plan:
+    """Every decision of one Hopper build, made once by ``plan``; ``render`` only writes it out.
+    Sizes and the tile are in the kernel's frame: a swapped plan (``swapped_rows`` > 0, a problem
+    tile of R x 128 built as out^T = W A^T) holds the problem's N as ``m`` and its M as ``n``."""
+
+    m: int
+    n: int
+    k: int
+    dtype: str
+    block_size: str
+    """The kernel-frame tile name (a swapped R x 128 tile is 128xR here)."""
+    stages: int
+    fuse: bool
+    pingpong: bool
+    epi_shared: bool
+    cluster: tuple[int, int]
+    streamk: bool
+    grid: int
+    dp_tiles: int
+    half_tail: bool
+    epi_ring: bool
+    epi_ring_reuse: bool
+    raster_m: bool
+    raster_group: int
+    tail_shift: bool
+    split_hi: bool
+    promote: int | None
+    tmap_global: bool = False
+    w_first: bool = False
+    r_issue_kb: int | None = None
+    swapped_rows: int = 0
+
+    @property
+    def tile(self) -> Tile:
+        """The tile in the problem's frame (rows along M x columns along N x BK)."""
+        bm, bn, _ = parse_block_size(self.block_size, self.dtype)
+        if self.swapped_rows:
+            return Tile(self.swapped_rows, 128, bk_of(self.dtype))
+        return Tile(bm, bn, bk_of(self.dtype))
+
+    @property
+    def tiles(self) -> int:
+        bm, bn, _ = parse_block_size(self.block_size, self.dtype)
+        return _cdiv(self.m, bm) * _cdiv(self.n, bn)
+
+    def schedule(self) -> dict[str, Any]:
+        """The schedule choices as a task names them (``SCHEDULE_KNOBS``)."""
+        return {"consumers": "pingpong" if self.pingpong else "cooperative",
+                "cluster": self.cluster[0] * self.cluster[1],
+                "raster": ("group" if self.raster_group else "m" if self.raster_m else "n")
+                if not self.swapped_rows else
+                ("group" if self.raster_group else "n" if self.raster_m else "m"),
+                "split": ("halves" if self.half_tail else "streamk" if self.dp_tiles < self.tiles else "off")}
+
+
+def plan(task: Any, limits: DeviceLimits, block_size: str, stages: int,
+         fuse: bool | None = None, tmap_global: bool = False, streamk: bool | None = None,
+         schedule: tuple[int, int] | None = None, pingpong: bool | None = None,
+         cluster: Any = None, split_hi: bool | None = None,
+         promote: int | None = None, raster_m: bool | None = None, w_first: bool = False,
+         raster_group: int | None = None, epi_ring: bool | None = None,
+         epi_shared: bool | None = None, r_issue_kb: int | None = None,
+         tail_shift: bool | None = None, half_tail: bool | None = None,
+         _swapped: bool = False) -> Sm90Plan:
+    """Decide one configuration: every argument left None is the engine's choice for these knobs
+    and this shape. ``fuse`` defaults to ``task.fusion`` (True when absent):
     off = the GEMM-only kernel (FUSE=0) then ``residual_add_inplace`` on ``out``. ``streamk``
     (default ``STREAMK_DEFAULT``) compiles the stream-K tail in; ``schedule`` = (grid, dp_tiles)
     overrides ``plan_schedule`` (benchmarks; any value is correct, the kernel clamps it);
@@ -1091,11 +1149,11 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
     ``tail_shift`` (default ``use_tail_shift``) moves a last tile that reaches past M or N back to
     end there (``TAIL_SHIFT``). ``half_tail`` (default ``use_half_tail``) runs the last round of
     tiles, where it is at most half full, as 64-row halves on twice the CTAs (``HALF_TAIL``; a
-    ``schedule``'s dp_tiles then counts the tiles run whole). A ``SWAP_TILES`` block size builds the
-    transposed product (``_build_swapped``; ``cluster`` in the kernel's frame, for measurements)."""
+    ``schedule``'s dp_tiles then counts the tiles run whole). A ``SWAP_TILES`` block size plans the
+    transposed product (``_plan_swapped``; ``cluster`` in the kernel's frame, for measurements)."""
     if swapped(block_size):
-        return _build_swapped(task, limits, block_size, stages, fuse, 1 if cluster is None else cluster,
-                              raster_m, raster_group, epi_ring)
+        return _plan_swapped(task, limits, block_size, stages, fuse, 1 if cluster is None else cluster,
+                             raster_m, raster_group, epi_ring)
     if not _swapped and (frame := kernel_frame_error(block_size)) is not None:
         raise ValueError(frame)
     m, n, k = _mnk(task.shape)
@@ -1103,7 +1161,6 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
     if fuse is None:
         fuse = bool(getattr(task, "fusion", True))
     bm, bn, consumers = parse_block_size(block_size, dtype)
-    bk = bk_of(dtype)
     k16 = _k16(k, dtype)
     streamk_forced = streamk is not None
     if streamk is None:
@@ -1125,7 +1182,6 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
         streamk = False
     if split_hi is None:
         split_hi = SPLIT_HI_DEFAULT
-    x3 = dtype == "fp32"
     tiles = -(-m // bm) * -(-n // bn)
     blocks = tiles  # the schedule's units: tiles, or with a cluster blocks of cm x cn tiles
     if cluster > 1:
@@ -1174,16 +1230,49 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
         raster_m = not raster_group and use_raster_m(block_size, tiles, grid, dp_tiles, cluster, dtype)
     if tail_shift is None:
         tail_shift = use_tail_shift(m, n, block_size, dtype, streamk)
-    consts = defines(block_size, stages, dtype, fuse, tmap_global, streamk, bool(pingpong),
-                     (cm, cn), bool(split_hi), promote, raster_m, w_first, raster_group, epi_ring,
-                     bool(epi_shared), r_issue_kb, epi_ring_reuse, tail_shift, bool(half_tail))
-    source = _source(consts)
-    smem = smem_bytes(block_size, stages, dtype, bool(pingpong), epi_ring, bool(epi_shared))
+    p = Sm90Plan(m=m, n=n, k=k, dtype=dtype, block_size=_tile_name(block_size), stages=int(stages),
+                 fuse=bool(fuse), pingpong=bool(pingpong), epi_shared=bool(epi_shared), cluster=(cm, cn),
+                 streamk=bool(streamk), grid=int(grid), dp_tiles=int(dp_tiles), half_tail=bool(half_tail),
+                 epi_ring=bool(epi_ring), epi_ring_reuse=bool(epi_ring_reuse), raster_m=bool(raster_m),
+                 raster_group=int(raster_group), tail_shift=bool(tail_shift), split_hi=bool(split_hi),
+                 promote=promote, tmap_global=bool(tmap_global), w_first=bool(w_first),
+                 r_issue_kb=r_issue_kb)
+    defines_of(p)  # every combination the kernel cannot compile is refused here, not at render
+    smem = smem_bytes(p.block_size, p.stages, dtype, p.pingpong, p.epi_ring, p.epi_shared)
     if smem > limits.shared_memory_per_block_bytes:  # would fail at launch (the knob checks refuse it first)
         raise ValueError(f"{block_size} with {stage_count(stages)} stages needs {smem} bytes of shared memory "
                          f"({'ring-staged epilogue' if epi_ring else 'with its epilogue buffer'}); a block "
                          f"gets {limits.shared_memory_per_block_bytes}")
-    a_hi, w_hi = ("a_hi", "w_hi") if x3 and split_hi else ("a", "w")
+    return p
+
+
+def defines_of(p: Sm90Plan) -> dict[str, int]:
+    """``defines`` for a plan (kernel frame)."""
+    return defines(p.block_size, p.stages, p.dtype, p.fuse, p.tmap_global, p.streamk, p.pingpong,
+                   p.cluster, p.split_hi, p.promote, p.raster_m, p.w_first, p.raster_group, p.epi_ring,
+                   p.epi_shared, p.r_issue_kb, p.epi_ring_reuse, p.tail_shift, p.half_tail)
+
+
+def build(task: Any, limits: DeviceLimits, block_size: str, stages: int, **choices: Any) -> Build:
+    """``render(plan(...))``: for callers that hold knobs rather than a plan (benchmarks, tests)."""
+    return render(plan(task, limits, block_size, stages, **choices), limits)
+
+
+def render(p: Sm90Plan, limits: DeviceLimits) -> Build:
+    """The source, launches and scratch buffers of a plan: no decision is taken here."""
+    if p.swapped_rows:
+        return _render_swapped(p, limits)
+    m, n, k, dtype = p.m, p.n, p.k, p.dtype
+    bm, bn, consumers = parse_block_size(p.block_size, dtype)
+    bk = bk_of(dtype)
+    cm, cn = p.cluster
+    cluster = cm * cn
+    grid, dp_tiles, tiles = p.grid, p.dp_tiles, p.tiles
+    x3 = dtype == "fp32"
+    consts = defines_of(p)
+    source = _source(consts)
+    smem = smem_bytes(p.block_size, p.stages, dtype, p.pingpong, p.epi_ring, p.epi_shared)
+    a_hi, w_hi = ("a_hi", "w_hi") if x3 and p.split_hi else ("a", "w")
     maps = (
         TensorMapArg(a_hi, rows=m, cols=k, box_rows=bm // cn, box_cols=bk, swizzle_bytes=128),
         # a TMA box has at most 256 rows: an unclustered 320-row W tile loads as two of 160
@@ -1201,7 +1290,7 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
                  TensorMapArg("out", rows=m, cols=n, box_rows=bm, box_cols=tail, swizzle_bytes=tail_sw))
     else:
         maps += (maps[2], maps[3])
-    if half_tail:  # a half tile's 64 A rows, and its 64-row stores (the tail chunk's too)
+    if p.half_tail:  # a half tile's 64 A rows, and its 64-row stores (the tail chunk's too)
         maps += (replace(maps[0], box_rows=64), replace(maps[3], box_rows=64),
                  replace(maps[5], box_rows=64))
     launches: list[Launch] = []
@@ -1211,7 +1300,7 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
         maps += (replace(maps[0], buffer="a_lo"), replace(maps[1], buffer="w_lo"))
         scratch = (Buffer("a_lo", (m, k), "fp32", "scratch"),
                    Buffer("w_lo", (n, k), "fp32", "scratch"))
-        if split_hi:
+        if p.split_hi:
             scratch += (Buffer("a_hi", (m, k), "fp32", "scratch"),
                         Buffer("w_hi", (n, k), "fp32", "scratch"))
         total4 = (m * k + n * k) // 4
@@ -1222,7 +1311,7 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
     launches.append(Launch(KERNEL, (grid, 1, 1), (128 * (consumers + 1), 1, 1), smem,
                            (*maps, m, n, k, dp_tiles), cluster=cluster))
     functions.append(KERNEL)
-    if not fuse:
+    if not p.fuse:
         total8 = m * n // 8
         add_grid = max(1, min(-(-total8 // 256), limits.sm_count * 8))
         add = ADD_KERNEL_F32 if ITEMSIZE[dtype] == 4 else ADD_KERNEL
@@ -1231,36 +1320,36 @@ def build(task: Any, limits: DeviceLimits, block_size: str, stages: int,
     info = {
         "path": "wgmma+TMA (sm_90a, warp-specialised, persistent)",
         "tile": f"{bm}x{bn}x{bk}",
-        "stages": stage_count(stages),
-        "pipelining": "off" if stages == 0 else stages,
+        "stages": stage_count(p.stages),
+        "pipelining": "off" if p.stages == 0 else p.stages,
         "consumer_warpgroups": consumers,
-        "consumers": "ping-pong (whole tiles, alternating)" if pingpong else "cooperative",
+        "consumers": "ping-pong (whole tiles, alternating)" if p.pingpong else "cooperative",
         "cluster": cluster_label(cm, cn),
         "threads": 128 * (consumers + 1),
         "grid": grid,
         "tiles": tiles,
         "schedule": ("data-parallel" if dp_tiles >= tiles else
-                     f"data-parallel, the last {tiles - dp_tiles} tiles in 64-row halves" if half_tail else
+                     f"data-parallel, the last {tiles - dp_tiles} tiles in 64-row halves" if p.half_tail else
                      f"stream-K over {tiles - dp_tiles} tiles after {dp_tiles} data-parallel"),
         "smem_bytes": smem,
-        "fused": bool(fuse),
-        "epilogue_tile": ("in the ring's freed slots" + (", returned after each store" if epi_ring_reuse else "")
-                          if epi_ring
-                          else "one buffer shared by both consumers" if epi_shared else "own buffer"),
-        "tensor_maps": "by pointer (global)" if tmap_global else "by value (__grid_constant__)",
-        "tile_order": (f"groups of {raster_group} M blocks" if raster_group
-                       else "M-fastest" if raster_m else "N-fastest"),
-        "tail": ("last tiles moved back to end at M, N" if tail_shift
+        "fused": bool(p.fuse),
+        "epilogue_tile": ("in the ring's freed slots" + (", returned after each store" if p.epi_ring_reuse else "")
+                          if p.epi_ring
+                          else "one buffer shared by both consumers" if p.epi_shared else "own buffer"),
+        "tensor_maps": "by pointer (global)" if p.tmap_global else "by value (__grid_constant__)",
+        "tile_order": (f"groups of {p.raster_group} M blocks" if p.raster_group
+                       else "M-fastest" if p.raster_m else "N-fastest"),
+        "tail": ("last tiles moved back to end at M, N" if p.tail_shift
                  else "tiles past M, N clipped by TMA"),
     }
     if x3:
         info["math"] = ("3xTF32 (a_lo*w_hi + a_hi*w_lo + a_hi*w_hi; hi "
-                        + ("tf32-rounded" if split_hi else "as the tensor cores read x") + "; "
+                        + ("tf32-rounded" if p.split_hi else "as the tensor cores read x") + "; "
                         + (f"tensor cores sum {consts['PROMOTE']} k-blocks, then FADD"
                            if consts["PROMOTE"] else "tensor-core accumulation over all of K")
                         + ")")
     return Build(source=source, functions=tuple(functions), launches=tuple(launches),
-                 options=options(limits) + (HALF_TAIL_OPTIONS if half_tail else ()), info=info,
+                 options=options(limits) + (HALF_TAIL_OPTIONS if p.half_tail else ()), info=info,
                  scratch=scratch)
 
 
@@ -1293,14 +1382,14 @@ def swap_n_fastest(m: int, n: int, rows: int, sms: int) -> bool:
             <= SWAP_ORDER_GAIN * round_rows(m, n, rows, 128, sms, False))
 
 
-def _build_swapped(task: Any, limits: DeviceLimits, block_size: str, stages: int,
-                   fuse: bool | None, cluster: Any = 1, raster_m: bool | None = None,
-                   raster_group: int | None = None, epi_ring: bool | None = None) -> Build:
+def _plan_swapped(task: Any, limits: DeviceLimits, block_size: str, stages: int,
+                  fuse: bool | None, cluster: Any = 1, raster_m: bool | None = None,
+                  raster_group: int | None = None, epi_ring: bool | None = None) -> Sm90Plan:
     """A ``SWAP_TILES`` tile (R x 128) as the transposed product (``SWAP_AB``): the kernel computes
     out^T = W A^T, its M the problem's N (128 rows of W a tile, the wgmma's A operand) and its N the
     problem's M (R rows of A, the wgmma's B operand); R and out keep their [M, N] layout, staged and
     stored as R x 64 boxes. Cooperative, data-parallel, 16-bit data; fusion off runs the GEMM-only
-    kernel and then ``residual_add_inplace`` as unswapped; ``cluster`` as ``build``'s in the kernel's
+    kernel and then ``residual_add_inplace`` as unswapped; ``cluster`` as ``plan``'s in the kernel's
     frame (2: CTAs along the problem's N share A's box by multicast; measured slower, v39), and so
     are ``raster_m`` and ``raster_group`` (``raster_m=True``: the problem's N blocks fastest; by
     default where ``swap_n_fastest`` says so, else the inner build's order)."""
@@ -1313,12 +1402,21 @@ def _build_swapped(task: Any, limits: DeviceLimits, block_size: str, stages: int
     rows, cols, _ = parse_block_size(block_size, dtype)
     if raster_m is None and raster_group is None and swap_n_fastest(m, n, rows, limits.sm_count):
         raster_m = True  # the kernel's M blocks (the problem's N blocks) fastest
-    if epi_ring is None:  # as build's: only where the stage count needs it
+    if epi_ring is None:  # as plan's: only where the stage count needs it
         epi_ring = stages in ring_stage_options(limits, dtype, block_size, task.shape)
     t = SimpleNamespace(shape={"m": n, "n": m, "k": k}, dtype=dtype, fusion=fuse)
-    b = build(t, limits, f"{cols}x{rows}", stages, fuse=fuse, pingpong=False, cluster=cluster, streamk=False,
-              tail_shift=False, half_tail=False, epi_ring=epi_ring, raster_m=raster_m, raster_group=raster_group,
-              _swapped=True)
+    inner = plan(t, limits, f"{cols}x{rows}", stages, fuse=fuse, pingpong=False, cluster=cluster, streamk=False,
+                 tail_shift=False, half_tail=False, epi_ring=epi_ring, raster_m=raster_m,
+                 raster_group=raster_group, _swapped=True)
+    return replace(inner, swapped_rows=rows)
+
+
+def _render_swapped(p: Sm90Plan, limits: DeviceLimits) -> Build:
+    """The inner (kernel-frame) build of a swapped plan, its tensor maps turned to the problem's
+    [M, N] layout for R and out."""
+    rows = p.swapped_rows
+    m, n, dtype = p.n, p.m, p.dtype  # the problem's M and N
+    b = render(replace(p, swapped_rows=0), limits)
     at = next(i for i, launch in enumerate(b.launches) if launch.function == KERNEL)
     gemm = b.launches[at]
     maps = list(gemm.args[:6])
@@ -1333,7 +1431,7 @@ def _build_swapped(task: Any, limits: DeviceLimits, block_size: str, stages: int
     # the inner build names its tile order in the kernel's frame, where M and N trade places
     order = str(b.info.get("tile_order", ""))
     order = {"N-fastest": "M-fastest", "M-fastest": "N-fastest"}.get(order, order.replace(" M blocks", " N blocks"))
-    info = dict(b.info, tile=f"{rows}x{cols}x{bk_of(dtype)} swapped (out^T = W A^T)", tile_order=order,
+    info = dict(b.info, tile=f"{rows}x128x{bk_of(dtype)} swapped (out^T = W A^T)", tile_order=order,
                 tail="tiles past M, N clipped by TMA")
     return replace(b, source="#define SWAP_AB 1\n" + b.source, launches=tuple(launches), info=info)
 

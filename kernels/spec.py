@@ -21,6 +21,42 @@ INT32_MAX = 2**31 - 1
 """Kernels take their dimensions as int32 arguments."""
 
 
+@dataclass(frozen=True, order=True)
+class Tile:
+    """BLOCK_SIZE parsed once: rows along M x columns along N, and optionally the K depth of one
+    stage ('128x256', '128x256x64'); a row-wise kernel's BLOCK_SIZE is one number (threads, '256').
+    Planning passes this type, never the text."""
+
+    m: int
+    n: int | None = None
+    k: int | None = None
+
+    @classmethod
+    def parse(cls, text: Any) -> Tile:
+        """'128x256', '128X256x64', ' 256 ' or a Tile -> Tile; ValueError naming the text."""
+        if isinstance(text, Tile):
+            return text
+        parts = str(text).strip().lower().split("x")
+        if len(parts) > 3 or not all(p.isdigit() and 0 < len(p) <= 5 for p in parts):
+            raise ValueError(f"BLOCK_SIZE {text!r}: expected ROWSxCOLS or ROWSxCOLSxDEPTH, e.g. 128x256")
+        vals = [int(p) for p in parts]
+        if not all(vals):
+            raise ValueError(f"BLOCK_SIZE {text!r}: every side must be positive")
+        return cls(*vals)
+
+    @property
+    def name(self) -> str:
+        """'128x256' (without the depth): the key the specs' tile tables use."""
+        return str(self.m) if self.n is None else f"{self.m}x{self.n}"
+
+    @property
+    def area(self) -> int:
+        return self.m * (self.n or 1)
+
+    def __str__(self) -> str:
+        return self.name if self.k is None else f"{self.name}x{self.k}"
+
+
 @dataclass(frozen=True)
 class DeviceLimits:
     """The limits a kernel must fit, taken from a profile (or read off the device)."""
@@ -68,6 +104,15 @@ class Violation:
         name = self.ENV_NAMES.get(self.field, self.field)
         text = f"{name}={self.value}: {self.message}"
         return f"{text} (limit: {self.limit})" if self.limit else text
+
+
+class KnobError(ValueError):
+    """A knob value the planner cannot honour, naming the field (e.g. 'schedule.cluster'), the value
+    and why; ``check`` turns it into a :class:`Violation`."""
+
+    def __init__(self, field: str, value: Any, message: str) -> None:
+        super().__init__(f"{field}={value}: {message}")
+        self.violation = Violation(field, value, message)
 
 
 @dataclass(frozen=True)
@@ -149,6 +194,30 @@ class PeerSpec:
     so C must first hold R), so that the copy is not timed as part of the peer."""
 
 
+@dataclass(frozen=True)
+class KnobDef:
+    """A schedule choice a kernel has beyond BLOCK_SIZE and MEMORY_PIPELINING (``TaskSpec.schedule``):
+    its name, the values it takes, and what it does. 'auto' (the key left out) is the planner's
+    choice; a tuner searches ``values``."""
+
+    name: str
+    values: tuple[Any, ...]
+    doc: str
+
+
+@dataclass(frozen=True)
+class KernelPlan:
+    """A spec's decisions for one task: the knobs that run, the schedule they run with (every
+    choice resolved), the spec's own plan object (``detail``, e.g. the Hopper path's ``Sm90Plan``)
+    and what to display of it."""
+
+    block_size: Tile
+    memory_pipelining: int
+    schedule: dict[str, Any] = field(default_factory=dict)
+    detail: Any = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+
 def vec16_source(dtype_code: int) -> str:
     """The shared 16-byte access and conversion helpers (``vec16.cuh``) for a kernel whose dtype
     code (0 bf16, 1 fp16, 2 fp32 data) is ``dtype_code``: its VEC_DTYPE #define, then the text."""
@@ -176,6 +245,29 @@ class KernelSpec(ABC):
         """``reference`` as a dict output name -> float64 array."""
         ref = self.reference(xp, inputs)
         return ref if isinstance(ref, dict) else {self.outputs[0]: ref}
+
+    source_files: tuple[str, ...] = ()
+    """Files under kernels/ whose text decides what this spec builds (templates and planners): a
+    tuning result is valid only for the hash of these (``source_hash``)."""
+
+    def source_hash(self) -> str:
+        """sha256 over ``source_files`` (and the shared spec contract): changes whenever a template
+        or a planning rule changes, which invalidates tuned entries."""
+        h = hashlib.sha256()
+        for name in sorted({*self.source_files, "spec.py"}):
+            h.update(name.encode() + b"\0" + (KERNEL_DIR / name).read_bytes() + b"\0")
+        return h.hexdigest()
+
+    def schedule_knobs(self, limits: DeviceLimits, dtype: str,
+                       shape: dict[str, int] | None = None) -> list[KnobDef]:
+        """The schedule choices this kernel has for these limits, dtype and shape (none by default)."""
+        return []
+
+    def plan(self, task: Any, limits: DeviceLimits) -> KernelPlan:
+        """The spec's decisions for a task whose BLOCK_SIZE and MEMORY_PIPELINING are resolved and
+        checked: by default the knobs themselves (specs with schedule choices override this)."""
+        return KernelPlan(Tile.parse(task.block_size), int(task.memory_pipelining or 0),
+                          dict(getattr(task, "schedule", {}) or {}))
 
     def read_source(self, filename: str) -> str:
         return (KERNEL_DIR / filename).read_text(encoding="utf-8")

@@ -86,7 +86,7 @@ def _cuobjdump() -> str | None:
                               for b, s, d, f, k, p, c in COMBOS])
 def test_compiles_without_spills(block_size: str, stages: int, dtype: str, fuse: bool,
                                  streamk: bool, pingpong: bool, cluster: int) -> None:
-    log, cubin = _compile(sm90.render(block_size, stages, dtype, fuse, streamk=streamk,
+    log, cubin = _compile(sm90.render_source(block_size, stages, dtype, fuse, streamk=streamk,
                                       pingpong=pingpong, cluster=cluster))
     assert cubin[:4] == b"\x7fELF"
     frames = re.findall(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads",
@@ -110,7 +110,7 @@ def test_sass_has_hgmma_and_tma(block_size: str, pingpong: bool, dtype: str, tmp
         pytest.skip("cuobjdump not found (CUDA toolkit or the nvidia-cuda-cuobjdump wheel)")
     deepest = max(st for st in sm90.pipelining_options(H200, dtype, block_size)
                   if not pingpong or sm90.pingpong_fits(H200, block_size, st, dtype))
-    _, cubin = _compile(sm90.render(block_size, deepest, dtype, True, pingpong=pingpong))
+    _, cubin = _compile(sm90.render_source(block_size, deepest, dtype, True, pingpong=pingpong))
     path = tmp_path / "k.cubin"
     path.write_bytes(cubin)
     env = dict(os.environ)
@@ -309,7 +309,7 @@ def test_2d_clusters_compile_without_spills(block_size: str, stages: int, pingpo
                                             cluster: tuple[int, int]) -> None:
     """A multicast across the N-neighbours (1x2) and both ways (2x2): no spills, setmaxnreg kept."""
     for dtype in ("bf16", "fp16"):
-        log, cubin = _compile(sm90.render(block_size, stages, dtype, True, streamk=False,
+        log, cubin = _compile(sm90.render_source(block_size, stages, dtype, True, streamk=False,
                                           pingpong=pingpong, cluster=cluster))
         assert cubin[:4] == b"\x7fELF"
         frames = re.findall(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", log)

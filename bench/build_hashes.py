@@ -1,0 +1,104 @@
+"""Fingerprints of every build the product renders over a covering set of shapes, dtypes and knobs:
+for a refactor that must not change a kernel. Two runs that print the same digest rendered the same
+sources, launches and scratch buffers, so NVRTC compiles the same cubins.
+
+    python bench/build_hashes.py --out before.json   # on the old tree
+    python bench/build_hashes.py --compare before.json   # on the new one: exit 1 on any difference
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from engine.profiles import load_profiles  # noqa: E402
+from engine.task import TaskSpec  # noqa: E402
+from kernels import get_spec, kernel_names  # noqa: E402
+from kernels.spec import DeviceLimits  # noqa: E402
+
+M_LIST = (1, 7, 64, 256, 512, 777, 1024, 1571, 1700, 2048, 2083, 2400, 2500, 3000, 4096, 5000, 7976, 8192)
+NK_LIST = ((2560, 2560), (4096, 4096), (1024, 2560), (5120, 5120), (4096, 14336), (2600, 704))
+
+
+def digest(build) -> str:
+    data = {"source": build.source, "functions": build.functions, "options": build.options,
+            "launches": [asdict(ln) for ln in build.launches], "scratch": [asdict(b) for b in build.scratch],
+            "info": build.info}
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def cases(profile: str):
+    prof = load_profiles().get(profile)
+    limits = DeviceLimits.from_profile(prof)
+    for name in kernel_names():
+        spec = get_spec(name)
+        shapes = ([{"m": m, "n": n, "k": k} for m in M_LIST for n, k in NK_LIST]
+                  if set(spec.dims) == {"m", "n", "k"} else [spec.default_shape])
+        for dtype in spec.dtypes:
+            tiles = spec.block_size_options(limits, dtype)
+            for shape in shapes:
+                knobs = [(None, None)] + [(t, None) for t in tiles]
+                if shape == spec.default_shape or shape.get("m") in (777, 4096):
+                    for t in tiles:
+                        try:
+                            stages = spec.pipelining_options(limits, dtype, t, shape)
+                        except ValueError:
+                            continue
+                        knobs += [(t, s) for s in stages]
+                for fusion in (True, False):
+                    for bs, st in knobs:
+                        if not fusion and bs is not None:
+                            continue
+                        yield limits, spec, TaskSpec(kernel=name, shape=shape, dtype=dtype, block_size=bs,
+                                                     memory_pipelining=st, fusion=fusion, backend="sim")
+
+
+def fingerprints(profile: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for limits, spec, task in cases(profile):
+        key = f"{profile}|{task.kernel}|{task.dtype.value}|{task.shape}|{task.block_size}|{task.memory_pipelining}|{task.fusion}"
+        shape = spec.normalize_shape(task.shape)
+        bs, st = spec.default_knobs(limits, task.dtype.value, shape)
+        t = task.model_copy(update={"shape": shape, "block_size": task.block_size or bs,
+                                    "memory_pipelining": st if task.memory_pipelining is None
+                                    else task.memory_pipelining})
+        if spec.check(t, limits):
+            out[key] = "violation:" + "; ".join(str(v) for v in spec.check(t, limits))
+            continue
+        try:
+            out[key] = f"{t.block_size}/{t.memory_pipelining} " + digest(spec.build(t, limits))
+        except ValueError as exc:
+            out[key] = f"error: {exc}"
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path)
+    ap.add_argument("--compare", type=Path)
+    ap.add_argument("--profiles", default="h200,a100-sxm-80gb")
+    args = ap.parse_args()
+    got: dict[str, str] = {}
+    for p in args.profiles.split(","):
+        got.update(fingerprints(p))
+    print(f"{len(got)} cases, {sum(v.startswith(('violation', 'error')) for v in got.values())} refused")
+    if args.out:
+        args.out.write_text(json.dumps(got, indent=1, sort_keys=True))
+    if args.compare:
+        want = json.loads(args.compare.read_text())
+        diff = [k for k in sorted(set(want) | set(got)) if want.get(k) != got.get(k)]
+        for k in diff[:40]:
+            print(f"DIFF {k}\n  before {want.get(k)}\n  after  {got.get(k)}")
+        print(f"{len(diff)} of {len(want)} differ")
+        return 1 if diff else 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
