@@ -16,12 +16,12 @@ from engine.backends.collect import base_fingerprint, now_iso
 from engine.backends.select import choose_backend
 from engine.errors import InputError
 from engine.events import Event
+from engine.planner import Plan, PlanError, plan
 from engine.process import run_in_engine_process
 from engine.profiles import Profile, ProfileSet, load_profiles
 from engine.result import RunResult, RunStatus
-from engine.task import TaskSpec, format_pipelining
+from engine.task import TaskSpec
 from kernels import get_spec
-from kernels.spec import DeviceLimits
 
 DEFAULT_SIM_PROFILE = "h100-sxm"
 
@@ -37,6 +37,8 @@ class PreparedRun:
     """Things the user must see: fallbacks to the simulated device, profile/device mismatch."""
     device_name: str | None = None
     detected_profile: str | None = None
+    plan: Plan | None = None
+    """The plan the task was resolved by (knob sources, options, the kernel's build description)."""
 
     @property
     def simulated(self) -> bool:
@@ -66,48 +68,27 @@ def resolve_profile(profiles: ProfileSet, requested: str | None, device_name: st
 
 
 def prepare(task: TaskSpec, profile_name: str | None = None, profiles: ProfileSet | None = None,
-            backend_choice: Any = None) -> PreparedRun:
-    """Validate everything before anything compiles. Raises InputError (naming the field, the
-    value and the limit) or BackendUnavailable (naming the driver problem and the fix)."""
+            backend_choice: Any = None, tuned: Any = None) -> PreparedRun:
+    """Validate everything before anything compiles (``engine.plan``). Raises InputError (naming
+    the field, the value and the limit) or BackendUnavailable (naming the driver problem and the
+    fix). ``tuned``: a tuning cache lookup for ``plan`` (None: the kernel's defaults)."""
+    profiles = profiles or load_profiles()
     try:
-        spec = get_spec(task.kernel)
+        get_spec(task.kernel)
     except KeyError as exc:
         raise InputError(f"kernel={task.kernel!r}: {exc.args[0]}") from None
-    profiles = profiles or load_profiles()
     choice = backend_choice or choose_backend(task.backend.value, task.device)
     notices = [choice.notice] if choice.notice else []
     profile, detected, more = resolve_profile(profiles, profile_name, choice.device_name, choice.name == "sim")
     notices += more
     try:
-        shape = spec.normalize_shape(task.shape)
-    except ValueError as exc:
-        raise InputError(f"shape={task.shape}: {exc}") from None
-    dtype = task.dtype.value
-    if dtype not in spec.dtypes:
-        raise InputError(f"dtype={dtype}: {spec.name} supports {', '.join(spec.dtypes)}")
-    limits = DeviceLimits.from_profile(profile)
-    bs_default, pl_default = spec.default_knobs(limits, dtype, shape)
-    update: dict[str, Any] = {"shape": shape}
-    if task.block_size is None:
-        update["block_size"] = bs_default
-    if task.memory_pipelining is None:
-        update["memory_pipelining"] = pl_default
-    task = task.model_copy(update=update)
-    violations = spec.check(task, limits)
-    if violations:
-        fix = f"BLOCK_SIZE options on {profile.name}: {', '.join(spec.block_size_options(limits, dtype))}"
-        try:  # the stage counts that fit the tile asked for, where that tile exists
-            stages = spec.pipelining_options(limits, dtype, task.block_size, task.shape)
-        except ValueError:
-            stages = []
-        if stages:
-            fix += (f"; MEMORY_PIPELINING options for {task.block_size}: "
-                    f"{', '.join(format_pipelining(s) for s in stages)}")
-        elif str(task.block_size) in spec.block_size_options(limits, dtype):
-            fix += f"; no MEMORY_PIPELINING fits BLOCK_SIZE={task.block_size} at this shape: pick another BLOCK_SIZE"
-        raise InputError("; ".join(str(v) for v in violations), fix=fix)
-    return PreparedRun(task=task, profile=profile, backend=choice.name, notices=notices,
-                       device_name=choice.device_name, detected_profile=detected)
+        p = plan(task, profile, tuned)
+    except PlanError as exc:
+        raise InputError(str(exc)) from None
+    if not p.ok:
+        raise InputError(p.error_text(), fix=p.fix)
+    return PreparedRun(task=p.task, profile=profile, backend=choice.name, notices=notices,
+                       device_name=choice.device_name, detected_profile=detected, plan=p)
 
 
 def _failed(prep: PreparedRun, status: RunStatus, error: str, kind: str, started: str, t0: float,

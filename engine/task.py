@@ -98,6 +98,9 @@ class TaskSpec(BaseModel):
     """BLOCK_SIZE: the tile shape, e.g. '128x128' or '128x256x64' (kernel default when unset)."""
     memory_pipelining: int | None = None
     """MEMORY_PIPELINING: 0 = off (synchronous loads) or the number of async-copy stages (>= 2)."""
+    schedule: dict[str, str | int] = Field(default_factory=dict)
+    """Schedule choices beyond BLOCK_SIZE and MEMORY_PIPELINING (``tui kernels`` lists each kernel's),
+    e.g. {consumers = "pingpong", cluster = 2}; a choice left out is the planner's or the tuner's."""
     fusion: bool = True
     """Fuse the epilogue (residual add) into the kernel; off = the kernel and a separate add."""
     warmup: int = Field(default=10, ge=0, le=100_000)
@@ -156,6 +159,25 @@ class TaskSpec(BaseModel):
         if not text:
             return None
         return text
+
+    @field_validator("schedule", mode="before")
+    @classmethod
+    def _schedule(cls, v: Any) -> dict[str, str | int]:
+        if v is None:
+            return {}
+        if isinstance(v, str):
+            v = parse_schedule_text(v)
+        if not isinstance(v, Mapping):
+            raise ValueError("expected a table of schedule choices, e.g. {consumers = \"pingpong\", cluster = 2}")
+        out: dict[str, str | int] = {}
+        for key, val in v.items():
+            if isinstance(val, bool) or not isinstance(val, (str, int)):
+                raise ValueError(f"schedule.{key}: expected a word or an integer, got {val!r}")
+            text = str(key).strip().lower()
+            if not text.isidentifier():
+                raise ValueError(f"schedule: {key!r} is not a choice name")
+            out[text] = val.strip().lower() if isinstance(val, str) else val
+        return out
 
     @field_validator("shape", mode="before")
     @classmethod
@@ -220,6 +242,21 @@ def parse_shape_text(text: str) -> dict[str, int]:
     return {f"_{i}": n for i, n in enumerate(nums)}
 
 
+def parse_schedule_text(text: str) -> dict[str, str | int]:
+    """'consumers=pingpong,cluster=2' -> {'consumers': 'pingpong', 'cluster': 2} (integers where the
+    value is one); '' -> {}."""
+    out: dict[str, str | int] = {}
+    for part in text.replace(";", ",").split(","):
+        if not part.strip():
+            continue
+        key, sep, val = part.partition("=")
+        if not sep or not key.strip() or not val.strip():
+            raise ValueError(f"schedule: {part.strip()!r} is not NAME=VALUE (e.g. consumers=pingpong,cluster=2)")
+        val = val.strip()
+        out[key.strip().lower()] = int(val) if val.lstrip("-").isdigit() else val.lower()
+    return out
+
+
 def _format_validation_error(exc: ValidationError, source: str) -> str:
     lines = []
     for err in exc.errors():
@@ -277,6 +314,8 @@ def task_to_toml_dict(task: TaskSpec) -> dict[str, Any]:
     d = task.model_dump(mode="json", exclude_none=True)
     if d.get("fault") == "none":
         d.pop("fault")
+    if not d.get("schedule"):
+        d.pop("schedule", None)
     return d
 
 

@@ -142,6 +142,8 @@ def blocks_per_sm(dtype: str, threads: int, vpt: int, stages: int, fused: bool,
 class AddRmsNormSpec(KernelSpec):
     """Residual add + RMSNorm with both outputs written (fused or as two kernels)."""
 
+    source_files = ("add_rmsnorm.py", "add_rmsnorm.cu", "rowwise.py", "vec16.cuh")
+
     name = "add_rmsnorm"
     title = "residual add + RMSNorm"
     description = ("residual_out = x + r; out = rmsnorm(x + r) * weight (eps 1e-6, fp32 statistics); "

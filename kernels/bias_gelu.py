@@ -37,6 +37,8 @@ def gelu_tanh(xp: Any, v: Any) -> Any:
 class BiasGeluSpec(KernelSpec):
     """Bias add + GELU (tanh approximation), fused or as two kernels."""
 
+    source_files = ("bias_gelu.py", "bias_gelu.cu", "rowwise.py", "vec16.cuh")
+
     name = "bias_gelu"
     title = "bias + GELU (tanh)"
     description = "out = gelu_tanh(x + bias); one pass, 16-byte vectors, fp32 math"

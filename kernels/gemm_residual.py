@@ -54,6 +54,8 @@ def _tile_text(tile: tuple[int, int, int], dtype: str) -> str:
 class GemmResidualSpec(KernelSpec):
     """GEMM with the residual add fused into its epilogue (or, fusion off, added by a second kernel)."""
 
+    source_files = ("gemm_residual.py", "gemm_residual.cu", "gemm_residual_fp32.cu", "vec16.cuh")
+
     name = "gemm_residual"
     title = "GEMM + residual (attention output projection)"
     description = ("out = A @ W^T + R; tensor cores (mma.sync + cp.async) for bf16/fp16 and tf32 (opt-in), "

@@ -12,7 +12,59 @@ from typing import Any
 
 from kernels import gemm_residual_sm90 as sm90
 from kernels.gemm_residual import GemmResidualSpec
-from kernels.spec import Build, DeviceLimits, Violation
+from kernels.spec import Build, DeviceLimits, KernelPlan, KnobDef, KnobError, Violation
+
+SM90_SCHEDULE = (
+    KnobDef("consumers", ("pingpong", "cooperative"),
+            "ping-pong: each consumer warpgroup owns whole tiles, alternately, so one's epilogue "
+            "overlaps the other's main loop; cooperative: both share every tile"),
+    KnobDef("cluster", (1, 2), "2: 2x1 thread-block clusters sharing W's tile by TMA multicast"),
+    KnobDef("raster", ("n", "m", "group"),
+            "tile order of the persistent grid: N blocks fastest, M blocks fastest, or groups of 4 M blocks"),
+    KnobDef("split", ("off", "streamk", "halves"),
+            "the last, part-full round of tiles: as it falls (off), split over K across the grid "
+            "(stream-K), or run as 64-row halves on twice the CTAs"),
+)
+"""The Hopper path's schedule choices (``TaskSpec.schedule``); left out, the planner decides."""
+
+
+def sm90_choices(schedule: dict[str, Any], task: Any, limits: DeviceLimits, block_size: str,
+                 stages: int) -> dict[str, Any]:
+    """``sm90.plan``'s keyword arguments for a task's schedule choices; ValueError naming the
+    choice for an unknown name or value, or one this shape cannot take."""
+    known = {k.name: k for k in SM90_SCHEDULE}
+    out: dict[str, Any] = {}
+    for key, value in (schedule or {}).items():
+        if key not in known:
+            raise KnobError(f"schedule.{key}", value, f"unknown choice (the Hopper path has {', '.join(known)})")
+        if value not in known[key].values:
+            raise KnobError(f"schedule.{key}", value, f"takes {', '.join(map(str, known[key].values))}")
+    if "consumers" in schedule:
+        out["pingpong"] = schedule["consumers"] == "pingpong"
+    if "cluster" in schedule:
+        out["cluster"] = int(schedule["cluster"])
+    raster = schedule.get("raster")
+    if raster is not None:
+        out["raster_m"], out["raster_group"] = raster == "m", (sm90.RASTER_GROUP_DEFAULT if raster == "group" else 0)
+    split = schedule.get("split")
+    if split == "off":
+        out.update(streamk=False, half_tail=False)
+    elif split == "halves":
+        out.update(streamk=False, half_tail=True)
+    elif split == "streamk":
+        m, n, k = sm90._mnk(task.shape)
+        k16 = sm90._k16(k, task.dtype)
+        bm, bn, _ = sm90.parse_block_size(block_size, task.dtype)
+        splits = sm90.schedule_candidates(m, n, k16, bm, bn, limits.sm_count)[1:]
+        if not splits:
+            raise KnobError("schedule.split", "streamk", "this shape's tiles leave no part-full round to split")
+        best = min(splits, key=lambda c: sm90.schedule_cost(m, n, k16, block_size, limits.sm_count, *c))
+        out.update(streamk=True, half_tail=False, schedule=best)
+    return out
+
+
+def _schedule_text(schedule: dict[str, Any]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(schedule.items())) or "auto"
 
 
 class PortableGemmResidualSpec(GemmResidualSpec):
@@ -22,6 +74,8 @@ class PortableGemmResidualSpec(GemmResidualSpec):
 
 class AutoGemmResidualSpec(GemmResidualSpec):
     name = "gemm_residual"
+    source_files = (*GemmResidualSpec.source_files, "gemm_residual_auto.py", "gemm_residual_sm90.py",
+                    "gemm_residual_sm90.cu")
     title = "GEMM + residual add (attention output projection), Hopper wgmma path on 9.0"
 
     @staticmethod
@@ -51,19 +105,49 @@ class AutoGemmResidualSpec(GemmResidualSpec):
             return sm90.default_knobs(limits, dtype, shape)
         return super().default_knobs(limits, dtype, shape)
 
+    def schedule_knobs(self, limits: DeviceLimits, dtype: str,
+                       shape: dict[str, int] | None = None) -> list[KnobDef]:
+        return list(SM90_SCHEDULE) if self._hopper(limits, dtype, shape) else []
+
     def check(self, task: Any, limits: DeviceLimits) -> list[Violation]:
         dtype = task.dtype.value
         shape = self._shape(task)
         if shape is not None and self._hopper(limits, dtype, shape):
-            return sm90.check(task.model_copy(update={"shape": shape}), limits)
-        return super().check(task, limits)
+            out = sm90.check(task.model_copy(update={"shape": shape}), limits)
+            if not out:
+                try:
+                    self.plan(task, limits)
+                except KnobError as exc:
+                    out.append(exc.violation)
+                except ValueError as exc:  # the planner cannot build these choices together
+                    out.append(Violation("schedule", _schedule_text(task.schedule), str(exc)))
+            return out
+        out = super().check(task, limits)
+        if task.schedule:
+            out.append(Violation("schedule", dict(task.schedule),
+                                 "this path has no schedule choices (the Hopper path has)"))
+        return out
 
-    def build(self, task: Any, limits: DeviceLimits) -> Build:
+    def plan(self, task: Any, limits: DeviceLimits) -> KernelPlan:
         dtype = task.dtype.value
         shape = self.normalize_shape(task.shape)
-        if self._hopper(limits, dtype, shape):
-            t = task.model_copy(update={"shape": shape})
-            return sm90.build(t, limits, task.block_size, task.memory_pipelining or 0)
+        if not self._hopper(limits, dtype, shape):
+            return super().plan(task, limits)
+        t = task.model_copy(update={"shape": shape})
+        stages = task.memory_pipelining or 0
+        choices = sm90_choices(dict(task.schedule or {}), t, limits, task.block_size, stages)
+        p = sm90.plan(t, limits, task.block_size, stages, **choices)
+        resolved = p.schedule()
+        for key, value in (task.schedule or {}).items():
+            if resolved.get(key) != value:
+                raise KnobError(f"schedule.{key}", value, f"BLOCK_SIZE={task.block_size} with {stages} stages "
+                                f"runs {key}={resolved.get(key)} at this shape")
+        return KernelPlan(block_size=p.tile, memory_pipelining=stages, schedule=resolved, detail=p)
+
+    def build(self, task: Any, limits: DeviceLimits) -> Build:
+        kp = self.plan(task, limits)
+        if isinstance(kp.detail, sm90.Sm90Plan):
+            return sm90.render(kp.detail, limits)
         return super().build(task, limits)
 
     def sim_efficiency(self, task: Any, limits: DeviceLimits) -> float:

@@ -13,14 +13,22 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 
-from engine.backends.select import BackendChoice, choose_backend
-from engine.errors import CockpitError
-from engine.process import start_resource_tracker
-from engine.profiles import ProfileSet, load_profiles
-from engine.result import RunResult
-from engine.store import ResultStore
-from engine.task import TaskSpec, resolve_task
-from engine.telemetry import TelemetrySampler, nvml_sampler, simulated_sampler
+from engine import (
+    BackendChoice,
+    CockpitError,
+    ProfileSet,
+    ResultStore,
+    RunResult,
+    TaskSpec,
+    TelemetrySampler,
+    choose_backend,
+    load_profiles,
+    nvml_sampler,
+    resolve_profile,
+    resolve_task,
+    simulated_sampler,
+    start_resource_tracker,
+)
 from tui.screens.base import NAV
 from tui.screens.checklist import ChecklistScreen
 from tui.screens.history import HistoryScreen
@@ -164,8 +172,6 @@ class CockpitApp(App):
 
     def effective_profile(self):
         """The profile runs will use: the asked one, else the detected one, else the sim default."""
-        from engine.runner import resolve_profile
-
         device = self.backend_choice.device_name if self.backend_choice else None
         try:
             prof, _, _ = resolve_profile(self.profiles, self.profile_name, device, self.simulated)

@@ -8,8 +8,8 @@ import sys
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    from engine.cli.main import COMMANDS
-    from engine.cli.main import main as cli_main
+    from engine import CLI_COMMANDS as COMMANDS
+    from engine import cli_main
 
     if any(a in COMMANDS for a in argv[:1]) or argv[:1] in (["-h"], ["--help"], ["--version"]):
         return cli_main(argv)

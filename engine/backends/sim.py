@@ -56,8 +56,10 @@ def round_to(x: np.ndarray, dtype: str) -> np.ndarray:
 
 
 def task_seed(task) -> int:
-    key = task.model_dump_json(exclude={"iterations", "warmup", "timeout_s", "peers", "verify", "energy_s",
-                                             "rest_s"})
+    skip = {"iterations", "warmup", "timeout_s", "peers", "verify", "energy_s", "rest_s"}
+    if not task.schedule:  # the planner's schedule: the same seed as a task written before the field
+        skip.add("schedule")
+    key = task.model_dump_json(exclude=skip)
     return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "little") ^ task.seed
 
 

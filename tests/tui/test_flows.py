@@ -217,9 +217,9 @@ async def test_history_lists_runs_and_compares_two(make):
 
 
 async def test_checklist_failed_check_opens_its_rules(make, monkeypatch):
-    from types import SimpleNamespace
+    from engine.checks.model import CheckResult
 
-    checks = [SimpleNamespace(id="driver.loaded", title="NVIDIA driver loaded", status="fail",
+    checks = [CheckResult(id="driver.loaded", title="NVIDIA driver loaded", status="fail",
                               detail="libnvidia-ml.so.1 not found", fix="install the driver", rules=["no_driver"])]
     monkeypatch.setattr(diagnostics, "run_checks", lambda profile, only=None: checks)
     monkeypatch.setattr(diagnostics, "rules_for_check", lambda r: [dict(FAKE_RULE, id="no_driver")])

@@ -42,6 +42,7 @@ ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
 CUPY_ALLOWED = {
     "engine/backends/cuda.py",        # the CUDA backend (runs only in the engine process)
     "engine/backends/tensormap.py",   # its TMA descriptor helper, imported by it alone
+    "engine/backends/cuda_tune.py",   # the tune's trials on the GPU (runs only in the engine process)
     "engine/checks/cuda_probe.py",    # a script the checks run in a subprocess, never imported
     "kernels/nvrtc_check.py",         # NVRTC compile check used by tests and tools (no GPU needed)
 }
@@ -53,3 +54,45 @@ def test_only_the_cuda_backend_imports_cupy():
 
 def test_only_nvml_module_imports_pynvml():
     assert _importers(ROOT, ["engine", "tui", "kernels"], {"pynvml"}) == ["engine/nvml.py"]
+
+
+def _tui_engine_imports():
+    """(file, module) for every import in tui/ that reaches the engine or the kernels: by an
+    import statement or by importlib with a literal name."""
+    import ast
+
+    found = []
+    for path in (ROOT / "tui").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            mods = []
+            if isinstance(node, ast.Import):
+                mods = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                mods = [node.module]
+            elif (isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) in
+                  ("import_module", "__import__") and node.args and isinstance(node.args[0], ast.Constant)):
+                mods = [str(node.args[0].value)]
+            found += [(path.relative_to(ROOT).as_posix(), m) for m in mods
+                      if m.split(".")[0] in ("engine", "kernels")]
+    return found
+
+
+def test_tui_talks_only_to_the_engines_public_surface():
+    """The cockpit imports names from ``engine`` itself, never an engine module or the kernels."""
+    bad = [(f, m) for f, m in _tui_engine_imports() if m != "engine"]
+    assert not bad, f"tui/ reaches past engine's public surface: {bad}"
+
+
+def test_public_surface_names_resolve():
+    import engine
+
+    missing = [n for n in engine.__all__ if n != "__version__" and not hasattr(engine, n)]
+    assert not missing
+    used = set()
+    import ast
+
+    for path in (ROOT / "tui").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "engine":
+                used |= {a.name for a in node.names}
+    assert used <= set(engine.__all__), used - set(engine.__all__)

@@ -13,9 +13,7 @@ from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import DataTable, Select, Static
 
-from engine.errors import CockpitError
-from engine.task import format_pipelining
-from kernels import kernel_names
+from engine import CockpitError, format_pipelining, kernel_names
 from tui.screens.base import CockpitScreen
 from tui.widgets.format import fmt, fmt_delta_pct, fmt_ms
 

@@ -11,8 +11,7 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from engine.nvml import HARMFUL_THROTTLE_MASK
-from engine.telemetry import GpuTelemetry, Snapshot
+from engine import HARMFUL_THROTTLE_MASK, GpuTelemetry, Snapshot
 from tui.screens.base import CockpitScreen
 from tui.widgets.format import fmt, fmt_kbps, fmt_mib
 from tui.widgets.gauge import render_gauge

@@ -12,7 +12,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.widgets import DataTable, Static
 
-from engine.profiles import BUILTIN_DIR
+from engine import BUILTIN_DIR
 from tui.screens.base import CockpitScreen
 
 FIELDS = (

@@ -15,10 +15,16 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.widgets import ProgressBar, Static
 
-from engine.errors import CockpitError
-from engine.result import RunResult
-from engine.runner import prepare, run_prepared
-from engine.task import format_pipelining
+from engine import (
+    CockpitError,
+    PlanError,
+    RunResult,
+    RunStatus,
+    format_pipelining,
+    plan,
+    prepare,
+    run_prepared,
+)
 from tui import diagnostics
 from tui.screens.base import CockpitScreen
 from tui.widgets.format import NA, fmt, fmt_delta_pct, fmt_ms
@@ -90,23 +96,17 @@ def summary_text(result: RunResult) -> Text:
 
 
 def resolved_knobs(task: Any, profile: Any) -> dict[str, Any]:
-    """The task's knobs with the kernel's defaults for this profile and shape filled in (as the
-    engine's prepare does, so the cockpit shows the knobs that will run)."""
+    """The task with the knobs that will run (the engine's plan: the task's own, tuned or the
+    kernel's defaults for this profile and shape), so the cockpit shows what will run."""
     d = task.model_dump(mode="json")
-    if profile is None or (d.get("block_size") and d.get("memory_pipelining") is not None):
+    if profile is None:
         return d
     try:
-        from kernels import get_spec
-        from kernels.spec import DeviceLimits
-
-        spec = get_spec(task.kernel)
-        # the shape-aware defaults, as the engine's prepare resolves them
-        bs, pl = spec.default_knobs(DeviceLimits.from_profile(profile), task.dtype.value,
-                                    spec.normalize_shape(task.shape))
-    except Exception:
+        p = plan(task, profile)
+    except PlanError:
         return d
-    d["block_size"] = d.get("block_size") or bs
-    d["memory_pipelining"] = pl if d.get("memory_pipelining") is None else d["memory_pipelining"]
+    d["block_size"] = p.task.block_size
+    d["memory_pipelining"] = p.task.memory_pipelining
     return d
 
 
@@ -263,7 +263,6 @@ class RunScreen(CockpitScreen):
             result = run_prepared(prep, on_event=lambda ev: self.post_message(self.EngineEvent(ev)),
                                   cancel=cancel, store=self.app.store)
         except Exception as exc:
-            from engine.result import RunStatus
 
             msg = exc.message if isinstance(exc, CockpitError) else f"{type(exc).__name__}: {exc}"
             result = RunResult(status=RunStatus.crashed, simulated=prep.simulated,

@@ -12,7 +12,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.widgets import DataTable, Static
 
-from engine.task import ENV_KNOBS, TaskSpec
+from engine import ENV_KNOBS, PlanError, TaskSpec, plan
 from tui import diagnostics
 from tui.screens.base import CockpitScreen
 
@@ -56,16 +56,12 @@ def resolve_relative(update: dict[str, Any], task: TaskSpec, profile: Any) -> di
     want = update.get("block_size")
     if want not in ("smaller", "larger") or profile is None:
         return update
-    from kernels import get_spec
-    from kernels.spec import DeviceLimits
-
-    spec, limits = get_spec(task.kernel), DeviceLimits.from_profile(profile)
     try:
-        shape = spec.normalize_shape(task.shape)
-    except ValueError:
-        shape = None
-    current = task.block_size or spec.default_knobs(limits, task.dtype.value, shape)[0]
-    options = sorted(spec.block_size_options(limits, task.dtype.value), key=tile_area)
+        p = plan(task, profile)
+    except PlanError:
+        return update
+    current = p.task.block_size or ""
+    options = sorted(p.block_size_options, key=tile_area)
     if want == "smaller":
         pick = [o for o in options if tile_area(o) < tile_area(current)][-1:]
     else:

@@ -13,11 +13,21 @@ from textual.binding import Binding
 from textual.containers import Grid, Vertical
 from textual.widgets import Input, Label, Select, Static
 
-from engine.errors import CockpitError
-from engine.sol import sol_figures
-from engine.task import DType, TaskSpec, format_pipelining, parse_shape_text, resolve_task, save_task
-from kernels import get_spec, kernel_names
-from kernels.spec import DeviceLimits
+from engine import (
+    CockpitError,
+    DType,
+    PlanError,
+    TaskSpec,
+    format_pipelining,
+    kernel_default_shape,
+    kernel_dims,
+    kernel_names,
+    normalize_shape,
+    parse_shape_text,
+    plan,
+    resolve_task,
+    save_task,
+)
 from tui.screens.base import CockpitScreen
 from tui.widgets.format import fmt_ms
 
@@ -28,11 +38,10 @@ def shape_text(shape: dict[str, int]) -> str:
     return ",".join(f"{k}={v}" for k, v in shape.items())
 
 
-def validate_form(values: dict[str, Any], profile: Any) -> tuple[TaskSpec | None, list[str], dict[str, Any]]:
-    """(task or None, problems naming field and limit, prediction) for the form's raw values.
-
-    The same checks as ``engine.runner.prepare``: pydantic, the kernel's dtype and shape, and the
-    spec's constraints against the profile's limits (shared memory, threads, divisibility)."""
+def validate_form(values: dict[str, Any], profile: Any,
+                  tuned: Any = None) -> tuple[TaskSpec | None, list[str], dict[str, Any]]:
+    """(task or None, problems naming field and limit, prediction) for the form's raw values: the
+    engine's own plan (``engine.plan``), as a run would resolve the task."""
     data = {k: v for k, v in values.items() if v not in ("", None)}
     try:
         task = TaskSpec.model_validate(data)
@@ -42,39 +51,20 @@ def validate_form(values: dict[str, Any], profile: Any) -> tuple[TaskSpec | None
             field = ".".join(str(p) for p in err["loc"])
             probs.append(f"{field}={err.get('input')!r}: {err['msg'].removeprefix('Value error, ')}")
         return None, probs, {}
-    try:
-        spec = get_spec(task.kernel)
-    except KeyError as exc:
-        return None, [f"kernel={task.kernel!r}: {exc.args[0]}"], {}
-    try:
-        shape = spec.normalize_shape(task.shape)
-    except ValueError as exc:
-        return None, [f"shape={shape_text(task.shape)}: {exc}"], {}
-    if task.dtype.value not in spec.dtypes:
-        return None, [f"dtype={task.dtype.value}: {spec.name} supports {', '.join(spec.dtypes)}"], {}
-    task = task.model_copy(update={"shape": shape})
-    prediction: dict[str, Any] = {}
     if profile is None:
-        return task, ["no profile: pick one on 2 Profile to check the limits"], prediction
-    limits = DeviceLimits.from_profile(profile)
-    bs, pl = spec.default_knobs(limits, task.dtype.value, shape)  # shape-aware, as the engine
-    checked = task.model_copy(update={"block_size": task.block_size or bs,
-                                      "memory_pipelining": pl if task.memory_pipelining is None
-                                      else task.memory_pipelining})
+        return task, ["no profile: pick one on 2 Profile to check the limits"], {}
     try:
-        problems = [str(v) for v in spec.check(checked, limits)]
-    except ValueError as exc:  # a knob the spec cannot even read, e.g. an unknown tile
-        problems = [f"BLOCK_SIZE={checked.block_size}: {exc}"]
-    figs = sol_figures(spec.flops(shape), spec.bytes_moved(shape, task.dtype.value),
-                       profile.sol_peak_flops(task.dtype.value), profile.bandwidth_bytes_per_s)
-    try:
-        pl_options = spec.pipelining_options(limits, task.dtype.value, checked.block_size, shape)
-    except ValueError:
-        pl_options = spec.pipelining_options(limits, task.dtype.value, bs, shape)
-    prediction = {"t_sol_ms": figs.t_sol_ms, "bound": figs.sol_bound, "flops": figs.flops, "bytes": figs.bytes,
-                  "block_size_options": spec.block_size_options(limits, task.dtype.value),
-                  "pipelining_options": pl_options, "defaults": (bs, pl), "profile": profile.name}
-    return (None if problems else task), problems, prediction
+        p = plan(task, profile, tuned)
+    except PlanError as exc:
+        return None, [str(exc)], {}
+    task = task.model_copy(update={"shape": p.task.shape})
+    prediction = {"t_sol_ms": p.t_sol_ms, "bound": p.sol_bound, "flops": p.flops, "bytes": p.bytes,
+                  "block_size_options": list(p.block_size_options),
+                  "pipelining_options": list(p.pipelining_options),
+                  "defaults": p.default_knobs, "profile": profile.name,
+                  "knobs_from": p.source_label, "schedule": dict(p.schedule),
+                  "schedule_options": [(k.name, k.values) for k in p.schedule_options]}
+    return (None if p.violations else task), [str(v) for v in p.violations], prediction
 
 
 class TuneScreen(CockpitScreen):
@@ -205,17 +195,17 @@ class TuneScreen(CockpitScreen):
         add_rmsnorm's m, n) gets that kernel's default shape; a shape that fits is kept."""
         shape_in = self.query_one("#f-shape", Input)
         try:
-            spec = get_spec(kernel)
+            dims, default = kernel_dims(kernel), kernel_default_shape(kernel)
         except KeyError:
             return
         try:
-            spec.normalize_shape(parse_shape_text(shape_in.value))
+            normalize_shape(kernel, parse_shape_text(shape_in.value))
         except (ValueError, TypeError):
-            if spec.default_shape:
+            if default:
                 with self.prevent(Input.Changed):
-                    shape_in.value = shape_text(spec.default_shape)
-                self.notify(f"{kernel} takes {', '.join(spec.dims)}: shape set to its default "
-                            f"{shape_text(spec.default_shape)}", title="Shape")
+                    shape_in.value = shape_text(default)
+                self.notify(f"{kernel} takes {', '.join(dims)}: shape set to its default "
+                            f"{shape_text(default)}", title="Shape")
 
     def _path(self) -> Path:
         return Path(self.query_one("#f-path", Input).value.strip() or "task.toml").expanduser()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from engine.events import STAGES
+from engine import STAGES
 
 LABELS = {"compile": "compile", "load": "load", "inputs": "inputs", "warmup": "warm-up",
           "timed": "timed", "verify": "verify", "peers": "peers", "collect": "collect"}

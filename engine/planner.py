@@ -1,0 +1,200 @@
+"""One planning call: what a task will run on a profile, decided once for every caller.
+
+``plan(task, profile)`` resolves the knobs (the task's own, else a tuned entry from the tuning
+cache, else the kernel's defaults), checks them against the profile's limits, lists the options
+that fit and the fix for each violation, and predicts T_SOL. The runner, ``tui kernels``, ``tui
+tune`` and every cockpit screen use it; none of them decides a default or rebuilds a spec's limits
+itself. Pure: no I/O, no CUDA, no store (a tuned entry is looked up by the caller's ``tuned``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.profiles import Profile
+from engine.sol import sol_figures
+from engine.task import TaskSpec, format_pipelining
+from kernels import get_spec
+from kernels.spec import DeviceLimits, KnobDef, Violation
+
+KNOB_FIELDS = ("block_size", "memory_pipelining")
+
+
+@dataclass(frozen=True)
+class TunedKnobs:
+    """A tuning cache entry as planning uses it: the knobs a tune found fastest, and its label."""
+
+    block_size: str
+    memory_pipelining: int
+    schedule: dict[str, Any] = field(default_factory=dict)
+    label: str = "tuned"
+    """How the cockpit and CLI name where the knobs came from, e.g. 'tuned 2026-12-03, 12 candidates'."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a task will run: the resolved task, where each knob came from, what is wrong with it (and
+    how to fix it), what fits, and how fast it could be."""
+
+    task: TaskSpec
+    """The task with its shape normalised and BLOCK_SIZE / MEMORY_PIPELINING filled in."""
+    profile: Profile
+    limits: DeviceLimits
+    knob_source: dict[str, str]
+    """'task', 'tuned' or 'default' for block_size, memory_pipelining and the schedule."""
+    violations: tuple[Violation, ...] = ()
+    fix: str = ""
+    block_size_options: tuple[str, ...] = ()
+    pipelining_options: tuple[int, ...] = ()
+    schedule_options: tuple[KnobDef, ...] = ()
+    schedule: dict[str, Any] = field(default_factory=dict)
+    """Every schedule choice as the kernel will run it (the planner's where the task leaves one out)."""
+    info: dict[str, Any] = field(default_factory=dict)
+    """The kernel's own description of the build (path, tile, consumers, cluster, grid, ...)."""
+    flops: int = 0
+    bytes: int = 0
+    t_sol_ms: float = 0.0
+    sol_bound: str = ""
+    tuned: TunedKnobs | None = None
+    """The cache entry whose knobs this plan took (None: none applied)."""
+    default_knobs: tuple[str, int] | None = None
+    """The kernel's own (untuned) BLOCK_SIZE and MEMORY_PIPELINING for this shape."""
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    @property
+    def source_label(self) -> str:
+        """'tuned ...', 'default' or 'task' for the knobs as a whole (the cockpit's and bench's line)."""
+        if self.tuned is not None and "tuned" in self.knob_source.values():
+            return self.tuned.label
+        return "task" if set(self.knob_source.values()) == {"task"} else "default"
+
+    def error_text(self) -> str:
+        return "; ".join(str(v) for v in self.violations)
+
+
+class PlanError(ValueError):
+    """The task cannot be planned at all (unknown kernel, unreadable shape, dtype not supported):
+    the message names the field."""
+
+
+def _knobs_fit(task: TaskSpec, tuned: TunedKnobs) -> bool:
+    """A tuned entry applies only where every knob the task sets agrees with it (it fills the rest)."""
+    if task.block_size is not None and task.block_size != tuned.block_size:
+        return False
+    if task.memory_pipelining is not None and task.memory_pipelining != tuned.memory_pipelining:
+        return False
+    return all(tuned.schedule.get(k) == v for k, v in task.schedule.items())
+
+
+def plan(task: TaskSpec, profile: Profile,
+         tuned: Callable[[TaskSpec], TunedKnobs | None] | TunedKnobs | None = None) -> Plan:
+    """Plan ``task`` on ``profile``. ``tuned`` is a tuning cache lookup (called with the task whose
+    shape is normalised) or an entry. Raises PlanError when the task cannot be read; knob problems
+    are violations in the plan, each naming the field and the limit, with ``fix``."""
+    try:
+        spec = get_spec(task.kernel)
+    except KeyError as exc:
+        raise PlanError(f"kernel={task.kernel!r}: {exc.args[0]}") from None
+    try:
+        shape = spec.normalize_shape(task.shape)
+    except ValueError as exc:
+        raise PlanError(f"shape={task.shape}: {exc}") from None
+    dtype = task.dtype.value
+    if dtype not in spec.dtypes:
+        raise PlanError(f"dtype={dtype}: {spec.name} supports {', '.join(spec.dtypes)}")
+    limits = DeviceLimits.from_profile(profile)
+    task = task.model_copy(update={"shape": shape})
+
+    entry = tuned(task) if callable(tuned) else tuned
+    if entry is not None and not _knobs_fit(task, entry):
+        entry = None
+    source = {f: "task" for f in KNOB_FIELDS if getattr(task, f) is not None}
+    source["schedule"] = "task" if task.schedule else "default"
+    update: dict[str, Any] = {}
+    if entry is not None:
+        for f in KNOB_FIELDS:
+            if getattr(task, f) is None:
+                update[f], source[f] = getattr(entry, f), "tuned"
+        if entry.schedule:
+            update["schedule"], source["schedule"] = {**entry.schedule, **task.schedule}, "tuned"
+    try:
+        bs, pl = spec.default_knobs(limits, dtype, shape)
+    except ValueError as exc:
+        return _refused(task, profile, limits, spec, [Violation("block_size", None, str(exc))], source)
+    if entry is None:
+        if task.block_size is None:
+            update["block_size"], source["block_size"] = bs, "default"
+        if task.memory_pipelining is None:
+            update["memory_pipelining"], source["memory_pipelining"] = pl, "default"
+    task = task.model_copy(update=update)
+
+    try:
+        violations = spec.check(task, limits)
+    except ValueError as exc:  # a knob the spec cannot even read
+        violations = [Violation("block_size", task.block_size, str(exc))]
+    if violations:
+        return _refused(task, profile, limits, spec, violations, source, entry)
+    kp = spec.plan(task, limits)
+    try:
+        info = dict(spec.build(task, limits).info)
+    except ValueError as exc:
+        return _refused(task, profile, limits, spec, [Violation("schedule", dict(task.schedule), str(exc))],
+                        source, entry)
+    return Plan(task=task, profile=profile, limits=limits, knob_source=source,
+                schedule=dict(kp.schedule), info=info, tuned=entry, default_knobs=(bs, pl),
+                **_options(spec, limits, task), **_sol(spec, task, profile))
+
+
+def _options(spec: Any, limits: DeviceLimits, task: TaskSpec) -> dict[str, Any]:
+    dtype, shape = task.dtype.value, task.shape
+    bss = tuple(spec.block_size_options(limits, dtype))
+    try:
+        pls = tuple(spec.pipelining_options(limits, dtype, task.block_size, shape))
+    except ValueError:
+        pls = ()
+    return {"block_size_options": bss, "pipelining_options": pls,
+            "schedule_options": tuple(spec.schedule_knobs(limits, dtype, shape))}
+
+
+def _sol(spec: Any, task: TaskSpec, profile: Profile) -> dict[str, Any]:
+    dtype = task.dtype.value
+    figs = sol_figures(spec.flops(task.shape), spec.bytes_moved(task.shape, dtype),
+                       profile.sol_peak_flops(dtype), profile.bandwidth_bytes_per_s)
+    return {"flops": figs.flops, "bytes": figs.bytes, "t_sol_ms": figs.t_sol_ms, "sol_bound": figs.sol_bound}
+
+
+def _refused(task: TaskSpec, profile: Profile, limits: DeviceLimits, spec: Any, violations: list[Violation],
+             source: dict[str, str], entry: TunedKnobs | None = None) -> Plan:
+    """A plan that cannot run: its violations and the fix (the options that fit)."""
+    opts = _options(spec, limits, task)
+    fix = f"BLOCK_SIZE options on {profile.name}: {', '.join(opts['block_size_options'])}"
+    if opts["pipelining_options"]:
+        fix += (f"; MEMORY_PIPELINING options for {task.block_size}: "
+                f"{', '.join(format_pipelining(s) for s in opts['pipelining_options'])}")
+    elif str(task.block_size) in opts["block_size_options"]:
+        fix += f"; no MEMORY_PIPELINING fits BLOCK_SIZE={task.block_size} at this shape: pick another BLOCK_SIZE"
+    if any(v.field.startswith("schedule") for v in violations) and opts["schedule_options"]:
+        fix += "; schedule choices: " + "; ".join(
+            f"{k.name} = {' | '.join(map(str, k.values))}" for k in opts["schedule_options"])
+    return Plan(task=task, profile=profile, limits=limits, knob_source=source, violations=tuple(violations),
+                fix=fix, tuned=entry, **opts, **_sol(spec, task, profile))
+
+
+def kernel_dims(kernel: str) -> tuple[str, ...]:
+    """The names of a kernel's dimensions (KeyError listing the known kernels when unknown)."""
+    return tuple(get_spec(kernel).dims)
+
+
+def kernel_default_shape(kernel: str) -> dict[str, int]:
+    """A kernel's own default shape (KeyError when unknown)."""
+    return dict(get_spec(kernel).default_shape)
+
+
+def normalize_shape(kernel: str, shape: dict[str, int]) -> dict[str, int]:
+    """A shape read onto the kernel's dimensions (ValueError naming the problem; KeyError for an
+    unknown kernel)."""
+    return get_spec(kernel).normalize_shape(shape)
