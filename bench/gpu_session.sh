@@ -2,7 +2,7 @@
 # One device call's worth of work on the GPU machine: install the carried wheels, then run the
 # steps named as arguments (facts, gpu-tests with PYTEST_K and PYTEST_ARGS, bench-cli with CLI_ARGS, check, bench with BENCH_ARGS, calibrate, sm90 with
 # SM90_ARGS, ncu with NCU_CASES, ncu-source with NCU_CASES, membound-hints with HINTS_ARGS, membound-bulk with BULK_ARGS, energy with ENERGY_ARGS, energy-cli, ramp with RAMP_ARGS, swap with SWAP_ARGS,
-# ncu-metrics with NCU_CASES, tui). Logs go to $OUT.
+# ncu-metrics with NCU_CASES, tui, skinny with SKINNY_ARGS, tune with TUNE_ARGS). Logs go to $OUT.
 set -uo pipefail
 OUT=${OUT:-./out}; mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >/dev/null 2>&1 || { echo "wheel install failed"; exit 1; }
@@ -12,6 +12,11 @@ tui() { python3 -m tui.main "$@"; }
 for step in "$@"; do
   echo "=== $step"
   case "$step" in
+    skinny)
+      timeout ${SKINNY_TIMEOUT:-300} python3 bench/skinny_probe.py --out "$OUT" ${SKINNY_ARGS:-} 2>&1 | tee "$OUT/skinny.txt" | tail -${SKINNY_TAIL:-80} ;;
+    tune)
+      timeout ${TUNE_TIMEOUT:-400} python3 -m tui.main tune --backend cuda --profile h200 --json ${TUNE_ARGS:-} > "$OUT/tune.json" 2> "$OUT/tune.err"; echo "tune rc=$?"
+      python3 bench/tune_summary.py "$OUT/tune.json" ${TUNE_TORCH:---torch} 2>&1 | tail -${TUNE_TAIL:-40} ;;
     facts)
       nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv
       python3 -c "import cupy, ml_dtypes; p=cupy.cuda.runtime.getDeviceProperties(0); print('L2', p['l2CacheSize'], 'smemOptin', p['sharedMemPerBlockOptin'], 'cupy', cupy.__version__)" ;;

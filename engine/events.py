@@ -39,7 +39,20 @@ class LogEvent(BaseModel):
     message: str
 
 
-Event = StageEvent | ProgressEvent | LogEvent
+class TrialEvent(BaseModel):
+    """A tune's candidate started (``state`` 'start') or finished ('done', with its trial: knobs,
+    status, time, reason); ``done`` of ``total`` candidates so far and the best time yet."""
+
+    kind: Literal["trial"] = "trial"
+    state: Literal["start", "done", "peer"]
+    trial: dict
+    """The trial (``engine.tuner.Trial`` as a dict); for state 'peer', {name, label, median_ms, baseline}."""
+    done: int = 0
+    total: int = 0
+    best_ms: float | None = None
+
+
+Event = StageEvent | ProgressEvent | LogEvent | TrialEvent
 
 
 def event_from_dict(d: dict) -> Event:
@@ -48,4 +61,6 @@ def event_from_dict(d: dict) -> Event:
         return StageEvent.model_validate(d)
     if kind == "progress":
         return ProgressEvent.model_validate(d)
+    if kind == "trial":
+        return TrialEvent.model_validate(d)
     return LogEvent.model_validate(d)

@@ -129,7 +129,8 @@ def plan(task: TaskSpec, profile: Profile,
         if task.block_size is None:
             update["block_size"], source["block_size"] = bs, "default"
         if task.memory_pipelining is None:
-            update["memory_pipelining"], source["memory_pipelining"] = pl, "default"
+            own = pl if task.block_size in (None, bs) else spec.stages_for(limits, dtype, task.block_size, shape)
+            update["memory_pipelining"], source["memory_pipelining"] = own, "default"
     task = task.model_copy(update=update)
 
     try:
@@ -151,13 +152,13 @@ def plan(task: TaskSpec, profile: Profile,
 
 def _options(spec: Any, limits: DeviceLimits, task: TaskSpec) -> dict[str, Any]:
     dtype, shape = task.dtype.value, task.shape
-    bss = tuple(spec.block_size_options(limits, dtype))
+    bss = tuple(spec.block_size_options(limits, dtype, shape))
     try:
         pls = tuple(spec.pipelining_options(limits, dtype, task.block_size, shape))
     except ValueError:
         pls = ()
     return {"block_size_options": bss, "pipelining_options": pls,
-            "schedule_options": tuple(spec.schedule_knobs(limits, dtype, shape))}
+            "schedule_options": tuple(spec.schedule_knobs(limits, dtype, shape, task.block_size))}
 
 
 def _sol(spec: Any, task: TaskSpec, profile: Profile) -> dict[str, Any]:

@@ -53,19 +53,28 @@ def _kill(proc: Any) -> None:
 
 def run_in_engine_process(entry: Callable[[dict[str, Any], Any], None], payload: dict[str, Any],
                           timeout_s: float, on_event: Callable[[Event], None] | None = None,
-                          cancel: threading.Event | None = None, name: str = "sol-engine") -> ProcessOutcome:
+                          cancel: threading.Event | None = None, name: str = "sol-engine",
+                          stall_s: float | None = None, daemon: bool = True) -> ProcessOutcome:
     """Run ``entry(payload, conn)`` in a spawned process and wait for its result, the timeout, a
-    cancel, or its death. ``entry`` must be a module-level function (spawn pickles it by name)."""
+    cancel, or its death. ``entry`` must be a module-level function (spawn pickles it by name).
+    ``stall_s``: kill it (status ``stalled``) when it sends nothing for that long (a hung kernel in
+    a tune, whose overall timeout is long). ``daemon=False`` lets the child start processes of its
+    own (a tune's compile pool); it is killed on every way out of here all the same."""
     ctx = mp.get_context("spawn")
     start_resource_tracker()
     recv_conn, send_conn = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=entry, args=(payload, send_conn), daemon=True, name=name)
+    proc = ctx.Process(target=entry, args=(payload, send_conn), daemon=daemon, name=name)
     t0 = time.monotonic()
     proc.start()
     send_conn.close()
     out = ProcessOutcome(status="running")
+    last_msg = t0
     try:
         while out.status == "running":
+            if stall_s is not None and time.monotonic() > last_msg + stall_s:
+                _kill(proc)
+                out.status = "stalled"
+                break
             if cancel is not None and cancel.is_set():
                 _kill(proc)
                 out.status = "cancelled"
@@ -89,6 +98,7 @@ def run_in_engine_process(entry: Callable[[dict[str, Any], Any], None], payload:
                 proc.join(2)
                 out.status, out.exitcode = "crashed", proc.exitcode
                 break
+            last_msg = time.monotonic()
             if msg.get("type") == "event":
                 ev = event_from_dict(msg["event"])
                 if isinstance(ev, StageEvent):

@@ -68,10 +68,11 @@ def resolve_profile(profiles: ProfileSet, requested: str | None, device_name: st
 
 
 def prepare(task: TaskSpec, profile_name: str | None = None, profiles: ProfileSet | None = None,
-            backend_choice: Any = None, tuned: Any = None) -> PreparedRun:
+            backend_choice: Any = None, tuned: Any = None, store: Any = None) -> PreparedRun:
     """Validate everything before anything compiles (``engine.plan``). Raises InputError (naming
     the field, the value and the limit) or BackendUnavailable (naming the driver problem and the
-    fix). ``tuned``: a tuning cache lookup for ``plan`` (None: the kernel's defaults)."""
+    fix). ``tuned``: a tuning cache lookup for ``plan``; with ``store`` and no ``tuned``, the store's
+    cache for this GPU (or SIMULATED profile) is looked up. Neither: the kernel's defaults."""
     profiles = profiles or load_profiles()
     try:
         get_spec(task.kernel)
@@ -81,6 +82,10 @@ def prepare(task: TaskSpec, profile_name: str | None = None, profiles: ProfileSe
     notices = [choice.notice] if choice.notice else []
     profile, detected, more = resolve_profile(profiles, profile_name, choice.device_name, choice.name == "sim")
     notices += more
+    if tuned is None and store is not None:
+        from engine.tuning_cache import tuned_lookup
+
+        tuned = tuned_lookup(store, choice.device_name, profile, choice.name == "sim")
     try:
         p = plan(task, profile, tuned)
     except PlanError as exc:

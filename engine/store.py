@@ -42,6 +42,35 @@ CREATE TABLE IF NOT EXISTS runs (
     result_json TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS runs_kernel ON runs(kernel, profile);
+CREATE TABLE IF NOT EXISTS tuned (
+    gpu TEXT NOT NULL,
+    sm_count INTEGER NOT NULL,
+    kernel TEXT NOT NULL,
+    source_hash TEXT NOT NULL,
+    dtype TEXT NOT NULL,
+    shape TEXT NOT NULL,
+    fusion INTEGER NOT NULL,
+    regime TEXT NOT NULL,
+    block_size TEXT NOT NULL,
+    memory_pipelining INTEGER NOT NULL,
+    schedule TEXT NOT NULL,
+    median_ms REAL NOT NULL,
+    default_ms REAL,
+    candidates INTEGER NOT NULL,
+    simulated INTEGER NOT NULL,
+    tuned_at TEXT NOT NULL,
+    host TEXT NOT NULL,
+    origin TEXT,
+    PRIMARY KEY (gpu, sm_count, kernel, source_hash, dtype, shape, fusion, regime)
+);
+CREATE TABLE IF NOT EXISTS trials (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    tune_id TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    key_json TEXT NOT NULL,
+    trial_json TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS trials_tune ON trials(tune_id);
 CREATE TABLE IF NOT EXISTS kv (
     host TEXT NOT NULL,
     key TEXT NOT NULL,
@@ -191,3 +220,47 @@ class ResultStore:
         with self._conn() as conn:
             row = conn.execute("SELECT value FROM kv WHERE host = ? AND key = ?", (host, key)).fetchone()
         return default if row is None else json.loads(row[0])
+
+    # --- the tuning cache (engine.tuning_cache) and every trial a tune timed --------------------
+    TUNED_KEY = ("gpu", "sm_count", "kernel", "source_hash", "dtype", "shape", "fusion", "regime")
+    TUNED_COLUMNS = (*TUNED_KEY, "block_size", "memory_pipelining", "schedule", "median_ms", "default_ms",
+                     "candidates", "simulated", "tuned_at", "host", "origin")
+
+    def save_trial(self, tune_id: str, key: dict[str, Any], trial: dict[str, Any]) -> None:
+        """One timed (or failed) candidate, in its own transaction: a tune that is cancelled or
+        crashes keeps every trial it finished."""
+        with self._conn() as conn:
+            conn.execute("INSERT INTO trials (tune_id, created_at, key_json, trial_json) VALUES (?,?,?,?)",
+                         (tune_id, _now(), json.dumps(key, sort_keys=True), json.dumps(trial, sort_keys=True)))
+
+    def trials(self, tune_id: str) -> list[dict[str, Any]]:
+        with self._conn() as conn:
+            rows = conn.execute("SELECT trial_json FROM trials WHERE tune_id = ? ORDER BY id", (tune_id,)).fetchall()
+        return [json.loads(r[0]) for r in rows]
+
+    def put_tuned(self, entry: dict[str, Any]) -> None:
+        """Insert or replace the cache entry for its key (``TUNED_COLUMNS``)."""
+        row = [entry.get(c) for c in self.TUNED_COLUMNS]
+        row[self.TUNED_COLUMNS.index("schedule")] = json.dumps(entry.get("schedule") or {}, sort_keys=True)
+        with self._conn() as conn:
+            conn.execute(f"INSERT OR REPLACE INTO tuned ({', '.join(self.TUNED_COLUMNS)}) VALUES "
+                         f"({', '.join('?' * len(self.TUNED_COLUMNS))})", row)
+
+    def get_tuned(self, key: dict[str, Any]) -> dict[str, Any] | None:
+        rows = self.list_tuned(**key)
+        return rows[0] if rows else None
+
+    def list_tuned(self, **where: Any) -> list[dict[str, Any]]:
+        """Cache entries whose key columns equal ``where``'s values, newest first."""
+        cols = [c for c in where if c in self.TUNED_KEY]
+        sql = (f"SELECT {', '.join(self.TUNED_COLUMNS)} FROM tuned"
+               + (" WHERE " + " AND ".join(f"{c} = ?" for c in cols) if cols else "") + " ORDER BY tuned_at DESC")
+        with self._conn() as conn:
+            rows = conn.execute(sql, [where[c] for c in cols]).fetchall()
+        out = []
+        for r in rows:
+            d = dict(zip(self.TUNED_COLUMNS, r, strict=True))
+            d["schedule"] = json.loads(d["schedule"] or "{}")
+            d["fusion"], d["simulated"] = bool(d["fusion"]), bool(d["simulated"])
+            out.append(d)
+        return out

@@ -258,9 +258,10 @@ class KernelSpec(ABC):
             h.update(name.encode() + b"\0" + (KERNEL_DIR / name).read_bytes() + b"\0")
         return h.hexdigest()
 
-    def schedule_knobs(self, limits: DeviceLimits, dtype: str,
-                       shape: dict[str, int] | None = None) -> list[KnobDef]:
-        """The schedule choices this kernel has for these limits, dtype and shape (none by default)."""
+    def schedule_knobs(self, limits: DeviceLimits, dtype: str, shape: dict[str, int] | None = None,
+                       block_size: Any = None) -> list[KnobDef]:
+        """The schedule choices this kernel has for these limits, dtype, shape and tile (none by
+        default)."""
         return []
 
     def plan(self, task: Any, limits: DeviceLimits) -> KernelPlan:
@@ -305,8 +306,10 @@ class KernelSpec(ABC):
                 for d in self.dims if not 1 <= shape[d] <= INT32_MAX], shape
 
     @abstractmethod
-    def block_size_options(self, limits: DeviceLimits, dtype: str) -> list[str]:
-        """BLOCK_SIZE values that fit these limits for this dtype, best default first."""
+    def block_size_options(self, limits: DeviceLimits, dtype: str,
+                           shape: dict[str, int] | None = None) -> list[str]:
+        """BLOCK_SIZE values that fit these limits for this dtype (and, where a kernel's tiles depend
+        on it, this shape), best default first."""
 
     @abstractmethod
     def pipelining_options(self, limits: DeviceLimits, dtype: str, block_size: str,
@@ -319,6 +322,19 @@ class KernelSpec(ABC):
                       shape: dict[str, int] | None = None) -> tuple[str, int]:
         """(BLOCK_SIZE, MEMORY_PIPELINING) used when the task leaves them unset; ``shape`` (when
         known) lets a spec pick a tile that fills the GPU for that problem size."""
+
+    def stages_for(self, limits: DeviceLimits, dtype: str, block_size: str,
+                   shape: dict[str, int] | None = None) -> int:
+        """The MEMORY_PIPELINING a task that names ``block_size`` but no stage count gets: the
+        default's where it is the default tile, else the deepest that fits (0 where none does)."""
+        bs, pl = self.default_knobs(limits, dtype, shape)
+        if str(block_size) == bs:
+            return pl
+        try:
+            fits = self.pipelining_options(limits, dtype, block_size, shape)
+        except ValueError:
+            return pl
+        return pl if pl in fits or not fits else max(fits)
 
     @abstractmethod
     def check(self, task: Any, limits: DeviceLimits) -> list[Violation]:
@@ -355,6 +371,14 @@ class KernelSpec(ABC):
     def peers(self, task: Any) -> list[PeerSpec]:
         """Peer implementations to time alongside; none by default."""
         return []
+
+    def predict_ms(self, task: Any, limits: DeviceLimits, peak_flops: float, bandwidth_bytes_per_s: float) -> float:
+        """The cost model's time for these knobs (a tuner's search order, never a measurement):
+        by default the roofline over ``sim_efficiency``."""
+        shape = self.normalize_shape(task.shape)
+        dtype = str(getattr(task.dtype, "value", task.dtype))
+        t_sol = max(self.flops(shape) / peak_flops, self.bytes_moved(shape, dtype) / bandwidth_bytes_per_s)
+        return 1e3 * t_sol / max(1e-3, self.sim_efficiency(task, limits))
 
     def sim_efficiency(self, task: Any, limits: DeviceLimits) -> float:
         """For the simulated device only: the fraction of SOL these knobs plausibly reach (0..1)."""

@@ -305,6 +305,90 @@ class _Sampler(threading.Thread):
             return
 
 
+def make_inputs(spec: Any, task: Any, dtype: str, l2_bytes: int) -> tuple[list[dict[str, Any]], dict[str, Any], int]:
+    """(input sets, output buffers, input bytes of one set): N(0,1) inputs from the task's seed, as
+    many rotating sets as keep the inputs from living in the L2 between launches (``input_sets``)."""
+    rng = cp.random.default_rng(task.seed)
+    buffers = spec.buffers(task)
+    in_bytes = sum(int(np.prod(b.shape)) * np.dtype(_STORAGE[dtype]).itemsize for b in buffers if b.role == "input")
+    sets: list[dict[str, Any]] = []
+    for _ in range(input_sets(in_bytes, l2_bytes)):
+        sets.append({b.name: to_storage(rng.standard_normal(b.shape, dtype=cp.float32), dtype)
+                     for b in buffers if b.role == "input"})
+    outs = {b.name: cp.empty(b.shape, dtype=_STORAGE[dtype]) for b in buffers if b.role != "input"}
+    return sets, outs, in_bytes
+
+
+def load_build(build: Any, cubin: bytes, limits: DeviceLimits) -> tuple[dict[str, Any], list[Any], dict[str, Any]]:
+    """Load a compiled build: (functions by name, with the fault and hold kernels; the grid of each
+    launch, capped for persistent clusters; registers and local memory per function). Refuses a
+    binary that is not the device's own architecture (no silent PTX fallback); RunFailure names why."""
+    module = cp.cuda.function.Module()
+    module.load(cubin)
+    funcs = {name: module.get_function(name)
+             for name in (*build.functions, "sol_fault_kernel", "sol_hold_kernel")}
+    funcs["__module__"] = module  # keeps the module loaded as long as its functions are used
+    want = limits.compute_capability[0] * 10 + limits.compute_capability[1]
+    for name in build.functions:
+        got = driver.funcGetAttribute(driver.CU_FUNC_ATTRIBUTE_BINARY_VERSION, funcs[name].ptr)
+        if got != want:
+            raise RunFailure("compile_error", f"{name}: loaded binary is sm_{got}, device is sm_{want} "
+                             "(refusing a silent fallback)", "arch_fallback")
+    for ln in build.launches:
+        # the 48 KB a launch gets without asking counts static and dynamic shared memory
+        # together: ask for any dynamic amount (add_rmsnorm's ring of 3 x 16 KB plus its
+        # static barriers failed with "invalid argument" before)
+        if ln.shared_mem_bytes > 0:
+            driver.funcSetAttribute(funcs[ln.function].ptr,
+                                    driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                    ln.shared_mem_bytes)
+    # a persistent grid of clusters holds no more clusters than the device runs at once
+    try:
+        grids = [clusters.fit_grid(funcs[ln.function].ptr, ln.grid, ln.block, ln.shared_mem_bytes, ln.cluster)
+                 for ln in build.launches]
+    except RuntimeError as exc:
+        raise RunFailure("launch_error", f"thread-block clusters: {exc}", "cluster") from None
+    resources = {name: {"registers": driver.funcGetAttribute(driver.CU_FUNC_ATTRIBUTE_NUM_REGS, funcs[name].ptr),
+                        "local_bytes": driver.funcGetAttribute(driver.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES,
+                                                               funcs[name].ptr)}
+                 for name in build.functions}
+    return funcs, grids, resources
+
+
+def bind_launches(build: Any, funcs: dict[str, Any], grids: list[Any], sets: list[dict[str, Any]],
+                  outs: dict[str, Any], dtype: str) -> Any:
+    """``run_once(i)``: the build's launches on input set ``i % len(sets)`` and ``outs``, with every
+    argument (buffers, tensor maps, int32 scalars) prepared once, so a timed launch does no host work
+    beyond the launch itself."""
+
+    def launch_args(ln: Any, bufs: dict[str, Any]) -> tuple[Any, ...]:
+        args: list[Any] = []
+        for a in ln.args:
+            if isinstance(a, str):
+                args.append(bufs[a])
+            elif isinstance(a, TensorMapArg):
+                from engine.backends import tensormap
+
+                desc = tensormap.encode(a, bufs[a.buffer].data.ptr, dtype)
+                args.append(tensormap.as_kernel_arg(desc))
+            else:
+                args.append(np.int32(a))
+        return tuple(args)
+
+    plans = []
+    for s in sets:
+        bufs = {**s, **outs}
+        plans.append([(funcs[ln.function], g, ln.block, launch_args(ln, bufs), ln.shared_mem_bytes)
+                      for ln, g in zip(build.launches, grids, strict=True)])
+    n_sets = len(sets)
+
+    def run_once(i: int) -> None:
+        for fn, grid, block, args, smem in plans[i % n_sets]:
+            fn(grid, block, args, shared_mem=smem)
+
+    return run_once
+
+
 class CudaBackend:
     name = "cuda"
     simulated = False
@@ -353,85 +437,30 @@ class CudaBackend:
 
         # --- load --------------------------------------------------------------------------
         em.start("load")
-        module = cp.cuda.function.Module()
-        module.load(cubin)
-        funcs = {name: module.get_function(name)
-                 for name in (*build.functions, "sol_fault_kernel", "sol_hold_kernel")}
-        want = limits.compute_capability[0] * 10 + limits.compute_capability[1]
-        for name in build.functions:
-            got = driver.funcGetAttribute(driver.CU_FUNC_ATTRIBUTE_BINARY_VERSION, funcs[name].ptr)
-            if got != want:
-                raise RunFailure("compile_error", f"{name}: loaded binary is sm_{got}, device is sm_{want} "
-                                 "(refusing a silent fallback)", "arch_fallback")
-        for ln in build.launches:
-            # the 48 KB a launch gets without asking counts static and dynamic shared memory
-            # together: ask for any dynamic amount (add_rmsnorm's ring of 3 x 16 KB plus its
-            # static barriers failed with "invalid argument" before)
-            if ln.shared_mem_bytes > 0:
-                driver.funcSetAttribute(funcs[ln.function].ptr,
-                                        driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                        ln.shared_mem_bytes)
-        # a persistent grid of clusters holds no more clusters than the device runs at once
         try:
-            grids = [clusters.fit_grid(funcs[ln.function].ptr, ln.grid, ln.block, ln.shared_mem_bytes, ln.cluster)
-                     for ln in build.launches]
-        except RuntimeError as exc:
-            em.fail("load", str(exc))
-            raise RunFailure("launch_error", f"thread-block clusters: {exc}", "cluster") from None
+            funcs, grids, loaded = load_build(build, cubin, limits)
+        except RunFailure as exc:
+            em.fail("load", exc.message)
+            raise
         for ln, g in zip(build.launches, grids, strict=True):
             if g != ln.grid:
                 em.info(f"{ln.function}: grid {ln.grid[0]} -> {g[0]} CTAs, the {g[0] // ln.cluster} clusters of "
                         f"{ln.cluster} this device holds at once")
-        for name in build.functions:
-            resources.setdefault(name, {})["registers"] = driver.funcGetAttribute(
-                driver.CU_FUNC_ATTRIBUTE_NUM_REGS, funcs[name].ptr)
-            resources[name]["local_bytes"] = driver.funcGetAttribute(
-                driver.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, funcs[name].ptr)
+        for name, r in loaded.items():
+            resources.setdefault(name, {}).update(r)
         em.done("load", ", ".join(f"{n}: {resources[n].get('registers')} regs" for n in build.functions))
 
         # --- inputs ------------------------------------------------------------------------
         em.start("inputs")
-        rng = cp.random.default_rng(task.seed)
-        buffers = spec.buffers(task)
-        in_bytes = sum(int(np.prod(b.shape)) * np.dtype(_STORAGE[dtype]).itemsize for b in buffers if b.role == "input")
         l2 = int(props.get("l2CacheSize", 0)) or int(profile.l2_mb * 2**20)
-        n_sets = input_sets(in_bytes, l2)
-        sets: list[dict[str, Any]] = []
-        for _ in range(n_sets):
-            s = {}
-            for b in buffers:
-                if b.role == "input":
-                    s[b.name] = to_storage(rng.standard_normal(b.shape, dtype=cp.float32), dtype)
-            sets.append(s)
-        outs = {b.name: cp.empty(b.shape, dtype=_STORAGE[dtype]) for b in buffers if b.role != "input"}
+        sets, outs, in_bytes = make_inputs(spec, task, dtype, l2)
+        n_sets = len(sets)
         outs.update({b.name: cp.empty(b.shape, dtype=_STORAGE[b.dtype]) for b in build.scratch})
         flag = cp.zeros(1, dtype=cp.int32)
         cp.cuda.Device().synchronize()
         em.done("inputs", f"N(0,1), {n_sets} rotating set(s) of {in_bytes / 2**20:.1f} MiB (L2 {l2 / 2**20:.0f} MiB)")
 
-        def launch_args(ln: Any, bufs: dict[str, Any]) -> tuple[Any, ...]:
-            args: list[Any] = []
-            for a in ln.args:
-                if isinstance(a, str):
-                    args.append(bufs[a])
-                elif isinstance(a, TensorMapArg):
-                    from engine.backends import tensormap
-
-                    desc = tensormap.encode(a, bufs[a.buffer].data.ptr, dtype)
-                    args.append(tensormap.as_kernel_arg(desc))
-                else:
-                    args.append(np.int32(a))
-            return tuple(args)
-
-        plans = []
-        for s in sets:
-            bufs = {**s, **outs}
-            plans.append([(funcs[ln.function], g, ln.block, launch_args(ln, bufs), ln.shared_mem_bytes)
-                          for ln, g in zip(build.launches, grids, strict=True)])
-
-        def run_once(i: int) -> None:
-            for fn, grid, block, args, smem in plans[i % n_sets]:
-                fn(grid, block, args, shared_mem=smem)
+        run_once = bind_launches(build, funcs, grids, sets, outs, dtype)
 
         # --- warm-up -----------------------------------------------------------------------
         sampler = _Sampler(runtime.deviceGetPCIBusId(task.device))

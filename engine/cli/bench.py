@@ -48,11 +48,13 @@ def add_task_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, help="input seed (default 0)")
     p.add_argument("--no-verify", dest="verify", action="store_false", default=None, help="skip verification")
     p.add_argument("--no-peers", dest="peers", action="store_false", default=None, help="skip peers")
+    p.add_argument("--schedule", help="schedule choices, e.g. consumers=pingpong,cluster=2 (tui kernels lists "
+                                       "each kernel's; unset ones are the planner's or the tuner's)")
     p.add_argument("--fault", choices=["none", "compile_error", "launch_failure", "illegal_address", "hang", "nan"],
                    help="inject a fault (rehearsals and tests)")
 
 
-TASK_FIELDS = ("kernel", "shape", "dtype", "block_size", "memory_pipelining", "fusion", "warmup", "iterations",
+TASK_FIELDS = ("kernel", "shape", "dtype", "block_size", "memory_pipelining", "schedule", "fusion", "warmup", "iterations",
                "energy_s", "rest_s", "backend", "device", "timeout_s", "seed", "verify", "peers", "fault")
 
 
@@ -67,6 +69,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     p.add_argument("--store", type=Path, help="results store path (env SOL_COCKPIT_STORE)")
     p.add_argument("--no-store", action="store_true", help="do not save the result")
+    p.add_argument("--untuned", action="store_true",
+                   help="use the kernel's default knobs even where the tuning cache has a tuned entry")
     p.set_defaults(func=run)
 
 
@@ -108,7 +112,7 @@ class Progress:
             self.console.print(f"{ev.level}: {ev.message}", markup=False)
 
 
-def print_result(res: RunResult, notices: list[str]) -> None:
+def print_result(res: RunResult, notices: list[str], knobs_from: str = "default") -> None:
     from rich.table import Table
 
     con = stdout_console()
@@ -117,7 +121,9 @@ def print_result(res: RunResult, notices: list[str]) -> None:
     t = res.task
     con.print(f"[bold]{t.get('kernel')}[/] shape={t.get('shape')} dtype={t.get('dtype')} "
               f"BLOCK_SIZE={t.get('block_size')} MEMORY_PIPELINING={t.get('memory_pipelining') or 'off'} "
-              f"fusion={'on' if t.get('fusion') else 'off'} profile={res.profile}")
+              f"fusion={'on' if t.get('fusion') else 'off'} profile={res.profile}"
+              + (f" schedule={','.join(f'{k}={v}' for k, v in sorted(t['schedule'].items()))}" if t.get("schedule") else "")
+              + f" (knobs: {knobs_from})")
     if res.status.value != "ok" and res.timing is None:
         con.print(f"[red]status: {res.status.value}[/]  {res.error}")
         for r in res.matched_rules:
@@ -179,17 +185,19 @@ def run(args: argparse.Namespace) -> int:
     from engine.store import ResultStore
 
     task = task_from_args(args)
-    prep = prepare(task, args.profile)
+    store = None if args.no_store else ResultStore(args.store)
+    prep = prepare(task, args.profile, store=None if args.untuned else (store or ResultStore(args.store)))
     err = stderr_console()
     for n in prep.notices:
         err.print(f"[yellow]{n}[/]")
-    store = None if args.no_store else ResultStore(args.store)
     with Progress() as progress:
         res = run_prepared(prep, on_event=progress, store=store)
+    knobs_from = prep.plan.source_label if prep.plan else "default"
     if args.json:
         out = res.summary_json()
         out["notices"] = prep.notices
+        out["knobs_from"] = knobs_from
         print_json(out)
     else:
-        print_result(res, prep.notices)
+        print_result(res, prep.notices, knobs_from)
     return 0 if res.ok else 1

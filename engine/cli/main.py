@@ -11,6 +11,7 @@ from engine.errors import CockpitError
 
 COMMANDS = {
     "bench": "engine.cli.bench",
+    "tune": "engine.cli.tune_cmd",
     "profiles": "engine.cli.profiles_cmd",
     "history": "engine.cli.history",
     "kernels": "engine.cli.kernels_cmd",

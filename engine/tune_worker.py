@@ -1,0 +1,149 @@
+"""The engine process of a tune: times candidates one after another on one set of inputs and
+reports each over the pipe (``TrialEvent``), then one result message. Spawned by ``engine.tuner``.
+
+The search runs here so that it can follow the measurements (schedule choices are tried around
+the fastest timed tiles) without a round trip per candidate; the parent keeps every trial it was
+sent, and restarts this process with the trials done when a candidate kills it."""
+
+from __future__ import annotations
+
+import time
+import traceback
+from typing import Any
+
+from engine.events import LogEvent, TrialEvent
+
+
+def tune_main(payload: dict[str, Any], conn: Any) -> None:
+    """Entry point: run the search, then send {"type": "result", "result": {...}}."""
+    from engine.profiles import Profile
+    from engine.task import TaskSpec
+    from engine.tuner import (
+        CONFIRM_SHARE,
+        CONFIRM_TOP,
+        SCREEN_MIN,
+        SCREEN_S,
+        VARIATION_SEEDS,
+        Candidate,
+        Trial,
+        variations,
+    )
+
+    def send(ev: Any) -> None:
+        try:
+            conn.send({"type": "event", "event": ev.model_dump(mode="json")})
+        except (BrokenPipeError, OSError):
+            pass
+
+    task = TaskSpec.model_validate(payload["task"])
+    profile = Profile.model_validate(payload["profile"])
+    candidates = [Candidate(**c) for c in payload["candidates"]]
+    done: dict[str, Trial] = {}
+    for d in payload["done"]:
+        t = Trial.from_dict(d)
+        done[t.key] = t
+    result: dict[str, Any] = {"notes": []}
+    t0 = time.monotonic()
+    budget = float(payload["budget_s"])
+    bench: Any = None
+    try:
+        bench = _bench(payload["backend"], task, profile, payload["regime"])
+        result["gpu_sm_count"] = bench.sm_count
+        for note in bench.setup():
+            send(LogEvent(level="info", message=note))
+            result["notes"].append(note)
+        for peer in bench.peers(skip=set(payload.get("peers_done") or ())):
+            send(TrialEvent(state="peer", trial=peer))
+        total = len(candidates)
+
+        def best_ms() -> float | None:
+            ok = [t.median_ms for t in done.values() if t.correct]
+            return min(ok) if ok else None
+
+        full = task.iterations
+        screen_until = budget * (1.0 - CONFIRM_SHARE)
+
+        def screen_iters() -> int:
+            """Launches for a screening: ``SCREEN_S`` of the default's (or the prior's) time."""
+            ref = next((t.median_ms for t in done.values() if t.default and t.correct), None)
+            ref = ref or candidates[0].predicted_ms
+            if not ref:
+                return full
+            return max(min(SCREEN_MIN, full), min(full, int(SCREEN_S * 1e3 / ref) + 1))
+
+        def one(cand: Candidate, iters: int, confirm: bool = False) -> Trial:
+            start = Trial(cand.block_size, cand.memory_pipelining, cand.schedule, "running",
+                          predicted_ms=cand.predicted_ms, default=cand.key == payload["default_key"],
+                          phase=cand.phase, iterations=iters, confirmed=confirm)
+            send(TrialEvent(state="start", trial=start.to_dict(), done=len(done), total=total, best_ms=best_ms()))
+            fault = payload.get("fault") if cand.key == payload.get("fault_key") and not confirm else "none"
+            t1 = time.monotonic()
+            trial = bench.trial(cand, start, fault or "none", iters)
+            trial.wall_s = time.monotonic() - t1
+            done[cand.key] = trial
+            send(TrialEvent(state="done", trial=trial.to_dict(), done=len(done), total=total, best_ms=best_ms()))
+            return trial
+
+        def run(lst: list[Candidate]) -> bool:
+            """Screen ``lst`` in order until the screening's share of the budget is spent; False when
+            the process must restart (a candidate left the CUDA context unusable)."""
+            bench.prefetch([c for c in lst if c.key not in done])
+            for cand in lst:
+                if cand.key in done:
+                    continue
+                if done and time.monotonic() - t0 >= screen_until:
+                    return True
+                is_default = cand.key == payload["default_key"]
+                one(cand, full if is_default else screen_iters())
+                if bench.broken:
+                    return False
+            return True
+
+        def confirm() -> bool:
+            """The fastest screened candidates timed again with every launch, in the same regime."""
+            screened = sorted((t for t in done.values() if t.correct and t.iterations < full),
+                              key=lambda t: t.median_ms)[:CONFIRM_TOP]
+            by_key = {c.key: c for c in candidates}
+            for t in screened:
+                cand = by_key.get(t.key) or Candidate(t.block_size, t.memory_pipelining, t.schedule,
+                                                      t.predicted_ms, t.phase)
+                if time.monotonic() - t0 >= budget:
+                    break
+                one(cand, full, confirm=True)
+                if bench.broken:
+                    return False
+            return True
+
+        if run(candidates):
+            seeds = sorted((t for t in list(done.values()) if t.correct and not t.schedule),
+                           key=lambda t: t.median_ms)[:VARIATION_SEEDS]
+            extra, pruned = variations(task, profile, seeds, set(done) | {c.key for c in candidates})
+            total += len(extra) + len(pruned)
+            for t in pruned:
+                send(TrialEvent(state="done", trial=t.to_dict(), done=len(done), total=total, best_ms=best_ms()))
+            extra.sort(key=lambda c: (c.predicted_ms is None, c.predicted_ms or 0.0))
+            candidates += extra
+            if not run(extra) or not confirm():
+                result["restart"] = True
+        else:
+            result["restart"] = True
+    except Exception as exc:  # the tune reports what failed; its trials are already with the parent
+        result["notes"].append(f"tune stopped: {type(exc).__name__}: {exc}")
+        result["error"] = traceback.format_exc().splitlines()[-6:]
+    finally:
+        if bench is not None:
+            bench.close()
+    try:
+        conn.send({"type": "result", "result": result})
+    finally:
+        conn.close()
+
+
+def _bench(backend: str, task: Any, profile: Any, regime: str) -> Any:
+    if backend == "cuda":
+        from engine.backends.cuda_tune import CudaTrials
+
+        return CudaTrials(task, profile, regime)
+    from engine.backends.sim_tune import SimTrials
+
+    return SimTrials(task, profile, regime)

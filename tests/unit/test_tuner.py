@@ -1,0 +1,200 @@
+"""`tui tune` on the simulated device: the search space, pruning with reasons, the cache, crash and
+hang recovery, cancellation, export and import, and the CLI. SIMULATED timings rank the model, so
+these tests check the mechanism, never a GPU's numbers."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+from engine.errors import InputError
+from engine.planner import plan
+from engine.profiles import load_profiles
+from engine.store import ResultStore
+from engine.task import TaskSpec
+from engine.tuner import Candidate, Trial, knob_label, search_space, tune
+from engine.tuning_cache import TuningCache, shape_key, tuned_lookup
+
+
+@pytest.fixture(autouse=True)
+def fast_sim(monkeypatch):
+    monkeypatch.setenv("SOL_SIM_DELAY", "0")
+
+
+@pytest.fixture
+def store(tmp_path):
+    return ResultStore(tmp_path / "store.db")
+
+
+H200 = load_profiles().get("h200")
+
+
+def sim_task(**kw) -> TaskSpec:
+    return TaskSpec(backend="sim", **kw)
+
+
+def test_search_space_starts_with_the_default_and_prunes_with_reasons():
+    base, cands, skipped = search_space(sim_task(shape={"m": 2000, "n": 4096, "k": 4096}), H200)
+    assert (cands[0].block_size, cands[0].memory_pipelining) == (base.task.block_size, base.task.memory_pipelining)
+    assert len({c.key for c in cands}) == len(cands)
+    assert all(c.predicted_ms and c.predicted_ms > 0 for c in cands)
+    rest = [c.predicted_ms for c in cands[1:]]
+    assert rest == sorted(rest)  # the cost model orders the search
+    assert all(t.status == "skipped" and t.reason for t in skipped)
+
+
+def test_schedule_choices_are_searched_and_the_ones_that_do_not_fit_say_why(store):
+    res = tune(sim_task(shape={"m": 2000, "n": 4096, "k": 4096}), "h200", budget_s=20, store=store)
+    assert any(t.schedule for t in res.trials)  # the second phase ran
+    assert res.skipped and all(t.status == "skipped" and t.reason for t in res.skipped)
+    assert any("schedule." in t.reason for t in res.skipped)
+
+
+def test_search_space_holds_the_tasks_own_knobs_fixed():
+    _, cands, _ = search_space(sim_task(shape={"m": 2000, "n": 4096, "k": 4096}, block_size="128x256"), H200)
+    assert {c.block_size for c in cands} == {"128x256"}
+    _, cands, _ = search_space(sim_task(shape={"m": 8, "n": 4096, "k": 4096}, memory_pipelining=4), H200)
+    assert {c.memory_pipelining for c in cands} == {4}
+
+
+def test_a_task_that_cannot_run_is_refused_before_tuning():
+    with pytest.raises(InputError, match="MEMORY_PIPELINING"):
+        tune(sim_task(block_size="128x128", memory_pipelining=12), "h200", budget_s=5)
+
+
+def test_tune_keeps_the_fastest_correct_and_plan_uses_it(store):
+    task = sim_task(shape={"m": 8, "n": 4096, "k": 4096})
+    res = tune(task, "h200", budget_s=20, store=store)
+    assert res.status == "ok" and res.simulated and res.saved
+    best = res.best
+    assert best is not None and best.correct
+    assert all(best.median_ms <= t.median_ms for t in res.trials if t.correct and t.iterations >= task.iterations)
+    assert res.default is not None and res.default.default
+    assert {"cublas_gemm_beta1", "cupy_matmul_add"} <= set(res.peers)
+    assert len(store.trials(res.tune_id)) == len(res.trials)
+    # the cache entry is found by the lookup the runner uses, and plan takes its knobs
+    lookup = tuned_lookup(store, None, H200, simulated=True)
+    p = plan(task, H200, lookup)
+    assert p.task.block_size == best.block_size and p.task.memory_pipelining == best.memory_pipelining
+    assert p.source_label.startswith("tuned ") and f"{len(res.trials)} candidates" in p.source_label
+    # a task that sets a knob the entry disagrees with is not overridden
+    other = "8x32" if best.block_size != "8x32" else "8x64"
+    p2 = plan(task.model_copy(update={"block_size": other}), H200, lookup)
+    assert p2.task.block_size == other and p2.source_label != p.source_label
+    # a changed kernel source (another hash) no longer matches
+    row = store.list_tuned()[0]
+    store.put_tuned({**row, "source_hash": "0" * 64})
+    store._conn  # noqa: B018 - the store stays usable
+    with store._conn() as conn:
+        conn.execute("DELETE FROM tuned WHERE source_hash != ?", ("0" * 64,))
+    assert plan(task, H200, lookup).source_label == "default"
+
+
+def test_a_real_gpu_never_sees_a_simulated_entry(store):
+    task = sim_task(shape={"m": 8, "n": 4096, "k": 4096})
+    tune(task, "h200", budget_s=10, store=store)
+    gpu = tuned_lookup(store, "NVIDIA H200", H200, simulated=False)
+    assert plan(task, H200, gpu).source_label == "default"
+
+
+def test_big_shapes_screen_then_confirm_the_fastest(store):
+    task = sim_task(shape={"m": 8192, "n": 8192, "k": 8192})
+    res = tune(task, "h200", budget_s=30, store=store)
+    screened = [t for t in res.trials if t.iterations < task.iterations]
+    confirmed = [t for t in res.trials if t.confirmed]
+    assert screened and confirmed and len(confirmed) <= 3
+    assert all(t.iterations == task.iterations for t in confirmed)
+    assert res.best.iterations == task.iterations
+
+
+def test_a_hanging_candidate_is_killed_and_the_tune_goes_on(store):
+    task = sim_task(shape={"m": 8, "n": 4096, "k": 4096}, fault="hang")
+    res = tune(task, "h200", budget_s=30, store=store, stall_s=3)
+    hung = [t for t in res.trials if t.status == "timeout"]
+    assert len(hung) == 1 and "killed" in hung[0].reason
+    assert res.best is not None and res.status == "ok"
+    assert len([t for t in res.trials if t.correct]) > 3  # a fresh engine process went on
+
+
+def test_a_candidate_that_breaks_the_context_restarts_the_engine(store):
+    task = sim_task(shape={"m": 8, "n": 4096, "k": 4096}, fault="illegal_address")
+    res = tune(task, "h200", budget_s=30, store=store)
+    bad = [t for t in res.trials if t.status == "launch_error"]
+    assert len(bad) == 1 and "illegal memory access" in bad[0].reason
+    assert res.best is not None and len(res.trials) > 3
+
+
+def test_cancel_keeps_what_was_measured(store, monkeypatch):
+    monkeypatch.setenv("SOL_SIM_DELAY", "0.2")
+    cancel = threading.Event()
+    seen: list[Trial] = []
+
+    def on_event(ev):
+        if getattr(ev, "kind", "") == "trial" and ev.state == "done" and ev.trial["status"] != "skipped":
+            seen.append(Trial.from_dict(ev.trial))
+            if len(seen) == 3:
+                cancel.set()
+
+    res = tune(sim_task(shape={"m": 8, "n": 4096, "k": 4096}), "h200", budget_s=60, store=store,
+               on_event=on_event, cancel=cancel)
+    assert res.status == "cancelled"
+    assert len(res.trials) >= 3 and len(store.trials(res.tune_id)) == len(res.trials)
+
+
+def test_export_and_import_share_the_cache(store, tmp_path):
+    tune(sim_task(shape={"m": 8, "n": 4096, "k": 4096}), "h200", budget_s=10, store=store)
+    out = tmp_path / "cache.toml"
+    assert TuningCache(store).export(out) == 1
+    other = ResultStore(tmp_path / "other.db")
+    assert TuningCache(other).import_(out) == (1, 0)
+    entry = other.list_tuned()[0]
+    assert entry["origin"] and entry["shape"] == shape_key({"m": 8, "n": 4096, "k": 4096})
+    # an entry of another kernel source is skipped, not imported to never match
+    text = out.read_text().replace(entry["source_hash"], "f" * 64)
+    stale = tmp_path / "stale.toml"
+    stale.write_text(text)
+    assert TuningCache(ResultStore(tmp_path / "third.db")).import_(stale) == (0, 1)
+    bad = tmp_path / "bad.toml"
+    bad.write_text('version = 1\nentry = "x"\n')
+    with pytest.raises(InputError, match="not a tuning export"):
+        TuningCache(other).import_(bad)
+
+
+def test_knob_labels_and_trial_round_trip():
+    c = Candidate("128x128", 5, {"cluster": 2, "consumers": "pingpong"})
+    assert c.key == knob_label("128x128", 5, {"consumers": "pingpong", "cluster": 2})
+    assert c.key == "128x128/5 cluster=2,consumers=pingpong"
+    t = Trial("128x128", 0, {}, "ok", median_ms=0.1, iterations=100)
+    assert Trial.from_dict(json.loads(json.dumps(t.to_dict()))) == t
+    assert t.key == "128x128/off"
+
+
+def test_cli_tune_json_and_shapes_file(tmp_path, capsys):
+    from engine.cli.main import main
+
+    shapes = tmp_path / "shapes.toml"
+    shapes.write_text('[[shape]]\nname = "q"\nm = 8\nn = 4096\nk = 4096\n\n[[shape]]\nm = 1\nn = 2560\nk = 2560\n')
+    code = main(["tune", "--backend", "sim", "--profile", "h200", "--shapes", str(shapes), "--budget", "5",
+                 "--json", "--store", str(tmp_path / "s.db")])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and out["status"] == "ok" and [s["name"] for s in out["shapes"]] == ["q", "shape 2"]
+    assert all(s["best"] and s["simulated"] for s in out["shapes"])
+    code = main(["tune", "--list", "--json", "--store", str(tmp_path / "s.db")])
+    assert code == 0 and len(json.loads(capsys.readouterr().out)["entries"]) == 2
+
+
+@pytest.mark.parametrize("text, why", [
+    ('[[shape]]\nm = "x"\nn = 1\nk = 1\n', "must be integers"),
+    ("shape = 3\n", "expected [[shape]] tables"),
+    ('shapes = ["8,4096,abc"]\n', "shape 1"),
+    ("[[shape]\n", "malformed TOML"),
+])
+def test_cli_refuses_bad_shapes_files(tmp_path, capsys, text, why):
+    from engine.cli.main import main
+
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text)
+    assert main(["tune", "--backend", "sim", "--shapes", str(bad), "--store", str(tmp_path / "s.db")]) == 2
+    assert why in capsys.readouterr().err
