@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from kernels import gemm_residual_skinny as sk
 from kernels import gemm_residual_sm90 as sm90
 from kernels.gemm_residual import GemmResidualSpec
-from kernels.spec import Build, DeviceLimits, KernelPlan, KnobDef, KnobError, Violation
+from kernels.spec import Build, DeviceLimits, KernelPlan, KnobDef, KnobError, Tile, Violation
 
 SM90_SCHEDULE = (
     KnobDef("consumers", ("pingpong", "cooperative"),
@@ -26,6 +27,62 @@ SM90_SCHEDULE = (
             "(stream-K), or run as 64-row halves on twice the CTAs"),
 )
 """The Hopper path's schedule choices (``TaskSpec.schedule``); left out, the planner decides."""
+
+
+SKINNY_SCHEDULE = (
+    KnobDef("warps", sk.WARPS_OPTIONS, "warps per CTA: they split the CTA's rows of W and its K range"),
+    KnobDef("split_k", sk.SPLIT_K_OPTIONS,
+            "CTAs per output tile along K, their fp32 partials summed by the last to arrive (deterministic)"),
+)
+"""The decode path's schedule choices (``kernels.gemm_residual_skinny``)."""
+SKINNY_DEFAULT_MAX_M = 16
+SKINNY_SIM_BANDWIDTH = 4.8e12
+"""The bandwidth the decode path's cost model is scaled by for the SIMULATED efficiency (a ratio,
+so the roofline's own bandwidth then sets the time)."""
+"""The planner takes the decode path by default up to this M (16-bit data, cc >= 8.0): on the H200
+its mma.sync work outgrows W's streaming time beyond (ADR-0003: M = 16 0.84x cuBLAS, M = 32 1.6x,
+M = 64 2.2x); the tuner still tries it up to ``sk.MAX_M``."""
+
+
+L2_PER_DRAM = 2.5
+"""The L2's bandwidth over DRAM's for the prior (Hopper: roughly 10-12 TB/s against 4.8)."""
+TILE_EFFICIENCY_MAX = 0.66
+TILE_INTENSITY_REF = 128 * 256 / (128 + 256)
+TILE_EFFICIENCY_POWER = 0.6
+"""The share of the tensor-core peak a tile's main loop keeps grows with its operand reuse, the
+intensity BM * BN / (BM + BN): ``TILE_EFFICIENCY_MAX`` x min(1, I / I_ref) ** power, fitted to the
+H200 at 8192^3 bf16 (ADR-0002: 128x256 0.65 of the datasheet peak, 168x128 0.61, 128x128 0.55,
+128x80 0.45); one consumer warpgroup (the 64-row tiles) keeps ``ONE_CONSUMER`` of that."""
+ONE_CONSUMER = 0.8
+
+
+def sm90_predict_ms(p: Any, limits: DeviceLimits, peak_flops: float, bandwidth: float, dram_bytes: int) -> float:
+    """A Hopper plan's predicted time: rounds of tiles (``tile_rounds`` for data-parallel plans; the
+    busiest CTA's K share under stream-K) x each tile's time, the slower of its MMAs at the share of
+    the tensor cores its operand reuse keeps and its operands through the CTA's share of the L2 (W's
+    shared by a 2x1 cluster), plus its epilogue (overlapped by ping-pong) and a launch; never under
+    the DRAM floor."""
+    bm, bn, consumers = sm90.parse_block_size(p.block_size, p.dtype)
+    item = sm90.ITEMSIZE[p.dtype]
+    passes = sm90.PASSES.get(p.dtype, 1)
+    sms = limits.sm_count
+    intensity = bm * bn / (bm + bn)
+    eff = TILE_EFFICIENCY_MAX * min(1.0, intensity / TILE_INTENSITY_REF) ** TILE_EFFICIENCY_POWER
+    eff *= 1.0 if consumers > 1 else ONE_CONSUMER
+    mma_s = 2.0 * bm * bn * p.k * passes / (peak_flops / sms * eff)
+    cm, cn = p.cluster
+    l2_share = L2_PER_DRAM * bandwidth / sms
+    l2_s = (bm / cn + bn / cm) * p.k * item / l2_share
+    epi_s = 2.0 * bm * bn * item / l2_share
+    depth = {1: 2.2, 2: 1.35, 3: 1.03}.get(sm90.stage_count(p.stages), 1.0)
+    tile_s = max(mma_s, l2_s) * depth + (0.3 if p.pingpong else 1.0) * epi_s
+    tiles = p.tiles
+    if p.dp_tiles < tiles and not p.half_tail:  # stream-K: the tail's K spread over the grid
+        rounds = -(-p.dp_tiles // max(1, p.grid)) + (tiles - p.dp_tiles) / max(1, p.grid) * 1.15
+    else:
+        rounds = sm90.tile_rounds(p.m, p.n, bm, bn, sms, p.cluster, p.half_tail)
+    t = rounds * tile_s + 5e-6 + (0 if p.fuse else 2.0 * p.m * p.n * item / bandwidth)
+    return 1e3 * max(t, dram_bytes / bandwidth)
 
 
 def sm90_choices(schedule: dict[str, Any], task: Any, limits: DeviceLimits, block_size: str,
@@ -75,12 +132,19 @@ class PortableGemmResidualSpec(GemmResidualSpec):
 class AutoGemmResidualSpec(GemmResidualSpec):
     name = "gemm_residual"
     source_files = (*GemmResidualSpec.source_files, "gemm_residual_auto.py", "gemm_residual_sm90.py",
-                    "gemm_residual_sm90.cu")
+                    "gemm_residual_sm90.cu", "gemm_residual_skinny.py", "gemm_residual_skinny.cu")
     title = "GEMM + residual add (attention output projection), Hopper wgmma path on 9.0"
 
     @staticmethod
     def _hopper(limits: DeviceLimits, dtype: str, shape: dict[str, int] | None = None) -> bool:
         return sm90.supported(limits, dtype, shape)
+
+    @staticmethod
+    def _skinny_fits(limits: DeviceLimits, dtype: str, shape: dict[str, int] | None) -> bool:
+        """The decode path applies: 16-bit data, mma.sync's bf16 (cc >= 8.0), M <= 64 (any shape
+        when it is unknown)."""
+        return (dtype in sk.DTYPES and tuple(limits.compute_capability) >= (8, 0)
+                and (shape is None or shape.get("m", 0) <= sk.MAX_M))
 
     def _shape(self, task: Any) -> dict[str, int] | None:
         try:
@@ -88,31 +152,82 @@ class AutoGemmResidualSpec(GemmResidualSpec):
         except ValueError:
             return None
 
-    def block_size_options(self, limits: DeviceLimits, dtype: str) -> list[str]:
+    def _path(self, limits: DeviceLimits, dtype: str, shape: dict[str, int] | None, block_size: Any) -> str:
+        """'skinny', 'sm90' or 'portable': the path these knobs build (no BLOCK_SIZE: the default's)."""
+        if block_size is None:
+            block_size = self.default_knobs(limits, dtype, shape)[0]
+        path = "sm90" if self._hopper(limits, dtype, shape) else "portable"
+        if self._skinny_tile(limits, dtype, block_size, path):
+            return "skinny"
+        return path
+
+    def _skinny_tile(self, limits: DeviceLimits, dtype: str, block_size: Any, other: str) -> bool:
+        """A decode-path tile; a name the other path also has (the portable 64x64, 64x128) stays
+        that path's."""
+        name = str(block_size)
+        if name not in sk.TILES or not self._skinny_fits(limits, dtype, None):
+            return False
+        theirs = sm90.TILES if other == "sm90" else [t.split("x", 2)[0] + "x" + t.split("x", 2)[1]
+                                                      for t in super().block_size_options(limits, dtype)]
+        return name not in theirs
+
+    def _skinny_tiles(self, limits: DeviceLimits, dtype: str, shape: dict[str, int] | None) -> list[str]:
+        if not self._skinny_fits(limits, dtype, shape):
+            return []
+        other = "sm90" if self._hopper(limits, dtype) else "portable"
+        return [t for t in sk.TILES if self._skinny_tile(limits, dtype, t, other)]
+
+    def block_size_options(self, limits: DeviceLimits, dtype: str,
+                           shape: dict[str, int] | None = None) -> list[str]:
+        skinny = self._skinny_tiles(limits, dtype, shape)
         if self._hopper(limits, dtype):
-            return sm90.block_size_options(limits, dtype)
-        return super().block_size_options(limits, dtype)
+            return sm90.block_size_options(limits, dtype) + skinny
+        return super().block_size_options(limits, dtype) + skinny
 
     def pipelining_options(self, limits: DeviceLimits, dtype: str, block_size: str,
                            shape: dict[str, int] | None = None) -> list[int]:
+        if self._path(limits, dtype, shape, block_size) == "skinny":
+            bm, bn = sk.parse_block_size(block_size)
+            return sk.stages_that_fit(bm, bn, sk.DEFAULT_WARPS, (shape or {}).get("k", 8))
         if self._hopper(limits, dtype, shape):
             return sm90.pipelining_options(limits, dtype, block_size, shape)
         return super().pipelining_options(limits, dtype, block_size, shape)
 
     def default_knobs(self, limits: DeviceLimits, dtype: str,
                       shape: dict[str, int] | None = None) -> tuple[str, int]:
+        if shape and self._skinny_fits(limits, dtype, shape) and shape["m"] <= SKINNY_DEFAULT_MAX_M:
+            p = sk.plan(shape["m"], shape["n"], shape["k"], dtype, limits)
+            return p.block_size, p.stages
         if self._hopper(limits, dtype, shape):
             return sm90.default_knobs(limits, dtype, shape)
         return super().default_knobs(limits, dtype, shape)
 
+    def stages_for(self, limits: DeviceLimits, dtype: str, block_size: str,
+                   shape: dict[str, int] | None = None) -> int:
+        path = self._path(limits, dtype, shape, block_size)
+        if path == "skinny":
+            bm, bn = sk.parse_block_size(block_size)
+            return sk.default_stages(bm, bn, sk.DEFAULT_WARPS, (shape or {}).get("k", 8))
+        if path == "sm90":
+            try:
+                return sm90.default_stages(limits, dtype, block_size, shape)
+            except ValueError:
+                return super().stages_for(limits, dtype, block_size, shape)
+        stages = self.default_stages(limits, dtype, block_size)
+        return stages if stages is not None else super().stages_for(limits, dtype, block_size, shape)
+
     def schedule_knobs(self, limits: DeviceLimits, dtype: str,
-                       shape: dict[str, int] | None = None) -> list[KnobDef]:
-        return list(SM90_SCHEDULE) if self._hopper(limits, dtype, shape) else []
+                       shape: dict[str, int] | None = None, block_size: Any = None) -> list[KnobDef]:
+        path = self._path(limits, dtype, shape, block_size)
+        return list(SKINNY_SCHEDULE) if path == "skinny" else list(SM90_SCHEDULE) if path == "sm90" else []
 
     def check(self, task: Any, limits: DeviceLimits) -> list[Violation]:
         dtype = task.dtype.value
         shape = self._shape(task)
-        if shape is not None and self._hopper(limits, dtype, shape):
+        path = self._path(limits, dtype, shape, task.block_size) if shape is not None else "portable"
+        if path == "skinny":
+            return self._skinny_check(task, limits, shape)
+        if path == "sm90":
             out = sm90.check(task.model_copy(update={"shape": shape}), limits)
             if not out:
                 try:
@@ -125,13 +240,46 @@ class AutoGemmResidualSpec(GemmResidualSpec):
         out = super().check(task, limits)
         if task.schedule:
             out.append(Violation("schedule", dict(task.schedule),
-                                 "this path has no schedule choices (the Hopper path has)"))
+                                 "this path has no schedule choices (the Hopper and decode paths have)"))
         return out
+
+    def _skinny_check(self, task: Any, limits: DeviceLimits, shape: dict[str, int]) -> list[Violation]:
+        known = {k.name for k in SKINNY_SCHEDULE}
+        out = [Violation(f"schedule.{key}", value, f"unknown choice (the decode path has {', '.join(sorted(known))})")
+               for key, value in task.schedule.items() if key not in known]
+        if out:
+            return out
+        p = self._skinny_plan(task, limits, shape)
+        if isinstance(p, Violation):
+            return [p]
+        return sk.check(shape["m"], shape["n"], shape["k"], task.dtype.value, limits, task.block_size,
+                        p.stages, p.warps, p.split_k)
+
+    def _skinny_plan(self, task: Any, limits: DeviceLimits, shape: dict[str, int]) -> Any:
+        """The decode path's plan, or the Violation its planner names."""
+        sched = task.schedule or {}
+        try:
+            return sk.plan(shape["m"], shape["n"], shape["k"], task.dtype.value, limits, task.block_size,
+                           task.memory_pipelining, sched.get("warps"), sched.get("split_k"), bool(task.fusion))
+        except ValueError as exc:
+            text = str(exc)
+            field, _, rest = text.partition("=")
+            value, _, message = rest.partition(": ")
+            if field.startswith(("schedule.", "shape.", "memory_pipelining", "block_size", "dtype")) and message:
+                return Violation(field, value, message)
+            return Violation("block_size", task.block_size, text)
 
     def plan(self, task: Any, limits: DeviceLimits) -> KernelPlan:
         dtype = task.dtype.value
         shape = self.normalize_shape(task.shape)
-        if not self._hopper(limits, dtype, shape):
+        path = self._path(limits, dtype, shape, task.block_size)
+        if path == "skinny":
+            p = self._skinny_plan(task, limits, shape)
+            if isinstance(p, Violation):
+                raise KnobError(p.field, p.value, p.message)
+            return KernelPlan(block_size=Tile(p.bm, p.bn), memory_pipelining=p.stages,
+                              schedule={"warps": p.warps, "split_k": p.split_k}, detail=p)
+        if path == "portable":
             return super().plan(task, limits)
         t = task.model_copy(update={"shape": shape})
         stages = task.memory_pipelining or 0
@@ -148,9 +296,30 @@ class AutoGemmResidualSpec(GemmResidualSpec):
         kp = self.plan(task, limits)
         if isinstance(kp.detail, sm90.Sm90Plan):
             return sm90.render(kp.detail, limits)
+        if isinstance(kp.detail, sk.SkinnyPlan):
+            shape = self.normalize_shape(task.shape)
+            return sk.render(kp.detail, shape["m"], shape["n"], shape["k"], task.dtype.value)
         return super().build(task, limits)
 
+    def predict_ms(self, task: Any, limits: DeviceLimits, peak_flops: float, bandwidth_bytes_per_s: float) -> float:
+        """The tuner's prior. Decode path: its own model (``sk.cost_us``). Hopper path: a roofline per
+        tile (``sm90_predict_ms``): each CTA's tiles at the tensor-core rate or at its share of the
+        L2's bandwidth for the tile's operands, whichever is slower, times the rounds of tiles the
+        plan runs (wave quantisation), against the DRAM floor."""
+        shape = self.normalize_shape(task.shape)
+        kp = self.plan(task, limits)
+        if isinstance(kp.detail, sk.SkinnyPlan):
+            return 1e-3 * sk.cost_us(kp.detail, shape["m"], shape["n"], shape["k"], task.dtype.value,
+                                     bandwidth_bytes_per_s, limits.sm_count)
+        if isinstance(kp.detail, sm90.Sm90Plan):
+            return sm90_predict_ms(kp.detail, limits, peak_flops, bandwidth_bytes_per_s,
+                                   self.bytes_moved(shape, task.dtype.value))
+        return super().predict_ms(task, limits, peak_flops, bandwidth_bytes_per_s)
+
     def sim_efficiency(self, task: Any, limits: DeviceLimits) -> float:
+        shape = self._shape(task)
+        if shape is not None and self._path(limits, task.dtype.value, shape, task.block_size) == "skinny":
+            return self._skinny_efficiency(task, limits, shape)
         if not self._hopper(limits, task.dtype.value):
             return super().sim_efficiency(task, limits)
         # Shaped on the H200 measurements of this path (bench/NOTES.md, NOTES-sm90.md): 128x256
@@ -165,6 +334,16 @@ class AutoGemmResidualSpec(GemmResidualSpec):
         if task.dtype.value == "fp32":  # 3xTF32: 1.00 ms vs its ceiling's 0.65 at the seed shape
             eff *= 0.9
         return eff * self._sim_fill(task, limits)
+
+    def _skinny_efficiency(self, task: Any, limits: DeviceLimits, shape: dict[str, int]) -> float:
+        """The decode path's cost model (``sk.cost_us``) as a fraction of the bandwidth roofline."""
+        p = self._skinny_plan(task, limits, shape)
+        if isinstance(p, Violation):
+            return 0.05
+        m, n, k = shape["m"], shape["n"], shape["k"]
+        bw = SKINNY_SIM_BANDWIDTH
+        t_bytes_us = 2 * (n * k + m * k + 2 * m * n) / bw * 1e6
+        return max(0.01, min(0.95, t_bytes_us / sk.cost_us(p, m, n, k, task.dtype.value, bw, limits.sm_count)))
 
     SIM_SEED_FILL = 8192 * 2560 / (10 * 128 * 128 * 132)
     """The seed shape's share of its rounds' tile slots (128x128: 1280 tiles in 10 rounds of 132),

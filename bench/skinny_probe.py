@@ -1,0 +1,278 @@
+"""Check and time the skinny (decode) GEMM + residual against cuBLAS (GPU machine).
+
+    PYTHONPATH=$PWD python3 bench/skinny_probe.py [--shapes 1x4096x4096,8x4096x777] [--dtypes bf16,fp16]
+        [--out DIR] [--iters 100] [--warmup 10] [--jobs 16]
+
+For each shape MxNxK and dtype: the default plan and a modest list of knob combinations (tiles
+around the default's BM, stages, split-K, warps; pruned by ``check``) are compiled in parallel
+(NVRTC, sm_90a, one process per core), run once on N(0,1) inputs into an output poisoned with
+0xFFFF and compared with a float64 reference (A @ W^T + R: max |out - ref| / max(1, rms(ref)) under
+2e-2 for bf16, 5e-3 for fp16, nothing left unwritten), timed with CUDA events (``--warmup``
+launches, then the median of ``--iters`` single-launch timings, rotating enough input sets that
+W is not served from the 50 MB L2), checked once more after the timing (the split-K counters must
+have reset), and set beside cuBLAS gemmEx (beta = 1 into a copy of R). Prints a table per shape;
+``--out`` writes every row as JSON. Exits 1 if any build is wrong, 2 on malformed arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import functools
+import hashlib
+import json
+import multiprocessing
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from kernels import gemm_residual_skinny as sk  # noqa: E402
+from kernels.spec import DeviceLimits  # noqa: E402
+
+DEFAULT_NK = ((4096, 4096), (5120, 5120), (2560, 2560), (8192, 8192), (4096, 14336), (4096, 777))
+DEFAULT_SHAPES = ",".join(f"{m}x{n}x{k}" for m in (1, 4, 8, 16, 32, 64) for n, k in DEFAULT_NK)
+TOL = {"bf16": 2e-2, "fp16": 5e-3}
+"""Fused builds; unfused ones round twice (the GEMM's output, then the sum), which doubles the bound."""
+L2_ROTATE_BYTES = 100 * 2**20
+"""Input sets rotate until their W together exceed this (2 x the H200's 50 MB L2)."""
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--shapes", default=DEFAULT_SHAPES, help="comma-separated MxNxK, 1 <= M <= 64")
+    ap.add_argument("--dtypes", default="bf16,fp16")
+    ap.add_argument("--out", default=None, help="directory for skinny_probe.json")
+    ap.add_argument("--iters", type=int, default=100)
+    ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="compile processes")
+    args = ap.parse_args(argv)
+    try:
+        args.shapes = [tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",")]
+    except ValueError:
+        ap.error(f"--shapes: {args.shapes!r} is not a comma-separated list of MxNxK")
+    for s in args.shapes:
+        if len(s) != 3 or not 1 <= s[0] <= sk.MAX_M or min(s) < 1:
+            ap.error(f"--shapes: {'x'.join(map(str, s))} needs three positive sizes and M <= {sk.MAX_M}")
+    args.dtypes = args.dtypes.split(",")
+    if not args.dtypes or any(d not in sk.DTYPES for d in args.dtypes):
+        ap.error(f"--dtypes: {','.join(args.dtypes)} (choose from {','.join(sk.DTYPES)})")
+    for flag in ("iters", "warmup", "jobs"):
+        if getattr(args, flag) < 1:
+            ap.error(f"--{flag}: must be >= 1")
+    return args
+
+
+def variants(m: int, n: int, k: int, dtype: str, limits: DeviceLimits) -> list[sk.SkinnyPlan]:
+    """The default plan first, then tiles of the default's BM (and the next smaller BM where it
+    still needs at most 2 CTAs along M) x stages x split-K around each tile's default, 4 and 8
+    warps; pruned by ``check``, deduplicated."""
+    base = sk.plan(m, n, k, dtype, limits)
+    plans = [base, sk.plan(m, n, k, dtype, limits, fuse=False)]
+    bms = [base.bm] + [b for b in sk.BM_OPTIONS if b < base.bm and 2 * b >= m][-1:]
+    for bm in bms:
+        for bn in (32, 64, 128):
+            tile = f"{bm}x{bn}"
+            for warps in (4, 8):
+                auto = sk.plan(m, n, k, dtype, limits, block_size=tile, warps=warps).split_k
+                splits = {auto, max(1, auto // 2), min(16, auto * 2)} if warps == 4 else {auto}
+                for stages in (2, 4, 8) if warps == 4 else (4,):
+                    for split in sorted(splits):
+                        split = max(s for s in sk.SPLIT_K_OPTIONS if s <= split)
+                        if not sk.check(m, n, k, dtype, limits, tile, stages, warps, split):
+                            plans.append(sk.plan(m, n, k, dtype, limits, block_size=tile, stages=stages,
+                                                 warps=warps, split_k=split))
+    seen, out = set(), []
+    for p in plans:
+        if p not in seen:
+            seen.add(p)
+            out.append(p)
+    return out
+
+
+def _compile(job: tuple[str, str]) -> tuple[bytes, tuple[int, int], str]:
+    """(cubin, (registers, spill bytes) of the GEMM, the log when it failed) of (source, arch)."""
+    from kernels.nvrtc_check import compile_cubin
+
+    rep = compile_cubin(job[0], job[1], ("--std=c++17",))
+    f = rep.functions.get(sk.KERNEL)
+    regs = (f.registers, f.spill_store_bytes + f.spill_load_bytes) if f else (-1, -1)
+    return rep.cubin, regs, "" if rep.ok else rep.log
+
+
+def compile_all(sources: list[str], arch: str, jobs: int) -> dict[str, tuple[bytes, tuple[int, int], str]]:
+    """Each distinct source compiled once for ``arch``, ``jobs`` processes at a time."""
+    uniq = sorted(set(sources))
+    ctx = multiprocessing.get_context("spawn")
+    with cf.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+        return dict(zip(uniq, pool.map(_compile, [(s, arch) for s in uniq]), strict=True))
+
+
+@functools.cache
+def _converters(cp):
+    """(fp32 -> bf16 bits, rounded to nearest even; bf16 bits -> float64), as engine/backends/cuda.py."""
+    f2b = cp.ElementwiseKernel("float32 x", "uint16 y", "unsigned int u = __float_as_uint(x); "
+                               "u += 0x7FFFu + ((u >> 16) & 1u); y = (unsigned short)(u >> 16);", "skp_f2b")
+    b2d = cp.ElementwiseKernel("uint16 b", "float64 y", "y = (double)__uint_as_float(((unsigned int)b) << 16);",
+                               "skp_b2d")
+    return f2b, b2d
+
+
+class Bench:
+    """Inputs, reference and timers for one shape and dtype on the current device."""
+
+    def __init__(self, cp, m: int, n: int, k: int, dtype: str, warmup: int, iters: int) -> None:
+        self.cp, self.m, self.n, self.k, self.dtype = cp, m, n, k, dtype
+        self.warmup, self.iters = warmup, iters
+        sets = max(2, -(-L2_ROTATE_BYTES // (n * k * 2)))
+        self.sets = [tuple(self._rand(shape) for shape in ((m, k), (n, k), (m, n))) for _ in range(sets)]
+        a, w, r = (self._f64(x) for x in self.sets[0])
+        self.ref = a @ w.T + r
+        self.scale = max(1.0, float(cp.sqrt(cp.mean(self.ref * self.ref))))
+        self.out = cp.empty((m, n), cp.uint16)
+
+    def _rand(self, shape):
+        cp = self.cp
+        x = cp.random.standard_normal(shape, dtype=cp.float32)
+        if self.dtype == "fp16":
+            return x.astype(cp.float16).view(cp.uint16)
+        return _converters(cp)[0](x)
+
+    def _f64(self, x):
+        cp = self.cp
+        if self.dtype == "fp16":
+            return x.view(cp.float16).astype(cp.float64)
+        return _converters(cp)[1](x)
+
+    def error(self) -> float:
+        """max |out - ref| / max(1, rms(ref)); inf when an element is NaN (unwritten or broken)."""
+        got = self._f64(self.out)
+        if bool(self.cp.isnan(got).any()):
+            return float("inf")
+        return float(self.cp.abs(got - self.ref).max()) / self.scale
+
+    def time(self, run) -> float:
+        """Median ms of single launches (``run(i)`` runs on input set i), after the warm-ups."""
+        cp = self.cp
+        for i in range(self.warmup):
+            run(i % len(self.sets))
+        pairs = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(self.iters)]
+        for i, (start, stop) in enumerate(pairs):
+            start.record()
+            run(i % len(self.sets))
+            stop.record()
+        pairs[-1][1].synchronize()
+        return statistics.median(cp.cuda.get_elapsed_time(a, b) for a, b in pairs)
+
+    def cublas_ms(self) -> float:
+        cp = self.cp
+        from cupy.cuda import cublas, runtime
+
+        t = runtime.CUDA_R_16BF if self.dtype == "bf16" else runtime.CUDA_R_16F
+        cs = [r.copy() for _, _, r in self.sets]
+        one = np.array(1.0, np.float32)
+        handle = cp.cuda.device.get_cublas_handle()
+        cublas.setStream(handle, cp.cuda.get_current_stream().ptr)
+        cublas.setPointerMode(handle, cublas.CUBLAS_POINTER_MODE_HOST)
+
+        def run(i: int) -> None:
+            a, w, _ = self.sets[i]
+            cublas.gemmEx(handle, cublas.CUBLAS_OP_T, cublas.CUBLAS_OP_N, self.n, self.m, self.k, one.ctypes.data,
+                          w.data.ptr, t, self.k, a.data.ptr, t, self.k, one.ctypes.data, cs[i].data.ptr, t, self.n,
+                          cublas.CUBLAS_COMPUTE_32F, cublas.CUBLAS_GEMM_DEFAULT)
+        return self.time(run)
+
+
+def run_plan(cp, bench: Bench, p: sk.SkinnyPlan, cubin: bytes, tmp: Path) -> tuple[float, float, float]:
+    """(error first run, error after timing, median ms) of one plan."""
+    path = tmp / f"{hashlib.sha1(cubin).hexdigest()}.cubin"
+    path.write_bytes(cubin)
+    mod = cp.RawModule(path=str(path))
+    build = sk.render(p, bench.m, bench.n, bench.k, bench.dtype)
+    ws = cp.zeros(build.scratch[0].shape, cp.float32)
+    fns = [(mod.get_function(launch.function), launch) for launch in build.launches]
+
+    def run(i: int) -> None:
+        a, w, r = bench.sets[i]
+        bufs = {"a": a, "w": w, "r": r, "out": bench.out, "ws": ws}
+        for fn, launch in fns:
+            fn(launch.grid, launch.block,
+               tuple(bufs[x] if isinstance(x, str) else cp.int32(x) for x in launch.args))
+
+    def checked() -> float:
+        bench.out.fill(0xFFFF)
+        run(0)
+        cp.cuda.get_current_stream().synchronize()
+        return bench.error()
+
+    first = checked()
+    ms = bench.time(run)
+    return first, checked(), ms
+
+
+def save(out: str | None, rows: list[dict]) -> None:
+    """All rows so far as ``out``/skinny_probe.json (rewritten after each shape and dtype)."""
+    if out:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        (Path(out) / "skinny_probe.json").write_text(json.dumps(rows, indent=1))
+
+
+def main(args: argparse.Namespace) -> int:
+    import cupy as cp
+
+    dev = cp.cuda.runtime.getDeviceProperties(0)
+    limits = DeviceLimits(compute_capability=(int(dev["major"]), int(dev["minor"])),
+                          sm_count=int(dev["multiProcessorCount"]),
+                          shared_memory_per_block_bytes=int(dev["sharedMemPerBlockOptin"]),
+                          shared_memory_per_sm_bytes=int(dev["sharedMemPerMultiprocessor"]))
+    todo = [(s, d, p) for s in args.shapes for d in args.dtypes for p in variants(*s, d, limits)]
+    print(f"{len(todo)} runs; compiling ...", flush=True)
+    built = compile_all([sk.source(p, d) for _, d, p in todo], limits.arch, args.jobs)
+    rows, bad = [], 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for (m, n, k) in args.shapes:
+            for dtype in args.dtypes:
+                bench = Bench(cp, m, n, k, dtype, args.warmup, args.iters)
+                blas = bench.cublas_ms()
+                print(f"\n{m}x{n}x{k} {dtype}: cuBLAS {blas * 1e3:.1f} us "
+                      f"({n * k * 2 / blas / 1e6:.0f} GB/s of W), {len(bench.sets)} input sets")
+                print(f"{'tile':>7} {'st':>2} {'wp':>2} {'sk':>2} {'fuse':>4} {'grid':>13} {'regs':>4} "
+                      f"{'us':>8} {'GB/s W':>7} {'/cuBLAS':>7} correct")
+                for p in (q for s, d, q in todo if s == (m, n, k) and d == dtype):
+                    cubin, regs, log = built[sk.source(p, dtype)]
+                    row = {"shape": [m, n, k], "dtype": dtype, "tile": p.block_size, "stages": p.stages,
+                           "warps": p.warps, "split_k": p.split_k, "fuse": p.fuse, "grid": list(p.grid),
+                           "regs": regs[0], "spill_bytes": regs[1], "cublas_ms": blas,
+                           "default": p == sk.plan(m, n, k, dtype, limits, fuse=p.fuse)}
+                    if log:
+                        row.update(ms=None, correct=False, error=log[-2000:])
+                    else:
+                        try:
+                            e1, e2, ms = run_plan(cp, bench, p, cubin, Path(tmp))
+                        except Exception:  # a fault leaves the context unusable: keep what was measured
+                            print(f"{p.block_size} st{p.stages} w{p.warps} sk{p.split_k} fuse={p.fuse}: failed",
+                                  flush=True)
+                            save(args.out, rows)
+                            raise
+                        ok = max(e1, e2) < TOL[dtype] * (1 if p.fuse else 2)
+                        row.update(ms=ms, err=max(e1, e2), correct=ok, gbps_w=n * k * 2 / ms / 1e6,
+                                   ratio=ms / blas)
+                    bad += not row["correct"]
+                    rows.append(row)
+                    us = f"{row['ms'] * 1e3:8.2f}" if row["ms"] else "  failed"
+                    print(f"{p.block_size:>7} {p.stages:>2} {p.warps:>2} {p.split_k:>2} {'on' if p.fuse else 'off':>4} "
+                          f"{str(p.grid):>13} {row['regs']:>4} {us} {row.get('gbps_w', 0):7.0f} "
+                          f"{row.get('ratio', 0):7.2f} {'yes' if row['correct'] else 'NO'}"
+                          f"{' default' if row['default'] else ''}", flush=True)
+                save(args.out, rows)
+    print(f"\n{len(rows)} runs, {bad} wrong")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(parse_args()))
