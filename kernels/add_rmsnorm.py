@@ -154,7 +154,8 @@ class AddRmsNormSpec(KernelSpec):
     outputs = ("out", "residual_out")
 
     # --- shape and knobs -------------------------------------------------------------------
-    def block_size_options(self, limits: DeviceLimits, dtype: str) -> list[str]:
+    def block_size_options(self, limits: DeviceLimits, dtype: str,
+                           shape: dict[str, int] | None = None) -> list[str]:
         if dtype not in DTYPE_CODE:
             return []
         opts = [t for t in (256, 128, 512, 1024) if t <= limits.max_threads_per_block]

@@ -46,7 +46,8 @@ class BiasGeluSpec(KernelSpec):
     default_shape = {"m": 8192, "n": 10240}
     outputs = ("out",)
 
-    def block_size_options(self, limits: DeviceLimits, dtype: str) -> list[str]:
+    def block_size_options(self, limits: DeviceLimits, dtype: str,
+                           shape: dict[str, int] | None = None) -> list[str]:
         if dtype not in DTYPE_CODE:
             return []
         return [str(t) for t in (256, 128, 512, 1024) if t <= limits.max_threads_per_block]

@@ -107,7 +107,8 @@ class GemmResidualSpec(KernelSpec):
         bk = int(m.group(3)) if m.group(3) else DEFAULT_BK.get(dtype, 32)
         return int(m.group(1)), int(m.group(2)), bk
 
-    def block_size_options(self, limits: DeviceLimits, dtype: str) -> list[str]:
+    def block_size_options(self, limits: DeviceLimits, dtype: str,
+                           shape: dict[str, int] | None = None) -> list[str]:
         """Tiles whose two-stage pipeline fits the per-block shared memory and thread limits."""
         if dtype not in DTYPE_CODE:
             return []

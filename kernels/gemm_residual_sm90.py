@@ -507,14 +507,25 @@ def use_cluster(limits: DeviceLimits, block_size: str, stages: int, dtype: str,
 
 
 def supported(limits: DeviceLimits, dtype: str, shape: dict[str, int] | None = None) -> bool:
-    """True where this path applies: compute capability 9.0, bf16/fp16/tf32/fp32, N and K
-    multiples of 8."""
+    """True where this path applies: compute capability 9.0, bf16/fp16/tf32/fp32, N a multiple of 8,
+    and K a multiple of 8 or 16-bit data (whose K is then padded, ``k_padded``)."""
     if tuple(limits.compute_capability) != (9, 0) or _dtype(dtype) not in DTYPES:
         return False
     if shape:
         _, n, k = _mnk(shape)
-        return n % 8 == 0 and k % 8 == 0
+        return n % 8 == 0 and (k % 8 == 0 or ITEMSIZE[_dtype(dtype)] == 2)
     return True
+
+
+PAD_KERNEL = "pad_rows16"
+PAD_SOURCE = "pad_rows16.cuh"
+
+
+def k_padded(k: int, dtype: str) -> int:
+    """K as the GEMM reads it: TMA needs rows of whole 16 bytes, so 16-bit data whose K is not a
+    multiple of 8 is copied, each launch, into rows of the next multiple of 8 with zeros after K
+    (``PAD_KERNEL``: one more read and write of A and W); else K itself."""
+    return -(-k // 8) * 8 if ITEMSIZE[_dtype(dtype)] == 2 else k
 
 
 def block_size_options(limits: DeviceLimits, dtype: str) -> list[str]:
@@ -832,9 +843,10 @@ def check(task: Any, limits: DeviceLimits) -> list[Violation]:
         if val < 1:
             out.append(Violation(f"shape.{name}", val, "must be positive"))
     for name, val in (("n", n), ("k", k)):
-        if val % 8:
+        if val % 8 and not (name == "k" and ITEMSIZE.get(dtype, 4) == 2):
             out.append(Violation(f"shape.{name}", val,
-                                 "TMA needs 16-byte row strides: a multiple of 8 elements",
+                                 "TMA needs 16-byte row strides: a multiple of 8 elements"
+                                 + (" (16-bit data pads K; N cannot be padded in place)" if name == "n" else ""),
                                  "multiple of 8"))
     if m * n >= 2**31 or m * k >= 2**31 or n * k >= 2**31:
         out.append(Violation("shape", f"{m}x{n}x{k}", "indices are 32-bit in the tile scheduler",
@@ -1098,6 +1110,8 @@ class Sm90Plan:
     w_first: bool = False
     r_issue_kb: int | None = None
     swapped_rows: int = 0
+    k_pad: int = 0
+    """K padded to whole 16-byte rows (``k_padded``) where the problem's K is not; 0: no padding."""
 
     @property
     def tile(self) -> Tile:
@@ -1230,13 +1244,14 @@ def plan(task: Any, limits: DeviceLimits, block_size: str, stages: int,
         raster_m = not raster_group and use_raster_m(block_size, tiles, grid, dp_tiles, cluster, dtype)
     if tail_shift is None:
         tail_shift = use_tail_shift(m, n, block_size, dtype, streamk)
+    kp = k_padded(k, dtype)
     p = Sm90Plan(m=m, n=n, k=k, dtype=dtype, block_size=_tile_name(block_size), stages=int(stages),
                  fuse=bool(fuse), pingpong=bool(pingpong), epi_shared=bool(epi_shared), cluster=(cm, cn),
                  streamk=bool(streamk), grid=int(grid), dp_tiles=int(dp_tiles), half_tail=bool(half_tail),
                  epi_ring=bool(epi_ring), epi_ring_reuse=bool(epi_ring_reuse), raster_m=bool(raster_m),
                  raster_group=int(raster_group), tail_shift=bool(tail_shift), split_hi=bool(split_hi),
                  promote=promote, tmap_global=bool(tmap_global), w_first=bool(w_first),
-                 r_issue_kb=r_issue_kb)
+                 r_issue_kb=r_issue_kb, k_pad=kp if kp != k else 0)
     defines_of(p)  # every combination the kernel cannot compile is refused here, not at render
     smem = smem_bytes(p.block_size, p.stages, dtype, p.pingpong, p.epi_ring, p.epi_shared)
     if smem > limits.shared_memory_per_block_bytes:  # would fail at launch (the knob checks refuse it first)
@@ -1273,6 +1288,8 @@ def render(p: Sm90Plan, limits: DeviceLimits) -> Build:
     source = _source(consts)
     smem = smem_bytes(p.block_size, p.stages, dtype, p.pingpong, p.epi_ring, p.epi_shared)
     a_hi, w_hi = ("a_hi", "w_hi") if x3 and p.split_hi else ("a", "w")
+    if p.k_pad:  # the GEMM reads the padded copies (``k_padded``)
+        a_hi, w_hi, k = "a_pad", "w_pad", p.k_pad
     maps = (
         TensorMapArg(a_hi, rows=m, cols=k, box_rows=bm // cn, box_cols=bk, swizzle_bytes=128),
         # a TMA box has at most 256 rows: an unclustered 320-row W tile loads as two of 160
@@ -1308,6 +1325,14 @@ def render(p: Sm90Plan, limits: DeviceLimits) -> Build:
         launches.append(Launch(SPLIT_KERNEL, (split_grid, 1, 1), (256, 1, 1), 0,
                                ("a", a_hi, "a_lo", m * k // 4, "w", w_hi, "w_lo", n * k // 4)))
         functions.append(SPLIT_KERNEL)
+    if p.k_pad:
+        scratch = (Buffer("a_pad", (m, k), dtype, "scratch"), Buffer("w_pad", (n, k), dtype, "scratch"))
+        for src, dst, rows in (("a", "a_pad", m), ("w", "w_pad", n)):
+            total8 = rows * k // 8
+            pad_grid = max(1, min(-(-total8 // 256), limits.sm_count * 8))
+            launches.append(Launch(PAD_KERNEL, (pad_grid, 1, 1), (256, 1, 1), 0, (src, dst, rows, p.k, k)))
+        functions.append(PAD_KERNEL)
+        source += (KERNEL_DIR / PAD_SOURCE).read_text(encoding="utf-8")
     launches.append(Launch(KERNEL, (grid, 1, 1), (128 * (consumers + 1), 1, 1), smem,
                            (*maps, m, n, k, dp_tiles), cluster=cluster))
     functions.append(KERNEL)
@@ -1342,6 +1367,9 @@ def render(p: Sm90Plan, limits: DeviceLimits) -> Build:
         "tail": ("last tiles moved back to end at M, N" if p.tail_shift
                  else "tiles past M, N clipped by TMA"),
     }
+    if p.k_pad:
+        info["k_padding"] = (f"K = {p.k} padded to {p.k_pad} (16-byte rows for TMA): A and W copied each launch, "
+                             f"{2 * (m + n) * p.k * ITEMSIZE[dtype] / 1e6:.1f} MB more traffic")
     if x3:
         info["math"] = ("3xTF32 (a_lo*w_hi + a_hi*w_lo + a_hi*w_hi; hi "
                         + ("tf32-rounded" if p.split_hi else "as the tensor cores read x") + "; "
@@ -1420,14 +1448,22 @@ def _render_swapped(p: Sm90Plan, limits: DeviceLimits) -> Build:
     at = next(i for i, launch in enumerate(b.launches) if launch.function == KERNEL)
     gemm = b.launches[at]
     maps = list(gemm.args[:6])
-    maps[0] = replace(maps[0], buffer="w")  # n rows of K: the wgmma's A operand, 128-row boxes
-    maps[1] = replace(maps[1], buffer="a")  # m rows of K: its B operand, R-row boxes
+    pad = "_pad" if p.k_pad else ""
+    maps[0] = replace(maps[0], buffer="w" + pad)  # n rows of K: the wgmma's A operand, 128-row boxes
+    maps[1] = replace(maps[1], buffer="a" + pad)  # m rows of K: its B operand, R-row boxes
     nat = {"rows": m, "cols": n, "box_rows": rows, "box_cols": bk_of(dtype), "swizzle_bytes": 128}
     maps[2] = replace(maps[2], **nat)
     maps[3] = replace(maps[3], **nat)
     maps[4], maps[5] = maps[2], maps[3]  # no tail chunk: 128 columns of N are two whole chunks
     launches = list(b.launches)
     launches[at] = replace(gemm, args=(*maps, *gemm.args[6:]))
+    if p.k_pad:  # the inner build padded its own A (the problem's W) and W (the problem's A)
+        swap = {"a": "w", "w": "a", "a_pad": "w_pad", "w_pad": "a_pad"}
+        launches = [replace(ln, args=tuple(swap.get(x, x) if isinstance(x, str) else x for x in ln.args))
+                    if ln.function == PAD_KERNEL else ln for ln in launches]
+        scratch = tuple(replace(sb, name=swap[sb.name], shape=(m if sb.name == "w_pad" else n, p.k_pad))
+                        for sb in b.scratch)
+        b = replace(b, scratch=scratch)
     # the inner build names its tile order in the kernel's frame, where M and N trade places
     order = str(b.info.get("tile_order", ""))
     order = {"N-fastest": "M-fastest", "M-fastest": "N-fastest"}.get(order, order.replace(" M blocks", " N blocks"))
