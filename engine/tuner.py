@@ -333,6 +333,9 @@ def tune(task: TaskSpec, profile_name: str | None = None, *, budget_s: float = 6
         if on_event is not None:
             on_event(ev)
 
+    if on_event is not None:  # the candidates the planner pruned, listed before any is timed
+        for t in skipped:
+            on_event(TrialEvent(state="done", trial=t.to_dict(), done=0, total=res.total))
     restarts = 0
     while True:
         left = budget_s - (time.monotonic() - t0)

@@ -24,6 +24,7 @@ from engine import (
     plan,
     prepare,
     run_prepared,
+    tuned_lookup,
 )
 from tui import diagnostics
 from tui.screens.base import CockpitScreen
@@ -95,25 +96,31 @@ def summary_text(result: RunResult) -> Text:
     return out
 
 
-def resolved_knobs(task: Any, profile: Any) -> dict[str, Any]:
+def resolved_knobs(task: Any, profile: Any, tuned: Any = None) -> dict[str, Any]:
     """The task with the knobs that will run (the engine's plan: the task's own, tuned or the
-    kernel's defaults for this profile and shape), so the cockpit shows what will run."""
+    kernel's defaults for this profile and shape) and where they came from (``knobs_from``), so
+    the cockpit shows what will run. ``tuned``: the tuning cache lookup the run will use."""
     d = task.model_dump(mode="json")
     if profile is None:
         return d
     try:
-        p = plan(task, profile)
+        p = plan(task, profile, tuned)
     except PlanError:
         return d
     d["block_size"] = p.task.block_size
     d["memory_pipelining"] = p.task.memory_pipelining
+    d["schedule"] = dict(p.task.schedule)
+    d["knobs_from"] = p.source_label
     return d
 
 
 def knobs_of(task: dict[str, Any]) -> str:
     pl = task.get("memory_pipelining")
+    sched = ",".join(f"{k}={v}" for k, v in (task.get("schedule") or {}).items())
     return (f"BLOCK_SIZE={task.get('block_size')} MEMORY_PIPELINING={format_pipelining(pl)} "
-            f"fusion={'on' if task.get('fusion') else 'off'}")
+            + (f"schedule={sched} " if sched else "")
+            + f"fusion={'on' if task.get('fusion') else 'off'}"
+            + (f" (knobs: {task['knobs_from']})" if task.get("knobs_from") else ""))
 
 
 def comparison_table(new: RunResult, old: RunResult | None) -> Table | Text:
@@ -178,11 +185,12 @@ class RunScreen(CockpitScreen):
                     and getattr(message.event, "kind", "") == "progress")
 
     class Started(Message):
-        """A run was accepted and its engine process is starting (bubbles to the app)."""
+        """A run was accepted and its engine process is starting (bubbles to the app); ``knobs``:
+        the knobs line of the task as prepared, with where they came from."""
 
-        def __init__(self, backend: str, notices: list[str]) -> None:
+        def __init__(self, backend: str, notices: list[str], knobs: str = "") -> None:
             super().__init__()
-            self.backend, self.notices = backend, notices
+            self.backend, self.notices, self.knobs = backend, notices, knobs
 
     class Finished(Message):
         """A run ended, well or badly (bubbles to the app, which records it)."""
@@ -217,12 +225,19 @@ class RunScreen(CockpitScreen):
             yield Static(id="run-table", classes="panel")
             yield Static(id="run-log", classes="log")
 
-    def refresh_view(self) -> None:
+    def refresh_view(self, knobs: str | None = None) -> None:
+        """The task line; ``knobs``: the prepared run's knobs line (else planned here the same way,
+        with the store's tuning cache, as ``prepare`` will)."""
         task = self.app.task_spec
         prof = self.app.effective_profile()
+        if knobs is None:
+            choice = self.app.backend_choice
+            tuned = None if prof is None or choice is None else tuned_lookup(
+                self.app.store, choice.device_name, prof, choice.name == "sim")
+            knobs = knobs_of(resolved_knobs(task, prof, tuned))
         text = Text()
         text.append(task.label(), style="bold")
-        text.append(f"  {knobs_of(resolved_knobs(task, prof))}  warm-up {task.warmup} x{task.iterations}")
+        text.append(f"  {knobs}  warm-up {task.warmup} x{task.iterations}")
         text.append(f"  on {prof.name if prof else '?'}", style="dim")
         if task.fault.value != "none":
             text.append(f"  fault={task.fault.value}", style="bold red")
@@ -241,7 +256,7 @@ class RunScreen(CockpitScreen):
         self.query_one("#run-summary", Static).update(Text("Starting the engine process...", style="yellow"))
         self.query_one("#run-log", Static).update("")
         self.refresh_view()
-        self._run(self.app.task_spec, self.app.profile_name, self.app.backend_choice, self._cancel)
+        self._run(self.app.task_spec, self.app.profile_name, self.app.backend_choice, self._cancel, self.app.store)
 
     def action_cancel_run(self) -> None:
         if self.app.run_active:
@@ -249,19 +264,21 @@ class RunScreen(CockpitScreen):
             self.query_one("#run-summary", Static).update(Text("Cancelling...", style="yellow"))
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="run")
-    def _run(self, task, profile_name, choice, cancel: threading.Event) -> None:
+    def _run(self, task, profile_name, choice, cancel: threading.Event, store: Any) -> None:
         try:
-            prep = prepare(task, profile_name, profiles=self.app.profiles, backend_choice=choice)
+            prep = prepare(task, profile_name, profiles=self.app.profiles, backend_choice=choice, store=store)
         except CockpitError as exc:
             self.post_message(self.Rejected(exc.message, exc.fix))
             return
         except Exception as exc:  # an engine bug must not end the cockpit
             self.post_message(self.Rejected(f"internal error while preparing: {type(exc).__name__}: {exc}", None))
             return
-        self.post_message(self.Started(prep.backend, prep.notices))
+        knobs = prep.task.model_dump(mode="json")
+        knobs["knobs_from"] = prep.plan.source_label if prep.plan is not None else ""
+        self.post_message(self.Started(prep.backend, prep.notices, knobs_of(knobs)))
         try:
             result = run_prepared(prep, on_event=lambda ev: self.post_message(self.EngineEvent(ev)),
-                                  cancel=cancel, store=self.app.store)
+                                  cancel=cancel, store=store)
         except Exception as exc:
 
             msg = exc.message if isinstance(exc, CockpitError) else f"{type(exc).__name__}: {exc}"
@@ -272,6 +289,8 @@ class RunScreen(CockpitScreen):
 
     # --- messages from the worker ---------------------------------------------------------------
     def on_run_screen_started(self, message: Started) -> None:
+        if message.knobs:
+            self.refresh_view(knobs=message.knobs)
         for notice in message.notices:
             self.log_lines.append(notice)
         self.query_one("#run-summary", Static).update(

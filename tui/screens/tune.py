@@ -1,5 +1,6 @@
 """Tune: the task as a form, validated as you type with the engine's own rules, the predicted
-T_SOL and bound for the shape before anything runs, and save/load as a TOML task file."""
+T_SOL and bound for the shape before anything runs, save/load as a TOML task file, and ``t`` to
+tune the task's knobs (``tui.screens.tune_run``)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from engine import (
     save_task,
 )
 from tui.screens.base import CockpitScreen
+from tui.screens.tune_run import TuneRunScreen
 from tui.widgets.format import fmt_ms
 
 FAULTS = ("none", "compile_error", "launch_failure", "illegal_address", "hang", "nan")
@@ -36,6 +38,11 @@ FAULTS = ("none", "compile_error", "launch_failure", "illegal_address", "hang", 
 
 def shape_text(shape: dict[str, int]) -> str:
     return ",".join(f"{k}={v}" for k, v in shape.items())
+
+
+def schedule_text(schedule: dict[str, Any]) -> str:
+    """{'consumers': 'pingpong', 'cluster': 2} -> 'consumers=pingpong,cluster=2' (as the field reads it)."""
+    return ",".join(f"{k}={v}" for k, v in schedule.items())
 
 
 def validate_form(values: dict[str, Any], profile: Any,
@@ -72,6 +79,7 @@ class TuneScreen(CockpitScreen):
 
     MODE = "tune"
     BINDINGS = [
+        Binding("t", "tune", "Run a tune", tooltip="Search the knobs for the fastest correct ones (the form must be valid)"),
         Binding("ctrl+s", "save", "Save task", tooltip="Save the task as a TOML file at the path below"),
         Binding("ctrl+o", "load", "Load task", tooltip="Load a TOML task file from the path below"),
         Binding("ctrl+r", "reset", "Defaults", tooltip="Reset the form to the default task"),
@@ -92,6 +100,8 @@ class TuneScreen(CockpitScreen):
                 yield Input(id="f-block_size", compact=True, placeholder="kernel default")
                 yield Label("MEMORY_PIPE.")
                 yield Input(id="f-memory_pipelining", compact=True, placeholder="off or stages >= 2")
+                yield Label("schedule")
+                yield Input(id="f-schedule", compact=True, placeholder="planner's; e.g. consumers=pingpong,cluster=2")
                 yield Label("fusion")
                 yield Select([("on", True), ("off", False)], id="f-fusion", allow_blank=False, compact=True)
                 yield Label("warm-up")
@@ -111,12 +121,23 @@ class TuneScreen(CockpitScreen):
             yield Static(id="tune-status")
             yield Static(id="tune-prediction")
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._shown: TaskSpec | None = None
+        """The task the form last put in ``app.task_spec`` (another screen may have changed it since)."""
+        self.tune_settings: tuple[int, str] = (60, "burst")
+        """Budget (s) and regime the last tuning view ran with: the next one starts with them."""
+
     def on_mount(self) -> None:
         super().on_mount()
         self.fill(self.app.task_spec)
 
     def refresh_view(self) -> None:
-        self.validate()
+        """The form again, or the task another screen set (applied tune, applied fix) put in it."""
+        if self.app.task_spec != self._shown:
+            self.fill(self.app.task_spec)
+        else:
+            self.validate()
 
     def fill(self, task: TaskSpec) -> None:
         """Put a task into the form (attributes down)."""
@@ -127,6 +148,7 @@ class TuneScreen(CockpitScreen):
             self.query_one("#f-block_size", Input).value = task.block_size or ""
             pl = task.memory_pipelining
             self.query_one("#f-memory_pipelining", Input).value = "" if pl is None else format_pipelining(pl)
+            self.query_one("#f-schedule", Input).value = schedule_text(task.schedule)
             self.query_one("#f-fusion", Select).value = task.fusion
             self.query_one("#f-warmup", Input).value = str(task.warmup)
             self.query_one("#f-iterations", Input).value = str(task.iterations)
@@ -137,7 +159,7 @@ class TuneScreen(CockpitScreen):
 
     def form_values(self) -> dict[str, Any]:
         base = self.app.task_spec.model_dump(mode="json")
-        for key in ("block_size", "memory_pipelining"):
+        for key in ("block_size", "memory_pipelining", "schedule"):
             base.pop(key, None)
         base.update({
             "kernel": self.query_one("#f-kernel", Select).value,
@@ -145,6 +167,7 @@ class TuneScreen(CockpitScreen):
             "dtype": self.query_one("#f-dtype", Select).value,
             "block_size": self.query_one("#f-block_size", Input).value.strip() or None,
             "memory_pipelining": self.query_one("#f-memory_pipelining", Input).value.strip() or None,
+            "schedule": self.query_one("#f-schedule", Input).value.strip() or None,
             "fusion": self.query_one("#f-fusion", Select).value,
             "warmup": self.query_one("#f-warmup", Input).value.strip(),
             "iterations": self.query_one("#f-iterations", Input).value.strip(),
@@ -162,9 +185,10 @@ class TuneScreen(CockpitScreen):
             text.append("\n  ".join(problems), style="red")
             status.update(text)
         else:
-            status.update(Text("✓ valid: r on 4 Run launches this task", style="green"))
+            status.update(Text("✓ valid: r on 4 Run launches this task; t tunes its knobs", style="green"))
         if task is not None:
             self.app.task_spec = task
+        self._shown = self.app.task_spec
         self.query_one("#tune-prediction", Static).update(self.prediction_text(pred))
         return task
 
@@ -235,6 +259,19 @@ class TuneScreen(CockpitScreen):
 
     def action_reset(self) -> None:
         self.fill(TaskSpec(backend=self.app.task_spec.backend))
+
+    def action_tune(self) -> None:
+        """Open the tuning view for the form's task; an invalid form never starts one."""
+        task = self.validate()
+        if task is None:
+            self.notify("The task has problems (see above); fix them before tuning.", title="Not tuned",
+                        severity="error")
+            return
+        self.app.push_screen(TuneRunScreen(task, *self.tune_settings), callback=self._tuned_with)
+
+    def _tuned_with(self, settings: tuple[int, str] | None) -> None:
+        if settings:
+            self.tune_settings = settings
 
     def action_leave_field(self) -> None:
         self.set_focus(None)

@@ -1,0 +1,81 @@
+"""The tune's table rows and progress line as pure functions of the trials (dicts as the engine's
+``TrialEvent`` carries them): labels, sort orders, the best row, the cells of a row."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from rich.text import Text
+
+from engine import Trial
+
+SORTS = ("time", "knobs", "status", "order")
+"""Sort orders of the table, in the order ``s`` cycles through them."""
+COLUMN_SORT = {"n": "order", "knobs": "knobs", "ms": "time", "sol": "time", "status": "status"}
+"""The sort a click on a column header picks."""
+STATUS_RANK = {"ok": 0, "incorrect": 1, "running": 2, "compile_error": 3, "launch_error": 4, "timeout": 5,
+               "crashed": 6, "skipped": 7}
+REASON_CHARS = 64
+
+
+def trial_label(trial: dict[str, Any]) -> str:
+    """The engine's own label of a trial's knobs, e.g. '128x128/5 consumers=pingpong'."""
+    return Trial.from_dict(trial).key
+
+
+def sort_key(mode: str):
+    """The key function of a sort order over table entries (trial dicts with ``seq`` and ``n``)."""
+    def by_time(e):
+        ms = e.get("median_ms") if e.get("status") == "ok" else None
+        return (ms is None, ms or 0.0, e["seq"])
+
+    def by_knobs(e):
+        tile = tuple(int(d) for d in re.findall(r"\d+", str(e.get("block_size"))))
+        return (tile, int(e.get("memory_pipelining") or 0), sorted(map(str, (e.get("schedule") or {}).items())))
+
+    def by_status(e):
+        return (STATUS_RANK.get(e.get("status"), 9), by_time(e))
+
+    def by_order(e):
+        return (e.get("n") is None, e["seq"])
+
+    return {"time": by_time, "knobs": by_knobs, "status": by_status, "order": by_order}[mode]
+
+
+def best_entry(entries: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The fastest correct timed trial (as ``TuneResult.best`` picks it)."""
+    ok = [e for e in entries if e.get("status") == "ok" and e.get("median_ms") is not None]
+    return min(ok, key=lambda e: e["median_ms"]) if ok else None
+
+
+def row_cells(entry: dict[str, Any], best: bool) -> tuple[Text, ...]:
+    """#, knobs, ms, SOL %, status of one table row; the best row starred and bold."""
+    status = entry.get("status", "")
+    style = "bold green" if best else {"ok": "", "skipped": "dim", "running": "yellow",
+                                       "incorrect": "red"}.get(status, "red")
+    n = "-" if entry.get("n") is None else str(entry["n"])
+    ms, sol = entry.get("median_ms"), entry.get("sol_pct")
+    what = status + (", default" if entry.get("default") else "")
+    reason = entry.get("reason") or ""
+    if status != "ok" and reason:
+        what += ": " + (reason if len(reason) <= REASON_CHARS else reason[:REASON_CHARS - 1] + "…")
+    return (Text(n + ("★" if best else " "), style=style, justify="right"), Text(trial_label(entry), style=style),
+            Text("" if ms is None else f"{ms:.4f}", style=style, justify="right"),
+            Text("" if sol is None else f"{sol:.1f}", style=style, justify="right"), Text(what, style=style))
+
+
+def progress_text(state: str, done: int, total: int, best: dict[str, Any] | None,
+                  elapsed_s: float, budget_s: float, in_flight: str | None) -> Text:
+    """'running · candidates 12/130, best 0.1441 ms (128x128/5), elapsed 14 s / 60 s'."""
+    style = {"running": "bold yellow", "done": "bold green", "cancelled": "bold magenta"}.get(state, "bold red")
+    out = Text(state, style=style)
+    out.append(f" · candidates {done}/{total}")
+    if best is not None:
+        out.append(", best ")
+        out.append(f"{best['median_ms']:.4f} ms", style="bold")
+        out.append(f" ({trial_label(best)})")
+    out.append(f", elapsed {elapsed_s:.0f} s / {budget_s:g} s")
+    if state == "running" and in_flight:
+        out.append(f", timing {in_flight}", style="dim")
+    return out
