@@ -59,7 +59,11 @@ class Plan:
     tuned: TunedKnobs | None = None
     """The cache entry whose knobs this plan took (None: none applied)."""
     default_knobs: tuple[str, int] | None = None
-    """The kernel's own (untuned) BLOCK_SIZE and MEMORY_PIPELINING for this shape."""
+    """The untuned BLOCK_SIZE and MEMORY_PIPELINING for this shape: the nearest tuned shape's in the
+    profile's table of tuned defaults where one is near and fits, else the kernel's own rules'."""
+    default_from: str = ""
+    """Where the defaults came from when a tuned shape lent them, e.g. 'default (tuned at 4096x4096x4096
+    on h200)'; empty for the kernel's own rules."""
 
     @property
     def ok(self) -> bool:
@@ -67,10 +71,13 @@ class Plan:
 
     @property
     def source_label(self) -> str:
-        """'tuned ...', 'default' or 'task' for the knobs as a whole (the cockpit's and bench's line)."""
+        """'tuned ...', 'default', 'default (tuned at ...)' or 'task' for the knobs as a whole (the
+        cockpit's and bench's line)."""
         if self.tuned is not None and "tuned" in self.knob_source.values():
             return self.tuned.label
-        return "task" if set(self.knob_source.values()) == {"task"} else "default"
+        if set(self.knob_source.values()) == {"task"}:
+            return "task"
+        return self.default_from or "default"
 
     def error_text(self) -> str:
         return "; ".join(str(v) for v in self.violations)
@@ -125,6 +132,11 @@ def plan(task: TaskSpec, profile: Profile,
         bs, pl = spec.default_knobs(limits, dtype, shape)
     except ValueError as exc:
         return _refused(task, profile, limits, spec, [Violation("block_size", None, str(exc))], source)
+    near = _from_table(task, profile, spec, limits) if entry is None else None
+    if near is not None:
+        bs, pl = near.block_size, near.memory_pipelining
+        if near.schedule and not task.schedule:
+            update["schedule"] = dict(near.schedule)
     if entry is None:
         if task.block_size is None:
             update["block_size"], source["block_size"] = bs, "default"
@@ -147,7 +159,29 @@ def plan(task: TaskSpec, profile: Profile,
                         source, entry)
     return Plan(task=task, profile=profile, limits=limits, knob_source=source,
                 schedule=dict(kp.schedule), info=info, tuned=entry, default_knobs=(bs, pl),
+                default_from=near.label if near is not None else "",
                 **_options(spec, limits, task), **_sol(spec, task, profile))
+
+
+def _from_table(task: TaskSpec, profile: Profile, spec: Any, limits: DeviceLimits) -> TunedKnobs | None:
+    """The nearest tuned shape's knobs (``engine.tuned_defaults``) where the task leaves the knobs to
+    the defaults and they fit this shape; else None."""
+    if task.block_size is not None or task.memory_pipelining is not None:
+        return None
+    from engine.tuned_defaults import nearest
+
+    near = nearest(task, profile.name)
+    if near is None or (task.schedule and any(near.schedule.get(k) != v for k, v in task.schedule.items())):
+        return None
+    trial = task.model_copy(update={"block_size": near.block_size, "memory_pipelining": near.memory_pipelining,
+                                    "schedule": {**near.schedule, **task.schedule}})
+    try:
+        if spec.check(trial, limits):
+            return None
+        spec.build(trial, limits)
+    except ValueError:
+        return None
+    return near
 
 
 def _options(spec: Any, limits: DeviceLimits, task: TaskSpec) -> dict[str, Any]:

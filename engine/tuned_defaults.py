@@ -1,0 +1,77 @@
+"""Defaults from tuned shapes: a table per profile of the knobs ``tui tune`` found fastest at a set of
+shapes (``profiles/tuned/<profile>.toml``, written by ``tui tune --export``), from which a task that
+nobody tuned takes the knobs of the nearest tuned shape of its class, where they fit.
+
+The kernel's own rules stay the fallback (and the tuner's prior). The table is data: tune the shapes
+again on a new GPU, driver or kernel and export, and the defaults follow. Only shapes on the same
+side of the decode boundary (M <= 64) and with N and K each within ``MAX_RATIO`` count as near."""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from engine.planner import TunedKnobs
+from engine.profiles import BUILTIN_DIR
+
+TABLE_DIR = BUILTIN_DIR / "tuned"
+MAX_RATIO = 2.0
+"""N and K of a tuned shape must be within this factor of the task's to lend it their knobs."""
+DECODE_M = 64
+
+
+@lru_cache(maxsize=16)
+def table(profile: str, directory: Path = TABLE_DIR) -> tuple[dict[str, Any], ...]:
+    """The entries of ``<directory>/<profile>.toml`` (an export of the tuning cache); () when the
+    profile has none or the file cannot be read (a default is never an error)."""
+    from engine.errors import CockpitError
+    from engine.tomlio import load_toml
+
+    path = directory / f"{profile}.toml"
+    if not path.is_file():
+        return ()
+    try:
+        doc = load_toml(path, "tuned defaults")
+    except CockpitError:
+        return ()
+    out = []
+    for e in doc.get("entry") or []:
+        if not isinstance(e, dict):
+            continue
+        try:
+            shape = {k: int(v) for k, v in (part.split("=") for part in str(e["shape"]).split(","))}
+            out.append({**e, "shape": shape})
+        except (KeyError, ValueError):
+            continue
+    return tuple(out)
+
+
+def nearest(task: Any, profile_name: str, directory: Path = TABLE_DIR) -> TunedKnobs | None:
+    """The knobs of the tuned shape nearest to the task's (same kernel, dtype and fusion; both decode
+    or both not; N and K within ``MAX_RATIO``), by log distance with N and K counting double; None
+    where no shape is near."""
+    shape = task.shape
+    if not {"m", "n", "k"} <= set(shape):
+        return None
+    best: tuple[float, dict[str, Any]] | None = None
+    for e in table(profile_name, directory):
+        s = e["shape"]
+        if (e.get("kernel") != task.kernel or e.get("dtype") != task.dtype.value
+                or bool(e.get("fusion", True)) != bool(task.fusion) or not {"m", "n", "k"} <= set(s)):
+            continue
+        if (s["m"] <= DECODE_M) != (shape["m"] <= DECODE_M):
+            continue
+        rn, rk = abs(math.log(s["n"] / shape["n"])), abs(math.log(s["k"] / shape["k"]))
+        if max(rn, rk) > math.log(MAX_RATIO):
+            continue
+        d = abs(math.log(s["m"] / shape["m"])) + 2 * (rn + rk)
+        if best is None or d < best[0]:
+            best = (d, e)
+    if best is None:
+        return None
+    e = best[1]
+    at = "x".join(str(e["shape"][d]) for d in ("m", "n", "k"))
+    return TunedKnobs(block_size=str(e["block_size"]), memory_pipelining=int(e["memory_pipelining"]),
+                      schedule=dict(e.get("schedule") or {}), label=f"default (tuned at {at} on {profile_name})")
