@@ -54,6 +54,16 @@ intensity BM * BN / (BM + BN): ``TILE_EFFICIENCY_MAX`` x min(1, I / I_ref) ** po
 H200 at 8192^3 bf16 (ADR-0002: 128x256 0.65 of the datasheet peak, 168x128 0.61, 128x128 0.55,
 128x80 0.45); one consumer warpgroup (the 64-row tiles) keeps ``ONE_CONSUMER`` of that."""
 ONE_CONSUMER = 0.8
+PINGPONG_GAIN = 1.15
+"""Ping-pong keeps the tensor cores busier than cooperative on the same tile: one consumer's
+epilogue and barriers overlap the other's main loop (H200 seed shape: ping-pong 128x128 0.144 ms,
+cooperative 128x256 0.152)."""
+SHORT_GAIN = 1.33
+"""A launch that ends within ``SHORT_MS`` runs at boost clocks before the board reaches its power
+cap: the 8192^3 fit above is the capped case (the seed's 128x128 kept 0.75 of the peak for 0.14 ms,
+8192^3's 0.55 for 2 ms)."""
+SHORT_MS = 0.2
+LONG_MS = 1.0
 
 
 def sm90_predict_ms(p: Any, limits: DeviceLimits, peak_flops: float, bandwidth: float, dram_bytes: int) -> float:
@@ -68,7 +78,7 @@ def sm90_predict_ms(p: Any, limits: DeviceLimits, peak_flops: float, bandwidth: 
     sms = limits.sm_count
     intensity = bm * bn / (bm + bn)
     eff = TILE_EFFICIENCY_MAX * min(1.0, intensity / TILE_INTENSITY_REF) ** TILE_EFFICIENCY_POWER
-    eff *= 1.0 if consumers > 1 else ONE_CONSUMER
+    eff *= (1.0 if consumers > 1 else ONE_CONSUMER) * (PINGPONG_GAIN if p.pingpong else 1.0)
     mma_s = 2.0 * bm * bn * p.k * passes / (peak_flops / sms * eff)
     cm, cn = p.cluster
     l2_share = L2_PER_DRAM * bandwidth / sms
@@ -81,7 +91,11 @@ def sm90_predict_ms(p: Any, limits: DeviceLimits, peak_flops: float, bandwidth: 
         rounds = -(-p.dp_tiles // max(1, p.grid)) + (tiles - p.dp_tiles) / max(1, p.grid) * 1.15
     else:
         rounds = sm90.tile_rounds(p.m, p.n, bm, bn, sms, p.cluster, p.half_tail)
-    t = rounds * tile_s + 5e-6 + (0 if p.fuse else 2.0 * p.m * p.n * item / bandwidth)
+    busy = rounds * tile_s
+    # boost clocks for short launches, the power cap's for long ones, linear in between
+    ramp = min(1.0, max(0.0, (busy * 1e3 / SHORT_GAIN - SHORT_MS) / (LONG_MS - SHORT_MS)))
+    busy /= SHORT_GAIN - (SHORT_GAIN - 1.0) * ramp
+    t = busy + 5e-6 + (0 if p.fuse else 2.0 * p.m * p.n * item / bandwidth)
     return 1e3 * max(t, dram_bytes / bandwidth)
 
 
