@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from engine.cli.output import print_json, stdout_console
 from engine.profiles import load_profiles
@@ -15,24 +16,42 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("kernels", help="list kernels and the BLOCK_SIZE / MEMORY_PIPELINING values that fit")
     p.add_argument("--profile", default="h100", help="profile whose limits decide what fits (default h100)")
     p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--store", type=Path, help="results store whose tuning cache is listed (env SOL_COCKPIT_STORE)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from engine.planner import PlanError, plan
+    from engine.store import ResultStore
+    from engine.task import TaskSpec
+
     prof = load_profiles().get(args.profile)
     limits = DeviceLimits.from_profile(prof)
+    try:
+        tuned = [e for e in ResultStore(args.store).list_tuned() if e["sm_count"] == prof.sm_count]
+    except Exception:  # a store that cannot be read lists no tuned entries
+        tuned = []
     rows = []
     for name in kernel_names():
         spec = get_spec(name)
         per_dtype = {}
         for dt in spec.dtypes:
             bss = spec.block_size_options(limits, dt)
-            per_dtype[dt] = {"block_size": bss,
-                             "memory_pipelining": spec.pipelining_options(limits, dt, bss[0]) if bss else [],
-                             # at the kernel's default shape, as a run of the default task resolves it
-                             "default": list(spec.default_knobs(limits, dt, spec.default_shape or None))}
+            try:  # at the kernel's default shape, as a run of the default task resolves it
+                p = plan(TaskSpec(kernel=name, dtype=dt, backend="sim"), prof)
+                default = [p.task.block_size, p.task.memory_pipelining]
+                pls = list(p.pipelining_options)
+                sched = {k.name: list(k.values) for k in p.schedule_options}
+                source = p.source_label
+            except PlanError:
+                default, pls, sched, source = [], [], {}, "none fits"
+            per_dtype[dt] = {"block_size": bss, "memory_pipelining": pls, "schedule": sched,
+                             "default": default, "default_from": source}
+        entries = [{k: e[k] for k in ("gpu", "dtype", "shape", "regime", "block_size", "memory_pipelining",
+                                      "schedule", "median_ms", "tuned_at", "candidates")}
+                   for e in tuned if e["kernel"] == name and e["source_hash"] == spec.source_hash()]
         rows.append({"name": name, "title": spec.title, "dims": list(spec.dims),
-                     "default_shape": spec.default_shape, "dtypes": per_dtype})
+                     "default_shape": spec.default_shape, "dtypes": per_dtype, "tuned": entries})
     if args.json:
         print_json({"profile": prof.name, "kernels": rows})
         return 0
@@ -40,8 +59,17 @@ def run(args: argparse.Namespace) -> int:
     for r in rows:
         con.print(f"[bold]{r['name']}[/]  {r['title']}  dims={','.join(r['dims'])}")
         for dt, d in r["dtypes"].items():
-            con.print(f"  {dt}: BLOCK_SIZE {' '.join(d['block_size'])} | MEMORY_PIPELINING "
+            at = "x".join(map(str, r["default_shape"].values())) or "any shape"
+            default = f"{d['default'][0]}/{format_pipelining(d['default'][1])}" if d["default"] else "none"
+            con.print(f"  {dt}: BLOCK_SIZE {' '.join(d['block_size'])} | MEMORY_PIPELINING at {at} "
                       f"{' '.join(format_pipelining(s) for s in d['memory_pipelining'])} "
-                      f"| default at {'x'.join(map(str, r['default_shape'].values())) or 'any shape'} "
-                      f"{d['default'][0]}/{d['default'][1] or 'off'}")
+                      f"| default at {at} {default} ({d['default_from']})", markup=False)
+            if d["schedule"]:
+                con.print("      schedule: " + "; ".join(f"{k} = {' | '.join(map(str, v))}"
+                                                       for k, v in d["schedule"].items()), markup=False)
+        for e in r["tuned"]:
+            sched = ",".join(f"{k}={v}" for k, v in sorted(e["schedule"].items()))
+            con.print(f"  tuned on {e['gpu']}: {e['dtype']} {e['shape']} ({e['regime']}) -> {e['block_size']}/"
+                      f"{format_pipelining(e['memory_pipelining'])}{' ' + sched if sched else ''} "
+                      f"{e['median_ms']:.4f} ms, {e['tuned_at'][:10]}, {e['candidates']} candidates", markup=False)
     return 0
