@@ -4,7 +4,8 @@
         [--out DIR] [--iters 100] [--warmup 10] [--jobs 16]
 
 For each shape MxNxK and dtype: the default plan and a modest list of knob combinations (tiles
-around the default's BM, stages, split-K, warps; pruned by ``check``) are compiled in parallel
+around the default's BM, stages, split-K, warps, A from global or shared memory (schedule.a_smem,
+both where K % 8 == 0); pruned by ``check``) are compiled in parallel
 (NVRTC, sm_90a, one process per core), run once on N(0,1) inputs into an output poisoned with
 0xFFFF and compared with a float64 reference (A @ W^T + R: max |out - ref| / max(1, rms(ref)) under
 2e-2 for bf16, 5e-3 for fp16, nothing left unwritten), timed with CUDA events (``--warmup``
@@ -69,24 +70,28 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def variants(m: int, n: int, k: int, dtype: str, limits: DeviceLimits) -> list[sk.SkinnyPlan]:
-    """The default plan first, then tiles of the default's BM (and the next smaller BM where it
-    still needs at most 2 CTAs along M) x stages x split-K around each tile's default, 4 and 8
-    warps; pruned by ``check``, deduplicated."""
+    """The default plan first (fused and not), the default of the other a_smem value, then tiles of
+    the default's BM (and the next smaller BM where it still needs at most 2 CTAs along M) x
+    a_smem (0, 1 where K % 8 == 0) x stages x split-K around each tile's default for that a_smem,
+    4 and 8 warps; pruned by ``check``, deduplicated."""
     base = sk.plan(m, n, k, dtype, limits)
     plans = [base, sk.plan(m, n, k, dtype, limits, fuse=False)]
+    smem_values = [a for a in sk.A_SMEM_OPTIONS if a == 0 or k % 8 == 0]
+    plans += [sk.plan(m, n, k, dtype, limits, a_smem=a) for a in smem_values if a != base.a_smem]
     bms = [base.bm] + [b for b in sk.BM_OPTIONS if b < base.bm and 2 * b >= m][-1:]
     for bm in bms:
-        for bn in (32, 64, 128):
+        for bn in (16, 32, 64, 128):
             tile = f"{bm}x{bn}"
-            for warps in (4, 8):
-                auto = sk.plan(m, n, k, dtype, limits, block_size=tile, warps=warps).split_k
-                splits = {auto, max(1, auto // 2), min(16, auto * 2)} if warps == 4 else {auto}
-                for stages in (2, 4, 8) if warps == 4 else (4,):
-                    for split in sorted(splits):
-                        split = max(s for s in sk.SPLIT_K_OPTIONS if s <= split)
-                        if not sk.check(m, n, k, dtype, limits, tile, stages, warps, split):
-                            plans.append(sk.plan(m, n, k, dtype, limits, block_size=tile, stages=stages,
-                                                 warps=warps, split_k=split))
+            for a_smem in smem_values:
+                for warps in (4, 8):
+                    auto = sk.plan(m, n, k, dtype, limits, block_size=tile, warps=warps, a_smem=a_smem).split_k
+                    splits = {auto, max(1, auto // 2), min(16, auto * 2)} if warps == 4 else {auto}
+                    for stages in (2, 4, 6, 8) if warps == 4 else (4,):
+                        for split in sorted(splits):
+                            split = max(s for s in sk.SPLIT_K_OPTIONS if s <= split)
+                            if not sk.check(m, n, k, dtype, limits, tile, stages, warps, split, a_smem=a_smem):
+                                plans.append(sk.plan(m, n, k, dtype, limits, block_size=tile, stages=stages,
+                                                     warps=warps, split_k=split, a_smem=a_smem))
     seen, out = set(), []
     for p in plans:
         if p not in seen:
@@ -196,13 +201,18 @@ def run_plan(cp, bench: Bench, p: sk.SkinnyPlan, cubin: bytes, tmp: Path) -> tup
     build = sk.render(p, bench.m, bench.n, bench.k, bench.dtype)
     ws = cp.zeros(build.scratch[0].shape, cp.float32)
     fns = [(mod.get_function(launch.function), launch) for launch in build.launches]
+    for fn, launch in fns:  # as the engine does: ask for any dynamic shared memory a launch takes
+        if launch.shared_mem_bytes:
+            cp.cuda.driver.funcSetAttribute(fn.ptr, cp.cuda.driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                            launch.shared_mem_bytes)
 
     def run(i: int) -> None:
         a, w, r = bench.sets[i]
         bufs = {"a": a, "w": w, "r": r, "out": bench.out, "ws": ws}
         for fn, launch in fns:
             fn(launch.grid, launch.block,
-               tuple(bufs[x] if isinstance(x, str) else cp.int32(x) for x in launch.args))
+               tuple(bufs[x] if isinstance(x, str) else cp.int32(x) for x in launch.args),
+               shared_mem=launch.shared_mem_bytes)
 
     def checked() -> float:
         bench.out.fill(0xFFFF)
@@ -241,12 +251,13 @@ def main(args: argparse.Namespace) -> int:
                 blas = bench.cublas_ms()
                 print(f"\n{m}x{n}x{k} {dtype}: cuBLAS {blas * 1e3:.1f} us "
                       f"({n * k * 2 / blas / 1e6:.0f} GB/s of W), {len(bench.sets)} input sets")
-                print(f"{'tile':>7} {'st':>2} {'wp':>2} {'sk':>2} {'fuse':>4} {'grid':>13} {'regs':>4} "
+                print(f"{'tile':>7} {'st':>2} {'wp':>2} {'sk':>2} {'as':>2} {'fuse':>4} {'grid':>13} {'regs':>4} "
                       f"{'us':>8} {'GB/s W':>7} {'/cuBLAS':>7} correct")
                 for p in (q for s, d, q in todo if s == (m, n, k) and d == dtype):
                     cubin, regs, log = built[sk.source(p, dtype)]
                     row = {"shape": [m, n, k], "dtype": dtype, "tile": p.block_size, "stages": p.stages,
-                           "warps": p.warps, "split_k": p.split_k, "fuse": p.fuse, "grid": list(p.grid),
+                           "warps": p.warps, "split_k": p.split_k, "a_smem": p.a_smem, "fuse": p.fuse,
+                           "grid": list(p.grid), "smem_bytes": p.smem_bytes,
                            "regs": regs[0], "spill_bytes": regs[1], "cublas_ms": blas,
                            "default": p == sk.plan(m, n, k, dtype, limits, fuse=p.fuse)}
                     if log:
@@ -255,8 +266,8 @@ def main(args: argparse.Namespace) -> int:
                         try:
                             e1, e2, ms = run_plan(cp, bench, p, cubin, Path(tmp))
                         except Exception:  # a fault leaves the context unusable: keep what was measured
-                            print(f"{p.block_size} st{p.stages} w{p.warps} sk{p.split_k} fuse={p.fuse}: failed",
-                                  flush=True)
+                            print(f"{p.block_size} st{p.stages} w{p.warps} sk{p.split_k} a_smem={p.a_smem} "
+                                  f"fuse={p.fuse}: failed", flush=True)
                             save(args.out, rows)
                             raise
                         ok = max(e1, e2) < TOL[dtype] * (1 if p.fuse else 2)
@@ -265,7 +276,8 @@ def main(args: argparse.Namespace) -> int:
                     bad += not row["correct"]
                     rows.append(row)
                     us = f"{row['ms'] * 1e3:8.2f}" if row["ms"] else "  failed"
-                    print(f"{p.block_size:>7} {p.stages:>2} {p.warps:>2} {p.split_k:>2} {'on' if p.fuse else 'off':>4} "
+                    print(f"{p.block_size:>7} {p.stages:>2} {p.warps:>2} {p.split_k:>2} {p.a_smem:>2} "
+                          f"{'on' if p.fuse else 'off':>4} "
                           f"{str(p.grid):>13} {row['regs']:>4} {us} {row.get('gbps_w', 0):7.0f} "
                           f"{row.get('ratio', 0):7.2f} {'yes' if row['correct'] else 'NO'}"
                           f"{' default' if row['default'] else ''}", flush=True)

@@ -33,6 +33,9 @@ SKINNY_SCHEDULE = (
     KnobDef("warps", sk.WARPS_OPTIONS, "warps per CTA: they split the CTA's rows of W and its K range"),
     KnobDef("split_k", sk.SPLIT_K_OPTIONS,
             "CTAs per output tile along K, their fp32 partials summed by the last to arrive (deterministic)"),
+    KnobDef("a_smem", sk.A_SMEM_OPTIONS,
+            "1: the CTA stages its slice of A in shared memory once (cp.async) for all its warps; 0: each "
+            "warp loads A's fragments from L2"),
 )
 """The decode path's schedule choices (``kernels.gemm_residual_skinny``)."""
 SKINNY_DEFAULT_MAX_M = 16
@@ -267,14 +270,15 @@ class AutoGemmResidualSpec(GemmResidualSpec):
         if isinstance(p, Violation):
             return [p]
         return sk.check(shape["m"], shape["n"], shape["k"], task.dtype.value, limits, task.block_size,
-                        p.stages, p.warps, p.split_k)
+                        p.stages, p.warps, p.split_k, a_smem=p.a_smem)
 
     def _skinny_plan(self, task: Any, limits: DeviceLimits, shape: dict[str, int]) -> Any:
         """The decode path's plan, or the Violation its planner names."""
         sched = task.schedule or {}
         try:
             return sk.plan(shape["m"], shape["n"], shape["k"], task.dtype.value, limits, task.block_size,
-                           task.memory_pipelining, sched.get("warps"), sched.get("split_k"), bool(task.fusion))
+                           task.memory_pipelining, sched.get("warps"), sched.get("split_k"), bool(task.fusion),
+                           a_smem=sched.get("a_smem"))
         except ValueError as exc:
             text = str(exc)
             field, _, rest = text.partition("=")
@@ -292,7 +296,7 @@ class AutoGemmResidualSpec(GemmResidualSpec):
             if isinstance(p, Violation):
                 raise KnobError(p.field, p.value, p.message)
             return KernelPlan(block_size=Tile(p.bm, p.bn), memory_pipelining=p.stages,
-                              schedule={"warps": p.warps, "split_k": p.split_k}, detail=p)
+                              schedule={"warps": p.warps, "split_k": p.split_k, "a_smem": p.a_smem}, detail=p)
         if path == "portable":
             return super().plan(task, limits)
         t = task.model_copy(update={"shape": shape})

@@ -30,9 +30,25 @@
 // 16-byte loads; ALIGNED8 = 0 builds the 8-element vectors from 4-byte loads (ALIGNED2 = 1: K
 // even) or 2-byte loads (K odd).
 //
+// A in shared memory (A_SMEM = 1, K % 8 == 0 only). A_SMEM = 0: every warp loads its own copy of
+// A's fragments from global memory (L1 / L2) into the same register ring as W's. At M >= 16 those
+// loads outweigh W's (BM / 8 fragments against 2 per row group), and every row-group warp of a CTA
+// and every CTA along N fetches the same A slice again from L2, which becomes the bound. A_SMEM = 1:
+// the CTA copies A[m0 : m0 + BM, its K range] into shared memory once, in tiles of KT = KW x A_TILE
+// chunks, double-buffered with 16-byte cp.async.cg (zero-filled past M and past the CTA's K range
+// through the src-size operand), one barrier per tile; W stays streamed into the register ring, and
+// each warp reads its B fragments with 16-byte ld.shared right before its MMAs, with the same K
+// permutation as before (lane (g, c): the 8 elements at k = 32 kc + 8 c of token g). Layout of a
+// tile: [chunk j][token t][32 elements] (A_OFF): a fragment read by 8 consecutive lanes (tokens g,
+// g + 1, c = 0..3) covers 128 contiguous bytes, all 32 banks once, and so does each group of 8
+// lanes of the copy (tokens fastest): conflict-free without padding. A warp-slot's KW warps take
+// the tile's chunks interleaved (warp kw: chunks kw, kw + KW, ...), so that they stay balanced on
+// a part-full last tile. After the main loop the tile buffers hold the KW partial tiles (red).
+//
 // Defines (validated integers, prepended by kernels/gemm_residual_skinny.py): BM, BN, STAGES, WARPS,
-// SPLIT_K, DT (0 bf16, 1 fp16), FUSE, ALIGNED8, ALIGNED2, COUNTERS; then vec16.cuh (VEC_DTYPE = DT)
-// for ld_stream / ld_cached / pack2 / unpack2.
+// SPLIT_K, DT (0 bf16, 1 fp16), FUSE, ALIGNED8, ALIGNED2, COUNTERS, A_SMEM, A_TILE (chunks per warp
+// per shared-memory tile); then vec16.cuh (VEC_DTYPE = DT) for ld_stream / ld_cached / pack2 /
+// unpack2.
 
 #define NF (BM / 8)
 #define RG (BN / 16)
@@ -41,6 +57,28 @@
 #define KW (WARPS / WG)
 #define BNP (BN + 4)
 #define THREADS (WARPS * 32)
+#define RED_FLOATS (KW * BM * BNP)
+
+#ifndef A_SMEM
+#define A_SMEM 0
+#endif
+#if A_SMEM
+#if !ALIGNED8
+#error "A_SMEM needs K % 8 == 0 (16-byte cp.async of A's rows)"
+#endif
+#define KT (KW * A_TILE)
+#define A_TILE_ELEMS (KT * BM * 32)
+// Element (chunk j of the tile, token t, element e of the chunk's 32) of a shared-memory A tile.
+#define A_OFF(j, t, e) (((j) * BM + (t)) * 32 + (e))
+// The copy: 16-byte piece p of a tile is element 8 q of chunk j of token t (tokens fastest).
+#define A_PIECES (KT * BM * 4)
+#define A_PIECE_Q(p) ((p) % 4)
+#define A_PIECE_T(p) (((p) / 4) % BM)
+#define A_PIECE_J(p) ((p) / (4 * BM))
+#define SMEM_A_BYTES (2 * A_TILE_ELEMS * 2)
+#define SMEM_RED_BYTES (RED_FLOATS * 4)
+#define SMEM_BYTES (SMEM_A_BYTES > SMEM_RED_BYTES ? SMEM_A_BYTES : SMEM_RED_BYTES)
+#endif
 
 // Per-output-tile arrival counters of the split-K reduction: zero at module load, each returned
 // to zero by the tile's last CTA (so a launch must not be interrupted half-way, and two launches
@@ -122,24 +160,81 @@ __device__ __forceinline__ void load_chunk(uint4 (&wv)[RPW][2], uint4 (&av)[NF],
     for (int f = 0; f < NF; ++f) av[f] = load8<false>(ap[f] + off, k0, K);
 }
 
-// One chunk's MMAs (the K permutation: see the header). w0 = row g, w1 = row g + 8, av = token g.
+// One fragment pair's MMAs (the K permutation: see the header). w0 = W row g, w1 = row g + 8,
+// av = token g, each the 8 elements at k = 32 kc + 8 c.
+__device__ __forceinline__ void mma_pair(float (&d)[4], const uint4 w0, const uint4 w1, const uint4 av) {
+    mma16816(d, w0.x, w1.x, w0.y, w1.y, av.x, av.y);  // step 0: e0..e3
+    mma16816(d, w0.z, w1.z, w0.w, w1.w, av.z, av.w);  // step 1: e4..e7
+}
+
+// One chunk's MMAs, A's fragments from registers.
 __device__ __forceinline__ void mma_chunk(float (&acc)[RPW][NF][4], const uint4 (&wv)[RPW][2],
                                           const uint4 (&avs)[NF]) {
 #pragma unroll
-    for (int rr = 0; rr < RPW; ++rr) {
-        const uint4 w0 = wv[rr][0], w1 = wv[rr][1];
+    for (int rr = 0; rr < RPW; ++rr)
 #pragma unroll
-        for (int f = 0; f < NF; ++f) {
-            const uint4 av = avs[f];
-            mma16816(acc[rr][f], w0.x, w1.x, w0.y, w1.y, av.x, av.y);  // step 0: e0..e3
-            mma16816(acc[rr][f], w0.z, w1.z, w0.w, w1.w, av.z, av.w);  // step 1: e4..e7
+        for (int f = 0; f < NF; ++f) mma_pair(acc[rr][f], wv[rr][0], wv[rr][1], avs[f]);
+}
+
+#if A_SMEM
+// 16-byte asynchronous copy global -> shared; bytes < 16 zero-fills the rest (0: all zeros).
+__device__ __forceinline__ void cp_async16(unsigned short* dst, const unsigned short* src, int bytes) {
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
+
+// Copy the A tile of chunks [chunk0, chunk0 + KT) and tokens [m0, m0 + BM) into sbuf (A_OFF
+// layout): elements at k >= kend (K or the end of the CTA's range) and tokens >= mv are zeros.
+__device__ __forceinline__ void copy_a_tile(unsigned short* sbuf, const unsigned short* a, int m0, int mv,
+                                            int chunk0, int kend, int K) {
+#pragma unroll
+    for (int r = 0; r < (A_PIECES + THREADS - 1) / THREADS; ++r) {
+        const int p = (int)threadIdx.x + r * THREADS;
+        if (A_PIECES % THREADS == 0 || p < A_PIECES) {
+            const int j = A_PIECE_J(p), t = A_PIECE_T(p), q = A_PIECE_Q(p);
+            const int k = 32 * (chunk0 + j) + 8 * q;
+            const bool ok = t < mv && k < kend;
+            const unsigned short* src = a + (size_t)(m0 + (t < mv ? t : mv - 1)) * K + (ok ? k : 0);
+            cp_async16(sbuf + A_OFF(j, t, 8 * q), src, ok ? 16 : 0);
         }
     }
 }
 
+// One chunk's MMAs, A's fragments from the shared-memory tile (chunk jj of tile sbuf): each B
+// fragment is read once and feeds the warp's RPW row groups.
+__device__ __forceinline__ void mma_chunk_smem(float (&acc)[RPW][NF][4], const uint4 (&wv)[RPW][2],
+                                               const unsigned short* sbuf, int jj, int g, int c) {
+#pragma unroll
+    for (int f = 0; f < NF; ++f) {
+        const uint4 av = *(const uint4*)(sbuf + A_OFF(jj, f * 8 + g, 8 * c));
+#pragma unroll
+        for (int rr = 0; rr < RPW; ++rr) mma_pair(acc[rr][f], wv[rr][0], wv[rr][1], av);
+    }
+}
+
+// One chunk's W loads (rows g and g + 8 of each of the warp's row groups).
+__device__ __forceinline__ void load_w(uint4 (&wv)[RPW][2], const unsigned short* const (&wp)[RPW][2],
+                                       int chunk, int c, int K) {
+    const int k0 = 32 * chunk + 8 * c;
+    const int off = 32 * chunk;
+#pragma unroll
+    for (int rr = 0; rr < RPW; ++rr) {
+        wv[rr][0] = load8<true>(wp[rr][0] + off, k0, K);
+        wv[rr][1] = load8<true>(wp[rr][1] + off, k0, K);
+    }
+}
+#endif
+
 __device__ __forceinline__ float ld_cg_f32(const float* p) {
     float v;
     asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
+    return v;
+}
+__device__ __forceinline__ float4 ld_cg_f32x4(const float* p) {
+    float4 v;
+    asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p));
     return v;
 }
 
@@ -155,7 +250,14 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
 gemm_residual_skinny(const unsigned short* __restrict__ a, const unsigned short* __restrict__ w,
                      const unsigned short* __restrict__ r, unsigned short* __restrict__ out,
                      float* __restrict__ ws, int M, int N, int K) {
-    __shared__ float red[KW * BM * BNP];
+#if A_SMEM
+    // The A tiles (two buffers) while the main loop runs, the KW partial tiles after it.
+    __shared__ __align__(16) unsigned char smem[SMEM_BYTES];
+    unsigned short* const sa = (unsigned short*)smem;
+    float* const red = (float*)smem;
+#else
+    __shared__ float red[RED_FLOATS];
+#endif
     __shared__ unsigned int is_last;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int g = lane >> 2, c = lane & 3;
@@ -170,16 +272,22 @@ gemm_residual_skinny(const unsigned short* __restrict__ a, const unsigned short*
             const int row = min(n0 + (slot * RPW + rr) * 16 + g + 8 * h, N - 1);
             wp[rr][h] = w + (size_t)row * K + 8 * c;
         }
+
+#if !A_SMEM
     const unsigned short* ap[NF];
 #pragma unroll
     for (int f = 0; f < NF; ++f) ap[f] = a + (size_t)min(m0 + f * 8 + g, M - 1) * K + 8 * c;
+#endif
 
-    // This CTA's chunks [cb, ce), this warp's contiguous share [wb, wb + nch).
+    // This CTA's chunks [cb, ce).
     const int kc = (K + 31) / 32;
     const int cb = (int)((long long)blockIdx.y * kc / SPLIT_K);
     const int ce = (int)((long long)(blockIdx.y + 1) * kc / SPLIT_K);
+#if !A_SMEM
+    // This warp's contiguous share [wb, wb + nch) of the CTA's chunks.
     const int wb = cb + (ce - cb) * kw / KW;
     const int nch = cb + (ce - cb) * (kw + 1) / KW - wb;
+#endif
 
     float acc[RPW][NF][4];
 #pragma unroll
@@ -189,6 +297,51 @@ gemm_residual_skinny(const unsigned short* __restrict__ a, const unsigned short*
 #pragma unroll
             for (int j = 0; j < 4; ++j) acc[rr][f][j] = 0.0f;
 
+#if A_SMEM
+    // Tiles of KT chunks; iteration i of every warp is chunk A_TILE_J(i) of tile i / A_TILE (the
+    // same count for all warps, so the per-tile barrier is uniform). STAGES chunks of W in flight
+    // per warp, as below; tile t + 1 is copied while tile t is multiplied.
+    const int kend = min(K, 32 * ce), mva = min(BM, M - m0);
+    const int ntile = (ce - cb + KT - 1) / KT;
+    const int nit = ntile * A_TILE;
+#define A_TILE_J(i) (((i) % A_TILE) * KW + kw)
+#define A_CHUNK(i) (cb + ((i) / A_TILE) * KT + A_TILE_J(i))
+    if (ntile > 0) {
+        copy_a_tile(sa, a, m0, mva, cb, kend, K);
+        cp_async_commit();
+    }
+    uint4 wv[STAGES][RPW][2];
+#pragma unroll
+    for (int s = 0; s < STAGES; ++s)
+        if (s < nit && A_CHUNK(s) < ce) load_w(wv[s], wp, A_CHUNK(s), c, K);
+    for (int base = 0; base < nit; base += STAGES) {
+#pragma unroll
+        for (int s = 0; s < STAGES; ++s) {
+            const int i = base + s;
+            if (i < nit) {
+                if ((A_TILE % STAGES != 0 || s == 0) && i % A_TILE == 0) {
+                    // tile i / A_TILE landed (this thread's copies, then everyone's); every warp is
+                    // done with the previous tile, whose buffer takes the next one
+                    cp_async_wait_all();
+                    __syncthreads();
+                    const int t = i / A_TILE;
+                    if (t + 1 < ntile) {
+                        copy_a_tile(sa + ((t + 1) & 1) * A_TILE_ELEMS, a, m0, mva, cb + (t + 1) * KT, kend, K);
+                        cp_async_commit();
+                    }
+                }
+                if (A_CHUNK(i) < ce)
+                    mma_chunk_smem(acc, wv[s], sa + ((i / A_TILE) & 1) * A_TILE_ELEMS, A_TILE_J(i), g, c);
+                const int i2 = i + STAGES;
+                if (i2 < nit && A_CHUNK(i2) < ce) load_w(wv[s], wp, A_CHUNK(i2), c, K);
+            }
+        }
+    }
+#undef A_CHUNK
+#undef A_TILE_J
+    cp_async_wait_all();
+    __syncthreads();  // the tiles' buffers become red
+#else
     // STAGES chunks in flight: chunk i + STAGES is loaded into slot s as soon as chunk i's MMAs
     // have read it.
     uint4 wv[STAGES][RPW][2];
@@ -203,6 +356,7 @@ gemm_residual_skinny(const unsigned short* __restrict__ a, const unsigned short*
             if (base + s + STAGES < nch) load_chunk(wv[s], av[s], wp, ap, wb + base + s + STAGES, c, K);
         }
     }
+#endif
 
     // Fragments to shared memory: acc[rr][f] = out^T rows (row group) g, g + 8 x tokens 2c, 2c + 1.
 #pragma unroll
@@ -239,14 +393,66 @@ gemm_residual_skinny(const unsigned short* __restrict__ a, const unsigned short*
     __syncthreads();
     if (!is_last) return;
     __threadfence();
-    for (int i = threadIdx.x; i < mv * BN; i += THREADS) {
-        const int ml = i / BN, nl = i % BN;
-        if (nl >= nv) continue;
-        const size_t o = (size_t)(m0 + ml) * N + n0 + nl;
-        float s = 0.0f;
+    // Several outputs per thread at once: all their partials are loaded before any is summed (in
+    // order 0..SPLIT_K-1, as always), so the loads' latency is paid once per group. N % 4 == 0:
+    // groups of 4 consecutive outputs, one 16-byte load per partial (n0 and N multiples of 4).
+    if ((N & 3) == 0) {
+        constexpr int RU = SPLIT_K >= 16 ? 1 : 16 / SPLIT_K;
+        constexpr int NQ = BN / 4;
+        for (int i0 = threadIdx.x; i0 < mv * NQ; i0 += RU * THREADS) {
+            float4 v[RU][SPLIT_K];
 #pragma unroll
-        for (int q = 0; q < SPLIT_K; ++q) s += ld_cg_f32(ws + (size_t)q * M * N + o);
-        store_out(out, r, o, s);
+            for (int u = 0; u < RU; ++u) {
+                const int i = i0 + u * THREADS, ml = i / NQ, nl = 4 * (i % NQ);
+                const bool live = i < mv * NQ && nl < nv;
+                const size_t o = (size_t)(m0 + ml) * N + n0 + nl;
+#pragma unroll
+                for (int q = 0; q < SPLIT_K; ++q)
+                    v[u][q] = live ? ld_cg_f32x4(ws + (size_t)q * M * N + o) : make_float4(0.f, 0.f, 0.f, 0.f);
+            }
+#pragma unroll
+            for (int u = 0; u < RU; ++u) {
+                const int i = i0 + u * THREADS, ml = i / NQ, nl = 4 * (i % NQ);
+                if (i < mv * NQ && nl < nv) {
+                    float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+#pragma unroll
+                    for (int q = 0; q < SPLIT_K; ++q) {
+                        s0 += v[u][q].x;
+                        s1 += v[u][q].y;
+                        s2 += v[u][q].z;
+                        s3 += v[u][q].w;
+                    }
+                    const size_t o = (size_t)(m0 + ml) * N + n0 + nl;
+                    store_out(out, r, o, s0);
+                    if (nl + 1 < nv) store_out(out, r, o + 1, s1);
+                    if (nl + 2 < nv) store_out(out, r, o + 2, s2);
+                    if (nl + 3 < nv) store_out(out, r, o + 3, s3);
+                }
+            }
+        }
+    } else {
+        constexpr int RU = SPLIT_K >= 16 ? 2 : 32 / SPLIT_K;
+        for (int i0 = threadIdx.x; i0 < mv * BN; i0 += RU * THREADS) {
+            float v[RU][SPLIT_K];
+#pragma unroll
+            for (int u = 0; u < RU; ++u) {
+                const int i = i0 + u * THREADS, ml = i / BN, nl = i % BN;
+                const bool live = i < mv * BN && nl < nv;
+                const size_t o = (size_t)(m0 + ml) * N + n0 + nl;
+#pragma unroll
+                for (int q = 0; q < SPLIT_K; ++q) v[u][q] = live ? ld_cg_f32(ws + (size_t)q * M * N + o) : 0.0f;
+            }
+#pragma unroll
+            for (int u = 0; u < RU; ++u) {
+                const int i = i0 + u * THREADS, ml = i / BN, nl = i % BN;
+                if (i < mv * BN && nl < nv) {
+                    float s = 0.0f;
+#pragma unroll
+                    for (int q = 0; q < SPLIT_K; ++q) s += v[u][q];
+                    store_out(out, r, (size_t)(m0 + ml) * N + n0 + nl, s);
+                }
+            }
+        }
     }
     if (threadIdx.x == 0) skinny_counters[tile] = 0u;
 #endif

@@ -20,15 +20,35 @@ Knobs (validated integers only reach the source, as ``#define`` lines):
 - schedule.split_k: CTAs per output tile along K. Above 1 each CTA writes an fp32 partial to the
   ``ws`` scratch buffer (split_k, M, N); the last CTA of a tile (a static counter per tile, reset
   by that CTA) sums the partials in a fixed order, so results are deterministic.
+- schedule.a_smem (0, 1; ``A_SMEM_OPTIONS``): where A's fragments come from. 0: every warp loads
+  its own copy from global memory (L1 / L2) into the register ring beside W's. 1: the CTA copies
+  A[its BM tokens, its K range] into shared memory once, in double-buffered tiles of
+  ``a_tile_chunks`` chunks per warp (16-byte cp.async, 16 KB a tile), and the warps read their
+  fragments from there; K % 8 == 0 only (refused otherwise: the 16-byte copies need 16-byte
+  aligned rows, and an unaligned copy would hold registers or expose its latency once a tile).
 
 Any N, K >= 1: K % 8 != 0 builds the vectors from 4-byte (K even) or 2-byte loads (``ALIGNED8``,
 ``ALIGNED2``; base pointers 16-byte aligned, as CuPy allocates). Fusion off runs the GEMM without R
 and then ``skinny_residual_add``.
 
-Defaults (``plan``): BM the fewest tokens >= M; 4 warps; BN (widest of 64, 32, 16 with BN >= BM / 2)
-and split-K (least) so that the grid has about 2 CTAs per SM (``CTAS_PER_SM`` x limits.sm_count)
-while each warp keeps >= ``MIN_WARP_CHUNKS`` chunks of K and the split-K partials' traffic stays
-under ``SPLIT_TRAFFIC`` of W; 4 stages, fewer where the register budget demands.
+Defaults (``plan``): BM the fewest tokens >= M; 4 warps; a_smem 1 where BM >= ``A_SMEM_MIN_BM``, K %
+8 == 0 and its registers and shared memory fit (``default_a_smem``), else 0. With a_smem 0: BN
+(widest of 64, 32, 16 with BN >= BM / 2) and split-K (least) so that the grid has about 2 CTAs per
+SM (``CTAS_PER_SM`` x limits.sm_count) while each warp keeps >= ``MIN_WARP_CHUNKS`` chunks of K and
+the split-K partials' traffic stays under ``SPLIT_TRAFFIC`` of W. With a_smem 1: BN (128, 64, 32,
+16) and split-K with the least L2 traffic beyond W (A once per CTA column, the partials weighted
+by ``SPLIT_WEIGHT``) among grids of one wave that keep every SM busy and enough of W in flight
+(``_smem_schedule``). ``DEFAULT_STAGES`` stages, fewer where the register budget demands.
+
+Why A in shared memory at M >= 16. With a_smem 0 the L2 -> SM traffic is W plus A once per
+row-group slot of every CTA column: at M = 32, N = K = 5120 with 32x16 tiles, 105 MB of A against
+52 MB of W, ~157 MB in the 26.4 us the H200 measured (~6 TB/s: the L2's bandwidth, not the
+DRAM's). A copy per CTA, shared by all its warps, cuts A's share to M / BN of W's bytes, so wide
+tiles (BN 64, 128) pay; they need split-K to fill the GPU, whose partials cost traffic too (hence
+the balance in ``_smem_schedule``). Work per warp: with 4 warps a 128-row tile gives each warp 2
+row groups, so each B fragment read from shared memory feeds 2 MMAs; at 1 row group (BN <= 64)
+the reads are still well within shared memory's bandwidth (BM = 64: 8 x 512-byte reads a chunk
+per 1 KB of W, ~40 % of 128 B/clock at the SM's share of 3.2 TB/s), so no separate knob for it.
 
 Where this deviates from the design it was written to:
 
@@ -41,6 +61,12 @@ Where this deviates from the design it was written to:
 - The register rule depends on K's alignment (``REGISTER_BUDGET``): 4- and 2-byte loads each hold
   a register until the vector is assembled, so fewer stages fit than with 16-byte loads.
 - The split-K workspace is (split_k, M, N) fp32: only real tokens and rows are written.
+- A's shared-memory tiles are laid out [chunk][token][32 elements] rather than token rows padded
+  by 16 bytes: a fragment read (8 lanes: 2 tokens x 64 bytes) and a copy's 8 lanes (2 tokens x 64
+  bytes) both cover 128 contiguous bytes, conflict-free without padding. The copy zero-fills
+  tokens past M and k past the CTA's range (A_SMEM = 0 clamps tokens instead).
+- With a_smem 1 a warp-slot's KW warps take a tile's chunks interleaved, not in contiguous
+  ranges (the tiles keep them in step, and a part-full last tile stays balanced).
 """
 
 from __future__ import annotations
@@ -64,6 +90,15 @@ TILES = tuple(f"{bm}x{bn}" for bm in BM_OPTIONS for bn in BN_OPTIONS)
 STAGE_OPTIONS = (2, 4, 6, 8)
 WARPS_OPTIONS = (4, 8)
 SPLIT_K_OPTIONS = (1, 2, 3, 4, 6, 8, 12, 16)
+A_SMEM_OPTIONS = (0, 1)
+"""schedule.a_smem: 0 A's fragments from global memory per warp, 1 A staged in shared memory per CTA."""
+A_SMEM_MIN_BM = 16
+"""The default takes a_smem 1 from this BM (BM = 8: one fragment a chunk, A is 1/8 of a row group's
+loads, and M = 1, 8 ran faster than cuBLAS as they are)."""
+A_TILE_BYTES = 16384
+"""Bytes of one shared-memory A tile (two are in use): ``a_tile_chunks`` chunks per warp fill it."""
+A_TILE_MAX = 16
+"""The most chunks per warp in one A tile (BM = 8, 16 would take more)."""
 DTYPES = ("bf16", "fp16")
 DT_CODE = {"bf16": 0, "fp16": 1}
 COUNTERS = 65536
@@ -92,6 +127,18 @@ MIN_WARP_CHUNKS = 8
 SPLIT_TRAFFIC = 0.25
 """The default's split-K keeps its partials' traffic (fp32, written and read back, mostly in L2)
 under this fraction of W's bytes."""
+SPLIT_WEIGHT = 2.0
+"""With a_smem 1 the default weighs the split-K partials' bytes (fp32, written and read back) this
+much above A's (bf16, read only, from L2): the partials may reach DRAM and end in the last CTA's
+serial reduction."""
+SPLIT_FIXED_BYTES = 3.2e6
+"""With a_smem 1 the default counts a split-K grid this many bytes more besides its partials: the
+fence, the counter and the last CTA's reduction, ~1 us at ~3.2 TB/s (at M = 1 on the H200 a
+split-4 grid ran 1.4 us behind one without split-K)."""
+IN_FLIGHT_PER_SM = 32 * 1024
+"""With a_smem 1 the default keeps at least this many bytes of W in flight per SM (resident CTAs x
+warps x stages x row groups x 1 KB): ~3.2 TB/s x ~1.3 us of latency over 132 SMs."""
+REGISTERS_PER_SM = 65536
 ADD_THREADS = 256
 
 
@@ -110,6 +157,7 @@ class SkinnyPlan:
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     smem_bytes: int
+    a_smem: int = 0
 
     @property
     def block_size(self) -> str:
@@ -128,6 +176,7 @@ class SkinnyPlan:
             "smem_bytes": self.smem_bytes,
             "fused": self.fuse,
             "loads": "16-byte" if self.aligned8 else "4-byte" if self.aligned2 else "2-byte",
+            "a_smem": self.a_smem,
         }
 
 
@@ -155,29 +204,61 @@ def load_width(k: int) -> int:
     return 16 if k % 8 == 0 else 4 if k % 2 == 0 else 2
 
 
-def stages_that_fit(bm: int, bn: int, warps: int, k: int) -> list[int]:
-    """The ``STAGE_OPTIONS`` whose register estimate is within the budget for K's load width."""
-    budget = REGISTER_BUDGET[load_width(k)]
-    return [s for s in STAGE_OPTIONS if register_estimate(bm, bn, s, warps) <= budget]
+def _fits(bm: int, bn: int, stages: int, warps: int, k: int, a_smem: int) -> bool:
+    """The register rule of one variant (a_smem 1 needs K % 8 == 0 besides)."""
+    if a_smem and k % 8:
+        return False
+    return register_estimate(bm, bn, stages, warps, a_smem) <= REGISTER_BUDGET[load_width(k)]
 
 
-def register_estimate(bm: int, bn: int, stages: int, warps: int) -> int:
-    """Registers per thread: each chunk in flight holds 8 per row group (rows g and g + 8) and 4 per
-    n8 fragment, the accumulators 4 per (row group, fragment), plus addresses and indices. Fitted
-    to ptxas for sm_90a (the compile test checks that no accepted variant spills)."""
+def stages_that_fit(bm: int, bn: int, warps: int, k: int, a_smem: int | None = None) -> list[int]:
+    """The ``STAGE_OPTIONS`` whose register estimate is within the budget for K's load width, for
+    the given a_smem, or (None) for the variant ``plan`` takes by default at each stage count
+    (``default_a_smem``; shared memory not counted: it fits every device of cc >= 8.0)."""
+    if a_smem is None:
+        return [s for s in STAGE_OPTIONS
+                if _fits(bm, bn, s, warps, k, default_a_smem(bm, bn, s, warps, k))]
+    return [s for s in STAGE_OPTIONS if _fits(bm, bn, s, warps, k, a_smem)]
+
+
+def register_estimate(bm: int, bn: int, stages: int, warps: int, a_smem: int = 0) -> int:
+    """Registers per thread. a_smem 0: each chunk in flight holds 8 per row group (rows g and g + 8)
+    and 4 per n8 fragment, the accumulators 4 per (row group, fragment), plus addresses and
+    indices. a_smem 1: the ring holds only W (8 per row group a chunk); A's fragments are read
+    from shared memory just before their MMAs (4 per fragment, all of a chunk's at once at
+    worst), plus the copy's and the tiles' indices. Fitted to ptxas for sm_90a (the compile test
+    checks that no accepted variant spills)."""
     _, rpw, _ = warp_layout(bn, warps)
     nf = bm // 8
+    if a_smem:
+        return stages * 8 * rpw + 4 * rpw * nf + 4 * nf + 4 * rpw + 40
     return stages * (8 * rpw + 4 * nf) + 4 * rpw * nf + 2 * (2 * rpw + nf) + 24
 
 
-def smem_bytes(plan: SkinnyPlan) -> int:
-    """Static shared memory: the warps' fp32 partial tiles (KW x BM x (BN + 4)) and a flag."""
-    return _smem(plan.bm, plan.bn, plan.warps)
-
-
-def _smem(bm: int, bn: int, warps: int) -> int:
+def a_tile_chunks(bm: int, bn: int, warps: int) -> int:
+    """Chunks per warp in one shared-memory A tile (``A_TILE``): the most (a power of 2, at most
+    ``A_TILE_MAX``) whose tile of KW x that many chunks of BM tokens fits ``A_TILE_BYTES``."""
     _, _, kw = warp_layout(bn, warps)
-    return kw * bm * (bn + 4) * 4 + 16
+    per_chunk = bm * CHUNK * 2 * kw
+    t = 1
+    while 2 * t <= A_TILE_MAX and 2 * t * per_chunk <= A_TILE_BYTES:
+        t *= 2
+    return t
+
+
+def smem_bytes(plan: SkinnyPlan) -> int:
+    """Static shared memory: the warps' fp32 partial tiles (KW x BM x (BN + 4)) and a flag; with
+    a_smem 1 the two A tiles, which the partial tiles reuse after the main loop."""
+    return _smem(plan.bm, plan.bn, plan.warps, plan.a_smem)
+
+
+def _smem(bm: int, bn: int, warps: int, a_smem: int = 0) -> int:
+    _, _, kw = warp_layout(bn, warps)
+    red = kw * bm * (bn + 4) * 4
+    if a_smem:
+        tiles = 2 * kw * a_tile_chunks(bm, bn, warps) * bm * CHUNK * 2
+        return max(red, tiles) + 16
+    return red + 16
 
 
 def default_bm(m: int) -> int:
@@ -185,10 +266,27 @@ def default_bm(m: int) -> int:
     return next((bm for bm in BM_OPTIONS if bm >= m), MAX_M)
 
 
-def default_stages(bm: int, bn: int, warps: int, k: int) -> int:
-    """``DEFAULT_STAGES`` chunks in flight, fewer where the registers demand."""
-    fits = [s for s in stages_that_fit(bm, bn, warps, k) if s <= DEFAULT_STAGES]
+def default_stages(bm: int, bn: int, warps: int, k: int, a_smem: int | None = None) -> int:
+    """``DEFAULT_STAGES`` chunks in flight, fewer where the registers demand (``stages_that_fit``:
+    a_smem None is the variant ``plan`` takes by default)."""
+    fits = [s for s in stages_that_fit(bm, bn, warps, k, a_smem) if s <= DEFAULT_STAGES]
     return max(fits) if fits else STAGE_OPTIONS[0]
+
+
+def default_a_smem(bm: int, bn: int, stages: int, warps: int, k: int,
+                   limits: DeviceLimits | None = None) -> int:
+    """1 where BM >= ``A_SMEM_MIN_BM``, K % 8 == 0, the a_smem 1 registers fit at ``stages`` and
+    (given ``limits``) its static shared memory fits; else 0."""
+    if bm < A_SMEM_MIN_BM or k % 8 or not _fits(bm, bn, stages, warps, k, 1):
+        return 0
+    if limits is not None and _smem(bm, bn, warps, 1) > _smem_limit(limits):
+        return 0
+    return 1
+
+
+def _smem_limit(limits: DeviceLimits) -> int:
+    """Static shared memory a CTA may use: 48 KB, or the device's per-block limit if lower."""
+    return min(48 * 1024, limits.shared_memory_per_block_bytes)
 
 
 def _max_split(m: int, k: int, n_rows: int, warps: int) -> int:
@@ -201,11 +299,16 @@ def _max_split(m: int, k: int, n_rows: int, warps: int) -> int:
 
 
 def default_schedule(m: int, n: int, k: int, bm: int, warps: int, sm_count: int,
-                     bn: int | None = None) -> tuple[int, int]:
-    """(BN, split_k): the least split-K (its partials cost traffic and a reduction), then the widest
-    tile of ``DEFAULT_BN`` (or ``bn``), that give >= CTAS_PER_SM CTAs per SM within ``_max_split``;
-    where none does, the most CTAs. On the H200 at M = 1, N = K = 4096, 8x16 without split-K (256
-    CTAs) ran 15.0 us against 8x64 split 4 (also 256 CTAs) 16.4 us (ADR-0003)."""
+                     bn: int | None = None, a_smem: int = 0) -> tuple[int, int]:
+    """(BN, split_k). a_smem 0: the least split-K (its partials cost traffic and a reduction), then
+    the widest tile of ``DEFAULT_BN`` (or ``bn``), that give >= CTAS_PER_SM CTAs per SM within
+    ``_max_split``; where none does, the most CTAs. On the H200 at M = 1, N = K = 4096, 8x16
+    without split-K (256 CTAs) ran 15.0 us against 8x64 split 4 (also 256 CTAs) 16.4 us
+    (ADR-0003). a_smem 1: ``_smem_schedule``."""
+    if a_smem:
+        picked = _smem_schedule(m, n, k, bm, warps, sm_count, bn)
+        if picked is not None:
+            return picked
     want = CTAS_PER_SM * sm_count
     best: tuple[int, int, int] | None = None
     widths = (bn,) if bn else tuple(b for b in DEFAULT_BN if 2 * b >= bm)
@@ -223,12 +326,47 @@ def default_schedule(m: int, n: int, k: int, bm: int, warps: int, sm_count: int,
     return best[1], best[2]
 
 
+DEFAULT_BN_SMEM = (128, 64, 32, 16)
+"""BN tried for the a_smem 1 default: A's L2 traffic falls as 1 / BN."""
+
+
+def _smem_schedule(m: int, n: int, k: int, bm: int, warps: int, sm_count: int,
+                   bn: int | None = None) -> tuple[int, int] | None:
+    """(BN, split_k) for a_smem 1: among ``DEFAULT_BN_SMEM`` (or ``bn``) x split-K within
+    ``_max_split`` whose grid keeps every SM busy (>= sm_count CTAs), runs in one wave (<= the CTAs
+    the registers let the SMs hold at the default stages) and keeps >= ``IN_FLIGHT_PER_SM`` bytes
+    of W in flight per SM, the least traffic beyond W: A once per CTA column plus, with split-K,
+    ``SPLIT_WEIGHT`` x the partials' bytes and ``SPLIT_FIXED_BYTES`` (ties: less split-K, then the
+    wider tile). None where no grid qualifies (``default_schedule`` then falls back to the a_smem
+    0 rule). A guess from one measurement (M = 32 was bound by L2, not DRAM): the GPU probe's
+    table decides."""
+    best: tuple[float, int, int, int] | None = None
+    for b in (bn,) if bn else DEFAULT_BN_SMEM:
+        stages = default_stages(bm, b, warps, k, 1)
+        _, rpw, _ = warp_layout(b, warps)
+        resident = sm_count * _resident_ctas(register_estimate(bm, b, stages, warps, 1), warps)
+        cap = _max_split(m, k, b, warps)
+        for s in SPLIT_K_OPTIONS:
+            if s > cap:
+                break
+            ctas = _cdiv(n, b) * _cdiv(m, bm) * s
+            in_flight = min(ctas, resident) * warps * stages * rpw * 16 * CHUNK * 2
+            if not sm_count <= ctas <= resident or in_flight < IN_FLIGHT_PER_SM * sm_count:
+                continue
+            traffic = _cdiv(n, b) * m * k * 2 + (SPLIT_WEIGHT * 2 * s * m * n * 4 + SPLIT_FIXED_BYTES if s > 1 else 0)
+            key = (traffic, s, -b, b)
+            if best is None or key < best:
+                best = key
+    return None if best is None else (best[3], best[1])
+
+
 def plan(m: int, n: int, k: int, dtype: str, limits: DeviceLimits, block_size: str | None = None,
          stages: int | None = None, warps: int | None = None, split_k: int | None = None,
-         fuse: bool = True) -> SkinnyPlan:
+         fuse: bool = True, a_smem: int | None = None) -> SkinnyPlan:
     """Resolve every unset knob from the hardware (``default_bm``, ``default_schedule`` against
-    limits.sm_count, ``default_stages``) and the launch geometry; ValueError naming the knob for a
-    value this path cannot run (``check`` lists every problem)."""
+    limits.sm_count, ``default_stages``, ``default_a_smem``) and the launch geometry; ValueError
+    naming the knob for a value this path cannot run (``check`` lists every problem). a_smem None
+    resolves as ``check`` resolves it: ``default_a_smem`` of the final tile, stages and warps."""
     if min(m, n, k) < 1:
         raise ValueError(f"shape {m}x{n}x{k}: every dimension must be >= 1")
     if dtype not in DTYPES:
@@ -239,29 +377,42 @@ def plan(m: int, n: int, k: int, dtype: str, limits: DeviceLimits, block_size: s
         warps = DEFAULT_WARPS
     if warps not in WARPS_OPTIONS:
         raise ValueError(f"schedule.warps={warps}: one of {WARPS_OPTIONS}")
-    if block_size is None:
-        bm = default_bm(m)
-        bn, auto_split = default_schedule(m, n, k, bm, warps, limits.sm_count)
-    else:
-        bm, bn = parse_block_size(block_size)
-        bn, auto_split = default_schedule(m, n, k, bm, warps, limits.sm_count, bn)
-    if split_k is None:
-        split_k = auto_split
-    if split_k not in SPLIT_K_OPTIONS:
+    if split_k is not None and split_k not in SPLIT_K_OPTIONS:
         raise ValueError(f"schedule.split_k={split_k}: one of {SPLIT_K_OPTIONS}")
-    if stages is None:
-        stages = default_stages(bm, bn, warps, k)
-    if stages not in STAGE_OPTIONS:
+    if stages is not None and stages not in STAGE_OPTIONS:
         raise ValueError(f"memory_pipelining={stages}: one of {STAGE_OPTIONS}")
-    grid = (_cdiv(n, bn), split_k, _cdiv(m, bm))
-    return SkinnyPlan(bm=bm, bn=bn, stages=stages, warps=warps, split_k=split_k, fuse=bool(fuse),
+    if a_smem is not None and a_smem not in A_SMEM_OPTIONS:
+        raise ValueError(f"schedule.a_smem={a_smem}: one of {A_SMEM_OPTIONS}")
+    if a_smem == 1 and k % 8:
+        raise ValueError(f"schedule.a_smem={a_smem}: A in shared memory needs K % 8 == 0 (K = {k})")
+    bm, bn_req = (default_bm(m), None) if block_size is None else parse_block_size(block_size)
+
+    def resolve(variant: int) -> tuple[int, int, int]:
+        """(BN, split_k, stages) for the given a_smem variant, the user's knobs kept."""
+        bn, auto_split = default_schedule(m, n, k, bm, warps, limits.sm_count, bn_req, variant)
+        st = stages if stages is not None else default_stages(bm, bn, warps, k, variant)
+        return bn, split_k if split_k is not None else auto_split, st
+
+    if a_smem is not None:
+        bn, split, st = resolve(a_smem)
+        variant = a_smem
+    else:
+        bn, split, st = resolve(int(bm >= A_SMEM_MIN_BM and k % 8 == 0))
+        variant = default_a_smem(bm, bn, st, warps, k, limits)
+        if not variant and bm >= A_SMEM_MIN_BM and k % 8 == 0:  # a_smem 1 does not fit these knobs
+            bn, split, st = resolve(0)
+            variant = default_a_smem(bm, bn, st, warps, k, limits)
+    grid = (_cdiv(n, bn), split, _cdiv(m, bm))
+    return SkinnyPlan(bm=bm, bn=bn, stages=st, warps=warps, split_k=split, fuse=bool(fuse),
                       aligned8=k % 8 == 0, aligned2=k % 2 == 0, grid=grid, block=(32 * warps, 1, 1),
-                      smem_bytes=_smem(bm, bn, warps))
+                      smem_bytes=_smem(bm, bn, warps, variant), a_smem=variant)
 
 
 def check(m: int, n: int, k: int, dtype: str, limits: DeviceLimits, block_size: str,
-          stages: int, warps: int, split_k: int) -> list[Violation]:
-    """Every constraint of this path, before compiling."""
+          stages: int, warps: int, split_k: int, a_smem: int | None = None) -> list[Violation]:
+    """Every constraint of this path, before compiling. a_smem None checks the variant ``plan``
+    takes by default for these knobs (``default_a_smem``), so that ``check`` and ``plan`` called
+    with the same knobs agree."""
     out: list[Violation] = []
     if dtype not in DTYPES:
         out.append(Violation("dtype", dtype, "the skinny path takes 16-bit data", ", ".join(DTYPES)))
@@ -283,31 +434,43 @@ def check(m: int, n: int, k: int, dtype: str, limits: DeviceLimits, block_size: 
     if stages not in STAGE_OPTIONS:
         out.append(Violation("memory_pipelining", stages, "chunks of 32 K elements in flight per warp",
                              ", ".join(map(str, STAGE_OPTIONS))))
+    if a_smem is not None and a_smem not in A_SMEM_OPTIONS:
+        out.append(Violation("schedule.a_smem", a_smem, "A's fragments from global memory (0) or shared memory (1)",
+                             ", ".join(map(str, A_SMEM_OPTIONS))))
+    elif a_smem == 1 and k % 8:
+        out.append(Violation("schedule.a_smem", a_smem,
+                             f"A staged in shared memory needs K % 8 == 0 (16-byte cp.async of A's rows; K = {k})",
+                             "K % 8 == 0, or schedule.a_smem = 0"))
     try:
         bm, bn = parse_block_size(block_size)
     except ValueError as exc:
         return [*out, Violation("block_size", block_size, str(exc), ", ".join(TILES))]
     if out:
         return out
-    return _geometry_violations(m, n, k, bm, bn, stages, warps, split_k, limits)
+    if a_smem is None:
+        a_smem = default_a_smem(bm, bn, stages, warps, k, limits)
+    return _geometry_violations(m, n, k, bm, bn, stages, warps, split_k, limits, a_smem)
 
 
 def _geometry_violations(m: int, n: int, k: int, bm: int, bn: int, stages: int, warps: int,
-                         split_k: int, limits: DeviceLimits) -> list[Violation]:
+                         split_k: int, limits: DeviceLimits, a_smem: int = 0) -> list[Violation]:
     """Registers, shared memory, threads and the split-K counters for valid knob values."""
     out: list[Violation] = []
-    fits = stages_that_fit(bm, bn, warps, k)
+    fits = stages_that_fit(bm, bn, warps, k, a_smem)
     if stages not in fits:
         width = load_width(k)
         out.append(Violation("memory_pipelining", stages,
-                             f"{bm}x{bn} with {warps} warps and {width}-byte loads would spill registers "
-                             f"at this depth (estimate {register_estimate(bm, bn, stages, warps)}); "
+                             f"{bm}x{bn} with {warps} warps, {width}-byte loads and a_smem {a_smem} would "
+                             f"spill registers at this depth (estimate "
+                             f"{register_estimate(bm, bn, stages, warps, a_smem)}); "
                              f"fits: {', '.join(map(str, fits)) or 'none'}",
                              f"register estimate <= {REGISTER_BUDGET[width]} (no spills)"))
-    smem = _smem(bm, bn, warps)
-    if smem > min(48 * 1024, limits.shared_memory_per_block_bytes):
-        out.append(Violation("block_size", f"{bm}x{bn}", f"{smem} bytes of static shared memory",
-                             f"{min(48 * 1024, limits.shared_memory_per_block_bytes)} bytes per block"))
+    smem = _smem(bm, bn, warps, a_smem)
+    if smem > _smem_limit(limits):
+        out.append(Violation("schedule.a_smem" if a_smem and _smem(bm, bn, warps) <= _smem_limit(limits)
+                             else "block_size", a_smem if a_smem else f"{bm}x{bn}",
+                             f"{smem} bytes of static shared memory for {bm}x{bn}",
+                             f"{_smem_limit(limits)} bytes per block"))
     if 32 * warps > limits.max_threads_per_block:
         out.append(Violation("schedule.warps", warps, "too many threads per block",
                              f"{limits.max_threads_per_block} threads"))
@@ -322,7 +485,8 @@ def defines(plan: SkinnyPlan, dtype: str) -> dict[str, int]:
     """The template's #define values, all integers."""
     return {"BM": plan.bm, "BN": plan.bn, "STAGES": plan.stages, "WARPS": plan.warps,
             "SPLIT_K": plan.split_k, "DT": DT_CODE[dtype], "FUSE": int(plan.fuse),
-            "ALIGNED8": int(plan.aligned8), "ALIGNED2": int(plan.aligned2), "COUNTERS": COUNTERS}
+            "ALIGNED8": int(plan.aligned8), "ALIGNED2": int(plan.aligned2), "COUNTERS": COUNTERS,
+            "A_SMEM": int(plan.a_smem), "A_TILE": a_tile_chunks(plan.bm, plan.bn, plan.warps)}
 
 
 def source(plan: SkinnyPlan, dtype: str) -> str:
@@ -350,32 +514,45 @@ def render(plan: SkinnyPlan, m: int, n: int, k: int, dtype: str) -> Build:
                  scratch=(Buffer("ws", ws_shape, "fp32", "scratch"),))
 
 
+L2_RATIO = 1.8
+"""L2 -> SM bandwidth over the DRAM bandwidth ``cost_us`` is given: on the H200 the a_smem 0 build
+at M = 32, N = K = 5120 (32x16) moved ~157 MB through L2 in 26.4 us (~6 TB/s) against ~3.2 TB/s
+streamed from DRAM by the decode-sized runs."""
+
+
 def cost_us(plan: SkinnyPlan, m: int, n: int, k: int, dtype: str, bandwidth_bytes_per_s: float,
             sm_count: int) -> float:
-    """A predicted time in microseconds (a search-order prior for a tuner, not a measurement):
-    DRAM bytes (W once, A, R and out, the split-K partials written and read back) over the
-    bandwidth, divided by an efficiency that falls where the grid leaves SMs idle or holds too
-    few bytes in flight for the memory latency, plus the launch and the reduction's tail."""
+    """A predicted time in microseconds (a search-order prior for a tuner, not a measurement): the
+    slower of DRAM bytes (W once, A, R and out, the split-K partials written and read back) over
+    the bandwidth and L2 -> SM bytes (W, A once per CTA with a_smem 1 or once per row-group slot
+    of each CTA with a_smem 0, the partials) over ``L2_RATIO`` x the bandwidth, divided by an
+    efficiency that falls where the grid leaves SMs idle or holds too few bytes in flight for the
+    memory latency, plus the launch and the reduction's tail."""
     item = 2
-    dram = (n * k + m * k + 2 * m * n) * item
-    if plan.split_k > 1:
-        dram += 2 * plan.split_k * m * n * 4
-    # A is re-read from L2 by every CTA column: counted at a third of its DRAM cost
-    dram += (plan.grid[0] - 1) * m * k * item / 3
+    partials = 2 * plan.split_k * m * n * 4 if plan.split_k > 1 else 0
+    dram = (n * k + m * k + 2 * m * n) * item + partials
+    slots, rpw, _ = warp_layout(plan.bn, plan.warps)
+    a_l2 = plan.grid[0] * m * k * item * (1 if plan.a_smem else slots)
+    l2 = n * k * item + a_l2 + partials + 2 * m * n * item
     ctas = plan.grid[0] * plan.grid[1] * plan.grid[2]
     fill = min(1.0, ctas / sm_count)
-    _, rpw, _ = warp_layout(plan.bn, plan.warps)
-    resident = min(ctas, sm_count * _ctas_per_sm(plan))
+    per_sm = _ctas_per_sm(plan)
+    resident = min(ctas, sm_count * per_sm)
     in_flight = resident * plan.warps * plan.stages * rpw * 16 * CHUNK * item
     latency_s = 1.0e-6
     depth = min(1.0, in_flight / (bandwidth_bytes_per_s * latency_s))
-    waves = _cdiv(ctas, sm_count * _ctas_per_sm(plan))
-    t = dram / bandwidth_bytes_per_s / max(1e-3, fill * depth) * 1e6
+    waves = _cdiv(ctas, sm_count * per_sm)
+    t = max(dram, l2 / L2_RATIO) / bandwidth_bytes_per_s / max(1e-3, fill * depth) * 1e6
     t *= 1.0 + 0.05 * (waves - 1)
     return t + 2.0 + (1.0 if plan.split_k > 1 else 0.0)
 
 
+def _resident_ctas(registers: int, warps: int) -> int:
+    """Resident CTAs per SM by registers (the estimate rounded up to 8) and a 64-warp SM."""
+    regs = 8 * math.ceil(registers / 8)
+    return max(1, min(REGISTERS_PER_SM // (regs * 32 * warps), 64 // warps, 32))
+
+
 def _ctas_per_sm(plan: SkinnyPlan) -> int:
-    """Resident CTAs per SM by registers (estimate rounded up to 8) and a 64-warp SM."""
-    regs = 8 * math.ceil(register_estimate(plan.bm, plan.bn, plan.stages, plan.warps) / 8)
-    return max(1, min(65536 // (regs * 32 * plan.warps), 64 // plan.warps, 32))
+    """Resident CTAs per SM of a plan (``_resident_ctas`` of its register estimate)."""
+    return _resident_ctas(register_estimate(plan.bm, plan.bn, plan.stages, plan.warps, plan.a_smem), plan.warps)

@@ -338,8 +338,9 @@ def test_simulated_timings_carry_a_fixed_launch_cost():
         assert res.status.value == "ok" and res.simulated, res.error
         return res
 
-    seed, small = run(8192), run(256)
+    knobs = {"block_size": "64x80", "memory_pipelining": 8}  # the same build fused and not
+    seed, small = run(8192), run(256, **knobs)
     assert small.sol["sol_pct"] < 0.6 * seed.sol["sol_pct"]
     assert small.timing.median_ms > small.sol["t_sol_ms"] + SIM_LAUNCH_MS
-    unfused = run(256, fusion=False)
+    unfused = run(256, fusion=False, **knobs)
     assert unfused.timing.median_ms > small.timing.median_ms + 0.5 * SIM_LAUNCH_MS

@@ -3,7 +3,10 @@ spills, its defaults and refusals follow the hardware, and its K permutation is 
 
 No GPU needed: NVRTC compiles to a cubin on a CPU-only machine (skipped without CuPy's NVRTC). The
 fragment test emulates mma.sync m16n8k16 per the PTX ISA layouts in numpy, reading the register
-arguments from the kernel source itself, so a wrong mapping there fails here.
+arguments from the kernel source itself, so a wrong mapping there fails here; the shared-memory
+test (a_smem 1) replays the kernel's A tile copy, its iteration -> chunk mapping and its fragment
+reads, with the index expressions taken from the source, and checks each lane's B fragment and
+the banks.
 """
 
 from __future__ import annotations
@@ -30,15 +33,18 @@ K_OF = {"16B": 4096, "4B": 4098, "2B": 4097}
 
 # --- compiling ----------------------------------------------------------------------------------
 def _compile_case(tile: str, stages: int, warps: int, split_k: int, dtype: str, loads: str,
-                  fuse: bool = True, arch: str = "sm_90a"):
+                  fuse: bool = True, arch: str = "sm_90a", a_smem: int = 0):
     from kernels.nvrtc_check import compile_cubin
 
     k = K_OF[loads]
-    violations = sk.check(8, 4096, k, dtype, H200, tile, stages, warps, split_k)
+    violations = sk.check(8, 4096, k, dtype, H200, tile, stages, warps, split_k, a_smem=a_smem)
     if violations:
         return None
-    p = sk.plan(8, 4096, k, dtype, H200, block_size=tile, stages=stages, warps=warps, split_k=split_k, fuse=fuse)
+    p = sk.plan(8, 4096, k, dtype, H200, block_size=tile, stages=stages, warps=warps, split_k=split_k, fuse=fuse,
+                a_smem=a_smem)
+    assert p.a_smem == a_smem
     build = sk.render(p, 8, 4096, k, dtype)
+    assert f"#define A_SMEM {a_smem}\n" in build.source
     report = compile_cubin(build.source, arch, build.options)
     assert report.ok, report.log
     for name in build.functions:
@@ -48,15 +54,14 @@ def _compile_case(tile: str, stages: int, warps: int, split_k: int, dtype: str, 
 
 
 def _covering() -> list[tuple[str, int, int, int, str, str, bool]]:
-    """Every tile, stage count, warp count, split-K in {1, 4}, dtype, load width and fusion appears;
-    the deepest accepted stage count of each tile (the register rule's edge) is included."""
+    """a_smem 0: every tile, stage count, warp count, split-K in {1, 4}, dtype, load width and fusion
+    appears; the deepest accepted stage count of each tile (the register rule's edge) is included."""
     cases: list[tuple[str, int, int, int, str, str, bool]] = []
     loads = ("16B", "4B", "2B")
     for i, tile in enumerate(sk.TILES):
-        bm, bn = sk.parse_block_size(tile)
         warps = sk.WARPS_OPTIONS[i % 2]
         k = K_OF[loads[i % 3]]
-        fits = [s for s in sk.STAGE_OPTIONS if not sk.check(8, 4096, k, "bf16", H200, tile, s, warps, 1)]
+        fits = [s for s in sk.STAGE_OPTIONS if not sk.check(8, 4096, k, "bf16", H200, tile, s, warps, 1, a_smem=0)]
         stage = max(fits) if i % 2 else sk.STAGE_OPTIONS[i // 2 % len(sk.STAGE_OPTIONS)]
         cases.append((tile, stage if stage in fits else min(fits), warps, (1, 4)[i // 2 % 2],
                       sk.DTYPES[i // 4 % 2], loads[i % 3], i % 5 != 2))
@@ -84,42 +89,113 @@ def test_covering_set_covers_every_knob_value():
     assert {c[6] for c in COVER} == {True, False}
 
 
-@pytest.mark.parametrize("m", [1, 8, 16, 64])
+def _covering_smem() -> list[tuple[str, int, int, int, str, bool]]:
+    """a_smem 1 (16-byte loads only): every tile of BM 16, 32, 64 and two of BM 8, each at a stage
+    count that rotates through ``STAGE_OPTIONS`` and again at its deepest accepted one (the
+    register rule's edge); warps, split-K in {1, 4}, dtype and fusion rotate so that each value
+    meets each BM. Combinations check() refuses (shared memory) move to the other warp count."""
+    cases: list[tuple[str, int, int, int, str, bool]] = []
+    tiles = ["8x16", "8x128"] + [t for t in sk.TILES if sk.parse_block_size(t)[0] >= 16]
+    for i, tile in enumerate(tiles):
+        for j, deepest in enumerate((False, True)):
+            warps = sk.WARPS_OPTIONS[(i + j) % 2]
+            if sk.check(8, 4096, 4096, "bf16", H200, tile, 2, warps, 1, a_smem=1):
+                warps = sk.WARPS_OPTIONS[(i + j + 1) % 2]
+            fits = [s for s in sk.STAGE_OPTIONS
+                    if not sk.check(8, 4096, 4096, "bf16", H200, tile, s, warps, 1, a_smem=1)]
+            stage = max(fits) if deepest else sk.STAGE_OPTIONS[i % len(sk.STAGE_OPTIONS)]
+            cases.append((tile, stage if stage in fits else max(fits), warps, (1, 4)[(i + j) // 2 % 2],
+                          sk.DTYPES[(i // 2 + j) % 2], (i + j) % 3 != 2))
+    return cases
+
+
+COVER_SMEM = _covering_smem()
+
+
+@pytest.mark.parametrize("tile,stages,warps,split_k,dtype,fuse", COVER_SMEM,
+                         ids=[f"{t}-s{s}-w{w}-k{sp}-{d}-{'fused' if f else 'unfused'}"
+                              for t, s, w, sp, d, f in COVER_SMEM])
+def test_a_smem_covering_set_compiles_without_spills(tile, stages, warps, split_k, dtype, fuse):
+    pytest.importorskip("cupy_backends.cuda.libs.nvrtc")
+    report = _compile_case(tile, stages, warps, split_k, dtype, "16B", fuse, a_smem=1)
+    assert report is not None
+    bm, bn = sk.parse_block_size(tile)
+    # the static shared memory ptxas counts is what the plan declares (the flag aside)
+    got = report.functions[sk.KERNEL].static_smem_bytes
+    assert got <= sk._smem(bm, bn, warps, 1) <= got + 16
+
+
+def test_a_smem_covering_set_covers_every_knob_value():
+    assert {sk.parse_block_size(c[0])[0] for c in COVER_SMEM} == set(sk.BM_OPTIONS)
+    assert {c[0] for c in COVER_SMEM} >= {t for t in sk.TILES if sk.parse_block_size(t)[0] >= 16}
+    assert {c[1] for c in COVER_SMEM} == set(sk.STAGE_OPTIONS)
+    for bm in (16, 32, 64):
+        mine = [c for c in COVER_SMEM if sk.parse_block_size(c[0])[0] == bm]
+        for pos, values in ((2, sk.WARPS_OPTIONS), (3, (1, 4)), (4, sk.DTYPES), (5, (True, False))):
+            assert {c[pos] for c in mine} == set(values), (bm, pos)
+
+
+@pytest.mark.parametrize("m", [1, 8, 16, 32, 64])
 def test_default_plans_compile_for_sm_80_and_sm_90a(m):
     pytest.importorskip("cupy_backends.cuda.libs.nvrtc")
     from kernels.nvrtc_check import compile_cubin
 
     for arch, limits in (("sm_90a", H200), ("sm_80", A100)):
         p = sk.plan(m, 4096, 4096, "bf16", limits)
+        assert p.a_smem == (m >= 16)
         report = compile_cubin(sk.render(p, m, 4096, 4096, "bf16").source, arch, ("--std=c++17",))
         assert report.ok and not report.spills, report.log
 
 
-EXHAUSTIVE = [(t, s, w, sp, d, ld) for t in sk.TILES for s in sk.STAGE_OPTIONS for w in sk.WARPS_OPTIONS
-              for sp in (1, 4) for d, ld in (("bf16", "16B"), ("fp16", "16B"), ("bf16", "4B"), ("fp16", "2B"))]
-"""Every knob combination for 16-byte loads in both dtypes, 4- and 2-byte loads in one each (the
-dtype changes only the MMA's type and the conversions; the covering set has the other pairs)."""
+def _sampled() -> list[tuple[str, int, int, int, str, str, int]]:
+    """Every tile x stage count, twice: once with a_smem 0 (warps, split-K and the (dtype, load
+    width) pair rotating, so each pair meets each tile) and once with a_smem 1 (16-byte loads,
+    warps, split-K and dtype rotating): every tile, stage count and load width appears, without
+    the full product."""
+    pairs = (("bf16", "16B"), ("fp16", "16B"), ("bf16", "4B"), ("fp16", "2B"))
+    out = []
+    for i, (t, s) in enumerate((t, s) for t in sk.TILES for s in sk.STAGE_OPTIONS):
+        d, ld = pairs[(i + i // 4) % 4]
+        out.append((t, s, sk.WARPS_OPTIONS[i // 2 % 2], (1, 4)[i % 2], d, ld, 0))
+        out.append((t, s, sk.WARPS_OPTIONS[(i + 1) // 2 % 2], (4, 1)[i % 2], sk.DTYPES[i // 4 % 2], "16B", 1))
+    return out
+
+
+SAMPLED = _sampled()
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("tile,stages,warps,split_k,dtype,loads", EXHAUSTIVE,
-                         ids=[f"{t}-s{s}-w{w}-k{sp}-{d}-{ld}" for t, s, w, sp, d, ld in EXHAUSTIVE])
-def test_every_accepted_variant_compiles_without_spills(tile, stages, warps, split_k, dtype, loads):
+@pytest.mark.parametrize("tile,stages,warps,split_k,dtype,loads,a_smem", SAMPLED,
+                         ids=[f"{t}-s{s}-w{w}-k{sp}-{d}-{ld}-a{a}" for t, s, w, sp, d, ld, a in SAMPLED])
+def test_sampled_accepted_variants_compile_without_spills(tile, stages, warps, split_k, dtype, loads, a_smem):
     pytest.importorskip("cupy_backends.cuda.libs.nvrtc")
-    if _compile_case(tile, stages, warps, split_k, dtype, loads, fuse=split_k == 1) is None:
+    if _compile_case(tile, stages, warps, split_k, dtype, loads, fuse=split_k == 1, a_smem=a_smem) is None:
         pytest.skip("refused by check()")
 
 
+def test_sampled_set_keeps_every_tile_stage_and_load_width():
+    for a in sk.A_SMEM_OPTIONS:
+        mine = [c for c in SAMPLED if c[6] == a]
+        assert {(c[0], c[1]) for c in mine} == {(t, s) for t in sk.TILES for s in sk.STAGE_OPTIONS}
+        assert {c[2] for c in mine} == set(sk.WARPS_OPTIONS) and {c[3] for c in mine} == {1, 4}
+        assert {c[4] for c in mine} == set(sk.DTYPES)
+    assert {c[5] for c in SAMPLED if c[6] == 0} == set(K_OF)
+    for tile in sk.TILES:  # each load width meets each tile at a_smem 0
+        assert {c[5] for c in SAMPLED if c[0] == tile and c[6] == 0} == set(K_OF)
+
+
 # --- plan and check -----------------------------------------------------------------------------
-def test_default_plan_m1_fills_the_gpu_with_split_k():
-    p = sk.plan(1, 4096, 4096, "bf16", H200)
+@pytest.mark.parametrize("m", [1, 8])
+def test_default_plan_m1_m8_fills_the_gpu_without_split_k(m):
+    """8x16, 6 stages, no split-K, A from global memory: the H200's fastest at M = 1 and 8."""
+    p = sk.plan(m, 4096, 4096, "bf16", H200)
     ctas = p.grid[0] * p.grid[1] * p.grid[2]
-    assert p.bm == 8 and p.stages == 4 and p.warps == 4
-    assert p.grid == (-(-4096 // p.bn), p.split_k, 1)
+    assert (p.bm, p.bn, p.stages, p.warps, p.split_k, p.a_smem) == (8, 16, 6, 4, 1, 0)
+    assert p.grid == (4096 // 16, 1, 1) and p.aligned8
     assert sk.CTAS_PER_SM * 132 <= ctas <= 4 * 132
-    assert p.split_k > 1 and p.aligned8
     # each warp still streams a few KB of W
     assert 4096 * 4096 * 2 / (ctas * p.warps) >= 4096
+    assert "#define A_SMEM 0\n" in sk.render(p, m, 4096, 4096, "bf16").source
 
 
 def test_default_plan_n2560_and_larger_m():
@@ -127,8 +203,10 @@ def test_default_plan_n2560_and_larger_m():
     ctas = p.grid[0] * p.grid[1] * p.grid[2]
     assert sk.CTAS_PER_SM * 132 <= ctas <= 4 * 132
     p64 = sk.plan(64, 4096, 4096, "bf16", H200)
-    assert p64.bm == 64 and p64.grid[2] == 1
+    assert p64.bm == 64 and p64.grid[2] == 1 and p64.a_smem == 1
     assert not sk.check(64, 4096, 4096, "bf16", H200, p64.block_size, p64.stages, p64.warps, p64.split_k)
+    assert not sk.check(64, 4096, 4096, "bf16", H200, p64.block_size, p64.stages, p64.warps, p64.split_k,
+                        a_smem=1)
     # split-K partials stay a small fraction of W's traffic at M = 64
     assert p64.split_k * 64 * 4096 * 8 <= sk.SPLIT_TRAFFIC * 4096 * 4096 * 2
     assert sk.plan(16, 4096, 4096, "bf16", H200).bm == 16
@@ -140,7 +218,9 @@ def test_default_plans_are_accepted(m, n, k):
     for dtype in sk.DTYPES:
         p = sk.plan(m, n, k, dtype, H200)
         assert not sk.check(m, n, k, dtype, H200, p.block_size, p.stages, p.warps, p.split_k)
+        assert not sk.check(m, n, k, dtype, H200, p.block_size, p.stages, p.warps, p.split_k, a_smem=p.a_smem)
         assert p.aligned8 == (k % 8 == 0) and p.aligned2 == (k % 2 == 0)
+        assert p.a_smem == int(sk.default_bm(m) >= sk.A_SMEM_MIN_BM and k % 8 == 0)
 
 
 def test_m65_refused_naming_shape_m():
@@ -180,6 +260,82 @@ def test_counter_limit_and_render_buffers():
     assert one.scratch[0].shape == (1,) and len(one.launches) == 1
 
 
+@pytest.mark.parametrize("m,n,k", [(16, 5120, 5120), (32, 5120, 5120), (64, 5120, 5120), (64, 4096, 4096),
+                                   (32, 4096, 14336), (17, 2560, 2560)])
+def test_default_plan_stages_a_in_shared_memory_from_bm_16(m, n, k):
+    p = sk.plan(m, n, k, "bf16", H200)
+    assert p.a_smem == 1 and p.bm >= 16
+    assert sk.default_a_smem(p.bm, p.bn, p.stages, p.warps, k, H200) == 1
+    # one wave, every SM busy; A's L2 traffic (once per CTA column) at most W's, and at most half
+    # of what the a_smem 0 default moves (once per row-group slot of each CTA column)
+    ctas = p.grid[0] * p.grid[1] * p.grid[2]
+    assert 132 <= ctas <= 132 * sk._ctas_per_sm(p)
+    old = sk.plan(m, n, k, "bf16", H200, a_smem=0)
+    assert p.grid[0] * m * k * 2 <= min(n * k * 2, 0.5 * old.grid[0] * sk.warp_layout(old.bn, old.warps)[0] * m * k * 2)
+    assert p.smem_bytes <= 48 * 1024 and p.smem_bytes == sk._smem(p.bm, p.bn, p.warps, 1)
+    assert not sk.check(m, n, k, "bf16", H200, p.block_size, p.stages, p.warps, p.split_k, a_smem=1)
+    assert p.info()["a_smem"] == 1
+    b = sk.render(p, m, n, k, "bf16")
+    assert "#define A_SMEM 1\n" in b.source
+    assert f"#define A_TILE {sk.a_tile_chunks(p.bm, p.bn, p.warps)}\n" in b.source
+    assert b.launches[0].shared_mem_bytes == 0  # static shared memory (<= 48 KB)
+
+
+def test_a_smem_knob_plan_and_check():
+    assert sk.A_SMEM_OPTIONS == (0, 1)
+    # explicit values are kept, for any BM
+    assert sk.plan(32, 4096, 4096, "bf16", H200, a_smem=0).a_smem == 0
+    assert sk.plan(1, 4096, 4096, "bf16", H200, a_smem=1).a_smem == 1
+    assert sk.plan(32, 4096, 4096, "bf16", H200, block_size="32x16", stages=2, split_k=1).a_smem == 1
+    # K % 8 != 0: refused on schedule.a_smem, and the default falls back to 0
+    for k in (4098, 4097, 4100):
+        v = sk.check(32, 4096, k, "bf16", H200, "32x64", 2, 4, 1, a_smem=1)
+        assert [x.field for x in v] == ["schedule.a_smem"] and "K % 8 == 0" in v[0].message
+        with pytest.raises(ValueError, match="schedule.a_smem"):
+            sk.plan(32, 4096, k, "bf16", H200, a_smem=1)
+        p = sk.plan(32, 4096, k, "bf16", H200)
+        assert p.a_smem == 0 and not sk.check(32, 4096, k, "bf16", H200, p.block_size, p.stages, p.warps, p.split_k)
+    v = sk.check(32, 4096, 4096, "bf16", H200, "32x64", 2, 4, 1, a_smem=2)
+    assert [x.field for x in v] == ["schedule.a_smem"]
+    with pytest.raises(ValueError, match="schedule.a_smem"):
+        sk.plan(32, 4096, 4096, "bf16", H200, a_smem=2)
+    # 64 tokens, 8 warps on one row group: two 32 KB tiles exceed 48 KB of static shared memory
+    v = sk.check(64, 4096, 4096, "bf16", H200, "64x16", 2, 8, 1, a_smem=1)
+    assert [x.field for x in v] == ["schedule.a_smem"] and "shared memory" in v[0].message
+    p = sk.plan(64, 4096, 4096, "bf16", H200, block_size="64x16", warps=8)
+    assert p.a_smem == 0 and not sk.check(64, 4096, 4096, "bf16", H200, "64x16", p.stages, 8, p.split_k)
+    # a device with less shared memory per block than a_smem's tiles: the default falls back
+    small = DeviceLimits(compute_capability=(8, 6), sm_count=84, shared_memory_per_block_bytes=32 * 1024,
+                         shared_memory_per_sm_bytes=100 * 1024)
+    p = sk.plan(32, 4096, 4096, "bf16", small)
+    assert p.a_smem == 0 and not sk.check(32, 4096, 4096, "bf16", small, p.block_size, p.stages, p.warps, p.split_k)
+    # stages that fit only a_smem 1 (BM = 64, BN = 128, 4 warps: A's ring no longer in registers)
+    only1 = set(sk.stages_that_fit(64, 128, 4, 4096, 1)) - set(sk.stages_that_fit(64, 128, 4, 4096, 0))
+    assert only1 and set(sk.stages_that_fit(64, 128, 4, 4096)) == set(sk.stages_that_fit(64, 128, 4, 4096, 1))
+    s = max(only1)
+    assert sk.check(64, 4096, 4096, "bf16", H200, "64x128", s, 4, 1, a_smem=0)
+    assert not sk.check(64, 4096, 4096, "bf16", H200, "64x128", s, 4, 1)  # the default is a_smem 1
+    assert sk.plan(64, 4096, 4096, "bf16", H200, block_size="64x128", stages=s).a_smem == 1
+    assert sk.default_stages(64, 128, 4, 4096) == sk.default_stages(64, 128, 4, 4096, 1) > sk.default_stages(
+        64, 128, 4, 4096, 0)
+    # positional construction without the new field keeps today's variant
+    q = sk.SkinnyPlan(8, 16, 4, 4, 1, True, True, True, (1, 1, 1), (128, 1, 1), 2576)
+    assert q.a_smem == 0 and sk.defines(q, "bf16")["A_SMEM"] == 0
+
+
+def test_register_estimate_bounds_a_smem_ptxas():
+    """The a_smem 1 estimate at the register rule's edge (figures measured on sm_90a, bf16, fused):
+    accepted variants near the budget stay clear of 255, the refused ones would be close to it."""
+    assert sk.register_estimate(64, 128, 6, 4, 1) <= sk.REGISTER_BUDGET[16]  # ptxas: 226
+    assert sk.register_estimate(32, 128, 8, 4, 1) <= sk.REGISTER_BUDGET[16]  # ptxas: 222
+    assert sk.register_estimate(64, 128, 8, 4, 1) > sk.REGISTER_BUDGET[16]  # ptxas: 244
+    for bm in sk.BM_OPTIONS:
+        for bn in sk.BN_OPTIONS:
+            for w in sk.WARPS_OPTIONS:
+                for st in sk.STAGE_OPTIONS:  # never above today's where A's ring held registers
+                    assert sk.register_estimate(bm, bn, st, w, 1) <= sk.register_estimate(bm, bn, st, w, 0) + 16
+
+
 def test_cost_prefers_a_filled_grid():
     under = sk.plan(1, 4096, 4096, "bf16", H200, block_size="8x128", split_k=1)
     full = sk.plan(1, 4096, 4096, "bf16", H200)
@@ -187,19 +343,35 @@ def test_cost_prefers_a_filled_grid():
     assert sk.cost_us(full, 1, 4096, 4096, "bf16", 4.0e12, 132) > 4096 * 4096 * 2 / 4.0e12 * 1e6
 
 
+def test_cost_counts_a_through_l2():
+    """M = 32, N = K = 5120: 32x16 without shared memory moved ~3x W's bytes through L2 on the H200
+    (26.4 us); the default (A once per 128-row CTA) is predicted well under it, and within ~25 %
+    of it for the measured one at 3.2 TB/s."""
+    old = sk.plan(32, 5120, 5120, "bf16", H200, block_size="32x16", stages=4, split_k=1, a_smem=0)
+    new = sk.plan(32, 5120, 5120, "bf16", H200)
+    t_old = sk.cost_us(old, 32, 5120, 5120, "bf16", 3.2e12, 132)
+    assert 0.75 * 26.4 <= t_old <= 1.25 * 26.4
+    assert sk.cost_us(new, 32, 5120, 5120, "bf16", 3.2e12, 132) < 0.8 * t_old
+
+
 # --- the K permutation --------------------------------------------------------------------------
-_MMA_RE = re.compile(r"mma16816\(acc\[rr\]\[f\], " + ", ".join([r"(w[01])\.([xyzw])"] * 4)
+_MMA_RE = re.compile(r"mma16816\(d, " + ", ".join([r"(w[01])\.([xyzw])"] * 4)
                      + r", av\.([xyzw]), av\.([xyzw])\);")
 _PAIR = {"x": 0, "y": 2, "z": 4, "w": 6}
 """A 32-bit register component holds the loaded elements (e[i], e[i + 1]) at this i."""
 
 
 def _kernel_steps() -> list[tuple[str, ...]]:
-    """The register arguments of mma_chunk's two mma16816 calls, from the kernel source."""
-    text = (ROOT / "kernels" / sk.SOURCE_FILE).read_text(encoding="utf-8")
+    """The register arguments of mma_pair's two mma16816 calls (both paths' only MMAs), from the
+    kernel source."""
+    text = _kernel_text()
     steps = _MMA_RE.findall(text)
-    assert len(steps) == 2, steps
+    assert len(steps) == 2 and text.count("mma16816(") == 3, steps  # the definition and the two calls
     return steps
+
+
+def _kernel_text() -> str:
+    return (ROOT / "kernels" / sk.SOURCE_FILE).read_text(encoding="utf-8")
 
 
 def _emulate_chunk(w: np.ndarray, a: np.ndarray, steps) -> np.ndarray:
@@ -255,6 +427,232 @@ def test_k_permutation_check_catches_wrong_mappings(broken):
     else:  # step 1 repeats step 0's elements (e4..e7 never used)
         s1 = list(s0)
     assert not np.array_equal(_emulate_chunk(w, a, [s0, s1]), w @ a.T)
+
+
+def test_both_paths_pass_rows_g_and_g8_to_mma_pair():
+    """mma_pair(d, w0 = row g, w1 = row g + 8, av): the register path and the shared-memory path
+    hand it the row-group's two loaded rows in that order (load_chunk / load_w fill [rr][0] from
+    row g, [rr][1] from row g + 8)."""
+    text = _kernel_text()
+    calls = re.findall(r"mma_pair\(acc\[rr\]\[f\], (\w+)\[rr\]\[(\d)\], \w+\[rr\]\[(\d)\], (\w+(?:\[f\])?)\)", text)
+    assert sorted(calls) == [("wv", "0", "1", "av"), ("wv", "0", "1", "avs[f]")], calls
+    assert "const int row = min(n0 + (slot * RPW + rr) * 16 + g + 8 * h, N - 1);" in text
+    assert text.count("load8<true>(wp[rr][0] + off, k0, K)") == 2  # load_chunk and load_w
+    assert text.count("load8<true>(wp[rr][1] + off, k0, K)") == 2
+
+
+# --- A in shared memory (a_smem 1): the copy, the tiles, the reads ------------------------------
+def _c_expr(text: str) -> str:
+    """A C integer expression of the kernel as Python (non-negative operands: / is //)."""
+    out = text.replace("&&", " and ").replace("||", " or ").replace("(int)", "")
+    return re.sub(r"(?<![/])/(?![/])", "//", out)
+
+
+def _smem_source(text: str | None = None) -> dict[str, str]:
+    """The a_smem 1 index expressions, from the kernel source (or ``text``): the macros, the
+    copy's destination / k / zero-fill condition, the reads, and the tile buffers."""
+    text = text if text is not None else _kernel_text()
+    src: dict[str, str] = {}
+    for name in ("KT", "A_TILE_ELEMS", "A_PIECES"):
+        src[name] = re.search(rf"#define {name} (.+)", text).group(1)
+    for name, args in (("A_OFF", "j, t, e"), ("A_PIECE_Q", "p"), ("A_PIECE_T", "p"), ("A_PIECE_J", "p"),
+                       ("A_TILE_J", "i"), ("A_CHUNK", "i")):
+        m = re.search(rf"#define {name}\({args}\) (.+)", text)
+        assert m, name
+        src[name] = m.group(1)
+    copy = text[text.index("void copy_a_tile("):text.index("void mma_chunk_smem(")]
+    src["piece"] = re.search(r"const int p = (.+);", copy).group(1)
+    assert "const int j = A_PIECE_J(p), t = A_PIECE_T(p), q = A_PIECE_Q(p);" in copy
+    src["k"] = re.search(r"const int k = (.+);", copy).group(1)
+    src["ok"] = re.search(r"const bool ok = (.+);", copy).group(1)
+    src["dst"] = re.search(r"cp_async16\(sbuf \+ (A_OFF\(.+?\)), src, ok \? 16 : 0\);", copy).group(1)
+    reads = text[text.index("void mma_chunk_smem("):text.index("void load_w(")]
+    src["read"] = re.search(r"\*\(const uint4\*\)\(sbuf \+ (A_OFF\(.+?\))\);", reads).group(1)
+    body = text[text.index("#if A_SMEM\n    // Tiles of KT"):text.index("#undef A_CHUNK")]
+    src["kend"] = re.search(r"const int kend = (.+?), mva", body).group(1)
+    src["first"] = re.search(r"copy_a_tile\(sa, a, m0, mva, (\w+), kend, K\);", body).group(1)
+    nxt = re.search(r"copy_a_tile\(sa \+ (.+?) \* A_TILE_ELEMS, a, m0, mva, (.+?), kend, K\);", body)
+    src["next_buf"], src["next_chunk0"] = nxt.group(1), nxt.group(2)
+    src["read_buf"] = re.search(r"mma_chunk_smem\(acc, wv\[s\], sa \+ (.+?) \* A_TILE_ELEMS, A_TILE_J\(i\), g, c\)",
+                                body).group(1)
+    assert re.search(r"if \(\(A_TILE % STAGES != 0 \|\| s == 0\) && i % A_TILE == 0\)", body)
+    return src
+
+
+def _smem_namespace(src: dict[str, str], bm: int, kw_n: int, a_tile: int, threads: int) -> dict:
+    ns: dict = {"BM": bm, "KW": kw_n, "A_TILE": a_tile, "THREADS": threads, "min": min}
+    for name in ("KT", "A_TILE_ELEMS", "A_PIECES"):
+        ns[name] = eval(_c_expr(src[name]), ns)  # noqa: S307 - the kernel's own macro text
+    macro_args = {"A_OFF": "j, t, e", "A_PIECE_Q": "p", "A_PIECE_T": "p", "A_PIECE_J": "p",
+                  "A_TILE_J": "i", "A_CHUNK": "i"}
+    for name, args in macro_args.items():
+        ns[name] = eval(f"lambda {args}: {_c_expr(src[name])}", ns)  # noqa: S307
+    return ns
+
+
+def _check_smem_cta(src, bm, kw_n, a_tile, m, k, m0, cb, ce, seed=3) -> int:
+    """Run the emulation and compare each lane's fragments with the global path's loads (8
+    elements at k = 32 chunk + 8 c of token m0 + 8 f + g; zeros past K and for tokens past M)."""
+    rng = np.random.default_rng(seed)
+    a = rng.integers(-8, 9, size=(m, k)).astype(np.float64)
+    got: dict[tuple[int, int], np.ndarray] = {}
+    conflicts = 0
+    for kw in range(kw_n):
+        mine, conf = _emulate_smem_warp(src, a, bm, kw_n, a_tile, m0, cb, ce, kw)
+        got.update(mine)
+        conflicts += conf
+    want_chunks = set(range(cb, ce))
+    assert sorted(ch for _, ch in got) == sorted(want_chunks), "each chunk once per row-group slot"
+    for (_, chunk), frags in got.items():
+        for f in range(bm // 8):
+            for g in range(8):
+                tok = m0 + 8 * f + g
+                for c in range(4):
+                    k0 = 32 * chunk + 8 * c
+                    want = np.zeros(8)
+                    if tok < m:
+                        seg = a[tok, k0:min(k0 + 8, k)]
+                        want[:len(seg)] = seg
+                    np.testing.assert_array_equal(frags[f, g, c], want, err_msg=f"chunk {chunk} f {f} g {g} c {c}")
+    return conflicts
+
+
+def _emulate_smem_warp(src: dict[str, str], a: np.ndarray, bm: int, kw_n: int, a_tile: int, m0: int, cb: int,
+                       ce: int, kw: int, threads: int = 128):
+    """Replay warp kw of a row-group slot through one CTA's K range: the A tiles as the CTA copies
+    them (all threads' cp.async pieces, at the boundaries the per-tile barrier guards) and this
+    warp's fragment reads. Returns ({(kw, chunk): fragments[f, g, c] = the 8 elements lane (g, c)
+    read for fragment f}, the bank conflicts seen by the copies and the reads)."""
+    M, K = a.shape
+    ns = _smem_namespace(src, bm, kw_n, a_tile, threads)
+    ns.update(K=K, M=M, m0=m0, cb=cb, ce=ce, mv=min(bm, M - m0), kw=kw)
+    ns["kend"] = eval(_c_expr(src["kend"]), ns)  # noqa: S307
+    ktile = ns["KT"]
+    ntile = (ce - cb + ktile - 1) // ktile
+    conflicts = 0
+
+    def banks_ok(addrs: list[int]) -> bool:  # 8 lanes x 16 bytes: 32 distinct banks
+        return len({(x // 4 + w) % 32 for x in addrs for w in range(4)}) == 32
+
+    def copy(chunk0: int) -> np.ndarray:
+        nonlocal conflicts
+        buf = np.full(ns["A_TILE_ELEMS"], np.nan)
+        cns = dict(ns, chunk0=chunk0)
+        groups: dict[tuple[int, int], list[int]] = {}
+        piece = eval(f"lambda threadIdx_x, r: {_c_expr(src['piece']).replace('threadIdx.x', 'threadIdx_x')}", cns)  # noqa: S307
+        kf = eval(f"lambda j, q: {_c_expr(src['k'])}", cns)  # noqa: S307
+        okf = eval(f"lambda t, k: {_c_expr(src['ok'])}", cns)  # noqa: S307
+        dstf = eval(f"lambda j, t, q: {_c_expr(src['dst'])}", cns)  # noqa: S307
+        for r in range(-(-ns["A_PIECES"] // threads)):
+            for tid in range(threads):
+                p = piece(tid, r)
+                if p >= ns["A_PIECES"]:
+                    continue
+                j, t, q = ns["A_PIECE_J"](p), ns["A_PIECE_T"](p), ns["A_PIECE_Q"](p)
+                k = kf(j, q)
+                dst = dstf(j, t, q)
+                assert np.isnan(buf[dst:dst + 8]).all(), "two pieces copied to one place"
+                row = m0 + (t if t < ns["mv"] else ns["mv"] - 1)  # the kernel's source row (clamped)
+                buf[dst:dst + 8] = a[row, k:k + 8] if okf(t, k) else 0.0
+                groups.setdefault((r, tid // 8), []).append(2 * dst)
+        conflicts += sum(not banks_ok(v) for v in groups.values())
+        return buf
+
+    readf = eval(f"lambda jj, f, g, c: {_c_expr(src['read'])}", ns)  # noqa: S307
+    read_buf = eval(f"lambda i: {_c_expr(src['read_buf'])}", ns)  # noqa: S307
+    next_buf = eval(f"lambda t: {_c_expr(src['next_buf'])}", ns)  # noqa: S307
+    next_chunk0 = eval(f"lambda t: {_c_expr(src['next_chunk0'])}", ns)  # noqa: S307
+    bufs: dict[int, tuple[int, np.ndarray]] = {}
+    if ntile > 0:
+        bufs[0] = (0, copy(eval(_c_expr(src["first"]), ns)))  # noqa: S307
+    got: dict[tuple[int, int], np.ndarray] = {}
+    for i in range(ntile * a_tile):
+        if i % a_tile == 0:
+            t = i // a_tile
+            if t + 1 < ntile:
+                nb = next_buf(t)
+                assert nb not in bufs or bufs[nb][0] < t, "the next tile overwrites the current one"
+                bufs[nb] = (t + 1, copy(next_chunk0(t)))
+        chunk = ns["A_CHUNK"](i)
+        if chunk >= ce:
+            continue
+        tile_no, buf = bufs[read_buf(i)]
+        assert tile_no == i // a_tile, "a read from a buffer holding another tile"
+        jj = ns["A_TILE_J"](i)
+        frags = np.zeros((bm // 8, 8, 4, 8))
+        for f in range(bm // 8):
+            addrs = []
+            for lane in range(32):
+                g, c = divmod(lane, 4)
+                off = readf(jj, f, g, c)
+                frags[f, g, c] = buf[off:off + 8]
+                addrs.append(2 * off)
+            conflicts += sum(not banks_ok(addrs[8 * h:8 * h + 8]) for h in range(4))
+        key = (kw, chunk)
+        assert key not in got
+        got[key] = frags
+    return got, conflicts
+
+
+SMEM_CASES = [  # bm, KW, A_TILE, M, K, m0, cb, ce
+    (16, 1, 4, 13, 23 * 32 - 8, 0, 0, 23),      # tokens past M, a part-full last chunk, 6 tiles
+    (32, 2, 2, 40, 40 * 32, 32, 7, 26),         # a split-K range, 2 warps per slot, tokens past M
+    (64, 4, 1, 64, 9 * 32 + 8, 0, 0, 10),       # 4 warps per slot, one chunk each a tile
+    (8, 1, 8, 3, 17 * 32, 0, 5, 17),            # BM = 8
+    (16, 2, 8, 16, 100 * 32, 0, 0, 100),        # the kernel's tile for 16x32 with 4 warps
+]
+
+
+@pytest.mark.parametrize("bm,kw_n,a_tile,m,k,m0,cb,ce", SMEM_CASES)
+def test_a_smem_fragments_match_the_global_loads(bm, kw_n, a_tile, m, k, m0, cb, ce):
+    assert _check_smem_cta(_smem_source(), bm, kw_n, a_tile, m, k, m0, cb, ce) == 0, "bank conflicts"
+
+
+def test_a_smem_tile_sizes_follow_the_plan():
+    assert sk.a_tile_chunks(16, 64, 4) == 16 and sk.a_tile_chunks(16, 32, 4) == 8
+    assert sk.a_tile_chunks(32, 128, 4) == 8
+    assert sk.a_tile_chunks(64, 64, 4) == 4 and sk.a_tile_chunks(64, 16, 4) == 1
+    for bm in sk.BM_OPTIONS:
+        for bn in sk.BN_OPTIONS:
+            for w in sk.WARPS_OPTIONS:
+                _, _, kw = sk.warp_layout(bn, w)
+                t = sk.a_tile_chunks(bm, bn, w)
+                assert t & (t - 1) == 0 and 1 <= t <= sk.A_TILE_MAX
+                assert kw * t * bm * 64 <= sk.A_TILE_BYTES or t == 1
+
+
+@pytest.mark.parametrize("broken", ["read_swap", "piece_token", "chunk_order", "next_buffer", "zero_fill",
+                                    "tile_base"])
+def test_a_smem_check_catches_wrong_mappings(broken):
+    src = _smem_source()
+    case = SMEM_CASES[1] if broken == "chunk_order" else SMEM_CASES[0]
+    if broken == "read_swap":  # the read takes token and chunk the other way round
+        src["read"] = "A_OFF(f * 8 + g, jj, 8 * c)"
+    elif broken == "piece_token":  # the copy's token index wraps wrongly
+        src["A_PIECE_T"] = "(((p) / 4) % (BM / 2))"
+    elif broken == "chunk_order":  # the iterations take contiguous chunks, the reads interleaved ones
+        src["A_CHUNK"] = "(cb + ((i) / A_TILE) * KT + kw * A_TILE + (i) % A_TILE)"
+    elif broken == "next_buffer":  # the next tile overwrites the one being read
+        src["next_buf"] = "((t) & 1)"
+    elif broken == "zero_fill":  # tokens past M copied (clamped) instead of zero-filled (M = 13)
+        src["ok"] = "k < kend"
+    else:  # the next tile copied from the current tile's chunks
+        src["next_chunk0"] = "cb + t * KT"
+    with pytest.raises((AssertionError, KeyError, IndexError, ValueError)):  # wrong values, or out of the tile
+        _check_smem_cta(src, *case)
+
+
+@pytest.mark.parametrize("layout", ["padded", "token_major"])
+def test_a_smem_bank_check_catches_conflicting_layouts(layout):
+    """Layouts that read the right values with bank conflicts: 16 bytes of padding per token row
+    of a chunk, or token rows of whole tiles without padding."""
+    src = _smem_source()
+    if layout == "padded":
+        src["A_OFF"] = "(((j) * BM + (t)) * 40 + (e))"
+        src["A_TILE_ELEMS"] = "(KT * BM * 40)"
+    else:
+        src["A_OFF"] = "(((t) * KT + (j)) * 32 + (e))"
+    assert _check_smem_cta(src, *SMEM_CASES[0]) > 0
 
 
 # --- the GPU probe's argument checks ------------------------------------------------------------
