@@ -2,7 +2,7 @@
 # One device call's worth of work on the GPU machine: install the carried wheels, then run the
 # steps named as arguments (facts, gpu-tests with PYTEST_K and PYTEST_ARGS, bench-cli with CLI_ARGS, check, bench with BENCH_ARGS, calibrate, sm90 with
 # SM90_ARGS, ncu with NCU_CASES, ncu-source with NCU_CASES, membound-hints with HINTS_ARGS, membound-bulk with BULK_ARGS, energy with ENERGY_ARGS, energy-cli, ramp with RAMP_ARGS, swap with SWAP_ARGS,
-# ncu-metrics with NCU_CASES, tui, skinny with SKINNY_ARGS, tune with TUNE_ARGS). Logs go to $OUT.
+# ncu-metrics with NCU_CASES, tui, skinny with SKINNY_ARGS, tune with TUNE_ARGS, gpu-file with GPU_FILE, tune-each with TUNE_SHAPES and TUNE_BUDGET). Logs go to $OUT.
 set -uo pipefail
 OUT=${OUT:-./out}; mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >/dev/null 2>&1 || { echo "wheel install failed"; exit 1; }
@@ -12,6 +12,10 @@ tui() { python3 -m tui.main "$@"; }
 for step in "$@"; do
   echo "=== $step"
   case "$step" in
+    gpu-file)
+      timeout ${GPU_TESTS_TIMEOUT:-300} python3 -m pytest -m gpu ${GPU_FILE:-tests/gpu} -q -p no:cacheprovider -rf --tb=line ${PYTEST_K:+-k "$PYTEST_K"} 2>&1 | tee "$OUT/gpu-file.log" | tail -25 ;;
+    tune-each)
+      bash bench/tune_each.sh ${TUNE_SHAPES:-bench/tune_heldout.toml} ${TUNE_BUDGET:-60} "$OUT/tune.jsonl" 2>&1 | tail -${TUNE_TAIL:-40} ;;
     skinny)
       timeout ${SKINNY_TIMEOUT:-300} python3 bench/skinny_probe.py --out "$OUT" ${SKINNY_ARGS:-} 2>&1 | tee "$OUT/skinny.txt" | tail -${SKINNY_TAIL:-80} ;;
     tune)

@@ -80,8 +80,14 @@ def main(paths: list[str]) -> int:
     use_torch = "--torch" in paths
     paths = [p for p in paths if p != "--torch"]
     all_rows = []
+    docs = []
     for p in paths:
-        doc = json.loads(Path(p).read_text())
+        text = Path(p).read_text()
+        try:
+            docs.append(json.loads(text))
+        except json.JSONDecodeError:  # one JSON object a line (bench/tune_each.sh)
+            docs += [json.loads(line) for line in text.splitlines() if line.strip()]
+    for doc in docs:
         got = rows(doc)
         if use_torch:
             for r, s in zip(got, doc.get("shapes", []), strict=True):

@@ -92,6 +92,11 @@ WARPS_OPTIONS = (4, 8)
 SPLIT_K_OPTIONS = (1, 2, 3, 4, 6, 8, 12, 16)
 A_SMEM_OPTIONS = (0, 1)
 """schedule.a_smem: 0 A's fragments from global memory per warp, 1 A staged in shared memory per CTA."""
+A_SMEM_DEFAULT = False
+"""Whether the planner takes a_smem = 1 by default. Off: on the H200 (ADR-0003, single-launch probe)
+the best a_smem 1 build was slower than the best a_smem 0 one at every shape tried (M = 32, N = K =
+5120: 35.4 against 26.5 us; M = 16: 31.9 / 21.7; M = 64, N = K = 4096: 28.0 / 26.2); it stays a
+schedule choice the tuner tries."""
 A_SMEM_MIN_BM = 16
 """The default takes a_smem 1 from this BM (BM = 8: one fragment a chunk, A is 1/8 of a row group's
 loads, and M = 1, 8 ran faster than cuBLAS as they are)."""
@@ -275,9 +280,9 @@ def default_stages(bm: int, bn: int, warps: int, k: int, a_smem: int | None = No
 
 def default_a_smem(bm: int, bn: int, stages: int, warps: int, k: int,
                    limits: DeviceLimits | None = None) -> int:
-    """1 where BM >= ``A_SMEM_MIN_BM``, K % 8 == 0, the a_smem 1 registers fit at ``stages`` and
-    (given ``limits``) its static shared memory fits; else 0."""
-    if bm < A_SMEM_MIN_BM or k % 8 or not _fits(bm, bn, stages, warps, k, 1):
+    """1 where ``A_SMEM_DEFAULT`` is on, BM >= ``A_SMEM_MIN_BM``, K % 8 == 0, the a_smem 1 registers
+    fit at ``stages`` and (given ``limits``) its static shared memory fits; else 0."""
+    if not A_SMEM_DEFAULT or bm < A_SMEM_MIN_BM or k % 8 or not _fits(bm, bn, stages, warps, k, 1):
         return 0
     if limits is not None and _smem(bm, bn, warps, 1) > _smem_limit(limits):
         return 0

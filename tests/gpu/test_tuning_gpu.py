@@ -43,6 +43,7 @@ def test_decode_path_odd_shapes_and_schedules(dtype):
         ((33, 5120, 5120), "32x32", 4, {}),
         ((64, 4096, 4096), "64x32", 2, {"warps": 8, "split_k": 2}),
         ((7, 12288, 4096), "8x16", 6, {"split_k": 1}),
+        ((32, 4096, 4104), "32x64", 4, {"a_smem": 1, "split_k": 4}),  # A staged in shared memory
     ]
     bad = []
     for (m, n, k), bs, st, sched in cases:
