@@ -17,6 +17,7 @@ from typing import Any
 import cupy as cp
 
 from engine.backends.base import RunFailure
+from engine.backends.compile_pool import CompilePool
 from engine.backends.cuda import (
     _BITS,
     _CUDA_ERRORS,
@@ -58,8 +59,7 @@ class CudaTrials:
         self.t_sol = 0.0
         self._nvml: int | None = None
         self._busy_s = 0.0
-        self._pool: Any = None
-        self._compiling: dict[str, Any] = {}
+        self._pool = CompilePool()
 
     # --- set-up --------------------------------------------------------------------------------
     def setup(self) -> list[str]:
@@ -139,35 +139,17 @@ class CudaTrials:
 
     # --- compiling ahead -------------------------------------------------------------------------
     def prefetch(self, cands: list[Any]) -> None:
-        """Compile these candidates' builds in a pool of processes (NVRTC only, no CUDA context)
-        while the GPU times the ones before them: the cubins land in the kernel cache, where
-        ``trial`` finds them."""
-        import concurrent.futures as cf
-        import multiprocessing as mp
-        import os
-
-        if self._pool is False:
-            return
-        if self._pool is None:
-            workers = max(1, min(PREFETCH_WORKERS, (os.cpu_count() or 2) - 1))
-            try:
-                self._pool = cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"))
-            except Exception:  # no pool (e.g. a daemonic caller): each trial compiles its own
-                self._pool = False
-                return
+        """Compile these candidates' builds in a pool of processes (``CompilePool``) while the GPU
+        times the ones before them: the cubins land in the kernel cache, where ``trial`` finds them."""
         for cand in cands:
-            if cand.key in self._compiling:
-                continue
             try:
                 build = self.spec.build(cand.task(self.task), self.limits)
             except ValueError:
                 continue
-            self._compiling[cand.key] = self._pool.submit(_precompile, *compile_inputs(build, self.limits))
+            self._pool.submit(cand.key, _precompile, *compile_inputs(build, self.limits))
 
     def close(self) -> None:
-        if self._pool:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
+        self._pool.close()
 
     # --- peers ---------------------------------------------------------------------------------
     def _peer_launches(self) -> Any:
@@ -235,12 +217,8 @@ class CudaTrials:
             build = self.spec.build(task, self.limits)
         except ValueError as exc:
             return replace(start, status="skipped", reason=str(exc))
-        ahead = self._compiling.pop(cand.key, None)
-        if ahead is not None and fault == "none":
-            try:
-                ahead.result(timeout=120)
-            except Exception:  # compiled again below, where the error is reported
-                pass
+        if fault == "none":
+            self._pool.wait(cand.key)  # compiled ahead into the cache (or compiled below)
         try:
             cubin, _, _ = compile_cubin(*compile_inputs(build, self.limits, fault))
         except RunFailure as exc:
@@ -275,9 +253,6 @@ class CudaTrials:
         return replace(start, status="ok" if c.correct else "incorrect", median_ms=timing.median_ms,
                        p10_ms=timing.p10_ms, p90_ms=timing.p90_ms, sol_pct=100.0 * self.t_sol / timing.median_ms,
                        resolved=dict(kp.schedule), reason=reason)
-
-
-PREFETCH_WORKERS = 12
 
 
 def _precompile(source: str, arch: str, options: list[str]) -> bool:
