@@ -20,10 +20,19 @@ pytestmark = pytest.mark.gpu
 
 
 def _backend_run(task: TaskSpec):
-    """Run in this (test) process through the CUDA backend: fast for many combinations."""
+    """Run in this (test) process through the CUDA backend: fast for many combinations. Knobs left
+    unset are the kernel's own rules' (``default_knobs``), which these tests are about, not the
+    profile's table of tuned defaults that ``engine.plan`` would consult first."""
     from engine.backends.cuda import CudaBackend
 
-    prep = prepare(TaskSpec.model_validate(task.model_dump() | {"backend": "cuda"}))
+    task = TaskSpec.model_validate(task.model_dump() | {"backend": "cuda"})
+    if task.block_size is None and task.memory_pipelining is None:
+        profile = prepare(task).profile
+        spec = get_spec(task.kernel)
+        bs, st = spec.default_knobs(DeviceLimits.from_profile(profile), task.dtype.value,
+                                    spec.normalize_shape(task.shape))
+        task = task.model_copy(update={"block_size": bs, "memory_pipelining": st})
+    prep = prepare(task)
     ctx = RunContext(task=prep.task, profile=prep.profile, spec=get_spec(prep.task.kernel), emit=Emitter(send=lambda e: None))
     return CudaBackend().run(ctx)
 

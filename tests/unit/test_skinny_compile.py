@@ -142,7 +142,7 @@ def test_default_plans_compile_for_sm_80_and_sm_90a(m):
 
     for arch, limits in (("sm_90a", H200), ("sm_80", A100)):
         p = sk.plan(m, 4096, 4096, "bf16", limits)
-        assert p.a_smem == (m >= 16)
+        assert p.a_smem == 0  # A_SMEM_DEFAULT is off: a_smem 1 measured slower on the H200
         report = compile_cubin(sk.render(p, m, 4096, 4096, "bf16").source, arch, ("--std=c++17",))
         assert report.ok and not report.spills, report.log
 
@@ -203,7 +203,7 @@ def test_default_plan_n2560_and_larger_m():
     ctas = p.grid[0] * p.grid[1] * p.grid[2]
     assert sk.CTAS_PER_SM * 132 <= ctas <= 4 * 132
     p64 = sk.plan(64, 4096, 4096, "bf16", H200)
-    assert p64.bm == 64 and p64.grid[2] == 1 and p64.a_smem == 1
+    assert p64.bm == 64 and p64.grid[2] == 1 and p64.a_smem == int(sk.A_SMEM_DEFAULT)
     assert not sk.check(64, 4096, 4096, "bf16", H200, p64.block_size, p64.stages, p64.warps, p64.split_k)
     assert not sk.check(64, 4096, 4096, "bf16", H200, p64.block_size, p64.stages, p64.warps, p64.split_k,
                         a_smem=1)
@@ -220,7 +220,7 @@ def test_default_plans_are_accepted(m, n, k):
         assert not sk.check(m, n, k, dtype, H200, p.block_size, p.stages, p.warps, p.split_k)
         assert not sk.check(m, n, k, dtype, H200, p.block_size, p.stages, p.warps, p.split_k, a_smem=p.a_smem)
         assert p.aligned8 == (k % 8 == 0) and p.aligned2 == (k % 2 == 0)
-        assert p.a_smem == int(sk.default_bm(m) >= sk.A_SMEM_MIN_BM and k % 8 == 0)
+        assert p.a_smem == int(sk.A_SMEM_DEFAULT and sk.default_bm(m) >= sk.A_SMEM_MIN_BM and k % 8 == 0)
 
 
 def test_m65_refused_naming_shape_m():
@@ -262,7 +262,10 @@ def test_counter_limit_and_render_buffers():
 
 @pytest.mark.parametrize("m,n,k", [(16, 5120, 5120), (32, 5120, 5120), (64, 5120, 5120), (64, 4096, 4096),
                                    (32, 4096, 14336), (17, 2560, 2560)])
-def test_default_plan_stages_a_in_shared_memory_from_bm_16(m, n, k):
+def test_default_plan_stages_a_in_shared_memory_from_bm_16(m, n, k, monkeypatch):
+    """The rule A_SMEM_DEFAULT turns on (off by default: ADR-0003)."""
+    assert sk.plan(m, n, k, "bf16", H200).a_smem == 0
+    monkeypatch.setattr(sk, "A_SMEM_DEFAULT", True)
     p = sk.plan(m, n, k, "bf16", H200)
     assert p.a_smem == 1 and p.bm >= 16
     assert sk.default_a_smem(p.bm, p.bn, p.stages, p.warps, k, H200) == 1
@@ -281,7 +284,8 @@ def test_default_plan_stages_a_in_shared_memory_from_bm_16(m, n, k):
     assert b.launches[0].shared_mem_bytes == 0  # static shared memory (<= 48 KB)
 
 
-def test_a_smem_knob_plan_and_check():
+def test_a_smem_knob_plan_and_check(monkeypatch):
+    monkeypatch.setattr(sk, "A_SMEM_DEFAULT", True)  # the rule's own behaviour, off by default
     assert sk.A_SMEM_OPTIONS == (0, 1)
     # explicit values are kept, for any BM
     assert sk.plan(32, 4096, 4096, "bf16", H200, a_smem=0).a_smem == 0
@@ -345,13 +349,11 @@ def test_cost_prefers_a_filled_grid():
 
 def test_cost_counts_a_through_l2():
     """M = 32, N = K = 5120: 32x16 without shared memory moved ~3x W's bytes through L2 on the H200
-    (26.4 us); the default (A once per 128-row CTA) is predicted well under it, and within ~25 %
-    of it for the measured one at 3.2 TB/s."""
+    (26.4 us); the model puts it within ~25 % of that at 3.2 TB/s. (It rates the a_smem 1 builds
+    faster still, which the H200 did not confirm: ADR-0003; the model only orders the search.)"""
     old = sk.plan(32, 5120, 5120, "bf16", H200, block_size="32x16", stages=4, split_k=1, a_smem=0)
-    new = sk.plan(32, 5120, 5120, "bf16", H200)
     t_old = sk.cost_us(old, 32, 5120, 5120, "bf16", 3.2e12, 132)
     assert 0.75 * 26.4 <= t_old <= 1.25 * 26.4
-    assert sk.cost_us(new, 32, 5120, 5120, "bf16", 3.2e12, 132) < 0.8 * t_old
 
 
 # --- the K permutation --------------------------------------------------------------------------
