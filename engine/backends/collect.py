@@ -26,6 +26,19 @@ def base_fingerprint(profile: Any, backend: str, source_sha: str | None) -> Fing
                        backend=backend, kernel_source_sha256=source_sha, engine_version=__version__)
 
 
+def mismatch_text(c: Any) -> str:
+    """Why an output failed verification, naming each criterion that failed and only those: NaN,
+    Inf, unwritten elements, the error beyond the tolerance."""
+    failed = [f"{n} {what}" for n, what in ((c.nan_count, "NaN"), (c.inf_count, "Inf"),
+                                             (c.unwritten_count, "unwritten elements")) if n]
+    if c.max_rel_err > c.rtol:
+        failed.append(f"max rel err {c.max_rel_err:.3g} > rtol {c.rtol:.3g}")
+    text = "output does not match the reference: " + ", ".join(failed or ["verification failed"])
+    if c.max_rel_err <= c.rtol and failed:
+        text += f" (the finite, written elements are within rtol: max rel err {c.max_rel_err:.3g} <= {c.rtol:.3g})"
+    return text
+
+
 def peer_figures(peer: PeerResult, flops: int, nbytes: int, profile: Any, dtype: str) -> PeerResult:
     if peer.timing is not None:
         f = sol_figures(flops, nbytes, peak_flops_for(profile, dtype), profile.bandwidth_bytes_per_s,
@@ -58,15 +71,13 @@ def finish(
                       timing.median_ms)
     peers = [peer_figures(p, flops, nbytes, profile, dtype) for p in peers]
     baseline = next((p for p in peers if p.baseline and p.timing is not None), None)
-    score = None
-    if baseline is not None:
-        score = solexec_score(timing.median_ms, baseline.timing.median_ms, fig.t_sol_ms)
     status = RunStatus.ok if correctness is None or correctness.correct else RunStatus.incorrect
+    score = None
+    if baseline is not None and status is RunStatus.ok:  # a wrong output earns no score
+        score = solexec_score(timing.median_ms, baseline.timing.median_ms, fig.t_sol_ms)
     error = None
     if status is RunStatus.incorrect and correctness is not None:
-        c = correctness
-        error = (f"output does not match the reference: max rel err {c.max_rel_err:.3g} > rtol {c.rtol:.3g}, "
-                 f"{c.nan_count} NaN, {c.inf_count} Inf, {c.unwritten_count} unwritten elements")
+        error = mismatch_text(correctness)
     return RunResult(
         status=status, simulated=simulated, task=task.model_dump(mode="json") | {"shape": shape},
         profile=profile.name, error=error, error_kind="incorrect" if error else None, timing=timing,

@@ -21,7 +21,7 @@ from cupy_backends.cuda.libs import nvrtc
 
 from engine.backends import clusters
 from engine.backends.base import RunContext, RunFailure, progress_every
-from engine.backends.collect import base_fingerprint, finish, now_iso
+from engine.backends.collect import base_fingerprint, finish, mismatch_text, now_iso
 from engine.backends.cuda_support import (
     COMPILE_ERROR_LINE,
     FAULT_MODES,
@@ -504,9 +504,10 @@ class CudaBackend:
                 outs[spec.output].view(bits)[..., ::97] = NAN_BITS[dtype]
             cp.cuda.Device().synchronize()
             correctness = self._verify(spec, sets[0], outs, dtype)
-            em.done("verify", "ok" if correctness.correct else
-                    f"MISMATCH max rel {correctness.max_rel_err:.3g}, {correctness.nan_count} NaN, "
-                    f"{correctness.unwritten_count} unwritten")
+            if correctness.correct:
+                em.done("verify", "ok")
+            else:
+                em.fail("verify", mismatch_text(correctness))
         else:
             em.skip("verify", "verification off")
 

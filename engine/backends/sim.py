@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 from engine.backends.base import RunContext, RunFailure, progress_every
-from engine.backends.collect import base_fingerprint, finish, now_iso
+from engine.backends.collect import base_fingerprint, finish, mismatch_text, now_iso
 from engine.result import PeerResult, RunResult
 from engine.sol import t_sol_ms
 from engine.timing import timing_stats
@@ -146,7 +146,10 @@ class SimBackend:
                 parts[name] = compare(np, out, refs[name], spec.rtol(dtype),
                                       note=f"SIMULATED: {m} rows computed on the CPU")
             correctness = merge(parts)
-            em.done("verify", "ok" if correctness.correct else "MISMATCH")
+            if correctness.correct:
+                em.done("verify", "ok")
+            else:
+                em.fail("verify", mismatch_text(correctness))
         else:
             em.skip("verify", "verification off")
 

@@ -323,7 +323,8 @@ class RunScreen(CockpitScreen):
         width = max(40, self.query_one("#run-sol", Static).size.width or 60)
         if result.ok or result.timing is not None:
             self.query_one("#run-summary", Static).update(summary_text(result))
-            self.query_one("#run-sol", Static).update(render_sol_bars(result.sol, result.solexec_score, width))
+            valid = result.correctness is None or result.correctness.correct
+            self.query_one("#run-sol", Static).update(render_sol_bars(result.sol, result.solexec_score, width, valid))
             self.query_one("#run-table", Static).update(result_table(result, wide=self.has_class("-wide")))
             self.query_one("#run-compare", Static).update(comparison_table(result, previous))
         else:

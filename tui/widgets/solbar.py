@@ -52,6 +52,13 @@ def render_sol_bar(label: str, pct: float | None, note: str, width: int, label_w
     return out
 
 
-def render_sol_bars(sol: dict[str, Any] | None, score: float | None, width: int) -> Text:
+def render_sol_bars(sol: dict[str, Any] | None, score: float | None, width: int, valid: bool = True) -> Text:
+    """The four bars; ``valid=False`` (a run whose output failed verification) draws them dim and
+    says that its speed is not a result: a wrong kernel's time measures nothing."""
     lines = [render_sol_bar(label, pct, note, width) for label, pct, note in sol_rows(sol, score)]
+    if not valid:
+        for line in lines:
+            line.stylize("dim strike")
+        lines.append(Text("not valid: the output failed verification, so these figures are no result",
+                          style="bold red", no_wrap=True, overflow="crop"))
     return Text("\n", no_wrap=True).join(lines)
