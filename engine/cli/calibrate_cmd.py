@@ -34,8 +34,10 @@ def run(args: argparse.Namespace) -> int:
         if base is None:
             from engine.errors import BackendUnavailable, InputError
 
-            if not ok:
-                raise BackendUnavailable(problem or "no GPU", fix=fix)
+            if not ok:  # the backends' fix offers the simulated device, which has nothing to measure
+                fix = (fix or "").replace("; or use --backend sim", "")
+                raise BackendUnavailable(problem or "no GPU", fix=(fix + "; " if fix else "")
+                                         + "calibration measures a real GPU (the simulated device has no ceilings)")
             raise InputError(f"no profile matches '{info.name if info else '?'}'", fix="pass --profile NAME")
     err = stderr_console()
 

@@ -69,3 +69,15 @@ def test_run_screen_summary_shows_measured_sol():
     res = run_prepared(prepare(TaskSpec(backend="sim", iterations=5, warmup=1), "h100"))
     text = summary_text(res).plain
     assert "vs measured ceilings (h100-sxm-measured)" in text
+
+
+def test_calibrate_without_a_gpu_does_not_offer_the_simulated_device(monkeypatch, capsys):
+    """`tui calibrate` takes no --backend: its fix must not suggest `--backend sim`."""
+    from engine import nvml
+    from engine.cli.main import main
+
+    monkeypatch.setattr(nvml, "probe", lambda: (False, "no NVIDIA driver found", "install the driver; "
+                                                "in a container run with --gpus all; or use --backend sim"))
+    assert main(["calibrate"]) == 3
+    err = capsys.readouterr().err
+    assert "no NVIDIA driver found" in err and "--backend sim" not in err and "measures a real GPU" in err
