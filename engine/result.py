@@ -105,6 +105,9 @@ class RunResult(BaseModel):
     peers: list[PeerResult] = Field(default_factory=list)
     solexec_score: float | None = None
     baseline_ms: float | None = None
+    baseline_peer: str | None = None
+    """The peer the score is against (``torch_matmul_add``, SOL-ExecBench's baseline, where torch is
+    installed; else ``cupy_matmul_add``, whose score is not comparable with SOL-ExecBench's)."""
     energy: dict[str, Any] | None = None
     """Board power and energy per launch (``engine.energy``; task.energy_s > 0): watts,
     ms_per_launch, mj_per_launch, gflop_per_j, gb_per_j, window_s, sm_clock_mhz, instant_w,
@@ -126,8 +129,10 @@ class RunResult(BaseModel):
 
     @property
     def rest_s(self) -> float:
-        """The task's rest before each timed implementation (0 for results saved before it)."""
-        return float(self.task.get("rest_s") or 0)
+        """The rest before each timed implementation: what the run applied (the task's, or the fair
+        rest a run with peers takes), else the task's (0 for results saved before either)."""
+        applied = self.validity.get("rest_applied_s")
+        return float(applied if applied is not None else (self.task.get("rest_s") or 0))
 
     @property
     def peers_caveat(self) -> str | None:
@@ -151,8 +156,14 @@ class RunResult(BaseModel):
         parts = []
         rest = self.rest_s
         if rest > 0:
+            launches = self.validity.get("launches_each") or {}
+            each = (f", {launches['warmup']} warm-ups and {launches['timed']} timed launches each"
+                    if launches else "")
             parts.append(f"rest {rest:g} s not applied: the simulated device has no card to rest" if self.simulated
-                         else f"ours and each peer timed after {rest:g} s of rest")
+                         else f"ours and each peer timed after {rest:g} s of rest{each}")
+        if self.baseline_peer and self.baseline_peer != "torch_matmul_add":
+            parts.append(f"score against {self.baseline_peer}: SOL-ExecBench scores against PyTorch's eager "
+                         "matmul + add, so this score is not comparable with its")
         hold = self.validity.get("queue_hold") or {}
         if hold.get("held"):
             parts.append("queued behind a hold kernel, as the GPU ran them faster than the host queues "
@@ -193,6 +204,7 @@ class RunResult(BaseModel):
             "normwise_rel_err": None if self.correctness is None else self.correctness.normwise_rel_err,
             "solexec_score": self.solexec_score,
             "baseline_ms": self.baseline_ms,
+            "baseline_peer": self.baseline_peer,
             "peers": [p.model_dump(mode="json") for p in self.peers],
             "peers_note": self.peers_caveat,
             "rest_s": self.rest_s,

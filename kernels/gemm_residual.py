@@ -300,7 +300,9 @@ class GemmResidualSpec(KernelSpec):
         return {"bf16": 1.6e-2, "fp16": 2e-3, "fp32": 1e-4, "tf32": 5e-3}[dtype]
 
     def peers(self, task: Any) -> list[PeerSpec]:
-        """CuPy matmul then add (the unfused baseline), cuBLAS with beta=1 in place (the issue's
+        """PyTorch's eager matmul + add (SOL-ExecBench's baseline: the score is against it where torch
+        is installed) and torch.addmm, CuPy matmul then add (the baseline where torch is not), cuBLAS
+        with beta=1 in place (the issue's
         "residual fused in place": the output is set to R once, untimed, and each timed launch adds
         into it, alternating alpha = +1 / -1 per input set so that it stays bounded however many
         launches run), and cuBLAS GEMM alone (beta=0). The last omits R, so its output is not the reference's: it is
@@ -310,6 +312,10 @@ class GemmResidualSpec(KernelSpec):
         the unfused baseline there is the backend's cuBLAS (FAST_TF32 compute for dtype tf32)
         GEMM then CuPy's add. The cuBLAS peers compute in TF32 for tf32 through the backend's blas."""
         return [
+            PeerSpec("torch_matmul_add", "torch matmul + add (PyTorch eager, SOL-ExecBench's baseline)",
+                     _peer_torch_matmul_add, baseline=True, dtypes=("bf16", "fp16", "fp32")),
+            PeerSpec("torch_addmm", "torch.addmm (residual via beta=1)", _peer_torch_addmm,
+                     dtypes=("bf16", "fp16", "fp32")),
             PeerSpec("cupy_matmul_add", "CuPy matmul + add (unfused)", _peer_matmul_add, baseline=True,
                      dtypes=("bf16", "fp16", "fp32")),
             PeerSpec("cublas_gemm_add", "cuBLAS TF32 GEMM + CuPy add (unfused)", _peer_gemm_then_add,
@@ -343,6 +349,35 @@ class GemmResidualSpec(KernelSpec):
         f_wave = ctas / (math.ceil(ctas / limits.sm_count) * limits.sm_count)
         f_fuse = 1.0 if task.fusion else 0.93
         return max(0.01, min(0.95, ceiling * f_tile * f_pipe * f_wave * f_fuse))
+
+
+def _torch_view(x: Any) -> Any:
+    """A torch tensor over a device array without a copy (DLPack); 16-bit arrays that are not fp16
+    are bf16 stored as 16-bit words. ImportError where torch is not installed: the peer then reports
+    that, and the score falls back to the CuPy baseline."""
+    import torch
+
+    if x.dtype.itemsize == 2 and x.dtype.kind != "f":
+        return torch.from_dlpack(x.view("uint16")).view(torch.bfloat16)
+    return torch.from_dlpack(x)
+
+
+def _peer_torch_matmul_add(xp: Any, blas: Any, inputs: dict[str, Any], outs: dict[str, Any]) -> None:
+    """PyTorch eager ``A @ W.T + R`` (two kernels), written into ``out`` for verification."""
+    import torch
+
+    a, w, r, out = (_torch_view(inputs["a"]), _torch_view(inputs["w"]), _torch_view(inputs["r"]),
+                    _torch_view(outs["out"]))
+    torch.matmul(a, w.t(), out=out)
+    out.add_(r)
+
+
+def _peer_torch_addmm(xp: Any, blas: Any, inputs: dict[str, Any], outs: dict[str, Any]) -> None:
+    """``torch.addmm(R, A, W.T)``: the residual through the GEMM's beta = 1 (PyTorch copies R in)."""
+    import torch
+
+    torch.addmm(_torch_view(inputs["r"]), _torch_view(inputs["a"]), _torch_view(inputs["w"]).t(),
+                out=_torch_view(outs["out"]))
 
 
 def _peer_matmul_add(xp: Any, blas: Any, inputs: dict[str, Any], outs: dict[str, Any]) -> None:

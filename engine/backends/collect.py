@@ -82,7 +82,8 @@ def finish(
         status=status, simulated=simulated, task=task.model_dump(mode="json") | {"shape": shape},
         profile=profile.name, error=error, error_kind="incorrect" if error else None, timing=timing,
         sol=fig.to_dict(), correctness=correctness, peers=peers, solexec_score=score,
-        baseline_ms=None if baseline is None else baseline.timing.median_ms, launch=launch,
+        baseline_ms=None if baseline is None else baseline.timing.median_ms,
+        baseline_peer=None if baseline is None else baseline.name, launch=launch,
         validity=validity, fingerprint=fingerprint, log=log, started_at=started_at,
         energy=None if energy is None else per_work(energy, flops, nbytes),
     )

@@ -247,9 +247,12 @@ def test_3xtf32_split_meets_the_fp32_tolerance():
 
 def test_peers():
     peers = {p.name: p for p in SPEC.peers(task())}
-    assert set(peers) == {"cupy_matmul_add", "cublas_gemm_add", "cublas_gemm_beta1", "cublas_gemm"}
+    assert set(peers) == {"torch_matmul_add", "torch_addmm", "cupy_matmul_add", "cublas_gemm_add",
+                          "cublas_gemm_beta1", "cublas_gemm"}
     for dt in ("bf16", "fp16", "fp32"):
-        assert [p.name for p in peers.values() if p.baseline and dt in p.dtypes] == ["cupy_matmul_add"]
+        # SOL-ExecBench's baseline (PyTorch eager) first; CuPy's where torch is not installed
+        assert [p.name for p in peers.values() if p.baseline and dt in p.dtypes] == ["torch_matmul_add",
+                                                                                    "cupy_matmul_add"]
     # tf32: CuPy's fp32 matmul is not a TF32 peer; the baseline is cuBLAS (FAST_TF32) GEMM + add
     assert [p.name for p in peers.values() if p.baseline and "tf32" in p.dtypes] == ["cublas_gemm_add"]
     assert {p.name for p in peers.values() if "tf32" in p.dtypes} == {"cublas_gemm_add", "cublas_gemm_beta1",
@@ -259,6 +262,13 @@ def test_peers():
     out = np.empty((4, 16))
     peers["cupy_matmul_add"].run(np, None, ins, {"out": out})
     np.testing.assert_allclose(out, SPEC.reference(np, ins))
+    torch = pytest.importorskip("torch")
+    ins32 = {k: v.astype(np.float32) for k, v in ins.items()}
+    for name in ("torch_matmul_add", "torch_addmm"):  # DLPack views over the (here host) arrays
+        out32 = np.zeros((4, 16), np.float32)
+        peers[name].run(np, None, ins32, {"out": out32})
+        np.testing.assert_allclose(out32, SPEC.reference(np, ins32), rtol=1e-5, atol=1e-5)
+    assert torch.__version__
 
     class Blas:
         def gemm_nt(self, a, w, c, alpha=1.0, beta=0.0):
