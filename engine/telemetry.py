@@ -19,6 +19,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from typing import Any
 from dataclasses import dataclass, field, replace
 
 from engine.nvml import Sample
@@ -116,9 +117,14 @@ class TelemetrySampler:
             self._thread.join(timeout)
             self._thread = None
 
-    def set_run_active(self, active: bool) -> None:
-        """Tell a simulated source that a simulated run started or ended (no-op for NVML)."""
+    def set_run_active(self, active: bool, task: Any = None, profile: Any = None) -> None:
+        """Tell a simulated source that a simulated run started or ended, and what it runs on which
+        profile, so its gauges follow that kernel and card (no-op for NVML)."""
         if self.sim_source is not None:
+            if profile is not None:
+                self.sim_source.configure(profile)
+            self.sim_source.load = run_load(task, profile) if active and task is not None and profile is not None \
+                else None
             self.sim_source.active = active
 
     @property
@@ -204,7 +210,15 @@ class SimulatedSource:
         self.tensor_core = tensor_core
         self.active = False
         """Set by the cockpit while a simulated run is in flight."""
+        self.load: RunLoad | None = None
+        """What the run in flight keeps busy (``run_load``); None: a GEMM-like load."""
         self._tick: dict[int, int] = {}
+
+    def configure(self, profile: Any) -> None:
+        """Take the card's memory size and power limit from the profile it simulates."""
+        self.memory_total_mib = float(profile.memory_gb) * 1e9 / 2**20
+        if getattr(profile, "power_w", None):
+            self.power_limit_w = float(profile.power_w)
 
     def __call__(self, index: int) -> Sample:
         tick = self._tick.get(index, 0)
@@ -212,21 +226,62 @@ class SimulatedSource:
         wobble = math.sin(tick / 3.0 + index)
         busy = 1.0 if self.active else 0.0
         util = 3.0 + 94.0 * busy + 2.0 * wobble * busy
+        load = self.load if self.active else None
+        tensor = 58.0 if load is None else 100.0 * load.tensor
+        dram = 22.0 if load is None else 100.0 * load.dram
+        used = 600.0 + (1400.0 if load is None else load.memory_mib) * busy
         return Sample(
             index=index, t=float(tick),
-            gpu_util_pct=round(util), mem_util_pct=round(2 + 38 * busy + wobble),
-            mem_used_mib=600.0 + 1400.0 * busy, mem_total_mib=self.memory_total_mib,
+            gpu_util_pct=round(util), mem_util_pct=round(2 + (dram - 2) * 0.9 * busy + wobble),
+            mem_used_mib=round(min(used, self.memory_total_mib), 1), mem_total_mib=self.memory_total_mib,
             sm_clock_mhz=345.0 + (1980.0 - 345.0) * busy, mem_clock_mhz=2619.0, sm_clock_max_mhz=1980.0,
-            power_w=round(72.0 + 520.0 * busy + 15 * wobble * busy, 1), power_limit_w=self.power_limit_w,
+            power_w=round(min(self.power_limit_w, 72.0 + (0.74 * self.power_limit_w - 72.0) * busy
+                              + 15 * wobble * busy), 1), power_limit_w=self.power_limit_w,
             temperature_c=round(31 + 27 * busy), temperature_slowdown_c=87.0,
             throttle_mask=0x0 if busy else 0x1,
             throttle_reasons=[] if busy else ["GPU idle"],
             pcie_tx_kbps=800.0 + 4000.0 * busy, pcie_rx_kbps=1200.0 + 9000.0 * busy,
             sm_activity_pct=round(1 + 92 * busy, 1) if self.tensor_core else None,
             sm_occupancy_pct=round(1 + 30 * busy, 1) if self.tensor_core else None,
-            tensor_activity_pct=round(0 + 58 * busy, 1) if self.tensor_core else None,
-            dram_bw_util_pct=round(1 + 22 * busy, 1) if self.tensor_core else None,
+            tensor_activity_pct=round(tensor * busy, 1) if self.tensor_core else None,
+            dram_bw_util_pct=round(1 + (dram - 1) * busy, 1) if self.tensor_core else None,
         )
+
+
+@dataclass(frozen=True)
+class RunLoad:
+    """What a simulated run keeps busy: the tensor cores' and DRAM's shares of their peaks over the
+    run (0..1), and the device memory its buffers take."""
+
+    tensor: float
+    dram: float
+    memory_mib: float
+
+
+def run_load(task: Any, profile: Any) -> RunLoad | None:
+    """The load a task puts on the card it simulates: its FLOPs and bytes over the time the kernel's
+    model gives it (``predict_ms``), as shares of the profile's peaks; None where it cannot be
+    planned. A memory-bound kernel shows DRAM busy and the tensor cores idle, as on a GPU."""
+    try:
+        from engine.planner import plan
+        from kernels import get_spec
+
+        p = plan(task, profile)
+        if not p.ok:
+            return None
+        spec = get_spec(p.task.kernel)
+        dtype = p.task.dtype.value
+        peak = profile.sol_peak_flops(dtype)
+        ms = spec.predict_ms(p.task, p.limits, peak, profile.bandwidth_bytes_per_s)
+        tensor = p.flops / peak / (ms * 1e-3)
+        if "gemm" not in p.task.kernel:  # the row-wise kernels run on the CUDA cores, not the tensor cores
+            tensor = 0.0
+        dram = p.bytes / profile.bandwidth_bytes_per_s / (ms * 1e-3)
+        mib = sum(math.prod(b.shape) * (2 if dtype in ("bf16", "fp16") else 4)
+                  for b in spec.buffers(p.task)) / 2**20
+        return RunLoad(tensor=max(0.0, min(0.97, tensor)), dram=max(0.0, min(0.97, dram)), memory_mib=mib)
+    except Exception:  # the gauges are advisory: a task they cannot read shows the generic load
+        return None
 
 
 def nvml_sampler(interval_s: float = 0.5, history_s: float = 300.0) -> TelemetrySampler:
@@ -245,9 +300,11 @@ def nvml_sampler(interval_s: float = 0.5, history_s: float = 300.0) -> Telemetry
 
 
 def simulated_sampler(source: SimulatedSource | None = None, interval_s: float = 0.5,
-                      history_s: float = 300.0) -> TelemetrySampler:
-    """A sampler over the simulated device (labelled simulated)."""
+                      history_s: float = 300.0, profile: Any = None) -> TelemetrySampler:
+    """A sampler over the simulated device (labelled simulated), shaped like ``profile``'s card."""
     source = source or SimulatedSource()
+    if profile is not None:
+        source.configure(profile)
     sampler = TelemetrySampler(source, list(range(source.gpu_count)), interval_s=interval_s,
                                history_s=history_s, simulated=True, source="simulated")
     sampler.sim_source = source

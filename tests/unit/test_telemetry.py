@@ -139,3 +139,26 @@ def test_nvml_sampler_without_a_driver_reports_the_problem(monkeypatch):
     assert snap.gpus == () and "no NVIDIA driver" in snap.problem
     s.start()  # nothing to poll: a no-op, not an error
     assert not s.running
+
+
+def test_simulated_gauges_follow_the_profile_and_the_kernel():
+    """The simulated card has the profile's memory and power limit, and a memory-bound kernel shows
+    DRAM busy and the tensor cores idle where a GEMM shows the opposite (so the telemetry rules and
+    their knob fixes can be rehearsed on it)."""
+    from engine.profiles import load_profiles
+    from engine.task import TaskSpec
+    from engine.telemetry import SimulatedSource, simulated_sampler
+
+    h200 = load_profiles().get("h200")
+    sampler = simulated_sampler(SimulatedSource(), profile=h200)
+    idle = sampler.sim_source(0)
+    assert abs(idle.mem_total_mib * 2**20 / 1e9 - 141) < 0.5 and idle.power_limit_w == 700
+    sampler.set_run_active(True, TaskSpec(backend="sim"), h200)
+    gemm = sampler.sim_source(0)
+    sampler.set_run_active(True, TaskSpec(backend="sim", kernel="add_rmsnorm"), h200)
+    norm = sampler.sim_source(0)
+    assert gemm.tensor_activity_pct > 50 and gemm.tensor_activity_pct > 2 * gemm.dram_bw_util_pct
+    assert norm.tensor_activity_pct == 0 and norm.dram_bw_util_pct > 50
+    assert norm.mem_used_mib > 1000  # its buffers: [32768, 4096] x 4 tensors
+    sampler.set_run_active(False)
+    assert sampler.sim_source(0).tensor_activity_pct == 0
