@@ -19,8 +19,8 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from engine.nvml import Sample
 
