@@ -57,7 +57,7 @@ def tune_main(payload: dict[str, Any], conn: Any) -> None:
         total = len(candidates)
 
         def best_ms() -> float | None:
-            ok = [t.median_ms for t in done.values() if t.correct]
+            ok = [t.time_ms for t in done.values() if t.correct]
             return min(ok) if ok else None
 
         full = task.iterations
@@ -102,7 +102,7 @@ def tune_main(payload: dict[str, Any], conn: Any) -> None:
         def confirm() -> bool:
             """The fastest screened candidates timed again with every launch, in the same regime."""
             screened = sorted((t for t in done.values() if t.correct and t.iterations < full),
-                              key=lambda t: t.median_ms)[:CONFIRM_TOP]
+                              key=lambda t: t.time_ms)[:CONFIRM_TOP]
             by_key = {c.key: c for c in candidates}
             for t in screened:
                 cand = by_key.get(t.key) or Candidate(t.block_size, t.memory_pipelining, t.schedule,
@@ -116,7 +116,7 @@ def tune_main(payload: dict[str, Any], conn: Any) -> None:
 
         if run(candidates):
             seeds = sorted((t for t in list(done.values()) if t.correct and not t.schedule),
-                           key=lambda t: t.median_ms)[:VARIATION_SEEDS]
+                           key=lambda t: t.time_ms)[:VARIATION_SEEDS]
             extra, pruned = variations(task, profile, seeds, set(done) | {c.key for c in candidates})
             total += len(extra) + len(pruned)
             for t in pruned:

@@ -116,6 +116,11 @@ class Trial:
     def correct(self) -> bool:
         return self.status == "ok" and self.median_ms is not None
 
+    @property
+    def time_ms(self) -> float:
+        """The median for ranking: infinite where the trial has none."""
+        return float("inf") if self.median_ms is None else self.median_ms
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -157,7 +162,7 @@ class TuneResult:
         ok = [t for t in self.trials if t.correct]
         full = [t for t in ok if t.iterations >= self.task.iterations]
         pool = full or ok
-        return min(pool, key=lambda t: t.median_ms) if pool else None
+        return min(pool, key=lambda t: t.time_ms) if pool else None
 
     @property
     def default(self) -> Trial | None:
@@ -177,7 +182,7 @@ class TuneResult:
                 "best": None if best is None else best.to_dict(),
                 "default": None if default is None else default.to_dict(),
                 "speedup_vs_default": (None if best is None or default is None or not default.correct
-                                       else default.median_ms / best.median_ms),
+                                       else default.time_ms / best.time_ms),
                 "peers": self.peers, "saved": self.saved, "notes": self.notes,
                 "trials": [t.to_dict() for t in self.trials], "skipped": [t.to_dict() for t in self.skipped]}
 
@@ -220,7 +225,7 @@ def search_space(task: TaskSpec, profile: Profile) -> tuple[Plan, list[Candidate
     tiles = [task.block_size] if task.block_size else list(base_plan.block_size_options)
     out: list[Candidate] = []
     skipped: list[Trial] = []
-    default = Candidate(base_plan.task.block_size, int(base_plan.task.memory_pipelining or 0), {},
+    default = Candidate(str(base_plan.task.block_size), int(base_plan.task.memory_pipelining or 0), {},
                         _predicted_ms(base_plan))
     seen = {default.key}
     for tile in tiles:
