@@ -38,7 +38,7 @@ from typing import Any
 
 from kernels.rowwise import DTYPE_CODE, ITEMSIZE, check_rows, threads_per_sm
 from kernels.rowwise import dtype_of as _dtype
-from kernels.spec import Buffer, Build, DeviceLimits, KernelSpec, Launch, PeerSpec, Violation
+from kernels.spec import Buffer, Build, DeviceLimits, KernelSpec, Launch, PeerSpec, Violation, torch_view
 
 STAGE_CHOICES = (0, 2, 3, 4)
 """MEMORY_PIPELINING: off (0) or rows in flight per block."""
@@ -329,7 +329,12 @@ class AddRmsNormSpec(KernelSpec):
         return {"bf16": 1.6e-2, "fp16": 2e-3, "fp32": 1e-5}[dtype]
 
     def peers(self, task: Any) -> list[PeerSpec]:
-        return [PeerSpec("cupy_add_rmsnorm", "CuPy add + RMSNorm in fp32 (unfused ops)", _peer_cupy,
+        """PyTorch's eager add then rms_norm (the baseline where torch is installed; its output is
+        copied into ours for verification, one more pass over out); CuPy ops in fp32, a strawman
+        (five passes, not what a framework runs), the baseline only without torch."""
+        return [PeerSpec("torch_add_rmsnorm", "torch add + rms_norm (PyTorch eager, + a copy into out)",
+                         _peer_torch, baseline=True, dtypes=("bf16", "fp16", "fp32")),
+                PeerSpec("cupy_add_rmsnorm", "CuPy ops in fp32 (strawman: five unfused passes)", _peer_cupy,
                          baseline=True, dtypes=("bf16", "fp16", "fp32"))]
 
     def sim_efficiency(self, task: Any, limits: DeviceLimits) -> float:
@@ -369,6 +374,16 @@ class AddRmsNormSpec(KernelSpec):
         f_quant = s["m"] / (g * math.ceil(s["m"] / g))
         f_fuse = 1.0 if task.fusion else 0.83
         return max(0.01, min(0.95, f_pipe * f_util * f_quant * f_fuse))
+
+
+def _peer_torch(xp: Any, blas: Any, inputs: dict[str, Any], outs: dict[str, Any]) -> None:
+    """torch.add into residual_out, then F.rms_norm over the last dimension, copied into out."""
+    import torch
+
+    res = torch_view(outs["residual_out"])
+    torch.add(torch_view(inputs["x"]), torch_view(inputs["r"]), out=res)
+    w = torch_view(inputs["weight"])
+    torch_view(outs["out"]).copy_(torch.nn.functional.rms_norm(res, (res.shape[-1],), w, EPS))
 
 
 def _peer_cupy(xp: Any, blas: Any, inputs: dict[str, Any], outs: dict[str, Any]) -> None:

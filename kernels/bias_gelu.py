@@ -22,7 +22,17 @@ from typing import Any
 
 from kernels.rowwise import DTYPE_CODE, ITEMSIZE, check_rows, threads_per_sm
 from kernels.rowwise import dtype_of as _dtype
-from kernels.spec import INT32_MAX, Buffer, Build, DeviceLimits, KernelSpec, Launch, PeerSpec, Violation
+from kernels.spec import (
+    INT32_MAX,
+    Buffer,
+    Build,
+    DeviceLimits,
+    KernelSpec,
+    Launch,
+    PeerSpec,
+    Violation,
+    torch_view,
+)
 
 STAGE_CHOICES = (0, 2, 4, 8)
 """MEMORY_PIPELINING: off (0) or 16-byte vectors in flight per thread."""
@@ -145,7 +155,11 @@ class BiasGeluSpec(KernelSpec):
         return {"bf16": 1.6e-2, "fp16": 2e-3, "fp32": 1e-5}[dtype]
 
     def peers(self, task: Any) -> list[PeerSpec]:
-        return [PeerSpec("cupy_bias_gelu", "CuPy bias + GELU(tanh) in fp32 (unfused ops)", _peer_cupy,
+        """PyTorch's eager bias add then gelu(tanh) (the baseline where torch is installed; copied into
+        ours for verification); CuPy ops in fp32, a strawman, the baseline only without torch."""
+        return [PeerSpec("torch_bias_gelu", "torch add + gelu(tanh) (PyTorch eager, + a copy into out)",
+                         _peer_torch, baseline=True, dtypes=("bf16", "fp16", "fp32")),
+                PeerSpec("cupy_bias_gelu", "CuPy ops in fp32 (strawman: unfused passes)", _peer_cupy,
                          baseline=True, dtypes=("bf16", "fp16", "fp32"))]
 
     def sim_efficiency(self, task: Any, limits: DeviceLimits) -> float:
@@ -160,6 +174,13 @@ class BiasGeluSpec(KernelSpec):
         f_pipe = {0: 0.73, 2: 0.68, 4: 0.67}.get(stages, 0.67)
         f_fuse = 1.0 if task.fusion else 0.54
         return max(0.01, min(0.95, f_pipe * f_fuse))
+
+
+def _peer_torch(xp: Any, blas: Any, inputs: dict[str, Any], outs: dict[str, Any]) -> None:
+    import torch
+
+    v = torch_view(inputs["x"]) + torch_view(inputs["bias"])
+    torch_view(outs["out"]).copy_(torch.nn.functional.gelu(v, approximate="tanh"))
 
 
 def _peer_cupy(xp: Any, blas: Any, inputs: dict[str, Any], outs: dict[str, Any]) -> None:

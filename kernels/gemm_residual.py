@@ -17,7 +17,17 @@ import math
 import re
 from typing import Any
 
-from kernels.spec import Buffer, Build, DeviceLimits, KernelSpec, Launch, PeerSpec, Violation, vec16_source
+from kernels.spec import (
+    Buffer,
+    Build,
+    DeviceLimits,
+    KernelSpec,
+    Launch,
+    PeerSpec,
+    Violation,
+    torch_view,
+    vec16_source,
+)
 
 # Tensor-core tiles (BM, BN, BK) for bf16/fp16 -> warps (along M, along N); best default first. tf32
 # takes the same BM x BN with BK 16 (the same 64 bytes of K per stage row).
@@ -351,23 +361,12 @@ class GemmResidualSpec(KernelSpec):
         return max(0.01, min(0.95, ceiling * f_tile * f_pipe * f_wave * f_fuse))
 
 
-def _torch_view(x: Any) -> Any:
-    """A torch tensor over a device array without a copy (DLPack); 16-bit arrays that are not fp16
-    are bf16 stored as 16-bit words. ImportError where torch is not installed: the peer then reports
-    that, and the score falls back to the CuPy baseline."""
-    import torch
-
-    if x.dtype.itemsize == 2 and x.dtype.kind != "f":
-        return torch.from_dlpack(x.view("uint16")).view(torch.bfloat16)
-    return torch.from_dlpack(x)
-
-
 def _peer_torch_matmul_add(xp: Any, blas: Any, inputs: dict[str, Any], outs: dict[str, Any]) -> None:
     """PyTorch eager ``A @ W.T + R`` (two kernels), written into ``out`` for verification."""
     import torch
 
-    a, w, r, out = (_torch_view(inputs["a"]), _torch_view(inputs["w"]), _torch_view(inputs["r"]),
-                    _torch_view(outs["out"]))
+    a, w, r, out = (torch_view(inputs["a"]), torch_view(inputs["w"]), torch_view(inputs["r"]),
+                    torch_view(outs["out"]))
     torch.matmul(a, w.t(), out=out)
     out.add_(r)
 
@@ -376,8 +375,8 @@ def _peer_torch_addmm(xp: Any, blas: Any, inputs: dict[str, Any], outs: dict[str
     """``torch.addmm(R, A, W.T)``: the residual through the GEMM's beta = 1 (PyTorch copies R in)."""
     import torch
 
-    torch.addmm(_torch_view(inputs["r"]), _torch_view(inputs["a"]), _torch_view(inputs["w"]).t(),
-                out=_torch_view(outs["out"]))
+    torch.addmm(torch_view(inputs["r"]), torch_view(inputs["a"]), torch_view(inputs["w"]).t(),
+                out=torch_view(outs["out"]))
 
 
 def _peer_matmul_add(xp: Any, blas: Any, inputs: dict[str, Any], outs: dict[str, Any]) -> None:

@@ -218,6 +218,17 @@ class KernelPlan:
     info: dict[str, Any] = field(default_factory=dict)
 
 
+def torch_view(x: Any) -> Any:
+    """A torch tensor over a device (or host) array without a copy (DLPack), for the PyTorch peers;
+    16-bit arrays that are not fp16 are bf16 stored as 16-bit words. ImportError where torch is not
+    installed: the peer then reports that, and the score falls back to the next baseline."""
+    import torch
+
+    if x.dtype.itemsize == 2 and x.dtype.kind != "f":
+        return torch.from_dlpack(x.view("uint16")).view(torch.bfloat16)
+    return torch.from_dlpack(x)
+
+
 def vec16_source(dtype_code: int) -> str:
     """The shared 16-byte access and conversion helpers (``vec16.cuh``) for a kernel whose dtype
     code (0 bf16, 1 fp16, 2 fp32 data) is ``dtype_code``: its VEC_DTYPE #define, then the text."""

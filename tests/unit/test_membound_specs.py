@@ -214,20 +214,22 @@ def test_gelu_reference_matches_numpy_formula():
 
 
 def test_peers_declared():
-    for spec, name in ((RMS, "cupy_add_rmsnorm"), (GELU, "cupy_bias_gelu")):
+    """PyTorch's eager ops first (the baseline where torch is installed), CuPy's strawman after."""
+    for spec, names in ((RMS, ["torch_add_rmsnorm", "cupy_add_rmsnorm"]), (GELU, ["torch_bias_gelu", "cupy_bias_gelu"])):
         peers = spec.peers(task(spec))
-        assert [p.name for p in peers] == [name] and peers[0].baseline and peers[0].verify
+        assert [p.name for p in peers] == names and all(p.baseline and p.verify for p in peers)
+        assert "strawman" in peers[1].label
 
 
 def test_peer_on_numpy_matches_reference():
     ins = _rng_inputs({"x": (4, 32), "r": (4, 32), "weight": (32,)})
     outs = {"out": np.empty((4, 32), np.float32), "residual_out": np.empty((4, 32), np.float32)}
-    RMS.peers(None)[0].run(np, None, ins, outs)
+    RMS.peers(None)[1].run(np, None, ins, outs)
     ref = RMS.reference_outputs(np, ins)
     np.testing.assert_allclose(outs["out"], ref["out"], rtol=1e-5, atol=1e-5)
     gi = _rng_inputs({"x": (4, 32), "bias": (32,)})
     go = {"out": np.empty((4, 32), np.float32)}
-    GELU.peers(None)[0].run(np, None, gi, go)
+    GELU.peers(None)[1].run(np, None, gi, go)
     np.testing.assert_allclose(go["out"], GELU.reference(np, gi), rtol=1e-5, atol=1e-6)
 
 
@@ -254,7 +256,7 @@ def test_sim_runs_and_knobs_matter(dtype):
     gf = _sim("bias_gelu", **g)
     assert _sim("bias_gelu", fusion=False, **g).timing.median_ms > gf.timing.median_ms * 1.5
     assert _sim("bias_gelu", memory_pipelining=4, **g).timing.median_ms > gf.timing.median_ms
-    assert {p.name for p in fused.peers} == {"cupy_add_rmsnorm"}
+    assert {p.name for p in fused.peers} == {"torch_add_rmsnorm", "cupy_add_rmsnorm"}
 
 
 def test_sim_odd_shapes():
