@@ -185,14 +185,22 @@ def _from_table(task: TaskSpec, profile: Profile, spec: Any, limits: DeviceLimit
 
 
 def _options(spec: Any, limits: DeviceLimits, task: TaskSpec) -> dict[str, Any]:
+    """What fits: tiles, stage counts for the task's tile, schedule choices (empty where nothing
+    fits at all, e.g. a profile whose shared memory holds no tile)."""
     dtype, shape = task.dtype.value, task.shape
-    bss = tuple(spec.block_size_options(limits, dtype, shape))
+    try:
+        bss = tuple(spec.block_size_options(limits, dtype, shape))
+    except ValueError:
+        bss = ()
     try:
         pls = tuple(spec.pipelining_options(limits, dtype, task.block_size, shape))
     except ValueError:
         pls = ()
-    return {"block_size_options": bss, "pipelining_options": pls,
-            "schedule_options": tuple(spec.schedule_knobs(limits, dtype, shape, task.block_size))}
+    try:
+        sched = tuple(spec.schedule_knobs(limits, dtype, shape, task.block_size))
+    except ValueError:
+        sched = ()
+    return {"block_size_options": bss, "pipelining_options": pls, "schedule_options": sched}
 
 
 def _sol(spec: Any, task: TaskSpec, profile: Profile) -> dict[str, Any]:
@@ -206,7 +214,7 @@ def _refused(task: TaskSpec, profile: Profile, limits: DeviceLimits, spec: Any, 
              source: dict[str, str], entry: TunedKnobs | None = None) -> Plan:
     """A plan that cannot run: its violations and the fix (the options that fit)."""
     opts = _options(spec, limits, task)
-    fix = f"BLOCK_SIZE options on {profile.name}: {', '.join(opts['block_size_options'])}"
+    fix = f"BLOCK_SIZE options on {profile.name}: {', '.join(opts['block_size_options']) or 'none fits'}"
     if opts["pipelining_options"]:
         fix += (f"; MEMORY_PIPELINING options for {task.block_size}: "
                 f"{', '.join(format_pipelining(s) for s in opts['pipelining_options'])}")

@@ -12,64 +12,72 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from engine.errors import InputError
 from engine.paths import config_dir
 from engine.regex import check_patterns
-from engine.tomlio import load_toml
+from engine.tomlio import load_toml, short_key, short_repr
 
 BUILTIN_DIR = Path(__file__).resolve().parent.parent / "profiles"
+
+PEAK_TFLOPS_MIN, PEAK_TFLOPS_MAX = 1e-3, 1e6
+"""Sane peaks: 1 GFLOP/s to an exaFLOP/s. Outside, a figure is a typo, and SOL percentages (and the
+JSON that carries them) would be zero, infinite or not numbers at all."""
+
+STRICT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+"""Profiles are files: a boolean or a quoted number is a mistake to name, never a value to coerce,
+and inf or nan is never a datasheet figure."""
 
 
 class PeakTflops(BaseModel):
     """Dense (no sparsity) peak throughput per input dtype, TFLOP/s, with fp32 accumulation
     for the tensor-core types unless the profile's notes say otherwise."""
 
-    model_config = ConfigDict(extra="forbid")
-    fp32: float = Field(gt=0)
+    model_config = STRICT
+    fp32: float = Field(ge=PEAK_TFLOPS_MIN, lt=PEAK_TFLOPS_MAX)
     """Plain fp32 FMA throughput (CUDA cores)."""
-    tf32: float = Field(gt=0)
+    tf32: float = Field(ge=PEAK_TFLOPS_MIN, lt=PEAK_TFLOPS_MAX)
     """Tensor cores, tf32 inputs."""
-    bf16: float = Field(gt=0)
+    bf16: float = Field(ge=PEAK_TFLOPS_MIN, lt=PEAK_TFLOPS_MAX)
     """Tensor cores, bf16 inputs, fp32 accumulate."""
-    fp16: float = Field(gt=0)
+    fp16: float = Field(ge=PEAK_TFLOPS_MIN, lt=PEAK_TFLOPS_MAX)
     """Tensor cores, fp16 inputs, fp32 accumulate."""
-    fp8: float | None = Field(default=None, gt=0)
+    fp8: float | None = Field(default=None, ge=PEAK_TFLOPS_MIN, lt=PEAK_TFLOPS_MAX)
     """Tensor cores, fp8 inputs; absent where the architecture has no fp8."""
 
 
 class Profile(BaseModel):
     """One GPU model's datasheet peaks and limits (or measured ceilings, for calibrated ones)."""
 
-    model_config = ConfigDict(extra="forbid")
-    name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")
+    model_config = STRICT
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$", max_length=64)
     """Short identifier used on the command line, e.g. h100-sxm."""
     display_name: str
     """Marketing name, e.g. 'NVIDIA H100 SXM5 80GB'."""
     aliases: list[str] = []
     """Other names accepted by --profile (e.g. h100)."""
-    compute_capability: str = Field(pattern=r"^\d+\.\d+$")
+    compute_capability: str = Field(pattern=r"^\d{1,2}\.\d{1,2}$")
     """CUDA compute capability, e.g. '9.0'."""
-    sm_count: int = Field(gt=0)
+    sm_count: int = Field(gt=0, le=100_000)
     """Streaming multiprocessors."""
     peak_tflops: PeakTflops
     """Dense peak TFLOP/s per dtype."""
-    memory_bandwidth_gbps: float = Field(gt=0)
+    memory_bandwidth_gbps: float = Field(ge=1, lt=1e6)
     """Peak DRAM bandwidth, GB/s (10^9 bytes per second)."""
-    memory_gb: float = Field(gt=0)
+    memory_gb: float = Field(ge=0.01, lt=1e6)
     """Device memory, GB."""
-    l2_mb: float = Field(gt=0)
+    l2_mb: float = Field(ge=0.01, lt=1e6)
     """L2 cache, MB."""
-    shared_memory_per_sm_bytes: int = Field(gt=0)
+    shared_memory_per_sm_bytes: int = Field(gt=0, le=2**24)
     """Shared memory per multiprocessor, bytes."""
-    shared_memory_per_block_bytes: int = Field(gt=0)
-    """Largest dynamic shared memory one block may opt in to, bytes."""
-    registers_per_sm: int = Field(gt=0)
+    shared_memory_per_block_bytes: int = Field(gt=0, le=2**24)
+    """Largest dynamic shared memory one block may opt in to, bytes (at most the per-SM figure)."""
+    registers_per_sm: int = Field(gt=0, le=2**24)
     """32-bit registers per multiprocessor."""
-    max_threads_per_block: int = Field(default=1024, gt=0)
+    max_threads_per_block: int = Field(default=1024, gt=0, le=2**16)
     """Threads per block limit."""
-    power_w: float = Field(gt=0)
+    power_w: float = Field(ge=1, lt=1e5)
     """Board power limit (TDP), W."""
     nvml_name_patterns: list[str] = []
     """Regular expressions matched (case-insensitively) against the NVML device name."""
@@ -86,6 +94,13 @@ class Profile(BaseModel):
     @classmethod
     def _patterns_compile(cls, v: list[str]) -> list[str]:
         return check_patterns(v)
+
+    @model_validator(mode="after")
+    def _block_within_sm(self) -> Profile:
+        if self.shared_memory_per_block_bytes > self.shared_memory_per_sm_bytes:
+            raise ValueError(f"shared_memory_per_block_bytes ({self.shared_memory_per_block_bytes}) is more than "
+                             f"shared_memory_per_sm_bytes ({self.shared_memory_per_sm_bytes}): a block runs on one SM")
+        return self
 
     @property
     def cc(self) -> tuple[int, int]:
@@ -124,13 +139,18 @@ class ProfileSet:
     profiles: dict[str, Profile] = field(default_factory=dict)
     origins: dict[str, Path] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+    """File stem -> why that user profile was skipped, so that asking for it by name says why."""
 
     def names(self) -> list[str]:
         return sorted(self.profiles)
 
     def get(self, name: str) -> Profile:
-        """Look a profile up by name or alias; unknown -> InputError listing the known ones."""
+        """Look a profile up by name or alias; unknown -> InputError listing the known ones (or, for
+        a user profile that was skipped, why)."""
         key = name.strip().lower()
+        if not key:
+            raise InputError("profile: empty name", fix=f"give a profile name or alias: {', '.join(self.names())}")
         if key in self.profiles:
             return self.profiles[key]
         for prof in self.profiles.values():
@@ -140,6 +160,9 @@ class ProfileSet:
             p.name + (f" ({', '.join(p.aliases)})" if p.aliases else "")
             for p in sorted(self.profiles.values(), key=lambda p: p.name)
         )
+        if key in self.skipped:
+            raise InputError(f"profile {name!r} was skipped: {self.skipped[key]}",
+                             fix="correct the field named above, or pick one of the known profiles: " + known)
         raise InputError(f"unknown profile {name!r}; known profiles: {known}",
                          fix="pick one of the known profiles, or save a calibrated one with `tui calibrate`")
 
@@ -165,8 +188,12 @@ def user_profiles_dir() -> Path:
 def _format_error(exc: ValidationError) -> str:
     parts = []
     for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"])
-        parts.append(f"{loc}: {err['msg'].removeprefix('Value error, ')}")
+        loc = ".".join(str(p) for p in err["loc"]) or "profile"
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] in ("missing", "extra_forbidden") or not err["loc"]:
+            parts.append(f"{short_key(loc)}: {msg}")
+        else:
+            parts.append(f"{short_key(loc)}={short_repr(err.get('input'))}: {msg}")
     return "; ".join(parts)
 
 
@@ -182,7 +209,8 @@ def load_profile_file(path: Path) -> Profile:
 
 def load_profiles(user_dir: Path | None = None, include_user: bool = True) -> ProfileSet:
     """Built-in profiles plus user profiles. A built-in that fails is a bug and raises; a user
-    profile that fails is recorded in ``errors`` and skipped."""
+    profile that fails for any reason is recorded in ``errors`` (and ``skipped``) and skipped: one
+    bad file in the user's config dir must not stop the CLI or the cockpit."""
     ps = ProfileSet()
     for path in sorted(BUILTIN_DIR.glob("*.toml")):
         prof = load_profile_file(path)
@@ -196,6 +224,12 @@ def load_profiles(user_dir: Path | None = None, include_user: bool = True) -> Pr
                     prof = load_profile_file(path)
                 except InputError as exc:
                     ps.errors.append(str(exc.message))
+                    ps.skipped[path.stem.lower()] = str(exc.message)
+                    continue
+                except Exception as exc:  # noqa: BLE001 -- promised: reported and skipped, never fatal
+                    msg = f"profile {path}: cannot load it ({type(exc).__name__}: {short_repr(str(exc))})"
+                    ps.errors.append(msg)
+                    ps.skipped[path.stem.lower()] = msg
                     continue
                 ps.profiles[prof.name] = prof
                 ps.origins[prof.name] = path

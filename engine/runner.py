@@ -82,6 +82,7 @@ def prepare(task: TaskSpec, profile_name: str | None = None, profiles: ProfileSe
     notices = [choice.notice] if choice.notice else []
     profile, detected, more = resolve_profile(profiles, profile_name, choice.device_name, choice.name == "sim")
     notices += more
+    notices += [f"skipped user profile: {e}" for e in getattr(profiles, "errors", []) or []]
     if tuned is None and store is not None:
         from engine.tuning_cache import tuned_lookup
 

@@ -12,15 +12,59 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from engine.energy import MAX_SECONDS as ENERGY_MAX_S
 from engine.energy import MIN_SECONDS as ENERGY_MIN_S
 from engine.errors import InputError
-from engine.tomlio import load_toml
+from engine.tomlio import TOML_KINDS, load_toml, short_key, short_repr, toml_kind
 
 REST_MAX_S = 60.0
 """The longest rest a task may ask for before each timed implementation (``TaskSpec.rest_s``)."""
+
+SEED_MAX = 2**63 - 1
+"""The largest seed: what a TOML integer (64-bit) and the random generators carry."""
+
+FILE_CONTEXT = {"source": "file"}
+"""Validation context for values read from a task file: there types are strict (``FILE_TYPES``),
+while flags, the cockpit's form and environment variables arrive as text and are read leniently."""
+
+FILE_TYPES: dict[str, tuple[type, ...]] = {
+    "kernel": (str,), "dtype": (str,), "backend": (str,), "fault": (str,),
+    "shape": (dict, str), "schedule": (dict, str), "block_size": (str, int, list),
+    "memory_pipelining": (int, str),
+    "fusion": (bool,), "verify": (bool,), "peers": (bool,),
+    "warmup": (int,), "iterations": (int,), "device": (int,), "seed": (int,),
+    "energy_s": (int, float), "rest_s": (int, float), "timeout_s": (int, float),
+}
+"""The TOML types each task field accepts in a task file. A boolean is never a number and a string
+never a number or a boolean there (``iterations = true`` and ``timeout_s = "1e3"`` are refused, not
+read as 1 and 1000); ``memory_pipelining = "off"`` and ``shape = "m=1,n=2,k=3"`` are the documented
+text forms."""
+
+
+def check_file_type(field: str, value: Any) -> None:
+    """ValueError unless ``value`` is one of the TOML types ``FILE_TYPES`` allows for ``field``."""
+    allowed = FILE_TYPES.get(field)
+    if allowed is None or value is None:
+        return
+    scalar = next((t for t in (bool, int, float) if isinstance(value, t)), None)  # bool before int
+    if scalar is not None:
+        ok = scalar in allowed
+    else:
+        ok = isinstance(value, tuple(t for t in allowed if t not in (bool, int, float)))
+    if not ok:
+        want = " or ".join(TOML_KINDS[t] for t in allowed if not (t is int and float in allowed))
+        hint = ": write numbers and booleans without quotes" if isinstance(value, str) else ""
+        raise ValueError(f"expected {want}, got {toml_kind(value)}{hint}")
 
 
 class DType(str, enum.Enum):
@@ -71,9 +115,9 @@ def parse_pipelining(value: Any) -> int:
         try:
             value = int(text)
         except ValueError:
-            raise ValueError(f"expected 'off' or a number of stages, got {value!r}") from None
+            raise ValueError(f"expected 'off' or a number of stages, got {short_repr(value)}") from None
     if not isinstance(value, int):
-        raise ValueError(f"expected 'off' or a number of stages, got {value!r}")
+        raise ValueError(f"expected 'off' or a number of stages, got {short_repr(value)}")
     if value == 1:
         raise ValueError("1 stage cannot overlap copies with compute: use 'off' or 2 or more stages")
     if value < 0:
@@ -85,7 +129,7 @@ class TaskSpec(BaseModel):
     """One benchmark task. Every field has a default; the default task is the seeds' case:
     attention output projection + residual add, batch 16 x seq 512 x hidden 2560, bf16."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
     kernel: str = "gemm_residual"
     """Kernel name, as listed by ``tui kernels`` (e.g. gemm_residual, add_rmsnorm)."""
@@ -124,12 +168,20 @@ class TaskSpec(BaseModel):
     """Check the output against a higher-precision reference."""
     peers: bool = True
     """Time the peer implementations (cuBLAS, CuPy) on the same inputs in the same run."""
-    seed: int = Field(default=0, ge=0)
+    seed: int = Field(default=0, ge=0, le=SEED_MAX)
     """Seed for the N(0,1) inputs and for the simulated device's noise."""
     timeout_s: float = Field(default=300.0, gt=0, le=86_400)
     """Wall-clock limit for the whole run; the engine process is killed when it passes."""
     fault: Fault = Fault.none
     """Deliberately inject a fault (tests and rehearsals): compile_error, launch_failure, ..."""
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _file_types(cls, v: Any, info: ValidationInfo) -> Any:
+        """Strict TOML types for values from a task file (``FILE_CONTEXT``)."""
+        if info.context is not None and info.context.get("source") == "file" and info.field_name:
+            check_file_type(info.field_name, v)
+        return v
 
     @field_validator("energy_s")
     @classmethod
@@ -154,10 +206,14 @@ class TaskSpec(BaseModel):
         if isinstance(v, int):
             return str(v)
         if isinstance(v, (list, tuple)):
-            return "x".join(str(int(x)) for x in v)
-        text = str(v).strip().lower().replace("*", "x").replace(",", "x").replace(" ", "")
+            if not 1 <= len(v) <= 3 or any(isinstance(x, bool) or not isinstance(x, int) or x <= 0 for x in v):
+                raise ValueError("expected 1 to 3 positive integers, e.g. [128, 256] or [128, 256, 64]")
+            return "x".join(str(x) for x in v)
+        if not isinstance(v, str):
+            raise ValueError("expected a tile shape such as '128x128' or [128, 128]")
+        text = v.strip().lower().replace("*", "x").replace(",", "x").replace(" ", "")
         if not text:
-            return None
+            raise ValueError("empty: give a tile shape such as '128x128', or leave it out for the default")
         return text
 
     @field_validator("schedule", mode="before")
@@ -172,10 +228,10 @@ class TaskSpec(BaseModel):
         out: dict[str, str | int] = {}
         for key, val in v.items():
             if isinstance(val, bool) or not isinstance(val, (str, int)):
-                raise ValueError(f"schedule.{key}: expected a word or an integer, got {val!r}")
+                raise ValueError(f"schedule.{key}: expected a word or an integer, got {short_repr(val)}")
             text = str(key).strip().lower()
             if not text.isidentifier():
-                raise ValueError(f"schedule: {key!r} is not a choice name")
+                raise ValueError(f"schedule: {short_repr(key)} is not a choice name")
             out[text] = val.strip().lower() if isinstance(val, str) else val
         return out
 
@@ -188,7 +244,7 @@ class TaskSpec(BaseModel):
             out: dict[str, int] = {}
             for key, val in v.items():
                 if isinstance(val, bool) or not isinstance(val, int):
-                    raise ValueError(f"dimension {key!r} must be an integer, got {val!r}")
+                    raise ValueError(f"dimension {short_repr(key)} must be an integer, got {short_repr(val)}")
                 if val <= 0:
                     raise ValueError(f"dimension {key!r} must be positive, got {val}")
                 out[str(key).lower()] = val
@@ -232,13 +288,13 @@ def parse_shape_text(text: str) -> dict[str, int]:
             try:
                 out[key.strip()] = int(val)
             except ValueError:
-                raise ValueError(f"dimension {key.strip()!r}: {val.strip()!r} is not an integer") from None
+                raise ValueError(f"dimension {short_repr(key.strip())}: {short_repr(val.strip())} is not an integer") from None
         return out
     sep = "x" if "x" in text else ","
     try:
         nums = [int(p) for p in text.split(sep) if p.strip()]
     except ValueError:
-        raise ValueError(f"cannot read shape {text!r}: use e.g. 8192,2560,2560 or m=8192,n=2560,k=2560") from None
+        raise ValueError(f"cannot read shape {short_repr(text)}: use e.g. 8192,2560,2560 or m=8192,n=2560,k=2560") from None
     return {f"_{i}": n for i, n in enumerate(nums)}
 
 
@@ -266,13 +322,29 @@ def _format_validation_error(exc: ValidationError, source: str) -> str:
         if err["type"] == "extra_forbidden":
             known = ", ".join(TaskSpec.model_fields)
             msg = f"unknown field (known: {known})"
-            lines.append(f"{source}: {field}: {msg}")
+            lines.append(f"{source}: {short_key(field)}: {msg}")
         else:
-            lines.append(f"{source}: {field}={value!r}: {msg}")
+            lines.append(f"{source}: {short_key(field)}={short_repr(value)}: {msg}")
     return "; ".join(lines)
 
 
 ENV_KNOBS = {"BLOCK_SIZE": "block_size", "MEMORY_PIPELINING": "memory_pipelining"}
+
+
+def task_table(doc: dict[str, Any], path: Path | str) -> dict[str, Any]:
+    """The task in a task file: its keys at the top level, or all of them under ``[task]`` (the
+    seeds' form). Both at once is refused, naming the top-level keys: they would be ignored."""
+    if "task" not in doc:
+        return doc
+    others = [short_repr(k) for k in doc if k != "task"]
+    if others:
+        raise InputError(f"task file {path}: has a [task] table and top-level keys {', '.join(others)}, "
+                         "which would be ignored",
+                         fix="put every task key under [task], or drop the [task] header")
+    table = doc["task"]
+    if not isinstance(table, dict):
+        raise InputError(f"task file {path}: task: expected a table ([task]), got {toml_kind(table)}")
+    return table
 
 
 def resolve_task(
@@ -285,10 +357,9 @@ def resolve_task(
     Raises InputError naming the source and field of the first bad value."""
     data: dict[str, Any] = {}
     if task_file is not None:
-        raw = load_toml(Path(task_file), "task file")
-        raw = raw.get("task", raw)
+        raw = task_table(load_toml(Path(task_file), "task file"), task_file)
         try:
-            TaskSpec.model_validate(raw)
+            TaskSpec.model_validate(raw, context=FILE_CONTEXT)
         except ValidationError as exc:
             raise InputError(_format_validation_error(exc, f"task file {task_file}")) from None
         data.update(raw)

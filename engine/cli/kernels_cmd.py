@@ -39,12 +39,14 @@ def run(args: argparse.Namespace) -> int:
             bss = spec.block_size_options(limits, dt)
             try:  # at the kernel's default shape, as a run of the default task resolves it
                 p = plan(TaskSpec(kernel=name, dtype=dt, backend="sim"), prof)
+                if not p.ok:
+                    raise PlanError("none fits: " + p.error_text())
                 default = [p.task.block_size, p.task.memory_pipelining]
                 pls = list(p.pipelining_options)
                 sched = {k.name: list(k.values) for k in p.schedule_options}
                 source = p.source_label
-            except PlanError:
-                default, pls, sched, source = [], [], {}, "none fits"
+            except PlanError as exc:
+                default, pls, sched, source = [], [], {}, str(exc)
             per_dtype[dt] = {"block_size": bss, "memory_pipelining": pls, "schedule": sched,
                              "default": default, "default_from": source}
         entries = [{k: e[k] for k in ("gpu", "dtype", "shape", "regime", "block_size", "memory_pipelining",

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import numbers
 import os
 import sys
 from typing import Any, TextIO
@@ -40,8 +42,38 @@ def stderr_console() -> Console:
     return Console(file=sys.stderr, highlight=False, soft_wrap=False, width=_width(sys.stderr))
 
 
+def finite_json(obj: Any) -> tuple[Any, list[str]]:
+    """``obj`` with every float that is not finite replaced by None, and the paths replaced: JSON
+    has no Infinity or NaN, and a reader (``jq``, a browser, Go) refuses a document with them."""
+    replaced: list[str] = []
+
+    def walk(v: Any, path: str, depth: int) -> Any:
+        if isinstance(v, float) or (isinstance(v, numbers.Real) and not isinstance(v, numbers.Integral)):
+            f = float(v)
+            if math.isfinite(f):
+                return f
+            replaced.append(path or "$")
+            return None
+        if depth > 64 and isinstance(v, (dict, list, tuple)):  # ours are shallow: deeper is shown as text
+            return str(v)
+        if isinstance(v, dict):
+            return {k: walk(x, f"{path}.{k}" if path else str(k), depth + 1) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [walk(x, f"{path}[{i}]", depth + 1) for i, x in enumerate(v)]
+        return v
+
+    return walk(obj, "", 0), replaced
+
+
 def print_json(obj: Any) -> None:
-    sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
+    """One strict JSON document on stdout (never Infinity or NaN: those become null, and a note on
+    stderr names where)."""
+    clean, replaced = finite_json(obj)
+    text = json.dumps(clean, indent=2, default=str, allow_nan=False)
+    if replaced:
+        shown = ", ".join(replaced[:10]) + (f" and {len(replaced) - 10} more" if len(replaced) > 10 else "")
+        print(f"note: not a finite number, printed as null: {shown}", file=sys.stderr)
+    sys.stdout.write(text + "\n")
     sys.stdout.flush()
 
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from engine.cli.output import print_json, stderr_console, stdout_console
 from engine.profiles import load_profiles
@@ -36,9 +38,9 @@ def run(args: argparse.Namespace) -> int:
             print_json(prof.model_dump(mode="json") | {"origin": str(ps.origins[prof.name])})
         else:
             con = stdout_console()
-            t = Table(title=f"{prof.display_name} ({prof.name})", show_header=False)
+            t = Table(title=Text(f"{prof.display_name} ({prof.name})"), show_header=False)
             for k, v in prof.model_dump(mode="json").items():
-                t.add_row(k, str(v))
+                t.add_row(k, Text(str(v)))  # Text: a user profile's '[...]' is not rich markup
             con.print(t)
         return 0
     device, problem = detected_device()
@@ -60,16 +62,18 @@ def run(args: argparse.Namespace) -> int:
         t.add_column(col, overflow="fold")
     for p in sorted(ps.profiles.values(), key=lambda p: p.name):
         mark = " *" if detected is not None and p.name == detected.name else ""
-        t.add_row(p.name + mark, ", ".join(p.aliases), p.display_name, p.compute_capability, str(p.sm_count),
-                  f"{p.peak_tflops.bf16:g}", f"{p.peak_tflops.fp32:g}", f"{p.memory_bandwidth_gbps:g}",
-                  f"{p.memory_gb:g}", f"{p.shared_memory_per_block_bytes / 1024:g}",
-                  "measured" if p.measured else "datasheet")
+        t.add_row(*(Text(c) for c in (  # Text: a user profile's '[...]' is not rich markup
+            p.name + mark, ", ".join(p.aliases), p.display_name, p.compute_capability, str(p.sm_count),
+            f"{p.peak_tflops.bf16:g}", f"{p.peak_tflops.fp32:g}", f"{p.memory_bandwidth_gbps:g}",
+            f"{p.memory_gb:g}", f"{p.shared_memory_per_block_bytes / 1024:g}",
+            "measured" if p.measured else "datasheet")))
     con.print(t)
     if device:
-        con.print(f"detected device: {device} -> profile {detected.name if detected else 'none matches'} (*)")
+        con.print(f"detected device: {device} -> profile {detected.name if detected else 'none matches'} (*)",
+                  markup=False)
     else:
-        con.print(f"no GPU detected ({problem})")
+        con.print(f"no GPU detected ({problem})", markup=False)
     err = stderr_console()
     for e in ps.errors:
-        err.print(f"[yellow]warning:[/] skipped user profile: {e}")
+        err.print(f"[yellow]warning:[/] skipped user profile: {escape(e)}")
     return 0
