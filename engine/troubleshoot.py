@@ -4,12 +4,18 @@ windows -> the likely cause, the fix, and the knob or command that applies it.
 The same rules serve the TUI's panel, `tui diagnose` on a log file, failed runs (engine.runner) and
 failed checks (engine.checks). Rules are loaded and validated once; a broken rules file is a bug
 and fails loudly with the rule id and field.
+
+Logs are hostile input (megabyte lines, repeated text), so every pattern must search in linear time
+(engine.regex.check_linear refuses the shapes that backtrack), and :func:`match_text` tries a pattern
+only where its required literal text occurs, found with ``str.find``: a log costs one fast scan per
+pattern instead of one regex step per character per pattern.
 """
 
 from __future__ import annotations
 
 import re
 import statistics
+from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
@@ -17,10 +23,21 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from engine.errors import InputError
-from engine.regex import check_patterns
+from engine.regex import (
+    MAX_SPREAD,
+    MIN_LITERAL,
+    RequiredLiteral,
+    check_linear,
+    check_patterns,
+    required_literal,
+)
 from engine.tomlio import load_toml
 
 RULES_PATH = Path(__file__).resolve().parent / "rules.toml"
+
+CONTEXT_LINES = 4
+"""A pattern whose literal text may sit anywhere in a match (``\\d+ NaN``) is searched on the lines
+holding that text and this many lines either side: the furthest such a match may reach from it."""
 
 
 class Condition(BaseModel):
@@ -42,8 +59,8 @@ class Condition(BaseModel):
             return None
         if self.op == "has_bits":
             return bool(int(v) & int(self.value))
-        return {"<": v < self.value, "<=": v <= self.value, ">": v > self.value,
-                ">=": v >= self.value}[self.op]
+        return bool({"<": v < self.value, "<=": v <= self.value, ">": v > self.value,
+                     ">=": v >= self.value}[self.op])
 
 
 class TelemetryCondition(BaseModel):
@@ -97,7 +114,8 @@ class Rule(BaseModel):
     fix: str
     """What to do, in words."""
     patterns: list[str] = []
-    """Regular expressions matched (case-insensitively) against error text and logs."""
+    """Regular expressions matched (case-insensitively) against error text and logs; each must pass
+    engine.regex.check_linear, because logs are untrusted input."""
     checks: list[str] = []
     """Check ids whose failure or warning this rule explains."""
     telemetry: TelemetryCondition | None = None
@@ -114,7 +132,7 @@ class Rule(BaseModel):
     @field_validator("patterns")
     @classmethod
     def _compile(cls, v: list[str]) -> list[str]:
-        return check_patterns(v)
+        return check_linear(check_patterns(v))
 
     @model_validator(mode="after")
     def _matches_something(self) -> Rule:
@@ -171,9 +189,13 @@ def load_rules(path: Path | None = None) -> list[Rule]:
     return rules
 
 
+_Compiled = tuple[re.Pattern[str], RequiredLiteral]
+"""A rule's compiled pattern and the literal text every match contains."""
+
+
 @lru_cache(maxsize=1)
-def _default_rules() -> tuple[tuple[Rule, list[re.Pattern[str]]], ...]:
-    return tuple((r, r.regexes()) for r in load_rules())
+def _default_rules() -> tuple[tuple[Rule, list[_Compiled]], ...]:
+    return tuple((r, [(rx, required_literal(rx.pattern)) for rx in r.regexes()]) for r in load_rules())
 
 
 def rules() -> list[Rule]:
@@ -192,14 +214,94 @@ def _line_at(text: str, pos: int) -> str:
     return text[start:end if end >= 0 else len(text)].strip()
 
 
+_ASCII_LOWER = {c: c + 32 for c in range(ord("A"), ord("Z") + 1)}
+
+
+def _lowered(text: str) -> str:
+    """``text`` in lower case with every character where it was, so that positions carry over
+    (``str.lower`` lengthens a few characters, such as the dotted capital I)."""
+    low = text.lower()
+    return low if len(low) == len(text) else text.translate(_ASCII_LOWER)
+
+
+DENSE_AFTER = 64
+"""Tries of a pattern near its literal text after which, when that text is so frequent that the
+tries cost more than the text itself, the rest of the text is searched in one pass instead."""
+
+
+def _windows(text: str, low: str, literal: str) -> Iterator[tuple[int, int | None]]:
+    """Spans of ``text``, in order and merged, of the lines holding ``literal`` (found in ``low``)
+    and ``CONTEXT_LINES`` lines either side; the end is None (the rest of the text) once a span
+    has merged ``DENSE_AFTER`` lines."""
+    n, pos = len(text), 0
+    cur: list[int] | None = None
+    while (i := low.find(literal, pos)) >= 0:
+        start = text.rfind("\n", 0, i) + 1
+        for _ in range(CONTEXT_LINES):
+            if start == 0:
+                break
+            start = text.rfind("\n", 0, start - 1) + 1
+        line_end = text.find("\n", i + len(literal))
+        end = line_end = n if line_end < 0 else line_end
+        for _ in range(CONTEXT_LINES):
+            if end >= n:
+                break
+            nxt = text.find("\n", end + 1)
+            end = n if nxt < 0 else nxt
+        if cur is not None and start <= cur[1]:
+            cur[1], cur[2] = max(cur[1], end), cur[2] + 1
+            if cur[2] > DENSE_AFTER:
+                yield cur[0], None
+                return
+        else:
+            if cur is not None:
+                yield cur[0], cur[1]
+            cur = [start, end, 1]
+        pos = line_end + 1
+    if cur is not None:
+        yield cur[0], cur[1]
+
+
+def _search(compiled: _Compiled, text: str, low: str) -> re.Match[str] | None:
+    """The first match of the pattern, tried only where its literal text occurs: from each start
+    the literal allows when its place in a match is (nearly) fixed, else on the lines around it.
+    Where the literal is dense (a line of it repeated), one pass over the rest is cheaper."""
+    rx, literal = compiled
+    if len(literal.text) < MIN_LITERAL:
+        return rx.search(text)
+    if literal.before is None or literal.before[1] - literal.before[0] > MAX_SPREAD:
+        for start, end in _windows(text, low, literal.text):
+            m = rx.search(text, start) if end is None else rx.search(text, start, end)
+            if m is not None:
+                return m
+        return None
+    first, last = literal.before
+    i = low.find(literal.text)
+    since, tries = i, 0
+    while i >= 0:
+        tries += 1
+        if tries > DENSE_AFTER and tries * 16 > i - since:
+            return rx.search(text, max(0, i - last))
+        for start in range(max(0, i - last), i - first + 1):
+            m = rx.match(text, start)
+            if m is not None:
+                return m
+        i = low.find(literal.text, i + 1)
+    return None
+
+
 def match_text(text: str) -> list[Match]:
     """Rules whose patterns occur in ``text`` (a traceback, dmesg, nvidia-smi, a build log), best
-    first. Score = priority, plus a little for each further pattern of the rule that matched."""
+    first. Score = priority, plus a little for each further pattern of the rule that matched.
+
+    Time is linear in ``len(text)``: each pattern is searched only near its literal text (see
+    ``CONTEXT_LINES``), and patterns are checked to search in linear time when rules load."""
     if not text:
         return []
+    low = _lowered(text)
     out = []
-    for rule, regexes in _default_rules():
-        hits = [m for m in (rx.search(text) for rx in regexes) if m is not None]
+    for rule, compiled in _default_rules():
+        hits = [m for m in (_search(c, text, low) for c in compiled) if m is not None]
         if not hits:
             continue
         first = min(hits, key=lambda m: m.start())

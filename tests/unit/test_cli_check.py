@@ -87,7 +87,7 @@ def test_diagnose_stdin_table_and_nothing_found(monkeypatch: pytest.MonkeyPatch,
     assert "cuda-illegal-address" in capsys.readouterr().out
     monkeypatch.setattr("sys.stdin", io.StringIO("all fine"))
     rc, out = run_json(capsys, ["diagnose", "-", "--json"])
-    assert rc == 0 and out == {"matches": []}
+    assert rc == 1 and out["matches"] == [] and out["input"]["complete"] is True
 
 
 def test_diagnose_missing_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

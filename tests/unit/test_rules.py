@@ -27,7 +27,12 @@ SAMPLES: dict[str, list[str]] = {
     "cuda-device-assert": [
         "/tmp/kernel.cu:42: sol_kernel: block: [3,0,0], thread: [31,0,0] Assertion `row < M` failed.\n"
         "CUDARuntimeError: cudaErrorAssert: device-side assert triggered"],
-    "cupy-out-of-memory": ["cupy.cuda.memory.OutOfMemoryError: Out of memory allocating 42,949,672,960 bytes (allocated so far: 1,073,741,824 bytes)."],
+    "cupy-out-of-memory": [
+        "cupy.cuda.memory.OutOfMemoryError: Out of memory allocating 42,949,672,960 bytes (allocated so far: 1,073,741,824 bytes).",
+        "RuntimeError: CUDA error: out of memory",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.10 GiB "
+        "of which 1.19 GiB is free. Including non-PyTorch memory, this process has 77.90 GiB memory in use.",
+        "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 15.78 GiB total capacity)"],
     "nvrtc-compile-error": [
         "cupy.cuda.compiler.CompileException: /tmp/tmpab12/kern.cu(17): error: identifier \"BLOCK_M\" is undefined\n1 error detected in the compilation of \"/tmp/tmpab12/kern.cu\"."],
     "nvrtc-invalid-arch": ["nvrtc: error: invalid value for --gpu-architecture (-arch)"],
@@ -71,7 +76,8 @@ SAMPLES: dict[str, list[str]] = {
     "power-cap": ["    Clocks Event Reasons\n        SW Power Cap                      : Active"],
     "performance-below-expectation": ["gemm_residual bf16 16x512x2560: 0.412 ms, 198 TFLOP/s, SOL 12.5 % (score 0.31)"],
     "other-processes": ["|    0   N/A  N/A     4242      C   python3                                 2048MiB |"],
-    "cuda-debug-env": ["env: CUDA_LAUNCH_BLOCKING=1 PYTHONUNBUFFERED=1"],
+    "cuda-debug-env": ["env: CUDA_LAUNCH_BLOCKING=1 PYTHONUNBUFFERED=1", "$ export CUDA_LAUNCH_BLOCKING=1",
+                       "WARN env.cuda_debug: CUDA_LAUNCH_BLOCKING=1 (serialises every launch)"],
     "persistence-off": ["    Persistence Mode                      : Disabled"],
     "pcie-link-degraded": ["\t\tLnkSta:\tSpeed 32GT/s, Width x8 (downgraded)"],
     "mig-enabled": ["    MIG Mode\n        Current                           : Enabled\n        Pending                           : Enabled"],
@@ -122,3 +128,20 @@ def test_seed_rows_carry_structured_knobs() -> None:
 def test_insufficient_driver_mentions_the_no_driver_case() -> None:
     m = match_text(SAMPLES["cuda-insufficient-driver"][0])[0]
     assert "no NVIDIA driver" in m.cause and "--backend sim" in m.fix
+
+
+PYTORCH_HINT = ("CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace "
+                "below might be incorrect.\nFor debugging consider passing CUDA_LAUNCH_BLOCKING=1\n"
+                "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.\n")
+
+
+@pytest.mark.parametrize(("error", "rule_id"), [
+    ("RuntimeError: CUDA error: out of memory", "cupy-out-of-memory"),
+    ("RuntimeError: CUDA error: an illegal memory access was encountered", "cuda-illegal-address"),
+    ("RuntimeError: CUDA error: device-side assert triggered", "cuda-device-assert"),
+])
+def test_pytorch_debugging_hint_is_not_a_setting(error: str, rule_id: str) -> None:
+    """PyTorch prints the hint under every CUDA error; it says what one could set, not what is set."""
+    ids = [m.id for m in match_text(f"{error}\n{PYTORCH_HINT}")]
+    assert ids[0] == rule_id and "cuda-debug-env" not in ids
+    assert "cuda-debug-env" not in [m.id for m in match_text("Try setting CUDA_LAUNCH_BLOCKING=1 to debug.")]
