@@ -36,6 +36,7 @@ _EXPORTS: dict[str, str] = {
     "RunResult": "engine.result", "RunStatus": "engine.result", "ResultStore": "engine.store",
     "ProfileSet": "engine.profiles", "load_profiles": "engine.profiles", "BUILTIN_DIR": "engine.profiles",
     "CockpitError": "engine.errors", "InputError": "engine.errors", "sol_figures": "engine.sol",
+    "config_dir": "engine.paths",
     # telemetry, checks, rules, checklist
     "TelemetrySampler": "engine.telemetry", "GpuTelemetry": "engine.telemetry", "Snapshot": "engine.telemetry",
     "nvml_sampler": "engine.telemetry", "simulated_sampler": "engine.telemetry",

@@ -122,6 +122,9 @@ class RunResult(BaseModel):
     """Troubleshooting rules the error matched (id, title, cause, fix)."""
     started_at: str | None = None
     wall_s: float | None = None
+    knobs_from: str | None = None
+    """Where the knobs that ran came from: the plan's source label ('tuned ...', 'default',
+    'default (tuned at ...)', 'task'); None for results stored before it was recorded."""
 
     @property
     def ok(self) -> bool:

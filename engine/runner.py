@@ -128,6 +128,8 @@ def run_prepared(prep: PreparedRun, on_event: Callable[[Event], None] | None = N
                          f"the engine process died during {out.stage} (exit code {out.exitcode})",
                          "crashed", started, t0, out.log)
     result.wall_s = out.wall_s
+    if prep.plan is not None:
+        result.knobs_from = prep.plan.source_label
     attach_measured_sol(result, prep.profile)
     if result.error:
         result.matched_rules = match_rules(result.error)

@@ -1,14 +1,15 @@
-"""The cockpit app: state the screens read (attributes down), the telemetry sampler, and the
-``run_app``/``make_app`` entry points shared by the console command, the tests and the GPU script."""
+"""The cockpit app: state the screens read (attributes down), the telemetry sampler, the work in
+flight (cancelled when the cockpit quits), and the ``run_app``/``make_app`` entry points shared by
+the console command, the tests and the GPU script."""
 
 from __future__ import annotations
 
-import argparse
-import os
+import threading
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
@@ -29,10 +30,12 @@ from engine import (
     simulated_sampler,
     start_resource_tracker,
 )
-from tui.screens.base import NAV
+from tui.cli_options import NAV, SCREENS, THEMES, combine, parse_args
+from tui.preferences import Preferences, PreferencesFile
 from tui.screens.checklist import ChecklistScreen
 from tui.screens.history import HistoryScreen
 from tui.screens.live import LiveScreen
+from tui.screens.overlays import ConfirmQuitScreen, HelpScreen
 from tui.screens.profile import ProfileScreen
 from tui.screens.run import RunScreen
 from tui.screens.troubleshoot import TroubleshootScreen
@@ -44,7 +47,10 @@ def with_fields(task: TaskSpec, **update: Any) -> TaskSpec:
     return TaskSpec.model_validate({**task.model_dump(mode="json", exclude_none=True), **update})
 
 
-THEMES = {"dark": "textual-dark", "light": "textual-light"}
+TEXTUAL_THEMES = {"dark": "textual-dark", "light": "textual-light"}
+WORK_NAMES = {"run": "a run", "tune": "a tune"}
+PALETTE_SKIP = {"Quit", "Theme", "Keys"}
+"""Textual's own palette commands that a cockpit key already offers (q, ctrl+t, ?)."""
 
 
 class CockpitApp(App):
@@ -57,31 +63,41 @@ class CockpitApp(App):
         "live": LiveScreen, "troubleshoot": TroubleshootScreen, "history": HistoryScreen,
     }
     BINDINGS = [
-        *[Binding(key, f"switch_mode('{mode}')", label, tooltip=f"Show the {label} screen")
+        *[Binding(key, f"switch_mode('{mode}')", f"Go to {label}", show=False, tooltip=f"Show the {label} screen")
           for key, mode, label in NAV],
+        Binding("S", "use_simulated", "Use sim", tooltip="Switch to the SIMULATED device (no GPU needed)"),
         Binding("ctrl+t", "toggle_theme", "Theme", tooltip="Switch between the light and dark theme"),
-        Binding("S", "use_simulated", "Use sim", show=False,
-                tooltip="Switch to the SIMULATED device (no GPU needed)"),
-        Binding("q", "quit", "Quit", tooltip="Quit the cockpit"),
+        Binding("ctrl+p", "command_palette", "Palette", priority=True,
+                tooltip="Open the command palette: every key by name"),
+        Binding("question_mark", "help", "Help", key_display="?", tooltip="Show the keys of this screen"),
+        Binding("q", "quit", "Quit", tooltip="Quit the cockpit (asks first while a run or a tune is in flight)"),
     ]
 
     def __init__(self, *, profile: str | None = None, backend: str = "auto", task_file: Path | None = None,
                  theme: str = "dark", telemetry: TelemetrySampler | None = None, start_telemetry: bool = True,
                  store: ResultStore | None = None, start_mode: str = "checklist",
-                 backend_choice: BackendChoice | None = None, checks_on_start: bool = True) -> None:
+                 backend_choice: BackendChoice | None = None, checks_on_start: bool = True,
+                 task: dict[str, Any] | None = None, preferences: PreferencesFile | None = None) -> None:
+        """``task``: a saved task (used without ``task_file``); ``preferences``: the file read at
+        start, written when the cockpit quits (None: nothing is remembered)."""
         super().__init__()
         # Before Textual captures stderr: afterwards the engine's spawn could not start it.
         start_resource_tracker()
         self.animation_level = "none"
-        self.theme = THEMES.get(theme, theme)
-        self.start_mode = start_mode
+        self.theme = TEXTUAL_THEMES.get(theme, theme)
+        self.start_mode = start_mode if start_mode in self.MODES else "checklist"
         self.profile_name = profile
         """--profile as asked (None = detect from the device)."""
         self.requested_backend = backend
         self.startup_problems: list[str] = []
         """Things that went wrong while starting (bad task file, bad profiles): shown, never fatal."""
+        self.preferences = preferences
+        if preferences is not None and preferences.problem:
+            self.startup_problems.append(preferences.problem)
         self.checks_on_start = checks_on_start
-        self.task_spec = self._load_task(task_file, backend)
+        self.form_problems: list[str] = []
+        """The Tune form's problems while it holds an invalid task (runs are refused); [] otherwise."""
+        self.task_spec = self._load_task(task_file, task, backend)
         self.task_file = task_file
         self.profiles = self._load_profiles()
         if profile:
@@ -97,17 +113,36 @@ class CockpitApp(App):
         self.telemetry = telemetry or self._make_sampler()
         self.start_telemetry = start_telemetry
         self.last_result: RunResult | None = None
-        self.previous_result: RunResult | None = None
         self.run_active = False
         self.runs_finished = 0
         """Runs that ended this session (any status): tests and scripts wait on it."""
+        self.work: dict[str, threading.Event] = {}
+        """The cancel event of each piece of work in flight ('run', 'tune'), set when quitting."""
         self.check_results: list[Any] = []
         """The engine's check results from the last check run (objects, for match_check)."""
         self.focus_rule_source: str | None = None
         """Set before switching to Troubleshoot, to select the rules of one source (e.g. a check id)."""
 
+    @property
+    def task_spec(self) -> TaskSpec:
+        """The task runs and tunes use: the Tune form's last valid one, or one another screen set."""
+        return self._task_spec
+
+    @task_spec.setter
+    def task_spec(self, task: TaskSpec) -> None:
+        self._task_spec = task
+        self.form_problems = []  # a task set by any screen replaces the form's invalid one
+
     # --- start-up ------------------------------------------------------------------------------
-    def _load_task(self, task_file: Path | None, backend: str) -> TaskSpec:
+    def _load_task(self, task_file: Path | None, saved: dict[str, Any] | None, backend: str) -> TaskSpec:
+        if task_file is None and saved:
+            try:
+                return TaskSpec.model_validate({**saved, "backend": backend})
+            except ValidationError as exc:
+                err = exc.errors()[0]
+                where = ".".join(str(p) for p in err["loc"])
+                self.startup_problems.append(f"the saved task is not valid any more ({where}: {err['msg']}); "
+                                             "using the default task.")
         try:
             return resolve_task(task_file, overrides={"backend": backend})
         except CockpitError as exc:
@@ -134,8 +169,15 @@ class CockpitApp(App):
 
     def _make_sampler(self) -> TelemetrySampler:
         if self.simulated:
-            return simulated_sampler()
+            return simulated_sampler(profile=self._sim_profile())
         return nvml_sampler()
+
+    def _sim_profile(self):
+        """The profile the simulated card takes its memory and power from (None before one resolves)."""
+        try:
+            return self.effective_profile()
+        except Exception:  # profiles not loaded yet: the generic simulated card
+            return None
 
     @property
     def simulated(self) -> bool:
@@ -151,13 +193,16 @@ class CockpitApp(App):
             self.notify(problem, title="Start-up", severity="error", timeout=15)
 
     def on_unmount(self) -> None:
+        self.cancel_work()
+        self.save_preferences()
         self.telemetry.stop()
 
     # --- what the screens read ----------------------------------------------------------------
     def banner(self) -> tuple[str, str]:
-        """(text, level) of the banner every screen shows; '' when there is nothing to say."""
+        """(text, level) of the banner every screen shows; '' when there is nothing to say. The key
+        comes first, so a narrow terminal never cuts it off."""
         if self.backend_problem:
-            return (f"No usable GPU: {self.backend_problem}  Press S to use the SIMULATED device.", "error")
+            return (f"No usable GPU. Press S to use the SIMULATED device. {self.backend_problem}", "error")
         if self.simulated:
             notice = self.backend_choice.notice if self.backend_choice else None
             if notice:
@@ -165,10 +210,24 @@ class CockpitApp(App):
             return ("SIMULATED device: timings and telemetry are simulated, not measured on a GPU.", "sim")
         return ("", "")
 
-    def context_line(self) -> str:
-        prof = self.profile_name or "auto"
-        backend = self.backend_choice.name if self.backend_choice else "none"
-        return f"profile {prof} · {backend}"
+    def profile_source(self) -> str:
+        """How the profile in use was picked: 'chosen', 'detected' or the simulated device's default."""
+        if self.profile_name:
+            return "chosen"
+        device = self.backend_choice.device_name if self.backend_choice else None
+        if device and self.profiles.detect(device) is not None:
+            return "detected"
+        return "SIMULATED device's default" if self.simulated else "none detected"
+
+    def context_lines(self) -> list[str]:
+        """The profile in use (the one runs use, named as the Profile screen names it) and the
+        backend, longest first: the top bar shows the longest that fits. The backend goes before
+        the profile does; the banner says SIMULATED or no GPU anyway."""
+        prof = self.effective_profile()
+        name = prof.name if prof else "no profile"
+        backend = self.backend_choice.name if self.backend_choice else "no GPU"
+        how = "chosen" if self.profile_name else "auto"
+        return [f"profile {name} ({how}) · {backend}", f"profile {name} ({how})", f"{name} · {backend}", name]
 
     def effective_profile(self):
         """The profile runs will use: the asked one, else the detected one, else the sim default."""
@@ -180,12 +239,47 @@ class CockpitApp(App):
             return None
 
     def record_result(self, result: RunResult) -> None:
-        self.previous_result, self.last_result = self.last_result, result
+        self.last_result = result
+
+    def form_error(self) -> str | None:
+        """Why the task cannot run: the Tune form holds an invalid task (None when it can)."""
+        if not self.form_problems:
+            return None
+        return f"the task on 3 Tune has problems: {'; '.join(self.form_problems)}"
+
+    # --- work in flight ---------------------------------------------------------------------------
+    def work_started(self, name: str, cancel: threading.Event) -> None:
+        """A screen started ``name`` ('run', 'tune'); ``cancel`` stops it when the cockpit quits."""
+        self.work[name] = cancel
+
+    def work_ended(self, name: str) -> None:
+        self.work.pop(name, None)
+
+    def busy_with(self) -> list[str]:
+        return [WORK_NAMES.get(name, name) for name, ev in self.work.items() if not ev.is_set()]
+
+    def cancel_work(self) -> None:
+        for ev in self.work.values():
+            ev.set()
+
+    # --- preferences ------------------------------------------------------------------------------
+    def current_preferences(self) -> Preferences:
+        theme = next((k for k, v in TEXTUAL_THEMES.items() if v == self.theme), None)
+        task = self.task_spec.model_dump(mode="json", exclude_none=True)
+        for key in ("backend", "fault"):  # the backend comes from --backend; a fault is a one-off
+            task.pop(key, None)
+        base = self.preferences.prefs if self.preferences is not None else Preferences()
+        mode = self.current_mode if self.current_mode in SCREENS else self.start_mode
+        return Preferences(theme=theme, profile=self.profile_name, screen=mode, task=task, extra=base.extra)
+
+    def save_preferences(self) -> None:
+        if self.preferences is not None and self.preferences.writable:
+            self.preferences.save(self.current_preferences())
 
     # --- messages up ----------------------------------------------------------------------------
     def on_run_screen_started(self, message) -> None:
         self.run_active = True
-        self.telemetry.set_run_active(True)
+        self.telemetry.set_run_active(True, self.task_spec, self._sim_profile() if self.simulated else None)
 
     def on_run_screen_finished(self, message) -> None:
         self.run_active = False
@@ -194,8 +288,32 @@ class CockpitApp(App):
         self.runs_finished += 1
 
     # --- actions --------------------------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "use_simulated":
+            return not self.simulated and self.backend_problem is not None
+        return True
+
     def action_toggle_theme(self) -> None:
-        self.theme = THEMES["light"] if self.theme == THEMES["dark"] else THEMES["dark"]
+        self.theme = TEXTUAL_THEMES["light"] if self.theme == TEXTUAL_THEMES["dark"] else TEXTUAL_THEMES["dark"]
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen(self.screen))
+
+    async def action_quit(self) -> None:
+        """Quit; with a run or a tune in flight, ask first, then cancel it so the cockpit exits at
+        once (a hung kernel would otherwise hold the process until its timeout)."""
+        busy = self.busy_with()
+        if not busy:
+            self.exit()
+            return
+        if not isinstance(self.screen, ConfirmQuitScreen):
+            self.push_screen(ConfirmQuitScreen(busy), callback=self._quit_answered)
+
+    def _quit_answered(self, quit_now: bool | None) -> None:
+        if quit_now:
+            self.cancel_work()
+            self.exit()
 
     def action_use_simulated(self) -> None:
         if self.simulated:
@@ -204,7 +322,7 @@ class CockpitApp(App):
         self.backend_problem = None
         self.task_spec = with_fields(self.task_spec, backend="sim")
         self.telemetry.stop()
-        self.telemetry = simulated_sampler()
+        self.telemetry = simulated_sampler(profile=self._sim_profile())
         if self.start_telemetry:
             self.telemetry.start()
         if isinstance(self.screen, Screen) and hasattr(self.screen, "refresh_chrome"):
@@ -213,8 +331,11 @@ class CockpitApp(App):
         self.notify("Using the SIMULATED device.", title="Backend")
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        """Every binding of the app and of the current screen, by its description."""
-        yield from super().get_system_commands(screen)
+        """Every binding of the current screen and of the app, once, by its description; Textual's
+        own commands except those a cockpit key already offers."""
+        for command in super().get_system_commands(screen):
+            if command.title not in PALETTE_SKIP:
+                yield command
         seen = set()
         for owner in (screen, self):
             for binding in getattr(owner, "BINDINGS", []):
@@ -222,7 +343,7 @@ class CockpitApp(App):
                     continue
                 seen.add(binding.action)
                 desc = binding.tooltip or binding.description
-                yield SystemCommand(f"{binding.description} ({binding.key})", desc,
+                yield SystemCommand(f"{binding.description} ({self.get_key_display(binding)})", desc,
                                     lambda o=owner, a=binding.action: self.call_later(self.run_action, a, o))
 
 
@@ -231,24 +352,23 @@ def make_app(**kwargs: Any) -> CockpitApp:
     return CockpitApp(**kwargs)
 
 
-def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="tui", description="SOL Cockpit: open the terminal cockpit.")
-    p.add_argument("--profile", help="hardware profile (default: detected from the GPU)")
-    p.add_argument("--backend", choices=("auto", "cuda", "sim"), default=os.environ.get("SOL_BACKEND", "auto"),
-                   help="auto: the GPU when a driver answers, else the simulated device")
-    p.add_argument("--task", type=Path, help="a TOML task file to load into the Tune screen")
-    p.add_argument("--theme", choices=("light", "dark"), default="dark")
-    p.add_argument("--screen", choices=[m for _, m, _ in NAV], default="checklist", help="screen to open first")
-    return p.parse_args(argv)
+def app_from_command_line(argv: list[str], preferences: PreferencesFile | None = None,
+                          **kwargs: Any) -> CockpitApp:
+    """The cockpit the command line asks for, over the saved preferences (read from the config dir
+    unless given). ``kwargs`` go to ``make_app`` (tests: telemetry, checks). Bad arguments raise
+    SystemExit, as argparse does."""
+    args = parse_args(argv)
+    prefs = preferences or PreferencesFile.load(allowed={"theme": THEMES, "screen": SCREENS})
+    opts = combine(args, prefs.prefs)
+    return make_app(profile=opts.profile, backend=opts.backend, task_file=opts.task_file, task=opts.task,
+                    theme=opts.theme, start_mode=opts.screen, preferences=prefs, **kwargs)
 
 
 def run_app(argv: list[str] | None = None) -> int:
     """Open the cockpit; returns the exit code (2 for bad arguments)."""
     try:
-        args = parse_args(list(argv or []))
+        app = app_from_command_line(list(argv or []))
     except SystemExit as exc:
         return int(exc.code or 0)
-    app = make_app(profile=args.profile, backend=args.backend, task_file=args.task, theme=args.theme,
-                   start_mode=args.screen)
     app.run()
     return int(app.return_code or 0)

@@ -1,5 +1,6 @@
 """The `tui` console command: a headless subcommand goes to the engine's CLI; no subcommand opens
-the cockpit (Textual is imported only then)."""
+the cockpit (Textual is imported only then). ``tui --help`` prints the cockpit's options and the
+headless commands."""
 
 from __future__ import annotations
 
@@ -11,7 +12,12 @@ def main(argv: list[str] | None = None) -> int:
     from engine import CLI_COMMANDS as COMMANDS
     from engine import cli_main
 
-    if any(a in COMMANDS for a in argv[:1]) or argv[:1] in (["-h"], ["--help"], ["--version"]):
+    if argv[:1] in (["-h"], ["--help"]):
+        from tui.cli_options import full_help
+
+        print(full_help(), end="")
+        return 0
+    if any(a in COMMANDS for a in argv[:1]) or argv[:1] == ["--version"]:
         return cli_main(argv)
     from tui.app import run_app
 

@@ -63,3 +63,18 @@ def pytest_pyfunc_call(pyfuncitem):
         asyncio.run(pyfuncitem.obj(**args))
         return True
     return None
+
+
+def screen_lines(app) -> list[str]:
+    """What the terminal shows now, one string per row (the compositor's output as plain text)."""
+    return ["".join(seg.text for seg in strip) for strip in app.screen._compositor.render_strips()]
+
+
+async def wait_until(pilot, condition, timeout_s: float = 10.0, what: str = "the condition") -> None:
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} did not happen in {timeout_s} s")
+        await pilot.pause(0.05)

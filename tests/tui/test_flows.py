@@ -212,7 +212,7 @@ async def test_history_lists_runs_and_compares_two(make):
         table = app.screen.query_one("#hist-table", DataTable)
         assert table.row_count == 2
         await pilot.press("space", "down", "space", "c")
-        compare = text_of(app, "#hist-compare")
+        compare = text_of(app, "#compare-table")
         assert "MEMORY_PIPELINING" in compare and "#1" in compare and "#2" in compare
 
 
@@ -251,7 +251,8 @@ async def test_profile_choice_and_mismatch(make):
     async with app.run_test(size=(120, 40)) as pilot:
         status = text_of(app, "#profile-status")
         assert "detected profile: h200" in status
-        await pilot.press("home", "u")  # a100-40gb, the first row
+        assert app.screen.highlighted() == "h200"  # the cursor starts on the profile in use
+        await pilot.press("ctrl+home", "u")  # a100-40gb, the first row
         assert app.profile_name == "a100-40gb"
         assert "MISMATCH" in text_of(app, "#profile-status")
 

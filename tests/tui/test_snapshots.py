@@ -1,5 +1,6 @@
-"""Snapshots of every screen at 80x24 and 120x40: simulated device, fixed seeds, fixed telemetry,
-a fresh store per test (so run ids are stable), no clocks or host names on screen.
+"""Snapshots of every screen at 80x24 and 120x40, and in the light theme: simulated device, fixed
+seeds, fixed telemetry, a fresh store per test (so run ids are stable), no clocks or host names on
+screen (History's time column is pinned).
 
 Update them after an intended change with ``pytest tests/tui --snapshot-update``."""
 
@@ -11,6 +12,15 @@ from tests.tui.conftest import wait_for_run
 from tui.app import with_fields
 
 SIZES = [(80, 24), (120, 40)]
+MODES = ["checklist", "profile", "tune", "run", "live", "troubleshoot", "history"]
+
+
+@pytest.fixture(autouse=True)
+def fixed_clock(monkeypatch):
+    """History shows when each run started: pinned so snapshots do not change by the minute."""
+    from tui.widgets import history_rows
+
+    monkeypatch.setattr(history_rows, "when_text", lambda created_at: "05-14 13:02")
 
 
 def _ids(size):
@@ -18,9 +28,29 @@ def _ids(size):
 
 
 @pytest.mark.parametrize("size", SIZES, ids=_ids)
-@pytest.mark.parametrize("mode", ["checklist", "profile", "tune", "live"])
+@pytest.mark.parametrize("mode", MODES)
 def test_screen(snap_compare, make, mode, size):
     assert snap_compare(make(start_mode=mode), terminal_size=size)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_screen_light(snap_compare, make, mode):
+    assert snap_compare(make(start_mode=mode, theme="light"), terminal_size=(80, 24))
+
+
+@pytest.mark.parametrize("theme", ["dark", "light"])
+def test_help_overlay(snap_compare, make, theme):
+    assert snap_compare(make(start_mode="run", theme=theme), terminal_size=(80, 24), press=["question_mark"])
+
+
+def test_run_result_light(snap_compare, make):
+    app = make(start_mode="run", theme="light")
+
+    async def run_task(pilot):
+        await pilot.press("r")
+        await wait_for_run(pilot, app)
+
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_task)
 
 
 @pytest.mark.parametrize("size", SIZES, ids=_ids)

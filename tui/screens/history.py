@@ -1,10 +1,10 @@
-"""History: stored runs, filtered by kernel and profile; mark two and compare them side by side."""
+"""History: stored runs, filtered by kernel and profile, sorted by any column (``s``, ``o`` or a
+click on a header); mark two and compare them side by side (``tui.screens.compare``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from rich.table import Table
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
@@ -13,82 +13,58 @@ from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import DataTable, Select, Static
 
-from engine import CockpitError, format_pipelining, kernel_names
+from engine import CockpitError, kernel_names
 from tui.screens.base import CockpitScreen
-from tui.widgets.format import fmt, fmt_delta_pct, fmt_ms
+from tui.screens.compare import CompareScreen
+from tui.widgets.history_rows import COLUMNS, SORTABLE, history_row, row_cells, sort_rows
 
-COMPARE_FIELDS = (
-    ("status", "status", None), ("block_size", "BLOCK_SIZE", None), ("memory_pipelining", "MEMORY_PIPELINING", None),
-    ("time_ms.median", "median", True), ("time_ms.p10", "p10", True), ("time_ms.p90", "p90", True),
-    ("tflops", "TFLOP/s", False), ("gbps", "GB/s", False), ("sol_pct", "SOL %", False),
-    ("solexec_score", "score", False), ("bound", "bound", None), ("correct", "correct", None),
-    ("profile", "profile", None), ("simulated", "simulated", None),
-)
-
-
-def _get(d: dict[str, Any], path: str) -> Any:
-    for part in path.split("."):
-        if not isinstance(d, dict):
-            return None
-        d = d.get(part) if part not in ("block_size", "memory_pipelining") else (d.get("knobs") or {}).get(part)
-    return d
-
-
-def compare_runs(a: Any, b: Any) -> Table:
-    """Two stored results side by side with the change from ``a`` to ``b``."""
-    ja, jb = a.summary_json(), b.summary_json()
-    t = Table(box=None, pad_edge=False, header_style="bold")
-    t.add_column("", no_wrap=True)
-    t.add_column(f"#{a.run_id}", justify="right", no_wrap=True)
-    t.add_column(f"#{b.run_id}", justify="right", no_wrap=True)
-    t.add_column("change", no_wrap=True)
-    for path, label, lower_better in COMPARE_FIELDS:
-        va, vb = _get(ja, path), _get(jb, path)
-        if path.startswith("time_ms"):
-            sa, sb = fmt_ms(va), fmt_ms(vb)
-        elif isinstance(va, float) or isinstance(vb, float):
-            sa, sb = fmt(va, digits=2), fmt(vb, digits=2)
-        else:
-            sa, sb = str(va), str(vb)
-        change = fmt_delta_pct(vb, va, lower_better) if lower_better is not None else ("differs" if va != vb else "")
-        t.add_row(label, sa, sb, change, style="yellow" if va != vb and lower_better is None else "")
-    return t
+LIMIT = 500
+"""Runs listed at most (newest first from the store, then sorted here)."""
+LABELS = dict(COLUMNS)
 
 
 class HistoryScreen(CockpitScreen):
-    """Reads the results store in a worker; the table is the screen's only state."""
+    """Reads the results store in a worker; sorts and marks on the UI thread."""
 
     MODE = "history"
     BINDINGS = [
         Binding("space", "mark", "Mark", tooltip="Mark the highlighted run for comparison (two at most)"),
-        Binding("c", "compare", "Compare", tooltip="Compare the two marked runs (or the highlighted and previous)"),
-        Binding("u", "reload", "Reload", tooltip="Read the results store again"),
+        Binding("c", "compare", "Compare",
+                tooltip="Compare the two marked runs (or the highlighted one and the previous run of its task)"),
+        Binding("s", "next_sort", "Sort", tooltip="Sort by the next column (a click on a header sorts by it)"),
+        Binding("o", "reverse_sort", "Reverse", show=False, tooltip="Reverse the sort order"),
+        Binding("u", "reload", "Reload", show=False, tooltip="Read the results store again"),
     ]
 
     class Loaded(Message):
-        def __init__(self, records: list[Any], problem: str | None) -> None:
+        def __init__(self, rows: list[dict[str, Any]], problem: str | None) -> None:
             super().__init__()
-            self.records, self.problem = records, problem
+            self.rows, self.problem = rows, problem
 
     def __init__(self) -> None:
         super().__init__()
         self.marked: list[int] = []
-        self.records: list[Any] = []
+        self.rows: list[dict[str, Any]] = []
+        self.sort_column = "id"
+        self.sort_reverse = True
+        self.problem: str | None = None
 
     def compose_body(self) -> ComposeResult:
         with Horizontal(id="hist-filters"):
             yield Select([(k, k) for k in kernel_names()], prompt="all kernels", id="hist-kernel", compact=True)
             yield Select([], prompt="all profiles", id="hist-profile", compact=True)
+            yield Static(id="hist-sort")
         with Vertical(id="hist-body"):
             yield DataTable(id="hist-table", cursor_type="row")
-            yield Static(id="hist-compare", classes="panel")
+            yield Static(id="hist-note", classes="panel")
 
     def on_mount(self) -> None:
         super().on_mount()
         self.query_one("#hist-profile", Select).set_options([(n, n) for n in self.app.profiles.names()])
-        self.query_one("#hist-table", DataTable).add_columns(
-            " ", "run", "status", "kernel", "dtype", "BLOCK_SIZE", "pipe", "median", "SOL %", "profile")
-        self.query_one("#hist-table", DataTable).focus()
+        table = self.query_one("#hist-table", DataTable)
+        for key, label in COLUMNS:
+            table.add_column(label, key=key)
+        table.focus()
 
     def refresh_view(self) -> None:
         self.action_reload()
@@ -105,32 +81,58 @@ class HistoryScreen(CockpitScreen):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="history")
     def _load(self, kernel: str | None, profile: str | None) -> None:
+        store = self.app.store
         try:
-            records = self.app.store.list(kernel=kernel, profile=profile, limit=500)
+            records = store.list(kernel=kernel, profile=profile, limit=LIMIT)
+            rows = [history_row(r, store.get(r.id)) for r in records]
         except CockpitError as exc:
             self.post_message(self.Loaded([], exc.message))
             return
-        self.post_message(self.Loaded(records, None))
+        self.post_message(self.Loaded(rows, None))
 
     def on_history_screen_loaded(self, message: Loaded) -> None:
-        self.records = message.records
+        self.rows, self.problem = message.rows, message.problem
+        self.fill()
+
+    # --- the table from the screen's state ----------------------------------------------------------
+    def fill(self) -> None:
         table = self.query_one("#hist-table", DataTable)
+        keep = self.highlighted()
         table.clear()
-        for r in self.records:
-            pl = r.memory_pipelining
-            table.add_row("*" if r.id in self.marked else " ", f"#{r.id}",
-                          Text(r.status, style="green" if r.status == "ok" else "red"), r.kernel, r.dtype or "",
-                          r.block_size or "", format_pipelining(pl), fmt_ms(r.median_ms),
-                          fmt(r.sol_pct, digits=1), r.profile + (" SIM" if r.simulated else ""), key=str(r.id))
-        note = message.problem or ("No stored runs yet: run a task on 4 Run." if not self.records else
-                                   "space marks two runs, c compares them.")
-        self.query_one("#hist-compare", Static).update(Text(note, style="red" if message.problem else "dim"))
+        for row in sort_rows(self.rows, self.sort_column, self.sort_reverse):
+            table.add_row(*row_cells(row, row["id"] in self.marked), key=str(row["id"]))
+        if keep is not None and any(r["id"] == keep for r in self.rows):
+            table.move_cursor(row=table.get_row_index(str(keep)), animate=False)
+        arrow = "▼" if self.sort_reverse else "▲"
+        self.query_one("#hist-sort", Static).update(
+            Text(f" sort: {LABELS[self.sort_column].strip() or 'run'} {arrow} (s, o)", style="dim"))
+        note = self.problem or ("No stored runs yet: run a task on 4 Run." if not self.rows else
+                                f"{len(self.rows)} runs · space marks two, c compares them.")
+        self.query_one("#hist-note", Static).update(Text(note, style="red" if self.problem else "dim"))
 
     def highlighted(self) -> int | None:
         table = self.query_one("#hist-table", DataTable)
         if table.row_count == 0:
             return None
         return int(table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value)
+
+    # --- keys and clicks -----------------------------------------------------------------------------
+    def sort_by(self, column: str, reverse: bool) -> None:
+        self.sort_column, self.sort_reverse = column, reverse
+        self.fill()
+
+    def action_next_sort(self) -> None:
+        nxt = SORTABLE[(SORTABLE.index(self.sort_column) + 1) % len(SORTABLE)] \
+            if self.sort_column in SORTABLE else SORTABLE[0]
+        self.sort_by(nxt, False)
+
+    def action_reverse_sort(self) -> None:
+        self.sort_by(self.sort_column, not self.sort_reverse)
+
+    def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
+        column = str(event.column_key.value)
+        if column in SORTABLE:
+            self.sort_by(column, not self.sort_reverse if column == self.sort_column else False)
 
     def action_mark(self) -> None:
         rid = self.highlighted()
@@ -141,21 +143,34 @@ class HistoryScreen(CockpitScreen):
         else:
             self.marked = (self.marked + [rid])[-2:]
         table = self.query_one("#hist-table", DataTable)
-        for r in self.records:
-            table.update_cell(str(r.id), table.ordered_columns[0].key, "*" if r.id in self.marked else " ")
+        for r in self.rows:
+            table.update_cell(str(r["id"]), "mark", "*" if r["id"] in self.marked else " ")
+
+    def previous_of(self, rid: int) -> int | None:
+        """The newest listed run before ``rid`` of the same kernel, shape and dtype."""
+        row = next((r for r in self.rows if r["id"] == rid), None)
+        if row is None:
+            return None
+        same = [r["id"] for r in self.rows if r["id"] < rid and
+                (r["kernel"], r["shape"], r["dtype"]) == (row["kernel"], row["shape"], row["dtype"])]
+        return max(same) if same else None
 
     def action_compare(self) -> None:
         ids = list(self.marked)
         if len(ids) < 2:
             rid = self.highlighted()
-            pos = [r.id for r in self.records]
-            if rid is not None and rid in pos and pos.index(rid) + 1 < len(pos):
-                ids = [pos[pos.index(rid) + 1], rid]
-        if len(ids) < 2:
-            self.notify("Mark two runs with space first.", severity="warning")
+            prev = None if rid is None else self.previous_of(rid)
+            if prev is None:
+                self.notify("No earlier run of this kernel, shape and dtype: mark two runs with space.",
+                            severity="warning")
+                return
+            ids = [prev, rid]
+        try:
+            a, b = (self.app.store.get(i) for i in sorted(ids))
+        except CockpitError as exc:
+            self.notify(exc.message, severity="error")
             return
-        a, b = (self.app.store.get(i) for i in sorted(ids))
         if a is None or b is None:
             self.notify("A marked run is no longer in the store.", severity="error")
             return
-        self.query_one("#hist-compare", Static).update(compare_runs(a, b))
+        self.app.push_screen(CompareScreen(a, b))

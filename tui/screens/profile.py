@@ -16,7 +16,7 @@ from engine import BUILTIN_DIR
 from tui.screens.base import CockpitScreen
 
 FIELDS = (
-    ("compute_capability", "compute capability", ""), ("sm_count", "SMs", ""),
+    ("compute_capability", "compute cap.", ""), ("sm_count", "SMs", ""),
     ("peak_tflops.bf16", "bf16 peak", "TFLOP/s"), ("peak_tflops.fp16", "fp16 peak", "TFLOP/s"),
     ("peak_tflops.fp32", "fp32 peak", "TFLOP/s"), ("memory_bandwidth_gbps", "DRAM B/W", "GB/s"),
     ("memory_gb", "memory", "GB"), ("l2_mb", "L2", "MB"),
@@ -73,7 +73,15 @@ class ProfileScreen(CockpitScreen):
             origin = self.app.profiles.origins.get(name)
             kind = "built-in" if origin is not None and origin.parent == BUILTIN_DIR else "user"
             table.add_row(name, "measured" if prof.measured else kind, prof.compute_capability, key=name)
+        self.cursor_to_in_use()
         self.refresh_view()
+
+    def cursor_to_in_use(self) -> None:
+        """Put the cursor on the profile runs use (the one the top bar names)."""
+        chosen = self.app.effective_profile()
+        table = self.query_one("#profile-table", DataTable)
+        if chosen is not None and chosen.name in self.app.profiles.profiles:
+            table.move_cursor(row=table.get_row_index(chosen.name), animate=False)
 
     def detected(self) -> tuple[str | None, Any]:
         choice = self.app.backend_choice
@@ -97,6 +105,7 @@ class ProfileScreen(CockpitScreen):
         status.append(detected.name if detected else "-")
         status.append("  in use: ", style="bold")
         status.append(chosen.name if chosen else "none")
+        status.append(f" ({self.app.profile_source()})", style="dim")
         if detected and chosen and chosen.name != detected.name and chosen.base_profile != detected.name:
             status.append("  MISMATCH: SOL figures use the chosen profile's peaks", style="bold red")
         for err in self.app.profiles.errors:
@@ -121,8 +130,12 @@ class ProfileScreen(CockpitScreen):
 
     def action_auto_profile(self) -> None:
         self.app.profile_name = None
+        self.cursor_to_in_use()
         self.refresh_chrome()
         self.refresh_view()
+        chosen = self.app.effective_profile()
+        self.notify(f"Runs use profile {chosen.name if chosen else 'none'} ({self.app.profile_source()}).",
+                    title="Profile")
 
 
 def _stack(*renderables: Any) -> Table:

@@ -109,7 +109,7 @@ class TroubleshootScreen(CockpitScreen):
 
     MODE = "troubleshoot"
     BINDINGS = [
-        Binding("f", "apply_fix", "Apply knob fix", tooltip="Apply the highlighted rule's knob fix to the task"),
+        Binding("f", "apply_fix", "Apply fix", tooltip="Apply the highlighted rule's knob fix to the task"),
         Binding("u", "refresh_rules", "Refresh", tooltip="Match the rules against the latest evidence again"),
     ]
 
@@ -128,6 +128,10 @@ class TroubleshootScreen(CockpitScreen):
         self.refresh_view()
 
     def refresh_view(self) -> None:
+        """Match the rules again. The cursor goes to the rules of ``app.focus_rule_source`` when a
+        screen asked for them (a check's enter), else stays on the rule it was on."""
+        cur = self.current()
+        keep = None if cur is None else (cur[0], cur[1].get("id"))
         self.rules = collect_rules(self.app)
         table = self.query_one("#ts-table", DataTable)
         table.clear()
@@ -135,11 +139,10 @@ class TroubleshootScreen(CockpitScreen):
             table.add_row(src, str(rule.get("title") or rule.get("id")), key=str(i))
         focus = self.app.focus_rule_source
         self.app.focus_rule_source = None
-        if focus:
-            for i, (src, _) in enumerate(self.rules):
-                if src == focus:
-                    table.move_cursor(row=i)
-                    break
+        wanted = [i for i, (src, rule) in enumerate(self.rules)
+                  if (focus and src == focus) or (not focus and keep == (src, rule.get("id")))]
+        if wanted:
+            table.move_cursor(row=wanted[0], animate=False)
         if not self.rules:
             why = diagnostics.troubleshoot_available()
             msg = "No rule matches: the last run, the checks and the telemetry look fine."

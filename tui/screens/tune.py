@@ -79,9 +79,9 @@ class TuneScreen(CockpitScreen):
 
     MODE = "tune"
     BINDINGS = [
-        Binding("t", "tune", "Run a tune", tooltip="Search the knobs for the fastest correct ones (the form must be valid)"),
-        Binding("ctrl+s", "save", "Save task", tooltip="Save the task as a TOML file at the path below"),
-        Binding("ctrl+o", "load", "Load task", tooltip="Load a TOML task file from the path below"),
+        Binding("t", "tune", "Tune", tooltip="Search the knobs for the fastest correct ones (the form must be valid)"),
+        Binding("ctrl+s", "save", "Save", tooltip="Save the task as a TOML file at the path below"),
+        Binding("ctrl+o", "load", "Load", tooltip="Load a TOML task file from the path below"),
         Binding("ctrl+r", "reset", "Defaults", tooltip="Reset the form to the default task"),
         Binding("escape", "leave_field", "Leave field", show=False, tooltip="Stop editing (keys work again)"),
     ]
@@ -183,11 +183,15 @@ class TuneScreen(CockpitScreen):
         if problems:
             text = Text("✗ ", style="bold red")
             text.append("\n  ".join(problems), style="red")
+            if task is None:
+                text.append("\n  4 Run and t refuse this task until it is fixed.", style="dim")
             status.update(text)
         else:
             status.update(Text("✓ valid: r on 4 Run launches this task; t tunes its knobs", style="green"))
         if task is not None:
             self.app.task_spec = task
+        else:
+            self.app.form_problems = problems
         self._shown = self.app.task_spec
         self.query_one("#tune-prediction", Static).update(self.prediction_text(pred))
         return task

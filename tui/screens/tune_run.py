@@ -40,6 +40,7 @@ class TuneRunScreen(CockpitScreen):
     as a message and the screen redraws from its own copy at most every ``REFRESH_S``."""
 
     MODE = "tune"
+    HELP_TITLE = "Tuning"
     AUTO_FOCUS = "#tr-table"
     BINDINGS = [
         Binding("x", "cancel_tune", "Cancel", tooltip="Stop the tune now: what was measured stays listed and stored"),
@@ -125,6 +126,7 @@ class TuneRunScreen(CockpitScreen):
 
     def on_unmount(self) -> None:
         self._cancel.set()  # the view is gone (back, or the cockpit quit): so is its tune
+        self.app.work_ended("tune")
 
     # --- the view from the screen's own state (UI thread only) ----------------------------------
     def refresh_view(self) -> None:
@@ -221,6 +223,7 @@ class TuneRunScreen(CockpitScreen):
         self.state, self.started_at, self._stopped_at = "running", time.monotonic(), None
         self.refresh_view()
         app = self.app
+        app.work_started("tune", self._cancel)
         self._tune(self._run_id, self.tune_task, app.profile_name, app.profiles, app.backend_choice, app.store,
                    self.budget_s, self.regime, self._cancel)
 
@@ -262,6 +265,7 @@ class TuneRunScreen(CockpitScreen):
     def on_tune_run_screen_finished(self, message: Finished) -> None:
         if message.run_id != self._run_id:
             return
+        self.app.work_ended("tune")
         res = message.result
         self.result = res
         self.entries = [{**t.to_dict(), "seq": i, "n": i + 1} for i, t in enumerate(res.trials)]
@@ -278,6 +282,7 @@ class TuneRunScreen(CockpitScreen):
     def on_tune_run_screen_rejected(self, message: Rejected) -> None:
         if message.run_id != self._run_id:
             return
+        self.app.work_ended("tune")
         self.state = "not tuned"
         text = Text("Not tuned: ", style="bold red")
         text.append(message.message_text)
@@ -293,6 +298,7 @@ class TuneRunScreen(CockpitScreen):
             self.notify("No tune is running.", severity="warning")
             return
         self._cancel.set()
+        self.app.work_ended("tune")
         self.state, self._stopped_at = "cancelled", time.monotonic()
         self.in_flight = None
         self.refresh_view()

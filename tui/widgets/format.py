@@ -50,3 +50,24 @@ def fmt_kbps(value: float | None) -> str:
     if value >= 1e3:
         return f"{value / 1e3:.1f} MB/s"
     return f"{value:.0f} KB/s"
+
+
+def fmt_value(value: object, none: str = "-") -> str:
+    """A stored value for people: None -> '-', True/False -> 'yes'/'no', a dict -> 'a=b,c=d';
+    anything else as ``str``."""
+    if value is None:
+        return none
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, dict):
+        return ",".join(f"{k}={v}" for k, v in value.items()) or none
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def fmt_shape(shape: object) -> str:
+    """{'m': 8192, 'n': 2560, 'k': 2560} -> '8192x2560x2560' (the order the kernel lists them)."""
+    if not isinstance(shape, dict) or not shape:
+        return "-"
+    return "x".join(str(v) for v in shape.values())

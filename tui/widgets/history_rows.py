@@ -1,0 +1,84 @@
+"""The History table as pure functions: a stored run as a row (plain dict), its cells, and the
+sort orders of every column. Tested without an app."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from rich.text import Text
+
+from tui.widgets.format import fmt, fmt_ms, fmt_shape
+
+COLUMNS = (
+    ("mark", " "), ("id", "run"), ("when", "time"), ("status", "status"), ("kernel", "kernel"),
+    ("shape", "shape"), ("dtype", "dtype"), ("block_size", "BLOCK"), ("pipe", "pipe"), ("iterations", "iters"),
+    ("median_ms", "median"), ("sol_pct", "SOL %"), ("simulated", "sim"), ("tuned", "tuned"), ("profile", "profile"),
+)
+"""(key, header) of every column, left to right."""
+SORTABLE = tuple(key for key, _ in COLUMNS if key != "mark")
+"""The columns ``s`` cycles through (a click on any header sorts by it too)."""
+
+
+def when_text(created_at: str | None) -> str:
+    """'05-14 13:02' in local time from the store's ISO time; '-' when missing or unreadable."""
+    if not created_at:
+        return "-"
+    try:
+        return datetime.fromisoformat(created_at).astimezone().strftime("%m-%d %H:%M")
+    except ValueError:
+        return "-"
+
+
+def history_row(record: Any, result: Any = None) -> dict[str, Any]:
+    """A stored run (the store's summary record, and its full result when read) as a row.
+    ``tuned``: whether the knobs came from this GPU's tuning cache (the plan's source label starts
+    'tuned'); None while the result does not record it (``RunResult.knobs_from``, requested)."""
+    task = getattr(result, "task", None) or {}
+    knobs_from = getattr(result, "knobs_from", None)
+    return {
+        "id": record.id, "created_at": record.created_at, "status": record.status, "kernel": record.kernel,
+        "shape": record.shape, "dtype": record.dtype, "block_size": record.block_size,
+        "pipe": record.memory_pipelining, "iterations": task.get("iterations"), "median_ms": record.median_ms,
+        "sol_pct": record.sol_pct, "profile": record.profile, "simulated": record.simulated,
+        "tuned": None if knobs_from is None else str(knobs_from).startswith("tuned"),
+    }
+
+
+def row_cells(row: dict[str, Any], marked: bool) -> tuple[Any, ...]:
+    """The cells of one row, in ``COLUMNS`` order."""
+    pipe = row.get("pipe")
+    tuned = row.get("tuned")
+    return (
+        "*" if marked else " ", f"#{row['id']}", when_text(row.get("created_at")),
+        Text(row["status"], style="green" if row["status"] == "ok" else "red"), row["kernel"],
+        fmt_shape(row.get("shape")), row.get("dtype") or "-", row.get("block_size") or "-",
+        "-" if pipe is None else ("off" if pipe == 0 else str(pipe)),
+        "-" if row.get("iterations") is None else str(row["iterations"]),
+        fmt_ms(row.get("median_ms")), fmt(row.get("sol_pct"), digits=1),
+        Text("SIM", style="magenta") if row.get("simulated") else "GPU",
+        "-" if tuned is None else ("yes" if tuned else "no"), row.get("profile") or "-",
+    )
+
+
+def _shape_key(shape: Any) -> tuple[int, ...]:
+    return tuple(shape.values()) if isinstance(shape, dict) else ()
+
+
+def sort_rows(rows: list[dict[str, Any]], column: str, reverse: bool = False) -> list[dict[str, Any]]:
+    """``rows`` ordered by ``column``; missing values go last either way, ties newest first."""
+    key_of = {"when": "created_at", "pipe": "pipe"}.get(column, column)
+
+    def value(row: dict[str, Any]) -> Any:
+        v = row.get(key_of)
+        if column == "shape":
+            return _shape_key(v)
+        if isinstance(v, bool):
+            return int(v)
+        return v
+
+    present = [r for r in rows if value(r) is not None]
+    missing = [r for r in rows if value(r) is None]
+    present.sort(key=lambda r: -r["id"])
+    present.sort(key=value, reverse=reverse)
+    return present + sorted(missing, key=lambda r: -r["id"])
