@@ -381,8 +381,11 @@ def resolve_task(
 
 
 def task_to_toml_dict(task: TaskSpec) -> dict[str, Any]:
-    """The task as a TOML-ready dict (unset knobs left out, enums as strings)."""
+    """The task as a TOML-ready dict (unset knobs left out, enums as strings). The backend is left
+    out: it belongs to the session (a task saved on the simulated device must run on the GPU of the
+    box it is opened on)."""
     d = task.model_dump(mode="json", exclude_none=True)
+    d.pop("backend", None)
     if d.get("fault") == "none":
         d.pop("fault")
     if not d.get("schedule"):

@@ -109,3 +109,13 @@ def test_a_kernel_named_without_a_shape_takes_its_own_default_shape(tmp_path):
     assert resolve_task(f, {}, {}).shape == {"m": 8192, "n": 10240}
     assert resolve_task(None, {}, {"kernel": "nosuch"}).kernel == "nosuch"   # prepare() names it
     assert TaskSpec(kernel="add_rmsnorm").shape == {"m": 32768, "n": 4096}   # the model itself
+
+
+def test_a_saved_task_does_not_carry_the_sessions_backend(tmp_path):
+    """A task saved in a simulated session would otherwise run simulated on a GPU box."""
+    from engine.task import TaskSpec, resolve_task, save_task
+
+    path = tmp_path / "t.toml"
+    save_task(TaskSpec(backend="sim", block_size="128x128"), path)
+    assert "backend" not in path.read_text()
+    assert resolve_task(path, env={}).backend.value == "auto"
