@@ -61,7 +61,15 @@ class Checklist:
         self.host = host
 
     def _get(self, step: str) -> dict[str, Any]:
-        return self.store.get_state(STATE_PREFIX + step, default={}, host=self.host) or {}
+        """The stored state of a step; one that is not an object (edited by hand, written by
+        something else) is an error naming it, never a step silently shown as not done."""
+        value = self.store.get_state(STATE_PREFIX + step, default={}, host=self.host) or {}
+        if not isinstance(value, dict):
+            from engine.errors import InputError
+
+            raise InputError(f"checklist step {step!r} of host {self.host or 'this host'} in the results store is "
+                             f"{repr(value)[:60]}, not an object", fix=f"rewrite it: tui checklist --undo {step} (or --reset)")
+        return value
 
     def _put(self, step: str, value: dict[str, Any]) -> None:
         self.store.put_state(STATE_PREFIX + step, value | {"updated_at": _now()}, host=self.host)
@@ -83,10 +91,9 @@ class Checklist:
         return self._get("profile").get("profile") if self._get("profile").get("done") else None
 
     def _runs(self, profile: str | None) -> list[Any]:
-        try:
-            return [r for r in self.store.list(profile=profile, limit=500, status="ok") if not r.simulated]
-        except Exception:
-            return []
+        """Stored runs on a real GPU; a store that cannot be read is an error, not "no runs" (which
+        would mark done steps as not done and store that)."""
+        return [r for r in self.store.list(profile=profile, limit=500, status="ok") if not r.simulated]
 
     def _derive(self, step: str, saved: dict[str, Any]) -> tuple[bool, str] | None:
         """(done, detail) read off the store, or None when the step is manual only."""

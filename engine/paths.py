@@ -37,3 +37,22 @@ def cache_dir() -> Path:
 def store_path() -> Path:
     override = os.environ.get("SOL_COCKPIT_STORE", "").strip()
     return Path(override).expanduser() if override else data_dir() / "results.sqlite"
+
+
+def private_dir(path: Path) -> Path:
+    """Create ``path`` and any missing parents as folders only the user can enter (0700, whatever
+    the umask: they hold runs that record host and GPU identities). Existing folders are left as
+    they are."""
+    path = Path(path)
+    missing = []
+    p = path
+    while not p.exists() and p != p.parent:
+        missing.append(p)
+        p = p.parent
+    for d in reversed(missing):
+        try:
+            d.mkdir(mode=0o700)
+        except FileExistsError:
+            continue
+        os.chmod(d, 0o700)
+    return path

@@ -14,7 +14,7 @@ from typing import Any
 
 from engine.backends.collect import base_fingerprint, now_iso
 from engine.backends.select import choose_backend
-from engine.errors import InputError
+from engine.errors import CockpitError, InputError
 from engine.events import Event
 from engine.planner import Plan, PlanError, plan
 from engine.process import run_in_engine_process
@@ -134,7 +134,10 @@ def run_prepared(prep: PreparedRun, on_event: Callable[[Event], None] | None = N
     if result.error:
         result.matched_rules = match_rules(result.error)
     if store is not None:
-        store.save(result)
+        try:
+            store.save(result)
+        except CockpitError as exc:  # the result is still shown; the log says it was not stored
+            result.log.append(f"not stored: {exc}")
     return result
 
 

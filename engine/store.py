@@ -13,72 +13,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from engine.errors import InputError
 from engine.paths import store_path
 from engine.result import RunResult
+from engine.store_file import APPLICATION_ID, SCHEMA, SCHEMA_VERSION, connect, ensure_store_file, store_error
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS runs (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    created_at TEXT NOT NULL,
-    host TEXT NOT NULL,
-    kernel TEXT NOT NULL,
-    profile TEXT NOT NULL,
-    backend TEXT NOT NULL,
-    simulated INTEGER NOT NULL,
-    status TEXT NOT NULL,
-    dtype TEXT,
-    shape TEXT,
-    block_size TEXT,
-    memory_pipelining INTEGER,
-    fusion INTEGER,
-    median_ms REAL,
-    tflops REAL,
-    gbps REAL,
-    sol_pct REAL,
-    correct INTEGER,
-    gpu_name TEXT,
-    source_sha256 TEXT,
-    result_json TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS runs_kernel ON runs(kernel, profile);
-CREATE TABLE IF NOT EXISTS tuned (
-    gpu TEXT NOT NULL,
-    sm_count INTEGER NOT NULL,
-    kernel TEXT NOT NULL,
-    source_hash TEXT NOT NULL,
-    dtype TEXT NOT NULL,
-    shape TEXT NOT NULL,
-    fusion INTEGER NOT NULL,
-    regime TEXT NOT NULL,
-    block_size TEXT NOT NULL,
-    memory_pipelining INTEGER NOT NULL,
-    schedule TEXT NOT NULL,
-    median_ms REAL NOT NULL,
-    default_ms REAL,
-    candidates INTEGER NOT NULL,
-    simulated INTEGER NOT NULL,
-    tuned_at TEXT NOT NULL,
-    host TEXT NOT NULL,
-    origin TEXT,
-    PRIMARY KEY (gpu, sm_count, kernel, source_hash, dtype, shape, fusion, regime)
-);
-CREATE TABLE IF NOT EXISTS trials (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    tune_id TEXT NOT NULL,
-    created_at TEXT NOT NULL,
-    key_json TEXT NOT NULL,
-    trial_json TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS trials_tune ON trials(tune_id);
-CREATE TABLE IF NOT EXISTS kv (
-    host TEXT NOT NULL,
-    key TEXT NOT NULL,
-    value TEXT NOT NULL,
-    updated_at TEXT NOT NULL,
-    PRIMARY KEY (host, key)
-);
-"""
+__all__ = ["APPLICATION_ID", "SCHEMA", "SCHEMA_VERSION", "ResultStore", "RunRecord"]
 
 
 @dataclass
@@ -109,25 +51,38 @@ class RunRecord:
         return dict(self.__dict__)
 
 
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 class ResultStore:
     """The SQLite store. Opens (and creates) the file lazily; each call uses its own connection,
-    so the store is safe to use from the cockpit's worker threads."""
+    so the store is safe to use from the cockpit's worker threads. The file is checked before
+    anything writes to it (``engine.store_file``): what is not a cockpit store is refused unchanged,
+    a new one is private to the user (runs record host and GPU identities). A stored value of the
+    wrong type is an InputError naming its row, never a traceback in a table or a sort."""
 
     def __init__(self, path: Path | None = None) -> None:
         self.path = Path(path) if path is not None else store_path()
+        self._checked: tuple[int, int] | None = None
+        """(device, inode) of the file last found to be ours: checked once, not per call."""
+
+    def check(self) -> None:
+        """Open the store, creating it when missing, and take its write lock once: a caller about
+        to spend minutes on a run learns before the run, not after it, that nothing could be saved."""
+        with self._conn() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("ROLLBACK")
 
     @contextmanager
     def _conn(self) -> Iterator[sqlite3.Connection]:
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(self.path, timeout=10)
-        except (OSError, sqlite3.Error) as exc:
-            raise InputError(f"results store {self.path}: cannot open ({exc})",
-                             fix="set SOL_COCKPIT_STORE or --store to a writable path") from None
+        self._checked = ensure_store_file(self.path, self._checked)
+        conn = connect(self.path)
         try:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
@@ -135,10 +90,14 @@ class ResultStore:
             with conn:
                 yield conn
         except sqlite3.DatabaseError as exc:
-            raise InputError(f"results store {self.path}: {exc}",
-                             fix="the file is not a cockpit store or is damaged; move it aside") from None
+            raise store_error(self.path, str(exc), fix="the file is not a cockpit store or is damaged; move it aside") from None
         finally:
             conn.close()
+
+    def _damaged(self, what: str, table: str, row_id: Any) -> InputError:
+        return store_error(self.path, f"{table} row {row_id}: {what}",
+                           fix=f"delete that row (sqlite3 '{self.path}' \"DELETE FROM {table} WHERE rowid = {row_id}\") "
+                               "or move the store aside")
 
     def save(self, result: RunResult) -> int:
         """Store one run in one transaction; returns its id (also set on ``result.run_id``)."""
@@ -180,23 +139,44 @@ class ResultStore:
                + " ORDER BY id DESC LIMIT ?")
         with self._conn() as conn:
             rows = conn.execute(sql, (*args, int(limit))).fetchall()
-        out = []
-        for r in rows:
-            out.append(RunRecord(
-                id=r[0], created_at=r[1], host=r[2], kernel=r[3], profile=r[4], backend=r[5],
-                simulated=bool(r[6]), status=r[7], dtype=r[8], shape=json.loads(r[9] or "{}"),
-                block_size=r[10], memory_pipelining=r[11], fusion=None if r[12] is None else bool(r[12]),
-                median_ms=r[13], tflops=r[14], gbps=r[15], sol_pct=r[16],
-                correct=None if r[17] is None else bool(r[17]), gpu_name=r[18],
-            ))
-        return out
+        return [self._record(r) for r in rows]
+
+    def _record(self, r: tuple[Any, ...]) -> RunRecord:
+        """A row as a RunRecord; a value of the wrong type (edited by hand, written by something
+        else) is an error naming the row, not a traceback later in a table or a sort."""
+        def want(i: int, col: str, types: tuple[type, ...], null: bool = True) -> Any:
+            v = r[i]
+            if (v is None and null) or (isinstance(v, types) and not isinstance(v, bool)):
+                return v
+            raise self._damaged(f"{col} is {_short(v)}, not {'/'.join(t.__name__ for t in types)}", "runs", r[0])
+
+        num = (int, float)
+        try:
+            shape = json.loads(r[9] or "{}")
+        except (TypeError, ValueError):
+            shape = None
+        if not isinstance(shape, dict):
+            raise self._damaged(f"shape is {_short(r[9])}, not a JSON object", "runs", r[0])
+        return RunRecord(
+            id=r[0], created_at=want(1, "created_at", (str,), null=False), host=want(2, "host", (str,), null=False),
+            kernel=want(3, "kernel", (str,), null=False), profile=want(4, "profile", (str,), null=False),
+            backend=want(5, "backend", (str,), null=False), simulated=bool(want(6, "simulated", (int,), null=False)),
+            status=want(7, "status", (str,), null=False), dtype=want(8, "dtype", (str,)), shape=shape,
+            block_size=want(10, "block_size", (str,)), memory_pipelining=want(11, "memory_pipelining", (int,)),
+            fusion=None if r[12] is None else bool(want(12, "fusion", (int,))), median_ms=want(13, "median_ms", num),
+            tflops=want(14, "tflops", num), gbps=want(15, "gbps", num), sol_pct=want(16, "sol_pct", num),
+            correct=None if r[17] is None else bool(want(17, "correct", (int,))), gpu_name=want(18, "gpu_name", (str,)),
+        )
 
     def get(self, run_id: int) -> RunResult | None:
         with self._conn() as conn:
             row = conn.execute("SELECT result_json FROM runs WHERE id = ?", (run_id,)).fetchone()
         if row is None:
             return None
-        res = RunResult.model_validate_json(row[0])
+        try:
+            res = RunResult.model_validate_json(row[0])
+        except (ValidationError, TypeError, ValueError) as exc:
+            raise self._damaged(f"result_json is not a stored run ({str(exc).splitlines()[0]})", "runs", run_id) from None
         res.run_id = run_id
         return res
 
@@ -218,8 +198,13 @@ class ResultStore:
     def get_state(self, key: str, default: Any = None, host: str | None = None) -> Any:
         host = host or socket.gethostname()
         with self._conn() as conn:
-            row = conn.execute("SELECT value FROM kv WHERE host = ? AND key = ?", (host, key)).fetchone()
-        return default if row is None else json.loads(row[0])
+            row = conn.execute("SELECT rowid, value FROM kv WHERE host = ? AND key = ?", (host, key)).fetchone()
+        if row is None:
+            return default
+        try:
+            return json.loads(row[1])
+        except (TypeError, ValueError):
+            raise self._damaged(f"{key!r} of host {host} is {_short(row[1])}, not JSON", "kv", row[0]) from None
 
     # --- the tuning cache (engine.tuning_cache) and every trial a tune timed --------------------
     TUNED_KEY = ("gpu", "sm_count", "kernel", "source_hash", "dtype", "shape", "fusion", "regime")
@@ -235,8 +220,17 @@ class ResultStore:
 
     def trials(self, tune_id: str) -> list[dict[str, Any]]:
         with self._conn() as conn:
-            rows = conn.execute("SELECT trial_json FROM trials WHERE tune_id = ? ORDER BY id", (tune_id,)).fetchall()
-        return [json.loads(r[0]) for r in rows]
+            rows = conn.execute("SELECT id, trial_json FROM trials WHERE tune_id = ? ORDER BY id", (tune_id,)).fetchall()
+        return [self._json(r[1], "trials", r[0], dict) for r in rows]
+
+    def _json(self, text: Any, table: str, row_id: Any, kind: type) -> Any:
+        try:
+            value = json.loads(text)
+        except (TypeError, ValueError):
+            value = None
+        if not isinstance(value, kind):
+            raise self._damaged(f"{_short(text)} is not a JSON {kind.__name__}", table, row_id)
+        return value
 
     def put_tuned(self, entry: dict[str, Any]) -> None:
         """Insert or replace the cache entry for its key (``TUNED_COLUMNS``)."""
@@ -253,14 +247,14 @@ class ResultStore:
     def list_tuned(self, **where: Any) -> list[dict[str, Any]]:
         """Cache entries whose key columns equal ``where``'s values, newest first."""
         cols = [c for c in where if c in self.TUNED_KEY]
-        sql = (f"SELECT {', '.join(self.TUNED_COLUMNS)} FROM tuned"
+        sql = (f"SELECT rowid, {', '.join(self.TUNED_COLUMNS)} FROM tuned"
                + (" WHERE " + " AND ".join(f"{c} = ?" for c in cols) if cols else "") + " ORDER BY tuned_at DESC")
         with self._conn() as conn:
             rows = conn.execute(sql, [where[c] for c in cols]).fetchall()
         out = []
         for r in rows:
-            d = dict(zip(self.TUNED_COLUMNS, r, strict=True))
-            d["schedule"] = json.loads(d["schedule"] or "{}")
+            d = dict(zip(self.TUNED_COLUMNS, r[1:], strict=True))
+            d["schedule"] = self._json(d["schedule"] or "{}", "tuned", r[0], dict)
             d["fusion"], d["simulated"] = bool(d["fusion"]), bool(d["simulated"])
             out.append(d)
         return out

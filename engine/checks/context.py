@@ -85,10 +85,21 @@ class RealNvml:
         return lambda *args: self._call(name, *args)
 
 
+def safe_which(name: str) -> str | None:
+    """``shutil.which`` over PATH's absolute folders only: a relative entry ('.', or an empty one)
+    would find, and the checks would run, a program of the current directory's."""
+    path = os.pathsep.join(d for d in os.environ.get("PATH", os.defpath).split(os.pathsep) if os.path.isabs(d))
+    return shutil.which(name, path=path)
+
+
 def run_command(argv: list[str], timeout_s: float = 10.0) -> tuple[int, str] | None:
-    """(exit code, stdout + stderr), or None when the program is missing or hangs."""
+    """(exit code, stdout + stderr), or None when the program is missing or hangs. A bare name is
+    looked up with ``safe_which``."""
+    exe = argv[0] if os.sep in argv[0] else safe_which(argv[0])
+    if exe is None:
+        return None
     try:
-        cp = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
+        cp = subprocess.run([exe, *argv[1:]], capture_output=True, text=True, timeout=timeout_s, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return cp.returncode, (cp.stdout or "") + (cp.stderr or "")
@@ -170,8 +181,8 @@ class CheckContext:
     """NVML facade: status(), driver_version(), devices(), the health queries; None = unsupported."""
     run: Callable[..., tuple[int, str] | None] = run_command
     """Runs a program: (argv, timeout_s) -> (exit code, output) or None when it cannot run."""
-    which: Callable[[str], str | None] = shutil.which
-    """PATH lookup."""
+    which: Callable[[str], str | None] = safe_which
+    """PATH lookup (absolute folders only)."""
     euid: int = field(default_factory=lambda: os.geteuid() if hasattr(os, "geteuid") else -1)
     """Effective user id (0 = root; -1 = unknown)."""
     disk_free: Callable[[str], int | None] = disk_free_bytes

@@ -1,16 +1,23 @@
 """The CuPy/NVRTC probe, run in a short subprocess so the calling process never creates a CUDA
 context (and a broken CUDA stack cannot crash the cockpit): versions, one NVRTC compile for the
-given architecture and, when asked (a GPU answers NVML), one launch whose output is verified."""
+given architecture and, when asked (a GPU answers NVML), one launch whose output is verified.
+
+The probe runs with a safe import path (``PYTHONSAFEPATH``, and its first line drops the current
+directory from sys.path for an interpreter older than 3.11): `tui check` run inside an untrusted
+checkout must not import that checkout's ``json.py``."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from typing import Any
 
 PROBE_SOURCE = r'''
-import json, sys
+import sys
+sys.path[:] = [p for p in sys.path if p not in ("", ".")]
+import json
 arch, run = sys.argv[1], sys.argv[2] == "1"
 out = {"arch": arch}
 try:
@@ -69,7 +76,8 @@ def probe(arch: str, run_on_gpu: bool, python: str = sys.executable, timeout_s: 
     """Facts from the probe subprocess; ``error`` says why when it could not report at all."""
     try:
         cp = subprocess.run([python, "-c", PROBE_SOURCE, arch, "1" if run_on_gpu else "0"],
-                            capture_output=True, text=True, timeout=timeout_s, check=False)
+                            capture_output=True, text=True, timeout=timeout_s, check=False,
+                            env={**os.environ, "PYTHONSAFEPATH": "1"})
     except subprocess.TimeoutExpired:
         return {"arch": arch, "error": f"the CuPy probe did not finish within {timeout_s:g} s"}
     except OSError as exc:

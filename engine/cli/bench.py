@@ -20,6 +20,14 @@ def _fusion(value: str) -> bool:
     return value.lower() in ("1", "on", "true", "yes")
 
 
+def _profile_name(text: str) -> str:
+    """--profile must name a profile: an empty value was silently the detected one."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("empty: give a profile name or alias (tui profiles lists them), "
+                                         "or leave the flag out to detect it")
+    return text
+
+
 def add_task_args(p: argparse.ArgumentParser) -> None:
     """Task flags shared by commands that run kernels (flags win over env and the task file)."""
     p.add_argument("--task", type=Path, help="TOML task file (lowest precedence after defaults)")
@@ -42,7 +50,8 @@ def add_task_args(p: argparse.ArgumentParser) -> None:
                         "so that all start from the same rested card (a GEMM timed right after "
                         "another measures slower)")
     p.add_argument("--backend", choices=["auto", "cuda", "sim"], help="default auto")
-    p.add_argument("--profile", help="hardware profile name or alias (default: detected from the GPU)")
+    p.add_argument("--profile", type=_profile_name,
+                   help="hardware profile name or alias (default: detected from the GPU)")
     p.add_argument("--device", type=int, help="GPU index (default 0)")
     p.add_argument("--timeout", dest="timeout_s", type=float, help="wall-clock limit in seconds (default 300)")
     p.add_argument("--seed", type=int, help="input seed (default 0)")
@@ -96,7 +105,10 @@ class Progress:
 
     def __exit__(self, *exc: Any) -> None:
         if self._bar is not None:
-            self._bar.stop()
+            try:
+                self._bar.stop()
+            except OSError:  # the terminal is gone (SIGHUP): the signal in flight is what matters
+                pass
 
     def __call__(self, ev: Event) -> None:
         if isinstance(ev, StageEvent):
@@ -182,16 +194,28 @@ def print_result(res: RunResult, notices: list[str], knobs_from: str = "default"
 
 
 def run(args: argparse.Namespace) -> int:
+    """The store is opened and checked before the run (an unusable one is exit 2 with nothing
+    run); one that fails after the run still gets the result printed, with a line saying it was
+    not stored, and the run's own exit status."""
+    from engine.errors import CockpitError
     from engine.store import ResultStore
 
     task = task_from_args(args)
     store = None if args.no_store else ResultStore(args.store)
+    if store is not None:
+        store.check()
     prep = prepare(task, args.profile, store=None if args.untuned else (store or ResultStore(args.store)))
     err = stderr_console()
     for n in prep.notices:
         err.print(f"[yellow]{n}[/]")
     with Progress() as progress:
-        res = run_prepared(prep, on_event=progress, store=store)
+        res = run_prepared(prep, on_event=progress)
+    not_stored = None
+    if store is not None:
+        try:
+            store.save(res)
+        except CockpitError as exc:
+            not_stored = exc
     knobs_from = prep.plan.source_label if prep.plan else "default"
     if args.json:
         out = res.summary_json()
@@ -200,4 +224,6 @@ def run(args: argparse.Namespace) -> int:
         print_json(out)
     else:
         print_result(res, prep.notices, knobs_from)
+    if not_stored is not None:
+        print(f"error: the run was not stored: {not_stored}", file=sys.stderr)
     return 0 if res.ok else 1

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import signal
 import sys
+import threading
 
 from engine import __version__
 from engine.errors import CockpitError
@@ -37,20 +40,75 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class Signalled(KeyboardInterrupt):
+    """SIGTERM or SIGHUP (a closed terminal or SSH session), raised where the command is, so it
+    unwinds like Ctrl-C: the engine process is killed on the way out and the exit status is
+    128 + the signal's number."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_signalled(signum: int, frame: object) -> None:
+    raise Signalled(signum)
+
+
+def _handle_stop_signals() -> dict[int, object]:
+    """SIGTERM and SIGHUP as Ctrl-C, unless ignored already (``nohup`` means keep running).
+    Returns the handlers replaced, for a caller (a test) that goes on after the command."""
+    replaced: dict[int, object] = {}
+    if threading.current_thread() is not threading.main_thread():
+        return replaced
+    for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+        if sig is not None and signal.getsignal(sig) is signal.SIG_DFL:
+            replaced[sig] = signal.signal(sig, _raise_signalled)
+    return replaced
+
+
+def _say(text: str) -> None:
+    """To stderr, if it is still there (after SIGHUP the terminal may be gone)."""
+    try:
+        print(text, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
+
+
+def _drop_dead_streams() -> None:
+    """Point stdout and stderr at /dev/null when they can no longer be written (a closed
+    terminal), so that the flush at exit does not turn the exit status into 120."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            try:
+                fd = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(fd, stream.fileno())
+                os.close(fd)
+            except (OSError, ValueError):
+                pass
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not args.command:
         parser.print_help()
         return 0
+    replaced = _handle_stop_signals()
     try:
         return int(args.func(args) or 0)
     except CockpitError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        _say(f"error: {exc}")
         return exc.exit_code
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        signum = exc.signum if isinstance(exc, Signalled) else signal.SIGINT
+        _say("interrupted" if signum == signal.SIGINT else f"stopped by {signal.Signals(signum).name}")
+        _drop_dead_streams()
+        return 128 + int(signum)
+    finally:
+        for sig, handler in replaced.items():
+            signal.signal(sig, handler)  # type: ignore[arg-type]
 
 
 if __name__ == "__main__":

@@ -128,10 +128,10 @@ def run(args: argparse.Namespace) -> int:
             results.append((name, res))
             if res.best is None:
                 code = 1
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         cancel.set()
         stderr_console().print("interrupted: the trials measured so far are stored")
-        code = 130
+        code = 128 + getattr(exc, "signum", 2)
     if args.json:
         print_json({"status": "ok" if code == 0 else "failed" if code == 1 else "interrupted",
                     "store": str(store.path), "shapes": [dict(r.to_dict(), name=n) for n, r in results]})

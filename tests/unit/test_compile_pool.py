@@ -16,6 +16,9 @@ def _slow(x: int) -> int:
 
 
 def _child(conn) -> None:  # an engine process that compiles ahead, then finishes early
+    from engine.process import die_with_parent
+
+    die_with_parent()  # a failing test must not leave this process behind
     pool = CompilePool(workers=2)
     for i in range(50):
         pool.submit(f"k{i}", _slow, i)
@@ -51,6 +54,9 @@ def test_a_pool_that_cannot_start_processes_does_nothing():
 
 
 def _child_killed(conn) -> None:
+    from engine.process import die_with_parent
+
+    die_with_parent()
     pool = CompilePool(workers=2)
     for i in range(50):
         pool.submit(f"k{i}", _slow, i)

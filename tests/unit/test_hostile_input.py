@@ -281,9 +281,6 @@ def test_empty_profile_name_is_refused():
         load_profiles().get(" ")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "engine/runner.py resolve_profile() skips a falsy --profile ('if requested:'); the fix is an "
-    "argparse type for --profile in engine/cli/bench.py add_task_args (outside this file's owner)"))
 def test_empty_profile_flag_is_refused_naming_it(capsys):
     code, _, err = run_cli(capsys, "bench", *SIM, "--profile", "")
     assert code == 2 and "--profile" in err

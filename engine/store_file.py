@@ -1,0 +1,220 @@
+"""The results store's file: made private to the user, and known to be ours before anything
+writes to it.
+
+A missing file becomes a new store, built beside its path and linked into place, so no other
+process ever sees it empty or half made. Anything else that is not a cockpit store (an empty file,
+a folder, a device, another program's database) is refused before a single byte of it changes:
+no WAL switch, no schema. Stores are marked with ``PRAGMA application_id``; an unmarked file
+holding only our tables (a store from before the mark) is marked and used."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import stat
+import threading
+from pathlib import Path
+from urllib.parse import quote
+
+from engine.errors import InputError
+from engine.paths import private_dir
+
+APPLICATION_ID = 0x534F4C43
+"""``PRAGMA application_id`` of a cockpit store ("SOLC")."""
+SCHEMA_VERSION = 1
+"""``PRAGMA user_version`` of a store made by this version."""
+SQLITE_MAGIC = b"SQLite format 3\x00"
+FIX_PATH = "set SOL_COCKPIT_STORE or --store to a writable path"
+FIX_FOREIGN = "set SOL_COCKPIT_STORE or --store to another path (a new store is created there)"
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    created_at TEXT NOT NULL,
+    host TEXT NOT NULL,
+    kernel TEXT NOT NULL,
+    profile TEXT NOT NULL,
+    backend TEXT NOT NULL,
+    simulated INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    dtype TEXT,
+    shape TEXT,
+    block_size TEXT,
+    memory_pipelining INTEGER,
+    fusion INTEGER,
+    median_ms REAL,
+    tflops REAL,
+    gbps REAL,
+    sol_pct REAL,
+    correct INTEGER,
+    gpu_name TEXT,
+    source_sha256 TEXT,
+    result_json TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS runs_kernel ON runs(kernel, profile);
+CREATE TABLE IF NOT EXISTS tuned (
+    gpu TEXT NOT NULL,
+    sm_count INTEGER NOT NULL,
+    kernel TEXT NOT NULL,
+    source_hash TEXT NOT NULL,
+    dtype TEXT NOT NULL,
+    shape TEXT NOT NULL,
+    fusion INTEGER NOT NULL,
+    regime TEXT NOT NULL,
+    block_size TEXT NOT NULL,
+    memory_pipelining INTEGER NOT NULL,
+    schedule TEXT NOT NULL,
+    median_ms REAL NOT NULL,
+    default_ms REAL,
+    candidates INTEGER NOT NULL,
+    simulated INTEGER NOT NULL,
+    tuned_at TEXT NOT NULL,
+    host TEXT NOT NULL,
+    origin TEXT,
+    PRIMARY KEY (gpu, sm_count, kernel, source_hash, dtype, shape, fusion, regime)
+);
+CREATE TABLE IF NOT EXISTS trials (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    tune_id TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    key_json TEXT NOT NULL,
+    trial_json TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS trials_tune ON trials(tune_id);
+CREATE TABLE IF NOT EXISTS kv (
+    host TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    PRIMARY KEY (host, key)
+);
+"""
+
+
+def _schema_columns() -> dict[str, set[str]]:
+    conn = sqlite3.connect(":memory:")
+    try:
+        conn.executescript(SCHEMA)
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        return {t: {c[1] for c in conn.execute(f"PRAGMA table_info('{t}')")} for t in tables}
+    finally:
+        conn.close()
+
+
+OUR_COLUMNS = _schema_columns()
+"""Table -> columns of a cockpit store (sqlite_sequence included): a file with other tables is not ours."""
+
+
+def store_error(path: Path, what: str, fix: str = FIX_PATH) -> InputError:
+    return InputError(f"results store {path}: {what}", fix=fix)
+
+
+def ensure_store_file(path: Path, checked: tuple[int, int] | None = None) -> tuple[int, int]:
+    """Make sure ``path`` is a cockpit store, creating it when missing; returns its (device,
+    inode), and passing that back as ``checked`` skips the checks while the file is the same."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        _create(path)
+        try:
+            st = os.stat(path)
+        except OSError as exc:  # e.g. a dangling symbolic link
+            raise store_error(path, f"cannot create ({exc.strerror or exc})") from None
+        return st.st_dev, st.st_ino
+    except OSError as exc:
+        raise store_error(path, f"cannot open ({exc.strerror or exc})") from None
+    if (st.st_dev, st.st_ino) == checked:
+        return checked
+    if not stat.S_ISREG(st.st_mode):
+        kind = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+        raise store_error(path, f"{kind}, not a cockpit store")
+    if st.st_size == 0:
+        raise store_error(path, "the file is empty, so it is not a cockpit store (nothing was written to it)",
+                          fix=f"remove it (a new store is created in its place: rm '{path}') or "
+                              "set SOL_COCKPIT_STORE or --store to another path")
+    try:
+        with open(path, "rb") as f:
+            header = f.read(100)
+    except OSError as exc:
+        raise store_error(path, f"cannot read ({exc.strerror or exc})") from None
+    if not header.startswith(SQLITE_MAGIC):
+        raise store_error(path, "not an SQLite file, so not a cockpit store (left unchanged)", fix=FIX_FOREIGN)
+    if int.from_bytes(header[68:72], "big", signed=True) != APPLICATION_ID:
+        _adopt(path)
+    return st.st_dev, st.st_ino
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    """A read-write connection that never creates the file (sqlite3.connect would, silently)."""
+    try:
+        return sqlite3.connect(f"{_uri(path)}?mode=rw", uri=True, timeout=10)
+    except sqlite3.Error as exc:
+        raise store_error(path, f"cannot open ({exc})") from None
+
+
+def _uri(path: Path) -> str:
+    return "file:" + quote(os.path.abspath(path))
+
+
+def _adopt(path: Path) -> None:
+    """Read an unmarked SQLite file read-only; mark it only if it holds nothing but our tables."""
+    try:
+        conn = sqlite3.connect(f"{_uri(path)}?mode=ro", uri=True, timeout=10)
+        try:
+            app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+            tables = {r[0]: {c[1] for c in conn.execute(f"PRAGMA table_info('{r[0]}')")}
+                      for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as exc:
+        raise store_error(path, f"cannot read it as SQLite ({exc}); left unchanged", fix=FIX_FOREIGN) from None
+    if app_id == APPLICATION_ID:  # marked, but the mark is still in the WAL
+        return
+    foreign = sorted(t for t, cols in tables.items() if t not in OUR_COLUMNS or not OUR_COLUMNS[t] <= cols)
+    if app_id != 0 or foreign:
+        why = f"application id {app_id:#x}" if app_id else f"table(s) {', '.join(foreign)}"
+        raise store_error(path, f"another program's SQLite database ({why}), not a cockpit store; left unchanged",
+                          fix=FIX_FOREIGN)
+    conn = connect(path)
+    try:
+        _mark(conn)
+    except sqlite3.DatabaseError as exc:
+        raise store_error(path, str(exc), fix="the file is damaged; move it aside") from None
+    finally:
+        conn.close()
+
+
+def _mark(conn: sqlite3.Connection) -> None:
+    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+def _create(path: Path) -> None:
+    """Build the store in a private temporary file beside ``path``, then link it into place (a
+    process that loses the race uses the winner's store)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.new")
+    try:
+        private_dir(path.parent)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.fchmod(fd, 0o600)  # whatever the umask; SQLite gives the -wal and -shm files this mode too
+        os.close(fd)
+        conn = sqlite3.connect(tmp)
+        try:
+            _mark(conn)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.executescript(SCHEMA)
+            conn.commit()
+        finally:
+            conn.close()
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+        except OSError:  # a file system without hard links
+            if not path.exists():
+                os.rename(tmp, path)
+    except (OSError, sqlite3.Error) as exc:
+        raise store_error(path, f"cannot create ({getattr(exc, 'strerror', None) or exc})") from None
+    finally:
+        for p in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
+            p.unlink(missing_ok=True)
