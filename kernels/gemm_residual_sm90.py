@@ -856,8 +856,12 @@ def check(task: Any, limits: DeviceLimits) -> list[Violation]:
     stages = 3 if stages is None else stages
     try:
         parse_block_size(block, dtype if dtype in DTYPES else None)
-    except ValueError as exc:
-        return [*out, Violation("block_size", block, str(exc), ", ".join(tiles_for(dtype)))]
+    except ValueError as exc:  # the fix lists the tiles that fit: the message need not list them all
+        text = str(exc)
+        if text.startswith("unknown tile"):
+            return [*out, Violation("block_size", block,
+                                    f"unknown tile {block!r} for the Hopper path (tui kernels lists its tiles)")]
+        return [*out, Violation("block_size", block, text, ", ".join(tiles_for(dtype)))]
     if (frame := kernel_frame_error(block)) is not None:
         return [*out, Violation("block_size", block, frame, ", ".join(tiles_for(dtype)))]
     if stages == 1 or stages < 0 or stages > MAX_STAGES:

@@ -89,9 +89,52 @@ def _drop_dead_streams() -> None:
                 pass
 
 
+def error_json(message: str, fix: str | None, code: int) -> dict[str, object]:
+    """The one JSON object a --json command prints when it fails before a result: status, the error,
+    the field it names (the text before the first '=' or ':', as errors here are written), the
+    fix and the exit code."""
+    head = message.split(": ", 1)[0]
+    if head.startswith("argument "):  # argparse: 'argument --limit: ...'
+        field: str | None = head.removeprefix("argument ").split("/")[0]
+    elif "=" in head and " " not in head.split("=", 1)[0]:
+        field = head.split("=", 1)[0]
+    else:
+        field = None
+    return {"status": {2: "invalid", 3: "unavailable"}.get(code, "error"), "error": message, "field": field,
+            "fix": fix, "exit_code": code}
+
+
+def _parse(parser: argparse.ArgumentParser, argv: list[str] | None, want_json: bool) -> argparse.Namespace:
+    """argparse's parse, whose errors (exit 2) become one JSON object where --json was asked for."""
+    if not want_json:
+        return parser.parse_args(argv)
+    import contextlib
+    import io
+
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            return parser.parse_args(argv)
+    except SystemExit as exc:
+        text = err.getvalue().strip()
+        if exc.code not in (0, None):
+            message = text.splitlines()[-1].split("error: ", 1)[-1] if text else "invalid arguments"
+            _print_json(error_json(message, "see --help", 2))
+        if text:  # argparse's own words still go to stderr
+            _say(text)
+        raise
+
+
+def _print_json(obj: object) -> None:
+    from engine.cli.output import print_json
+
+    print_json(obj)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    want_json = "--json" in (sys.argv[1:] if argv is None else argv)
+    args = _parse(parser, argv, want_json)
     if not args.command:
         parser.print_help()
         return 0
@@ -100,6 +143,8 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except CockpitError as exc:
         _say(f"error: {exc}")
+        if getattr(args, "json", False):
+            _print_json(error_json(exc.message, exc.fix, exc.exit_code))
         return exc.exit_code
     except KeyboardInterrupt as exc:
         signum = exc.signum if isinstance(exc, Signalled) else signal.SIGINT

@@ -47,7 +47,14 @@ def test_calibrate_without_driver_exits_3(capsys, monkeypatch):
     assert main(["calibrate", "--json"]) == 3
     assert main(["calibrate", "--profile", "h200", "--json"]) == 3
     out, err = capsys.readouterr()
-    assert out == "" and "no NVIDIA driver found" in err
+    assert "no NVIDIA driver found" in err
+    # --json: one object each, whatever the outcome
+    dec, objs, pos = json.JSONDecoder(), [], 0
+    while out[pos:].strip():
+        obj, end = dec.raw_decode(out, pos + len(out[pos:]) - len(out[pos:].lstrip()))
+        objs.append(obj)
+        pos = end
+    assert len(objs) == 2 and all(o["exit_code"] == 3 and o["status"] == "unavailable" for o in objs)
 
 
 def test_calibrate_unknown_profile_exits_2(capsys):

@@ -145,7 +145,9 @@ def _no_driver(monkeypatch):
 def test_cuda_without_driver_exits_3_with_fix(capsys, monkeypatch):
     _no_driver(monkeypatch)
     code, out, err = run_cli(capsys, "bench", "--backend", "cuda", "--json")
-    assert code == 3 and "no NVIDIA driver" in err and "fix:" in err and out == ""
+    assert code == 3 and "no NVIDIA driver" in err and "fix:" in err
+    d = json.loads(out)  # --json: one object on stdout whatever the outcome
+    assert d["status"] == "unavailable" and d["exit_code"] == 3 and d["fix"] == "install the NVIDIA driver"
 
 
 def test_auto_falls_back_to_sim_and_says_so(capsys, monkeypatch):
@@ -268,3 +270,31 @@ def test_tables_to_a_pipe_are_log_width_and_a_terminal_or_columns_keeps_its_own(
     monkeypatch.setenv("COLUMNS", "abc")
     monkeypatch.setattr(output.sys, "stdout", Tty())  # a terminal whose size cannot be read
     assert output.stdout_console().width == output.LOG_WIDTH
+
+
+@pytest.mark.parametrize("argv, code, field", [
+    (["bench", "--backend", "sim", "--block-size", "999x999", "--json"], 2, "BLOCK_SIZE"),
+    (["bench", "--backend", "sim", "--iterations", "abc", "--json"], 2, "--iterations"),
+    (["history", "--limit", "0", "--json"], 2, "--limit"),
+    (["tune", "--backend", "sim", "--budget", "0", "--json"], 2, "--budget"),
+])
+def test_every_json_command_prints_one_object_whatever_the_outcome(argv, code, field, capsys):
+    """--json prints one JSON object on stdout on exit 2 and 3 too: status, error, field, fix."""
+    import json
+
+    from engine.cli.main import main
+
+    try:
+        got = main(argv)
+    except SystemExit as exc:  # argparse's own errors
+        got = exc.code
+    out = json.loads(capsys.readouterr().out)
+    assert got == code and out["exit_code"] == code and out["status"] == "invalid"
+    assert out["field"] == field and out["error"]
+
+
+def test_the_unknown_tile_error_lists_the_tiles_once(capsys):
+    from engine.cli.main import main
+
+    assert main(["bench", "--backend", "sim", "--block-size", "999x999"]) == 2
+    assert capsys.readouterr().err.count("200x128") == 1
