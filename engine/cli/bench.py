@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from engine.cli.output import fmt, print_json, stderr_console, stdout_console
+from engine.cli.output import fmt, human, print_json, stderr_console, stdout_console
 from engine.energy import describe as describe_energy
 from engine.events import Event, LogEvent, ProgressEvent, StageEvent
 from engine.result import RunResult
@@ -131,7 +131,8 @@ def print_result(res: RunResult, notices: list[str], knobs_from: str = "default"
     if res.simulated:
         con.print("[reverse bold yellow] SIMULATED [/] timings come from the roofline model, not from a GPU")
     t = res.task
-    con.print(f"[bold]{t.get('kernel')}[/] shape={t.get('shape')} dtype={t.get('dtype')} "
+    con.print(f"[bold]{t.get('kernel')}[/] shape={'x'.join(str(v) for v in (t.get('shape') or {}).values())} "
+              f"dtype={t.get('dtype')} "
               f"BLOCK_SIZE={t.get('block_size')} MEMORY_PIPELINING={t.get('memory_pipelining') or 'off'} "
               f"fusion={'on' if t.get('fusion') else 'off'} profile={res.profile}"
               + (f" schedule={','.join(f'{k}={v}' for k, v in sorted(t['schedule'].items()))}" if t.get("schedule") else "")
@@ -186,7 +187,9 @@ def print_result(res: RunResult, notices: list[str], knobs_from: str = "default"
     if v.get("throttle_reasons_seen"):
         con.print(f"[yellow]clocks throttled during the run:[/] {', '.join(v['throttle_reasons_seen'])}")
     if v.get("other_processes"):
-        con.print(f"[yellow]other processes on the GPU:[/] {v['other_processes']}")
+        procs = "; ".join(human(p) for p in v["other_processes"]) if isinstance(v["other_processes"], list) \
+            else human(v["other_processes"])
+        con.print(f"[yellow]other processes on the GPU:[/] {procs}", highlight=False)
     if res.error:
         con.print(f"[red]{res.error}[/]")
     if res.run_id is not None:

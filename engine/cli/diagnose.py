@@ -23,7 +23,7 @@ from typing import IO, Any
 from rich.markup import escape
 from rich.table import Table
 
-from engine.cli.output import print_json, stdout_console
+from engine.cli.output import human, print_json, stdout_console
 from engine.errors import InputError
 
 HEAD_BYTES = 4 * 2**20
@@ -250,7 +250,7 @@ def run(args: argparse.Namespace) -> int:
     for col in ("rule", "cause", "fix", "evidence"):
         t.add_column(col, overflow="fold")
     for m in matches:
-        extra = "".join([f"\n[bold]knob:[/] {escape(str(m.knob))}" if m.knob else "",
+        extra = "".join([f"\n[bold]knob:[/] {escape(human(m.knob))}" if m.knob else "",
                          f"\n[bold]command:[/] {escape(m.command)}" if m.command else "",
                          "\n[yellow]the engine process must restart[/]" if m.sticky else ""])
         t.add_row(f"[bold]{escape(m.title)}[/]\n[dim]{m.id}[/]", escape(m.cause), escape(m.fix) + extra,

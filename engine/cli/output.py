@@ -83,3 +83,19 @@ def fmt(v: Any, spec: str = ".4g", unit: str = "") -> str:
     if isinstance(v, float):
         return f"{v:{spec}}{unit}"
     return f"{v}{unit}"
+
+
+def human(value: Any) -> str:
+    """A value as a person reads it, never a Python repr: lists joined with commas, tables as
+    ``key=value`` pairs, None as '-', booleans as yes/no, floats without noise."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={human(v)}" for k, v in value.items()) or "-"
+    if isinstance(value, (list, tuple, set)):
+        return ", ".join(human(v) for v in value) or "-"
+    return str(value)

@@ -8,7 +8,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from engine.cli.output import print_json, stderr_console, stdout_console
+from engine.cli.output import human, print_json, stderr_console, stdout_console
 from engine.profiles import load_profiles
 
 
@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
             con = stdout_console()
             t = Table(title=Text(f"{prof.display_name} ({prof.name})"), show_header=False)
             for k, v in prof.model_dump(mode="json").items():
-                t.add_row(k, Text(str(v)))  # Text: a user profile's '[...]' is not rich markup
+                t.add_row(k, Text(human(v)))  # Text: a user profile's '[...]' is not rich markup
             con.print(t)
         return 0
     device, problem = detected_device()

@@ -298,3 +298,18 @@ def test_the_unknown_tile_error_lists_the_tiles_once(capsys):
 
     assert main(["bench", "--backend", "sim", "--block-size", "999x999"]) == 2
     assert capsys.readouterr().err.count("200x128") == 1
+
+
+def test_human_output_prints_no_python_reprs(capsys, tmp_path):
+    """Lists, tables and None read as text, not as Python's repr."""
+    from engine.cli.main import main
+    from engine.cli.output import human
+
+    assert human(["h200-sxm"]) == "h200-sxm" and human({"fp32": 66.9, "bf16": 989.4}) == "fp32=66.9, bf16=989.4"
+    assert human(None) == "-" and human(True) == "yes" and human({"block_size": "smaller"}) == "block_size=smaller"
+    assert main(["profiles", "h200"]) == 0
+    out = capsys.readouterr().out
+    assert "['" not in out and "{'" not in out and "None" not in out
+    assert main(["bench", "--backend", "sim", "--store", str(tmp_path / "s.db")]) == 0
+    out = capsys.readouterr().out
+    assert "shape=8192x2560x2560" in out and "{'" not in out
