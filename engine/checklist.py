@@ -105,9 +105,16 @@ class Checklist:
         if step == "baseline":
             runs = [r for r in self._runs(profile) if r.median_ms]
             where = f"profile {profile}" if profile else "any profile"
-            return (True, f"run #{runs[-1].id} on {where}: {runs[-1].median_ms:.4g} ms") if runs else (
-                False, f"no stored ok run for {where}")
+            if runs:
+                return True, f"run #{runs[-1].id} on {where}: {runs[-1].median_ms:.4g} ms"
+            sim = [r for r in self.store.list(profile=profile, limit=500, status="ok") if r.simulated]
+            why = (f"; {len(sim)} SIMULATED run(s) stored do not count: a baseline guards a real GPU's "
+                   "performance, which the simulated device does not measure") if sim else ""
+            return False, f"no ok run on a real GPU stored for {where}{why}"
         if step == "tuned" and not saved.get("source") == "manual":
+            tuned = [e for e in self.store.list_tuned() if not e["simulated"]]
+            if tuned:
+                return True, f"{len(tuned)} shape(s) tuned on {', '.join(sorted({e['gpu'] for e in tuned}))} (tui tune)"
             runs = self._runs(profile)
             combos = {(r.block_size, r.memory_pipelining, r.fusion) for r in runs}
             if len(combos) >= 2:

@@ -86,3 +86,23 @@ def test_undo_reset_and_unknown_step(store: ResultStore) -> None:
     assert not any(s.done for s in cl.steps())
     with pytest.raises(InputError):
         cl.mark("coffee", True)
+
+
+def test_simulated_runs_are_said_not_to_count_and_a_tune_ticks_tuned(tmp_path, monkeypatch):
+    """The baseline step said 'no stored ok run' while History listed ok (simulated) runs."""
+    from engine.checklist import Checklist
+    from engine.runner import prepare, run_prepared
+    from engine.store import ResultStore
+    from engine.task import TaskSpec
+
+    monkeypatch.setenv("SOL_SIM_DELAY", "0")
+    store = ResultStore(tmp_path / "s.db")
+    run_prepared(prepare(TaskSpec(backend="sim", iterations=5)), store=store)
+    steps = {st.id: st for st in Checklist(store).steps()}
+    assert not steps["baseline"].done and "1 SIMULATED run(s) stored do not count" in steps["baseline"].detail
+    store.put_tuned({"gpu": "NVIDIA H200", "sm_count": 132, "kernel": "gemm_residual", "source_hash": "x",
+                     "dtype": "bf16", "shape": "k=1,m=1,n=1", "fusion": 1, "regime": "burst", "block_size": "8x16",
+                     "memory_pipelining": 6, "schedule": {}, "median_ms": 0.01, "default_ms": None,
+                     "candidates": 3, "simulated": 0, "tuned_at": "t", "host": "h", "origin": None})
+    steps = {st.id: st for st in Checklist(store).steps()}
+    assert steps["tuned"].done and "NVIDIA H200" in steps["tuned"].detail
