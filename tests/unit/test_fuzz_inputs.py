@@ -343,3 +343,19 @@ def test_sim_slice_stays_within_its_memory_budget(kernel, dims):
     small = sim_slice(spec, task, shape)
     assert host_bytes(spec, task, small) <= SIM_MAX_BYTES
     assert all(1 <= small[d] <= shape[d] for d in spec.dims)
+
+
+@fuzz(60)
+@given(data=st.one_of(st.binary(max_size=3000),
+                      st.text(max_size=2000).map(lambda t: t.encode("utf-8", "surrogatepass")),
+                      st.text(max_size=500).map(lambda t: t.encode("utf-16")),
+                      st.lists(st.sampled_from(["cudaFuncSetAttribute ", "Xid (", "CUDA error: ", "NaN ",
+                                                "out of memory", "(", ")", "\n", "SOL=", "LnkSta "]),
+                               max_size=400).map(lambda xs: "".join(xs).encode())))
+def test_diagnose_input(data, tmp_path_factory):
+    """Any bytes given to tui diagnose: exit 0 (matched) or 1 (nothing), no traceback, no hang."""
+    path = tmp_path_factory.mktemp("diag") / "log.txt"
+    path.write_bytes(data)
+    code, out, err = run_main(["diagnose", str(path), "--json"])
+    assert code in (0, 1), err
+    strict_json(out)
