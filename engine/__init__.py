@@ -40,6 +40,7 @@ _EXPORTS: dict[str, str] = {
     # telemetry, checks, rules, checklist
     "TelemetrySampler": "engine.telemetry", "GpuTelemetry": "engine.telemetry", "Snapshot": "engine.telemetry",
     "nvml_sampler": "engine.telemetry", "simulated_sampler": "engine.telemetry",
+    "gpu_processes": "engine.telemetry",
     "HARMFUL_THROTTLE_MASK": "engine.nvml", "run_checks": "engine.checks", "checks_summary": "engine.checks",
     "match_text": "engine.troubleshoot", "match_check": "engine.troubleshoot",
     "match_telemetry": "engine.troubleshoot", "Checklist": "engine.checklist",

@@ -20,6 +20,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from engine.nvml import Sample
@@ -282,6 +283,59 @@ def run_load(task: Any, profile: Any) -> RunLoad | None:
         return RunLoad(tensor=max(0.0, min(0.97, tensor)), dram=max(0.0, min(0.97, dram)), memory_mib=mib)
     except Exception:  # the gauges are advisory: a task they cannot read shows the generic load
         return None
+
+
+def process_info(pid: int) -> dict[str, Any]:
+    """The user, command line and parent of ``pid``: from psutil where it is installed, else from
+    /proc; None each where unknown (another PID namespace, as in a container; no rights)."""
+    out: dict[str, Any] = {"user": None, "command": None, "ppid": None}
+    try:
+        import psutil
+    except ImportError:
+        psutil = None
+    if psutil is not None:
+        try:
+            p = psutil.Process(pid)
+        except Exception:  # gone, or another PID namespace
+            return out
+        with p.oneshot():
+            for key, read in (("ppid", p.ppid), ("user", p.username),
+                              ("command", lambda: " ".join(p.cmdline()) or p.name())):
+                try:
+                    out[key] = read()
+                except Exception:  # no rights to this field: the others stay
+                    pass
+        return out
+    proc = Path("/proc") / str(pid)
+    try:
+        import pwd
+
+        out["user"] = pwd.getpwuid(proc.stat().st_uid).pw_name
+    except (ImportError, OSError, KeyError):
+        pass
+    try:
+        out["command"] = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip() or None
+    except OSError:
+        pass
+    try:
+        out["ppid"] = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        pass
+    return out
+
+
+def gpu_processes(index: int) -> list[dict[str, Any]] | None:
+    """The processes on GPU ``index`` as nvitop lists them: ``engine.nvml.gpu_processes``' rows
+    (pid, name, kind, used_mib) with ``process_info``'s user, command and ppid; None when NVML does
+    not say (no driver, or a driver without the query)."""
+    from engine import nvml
+    from engine.errors import BackendUnavailable
+
+    try:
+        rows = nvml.gpu_processes(index)
+    except BackendUnavailable:
+        return None
+    return None if rows is None else [{**r, **process_info(r["pid"])} for r in rows]
 
 
 def nvml_sampler(interval_s: float = 0.5, history_s: float = 300.0) -> TelemetrySampler:

@@ -94,3 +94,53 @@ def test_history_after_two_runs(snap_compare, make, size):
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=size, run_before=two_runs)
+
+
+def test_run_roofline_narrow(snap_compare, make):
+    """At 80x24 the roofline is behind p: it takes the report's place, under the badge."""
+    app = make(start_mode="run")
+
+    async def run_and_plot(pilot):
+        await pilot.press("r")
+        await wait_for_run(pilot, app)
+        await pilot.press("p")
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_and_plot)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=_ids)
+def test_run_suspect_with_measured_ceilings(snap_compare, make, size):
+    """A GPU-like result (fabricated) run throttled beside another process, on a calibrated
+    machine: the badge says suspect and why; the roofline has both pairs of roofs."""
+    from tests.tui.test_validity_roofline import THROTTLED, fabricated
+    from tui.screens.run import RunScreen
+
+    app = make(start_mode="run")
+
+    async def show(pilot):
+        app.screen.post_message(RunScreen.Finished(fabricated(THROTTLED, measured=True)))
+        await pilot.pause()
+        if size[0] < 110:
+            await pilot.press("p")
+        else:  # the summary of a GPU run is longer: the badge and the whole roofline in view
+            app.screen.query_one("#run-body").scroll_end(animate=False)
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=size, run_before=show)
+
+
+def test_live_with_processes(snap_compare, make):
+    from tests.tui.conftest import wait_until
+    from tests.tui.test_live_processes import fake_processes, gpu_sampler
+
+    app = make(start_mode="live", telemetry=gpu_sampler())
+
+    async def list_them(pilot):
+        app.screen.process_source = fake_processes
+        app.screen.refresh_view()
+        await wait_until(pilot, lambda: app.screen.process_rows.get(0), what="the process list")
+        app.screen.refresh_view()
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=(80, 24), run_before=list_them)

@@ -162,3 +162,18 @@ def test_simulated_gauges_follow_the_profile_and_the_kernel():
     assert norm.mem_used_mib > 1000  # its buffers: [32768, 4096] x 4 tensors
     sampler.set_run_active(False)
     assert sampler.sim_source(0).tensor_activity_pct == 0
+
+
+def test_gpu_processes_adds_user_command_and_parent(monkeypatch):
+    """The Live screen's process list: NVML's rows with the user, command and parent filled in."""
+    import os
+
+    from engine import nvml, telemetry
+
+    monkeypatch.setattr(nvml, "gpu_processes", lambda i: [{"pid": os.getpid(), "name": "python",
+                                                          "kind": "compute", "used_mib": 512.0}])
+    rows = telemetry.gpu_processes(0)
+    assert rows and rows[0]["pid"] == os.getpid() and rows[0]["used_mib"] == 512.0
+    assert rows[0]["ppid"] == os.getppid() and rows[0]["command"] and rows[0]["user"]
+    monkeypatch.setattr(nvml, "gpu_processes", lambda i: None)
+    assert telemetry.gpu_processes(0) is None

@@ -1,22 +1,45 @@
-"""Live: per-GPU gauges from the telemetry sampler's ring buffer, with sparklines of the last
-minutes. The screen pulls the latest snapshot on a timer and pauses while hidden."""
+"""Live: per-GPU gauges from the telemetry sampler's ring buffer, with sparklines over a time
+axis, and the processes on each GPU. The screen pulls the latest snapshot on a timer and pauses
+while hidden; the process list is read in a worker, one read at a time."""
 
 from __future__ import annotations
 
+import getpass
+import os
+from collections.abc import Callable
 from typing import Any
 
 from rich.text import Text
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
+from textual.message import Message
 from textual.widgets import Static
 
+import engine
 from engine import HARMFUL_THROTTLE_MASK, GpuTelemetry, Snapshot
 from tui.screens.base import CockpitScreen
 from tui.widgets.format import fmt, fmt_kbps, fmt_mib
-from tui.widgets.gauge import render_gauge
+from tui.widgets.gauge import render_gauge, time_scale_line
+from tui.widgets.processes import render_processes, simulated_processes
 
 REFRESH_S = 1.0
+ProcessSource = Callable[[int], list[dict[str, Any]] | None]
+"""Returns the processes on GPU ``index`` (``engine.gpu_processes``' rows); None: not reported."""
+NO_PROCESS_LIST = "this engine cannot list GPU processes (it has no gpu_processes)"
+
+
+def engine_process_source() -> ProcessSource | None:
+    """``engine.gpu_processes`` where the engine offers it; None before it does."""
+    return getattr(engine, "gpu_processes", None)
+
+
+def current_user() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # no user name in this environment (containers without a passwd entry)
+        return str(os.getuid()) if hasattr(os, "getuid") else "?"
 
 
 def gauge_specs(s: Any) -> list[tuple[str, str, float | None, float | None, str]]:
@@ -40,8 +63,10 @@ def gauge_specs(s: Any) -> list[tuple[str, str, float | None, float | None, str]
     ]
 
 
-def render_gpu(gpu: GpuTelemetry, width: int, history: dict[str, list[float | None]] | None) -> Text:
-    """One GPU's panel: a state line, the gauges, and the throttle reasons in words."""
+def render_gpu(gpu: GpuTelemetry, width: int, history: dict[str, list[float | None]] | None,
+               scale: tuple[float, int] | None = None) -> Text:
+    """One GPU's panel: a state line, the gauges, the sparklines' time scale (``scale``: the
+    sampler's interval in seconds and the samples it keeps) and the throttle reasons in words."""
     out = Text(no_wrap=True, overflow="crop")
     head = f"GPU {gpu.index}"
     if gpu.simulated:
@@ -61,6 +86,11 @@ def render_gpu(gpu: GpuTelemetry, width: int, history: dict[str, list[float | No
         out.append("\n")
         hist = history.get(metric) if history is not None else None
         out.append_text(render_gauge(label, value, maximum, text, width, history=hist))
+    if history is not None and scale is not None:
+        axis = time_scale_line(width, *scale)
+        if axis.plain.strip():
+            out.append("\n")
+            out.append_text(axis)
     reasons = s.throttle_reasons
     harmful = bool((s.throttle_mask or 0) & HARMFUL_THROTTLE_MASK)
     out.append("\nThrottle   ", style="bold")
@@ -71,13 +101,21 @@ def render_gpu(gpu: GpuTelemetry, width: int, history: dict[str, list[float | No
     return out
 
 
-def render_snapshot(snap: Snapshot, width: int, histories: dict[int, dict[str, list[float | None]]]) -> Text:
+def render_snapshot(snap: Snapshot, width: int, histories: dict[int, dict[str, list[float | None]]],
+                    scale: tuple[float, int] | None = None, processes: dict[int, Text] | None = None) -> Text:
+    """Every GPU's panel (``render_gpu``), each followed by its process list where given."""
     if not snap.gpus:
         text = Text("No GPU telemetry: ", style="bold red")
         text.append(snap.problem or "no GPU found")
         text.append("\nPress S to use the SIMULATED device.", style="dim")
         return text
-    parts = [render_gpu(g, width, histories.get(g.index)) for g in snap.gpus]
+    parts = []
+    for g in snap.gpus:
+        part = render_gpu(g, width, histories.get(g.index), scale)
+        if processes is not None and g.index in processes:
+            part.append("\n")
+            part.append_text(processes[g.index])
+        parts.append(part)
     return Text("\n\n", no_wrap=True).join(parts)
 
 
@@ -90,10 +128,24 @@ class LiveScreen(CockpitScreen):
         Binding("s", "toggle_sparklines", "Sparklines", tooltip="Show or hide the sparklines"),
     ]
 
+    class ProcessesRead(Message):
+        """The processes of each GPU (None: not readable, with ``error``), from the worker."""
+
+        def __init__(self, rows: dict[int, list[dict[str, Any]] | None], error: str = "") -> None:
+            super().__init__()
+            self.rows, self.error = rows, error
+
     def __init__(self) -> None:
         super().__init__()
         self.paused = False
         self.sparklines = True
+        self.process_source: ProcessSource | None = None
+        """Where the process list comes from; None: ``engine.gpu_processes`` on a GPU, the simulated
+        run on the simulated device. Tests set a fake."""
+        self.process_rows: dict[int, list[dict[str, Any]] | None] = {}
+        """The last process list read, per GPU index."""
+        self.process_note = ""
+        self._reading = False
 
     def compose_body(self) -> ComposeResult:
         with VerticalScroll(id="live-body"):
@@ -119,11 +171,53 @@ class LiveScreen(CockpitScreen):
             for g in snap.gpus:
                 histories[g.index] = {m: tel.history(m, g.index) for _, m, *_ in gauge_specs(g.sample)} \
                     if g.sample is not None else {}
+        self._update_processes(snap)
         width = max(40, self.query_one("#live-gpus", Static).size.width or self.size.width - 2)
-        text = render_snapshot(snap, width, histories if self.sparklines else {})
+        procs = {g.index: render_processes(self.process_rows[g.index], width, self.process_note, os.getpid())
+                 if g.index in self.process_rows else Text("Processes  reading...", style="dim")
+                 for g in snap.gpus}
+        text = render_snapshot(snap, width, histories if self.sparklines else {},
+                               (tel.interval_s, tel.maxlen), procs)
         if self.paused:
             text.append("\n(paused: p resumes)", style="yellow")
         self.query_one("#live-gpus", Static).update(text)
+
+    def _update_processes(self, snap: Snapshot) -> None:
+        """The simulated run's process at once (no GPU to ask); else a read in the worker, when
+        the previous one has finished (the list shows on the next refresh)."""
+        indices = [g.index for g in snap.gpus]
+        source = self.process_source
+        if source is None and snap.simulated:
+            task = self.app.task_spec.label()
+            rows = simulated_processes(getattr(self.app.telemetry, "sim_source", None), task, current_user())
+            self.process_rows = dict.fromkeys(indices, rows)
+            self.process_note = "SIMULATED"
+            return
+        source = source or engine_process_source()
+        if source is None:
+            self.process_rows, self.process_note = dict.fromkeys(indices), NO_PROCESS_LIST
+            return
+        if not self._reading and indices:
+            self._reading = True
+            self._read_processes(source, indices)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="live-processes")
+    def _read_processes(self, source: ProcessSource, indices: list[int]) -> None:
+        rows: dict[int, list[dict[str, Any]] | None] = {}
+        error = ""
+        for index in indices:
+            try:
+                got = source(index)
+                rows[index] = None if got is None else list(got)
+                if got is None:
+                    error = "the driver does not report this GPU's processes"
+            except Exception as exc:  # a driver that stops answering: the gauges say so too
+                rows[index], error = None, f"{type(exc).__name__}: {exc}"
+        self.post_message(self.ProcessesRead(rows, error))
+
+    def on_live_screen_processes_read(self, message: ProcessesRead) -> None:
+        self._reading = False
+        self.process_rows, self.process_note = message.rows, message.error
 
     def action_toggle_pause(self) -> None:
         self.paused = not self.paused

@@ -1,6 +1,7 @@
-"""Run: launch the task in the engine process, follow its stages, read the result and the SOL
-bars, the peers in the same table, and the change against the previous stored run of the same
-task. Renderers are in ``tui.widgets.run_report``."""
+"""Run: launch the task in the engine process, follow its stages, read the result, whether its
+conditions were valid (the badge), the SOL bars, the peers in the same table, the roofline, and
+the change against the previous stored run of the same task. Renderers are in
+``tui.widgets.run_report``, ``tui.widgets.validity`` and ``tui.widgets.roofline``."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from textual.widgets import ProgressBar, Static
 
 from engine import CockpitError, RunResult, RunStatus, prepare, run_prepared, tuned_lookup
 from tui import diagnostics
-from tui.screens.base import CockpitScreen
+from tui.screens.base import WIDE_COLUMNS, CockpitScreen
+from tui.widgets.roofline import RooflinePlot, roofline_data
 from tui.widgets.run_report import (  # noqa: F401 (summary_text and comparison_table: tests import them here)
     comparison_table,
     failure_text,
@@ -29,6 +31,10 @@ from tui.widgets.run_report import (  # noqa: F401 (summary_text and comparison_
 )
 from tui.widgets.solbar import render_sol_bars
 from tui.widgets.stages import StageTracker
+from tui.widgets.validity import validity_badge
+
+REPORT_PARTS = ("#run-summary", "#run-cols", "#run-table", "#run-log")
+"""What the roofline takes the place of below ``WIDE_COLUMNS`` columns."""
 
 
 def previous_run(store: Any, result: RunResult) -> RunResult | None:
@@ -63,6 +69,8 @@ class RunScreen(CockpitScreen):
     BINDINGS = [
         Binding("r", "start_run", "Run", tooltip="Run the task in the engine process"),
         Binding("x", "cancel_run", "Cancel", tooltip="Cancel the run in flight (kills the engine process)"),
+        Binding("p", "toggle_plot", "Roofline",
+                tooltip="Show or hide the roofline of the last result (in place of the report when narrow)"),
     ]
 
     class EngineEvent(Message):
@@ -104,6 +112,10 @@ class RunScreen(CockpitScreen):
         self.tracker = StageTracker()
         self._cancel = threading.Event()
         self.log_lines: list[str] = []
+        self.plot_wanted: bool | None = None
+        """The roofline as ``p`` left it; None: shown on wide terminals, hidden on narrow ones."""
+        self.shown_result: RunResult | None = None
+        """The result the report shows (the badge and the roofline are of it)."""
 
     def compose_body(self) -> ComposeResult:
         with Vertical(id="run-top"):
@@ -112,11 +124,46 @@ class RunScreen(CockpitScreen):
             yield ProgressBar(id="run-progress", total=100, show_eta=False)
         with VerticalScroll(id="run-body"):
             yield Static("Press r to run the task.", id="run-summary")
+            yield Static(id="run-validity")
             with Horizontal(id="run-cols"):
                 yield Static(id="run-sol", classes="panel")
                 yield Static(id="run-compare", classes="panel")
             yield Static(id="run-table", classes="panel")
+            yield RooflinePlot(id="run-plot")
             yield Static(id="run-log", classes="log")
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.query_one("#run-validity", Static).display = False
+        self.layout_plot()
+
+    def on_resize(self, event) -> None:
+        super().on_resize(event)
+        self.layout_plot(event.size.width >= WIDE_COLUMNS)
+        self.call_after_refresh(self.refresh_badge)
+
+    def on_screen_resume(self, event) -> None:
+        super().on_screen_resume(event)
+        last = self.app.last_result
+        if last is not None and last is not self.shown_result and "run" not in self.app.work:
+            self.show_result(last, previous_run(self.app.store, last))  # a result set by another screen
+
+    def plot_shown(self, wide: bool | None = None) -> bool:
+        """Whether the roofline shows: as ``p`` left it, else on wide terminals; never without data."""
+        wide = self.has_class("-wide") if wide is None else wide
+        has = self.query_one("#run-plot", RooflinePlot).has_data
+        return has and (self.plot_wanted if self.plot_wanted is not None else wide)
+
+    def layout_plot(self, wide: bool | None = None) -> None:
+        """The roofline below the peers on wide terminals; on narrow ones in place of the report
+        (summary, bars, comparison, table, log), under the badge, as tall as the body."""
+        wide = self.has_class("-wide") if wide is None else wide
+        shown = self.plot_shown(wide)
+        plot = self.query_one("#run-plot", RooflinePlot)
+        plot.display = shown
+        plot.set_class(shown and not wide, "-alone")
+        for sel in REPORT_PARTS:
+            self.query_one(sel).display = wide or not shown
 
     def refresh_view(self, knobs: str | None = None) -> None:
         """The task line; ``knobs``: the prepared run's knobs line (else planned here the same way,
@@ -145,6 +192,9 @@ class RunScreen(CockpitScreen):
         if self.app.run_active or "run" in self.app.work:
             self.notify("A run is already in flight; x cancels it.", severity="warning")
             return
+        if not self.has_class("-wide"):  # the report shows how the run goes; p shows the roofline again
+            self.plot_wanted = None
+            self.layout_plot()
         problem = self.app.form_error()
         if problem:
             self.refresh_view()
@@ -160,6 +210,13 @@ class RunScreen(CockpitScreen):
         self.refresh_view()
         self.app.work_started("run", self._cancel)
         self._run(self.app.task_spec, self.app.profile_name, self.app.backend_choice, self._cancel, self.app.store)
+
+    def action_toggle_plot(self) -> None:
+        if not self.query_one("#run-plot", RooflinePlot).has_data:
+            self.notify("No roofline yet: r runs the task, and a run with a time draws one.", severity="warning")
+            return
+        self.plot_wanted = not self.plot_shown()
+        self.layout_plot()
 
     def action_cancel_run(self) -> None:
         if "run" in self.app.work:  # also while the engine process is still starting
@@ -227,14 +284,35 @@ class RunScreen(CockpitScreen):
         self.query_one("#run-progress", ProgressBar).update(
             progress=100 if result.ok else 100 * self.tracker.fraction())
         self.query_one("#run-stages", Static).update(self.tracker.render())
+        self.show_result(result, message.previous)
+        log = self.log_lines[-8:]
+        self.query_one("#run-log", Static).update(Text("\n".join(log), style="dim"))
+
+    def refresh_badge(self) -> None:
+        """The validity badge of the shown result, worded for the width it has."""
+        result = self.shown_result
+        if result is None or not (result.ok or result.timing is not None):
+            return
+        body = self.query_one("#run-body").size.width or self.size.width or 80
+        self.query_one("#run-validity", Static).update(validity_badge(result.validity, max(20, body - 3)))
+
+    def show_result(self, result: RunResult, previous: RunResult | None = None) -> None:
+        """The report of ``result``: summary, validity badge, SOL bars, comparison with
+        ``previous``, the table, and the roofline; or what a failed or cancelled run says."""
+        self.shown_result = result
         width = max(40, self.query_one("#run-sol", Static).size.width or 60)
+        badge = self.query_one("#run-validity", Static)
+        plot = self.query_one("#run-plot", RooflinePlot)
         if result.ok or result.timing is not None:
             self.query_one("#run-summary", Static).update(summary_text(result))
+            badge.display = True
+            self.refresh_badge()
             valid = result.correctness is None or result.correctness.correct
             self.query_one("#run-sol", Static).update(render_sol_bars(result.sol, result.solexec_score, width, valid))
             self.query_one("#run-table", Static).update(result_table(
                 result, wide=self.has_class("-wide"), width=self.query_one("#run-table", Static).size.width))
-            self.query_one("#run-compare", Static).update(comparison_table(result, message.previous))
+            self.query_one("#run-compare", Static).update(comparison_table(result, previous))
+            plot.show(*roofline_data(result, self.app.effective_profile()))
         else:
             cancelled = result.status == RunStatus.cancelled
             rules = [] if cancelled else result.matched_rules or diagnostics.rules_for_text(result.error or "")
@@ -242,5 +320,7 @@ class RunScreen(CockpitScreen):
             self.query_one("#run-sol", Static).update("")
             self.query_one("#run-table", Static).update("")
             self.query_one("#run-compare", Static).update("")
-        log = self.log_lines[-8:]
-        self.query_one("#run-log", Static).update(Text("\n".join(log), style="dim"))
+            badge.update("")
+            badge.display = False
+            plot.show([], [])
+        self.layout_plot()
