@@ -31,7 +31,7 @@ _EXPORTS: dict[str, str] = {
     "STAGES": "engine.events",
     # tuning
     "tune": "engine.tuner", "TuneResult": "engine.tuner", "Trial": "engine.tuner", "TuningCache": "engine.tuning_cache",
-    "tuned_lookup": "engine.tuning_cache",
+    "tuned_lookup": "engine.tuning_cache", "baseline_marks": "engine.baseline",
     # results, profiles, errors
     "RunResult": "engine.result", "RunStatus": "engine.result", "ResultStore": "engine.store",
     "ProfileSet": "engine.profiles", "load_profiles": "engine.profiles", "BUILTIN_DIR": "engine.profiles",
@@ -47,7 +47,7 @@ _EXPORTS: dict[str, str] = {
     # the headless CLI the console command hands its subcommands to
     "cli_main": "engine.cli.main", "CLI_COMMANDS": "engine.cli.main",
 }
-_RENAMED = {"checks_summary": "summary", "cli_main": "main", "CLI_COMMANDS": "COMMANDS"}
+_RENAMED = {"checks_summary": "summary", "cli_main": "main", "CLI_COMMANDS": "COMMANDS", "baseline_marks": "marks"}
 
 __all__ = ["__version__", *_EXPORTS]
 

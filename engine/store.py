@@ -94,6 +94,13 @@ class ResultStore:
         finally:
             conn.close()
 
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """A checked connection holding one transaction, for modules that keep their own table
+        (``engine.baseline``): committed when the block ends, rolled back when it raises."""
+        with self._conn() as conn:
+            yield conn
+
     def _damaged(self, what: str, table: str, row_id: Any) -> InputError:
         return store_error(self.path, f"{table} row {row_id}: {what}",
                            fix=f"delete that row (sqlite3 '{self.path}' \"DELETE FROM {table} WHERE rowid = {row_id}\") "

@@ -88,7 +88,25 @@ CREATE TABLE IF NOT EXISTS kv (
     updated_at TEXT NOT NULL,
     PRIMARY KEY (host, key)
 );
+CREATE TABLE IF NOT EXISTS baselines (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    kernel TEXT NOT NULL,
+    shape TEXT NOT NULL,
+    dtype TEXT NOT NULL,
+    gpu TEXT NOT NULL,
+    median_ms REAL NOT NULL,
+    tolerance_pct REAL,
+    run_id INTEGER,
+    source TEXT NOT NULL,
+    simulated INTEGER NOT NULL,
+    fingerprint TEXT NOT NULL,
+    set_at TEXT NOT NULL,
+    host TEXT NOT NULL,
+    UNIQUE (kernel, shape, dtype, gpu)
+);
 """
+"""Every table is created IF NOT EXISTS on each connection: a store made before a table existed
+gains it, empty, the first time it is opened, and no existing table changes."""
 
 
 def _schema_columns() -> dict[str, set[str]]:

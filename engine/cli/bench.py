@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from engine.cli.baseline_cmd import add_bench_args, bench_guard, print_verdict
 from engine.cli.output import fmt, human, print_json, stderr_console, stdout_console
 from engine.energy import describe as describe_energy
 from engine.events import Event, LogEvent, ProgressEvent, StageEvent
@@ -80,6 +81,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-store", action="store_true", help="do not save the result")
     p.add_argument("--untuned", action="store_true",
                    help="use the kernel's default knobs even where the tuning cache has a tuned entry")
+    add_bench_args(p)
     p.set_defaults(func=run)
 
 
@@ -208,6 +210,7 @@ def run(args: argparse.Namespace) -> int:
     if store is not None:
         store.check()
     prep = prepare(task, args.profile, store=None if args.untuned else (store or ResultStore(args.store)))
+    guard = bench_guard(args, prep)  # --against-baseline: found before anything runs
     err = stderr_console()
     for n in prep.notices:
         err.print(f"[yellow]{n}[/]")
@@ -220,13 +223,18 @@ def run(args: argparse.Namespace) -> int:
         except CockpitError as exc:
             not_stored = exc
     knobs_from = prep.plan.source_label if prep.plan else "default"
+    verdict = None if guard is None else guard.judge(res)
     if args.json:
         out = res.summary_json()
         out["notices"] = prep.notices
         out["knobs_from"] = knobs_from
+        if verdict is not None:
+            out["against_baseline"] = verdict.to_json()
         print_json(out)
     else:
         print_result(res, prep.notices, knobs_from)
+        if verdict is not None:
+            print_verdict(verdict)
     if not_stored is not None:
         print(f"error: the run was not stored: {not_stored}", file=sys.stderr)
-    return 0 if res.ok else 1
+    return 0 if res.ok and not (verdict is not None and verdict.regression) else 1

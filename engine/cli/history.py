@@ -8,6 +8,7 @@ from pathlib import Path
 from rich.table import Table
 from rich.text import Text
 
+from engine.baseline import marks as baseline_marks
 from engine.cli.output import fmt, print_json, stdout_console
 from engine.store import ResultStore
 
@@ -48,8 +49,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     store = ResultStore(args.store)
     recs = store.list(kernel=args.kernel, profile=args.profile, limit=args.limit)
+    marks = baseline_marks(store, recs)  # run id -> its median over its baseline's (tui baseline)
     if args.json:
-        print_json({"store": str(store.path), "runs": [r.to_dict() for r in recs]})
+        print_json({"store": str(store.path), "runs": [r.to_dict() | {
+            "baseline_ratio": marks.get(r.id, {}).get("ratio"), "regression": marks.get(r.id, {}).get("regression")}
+            for r in recs]})
         return 0
     t = Table(title=Text(f"runs in {store.path}"))  # Text: a path or a stored '[...]' is not rich markup
     for col in ("id", "when", "kernel", "shape", "dtype", "knobs", "profile", "backend", "status", "median ms",
@@ -59,7 +63,9 @@ def run(args: argparse.Namespace) -> int:
         knobs = f"{r.block_size}/{r.memory_pipelining or 'off'}/{'fused' if r.fusion else 'unfused'}"
         t.add_row(*(Text(str(c)) for c in (
             r.id, r.created_at.replace("T", " ")[:19], r.kernel, "x".join(str(v) for v in r.shape.values()),
-            r.dtype or "", knobs, r.profile, "SIMULATED" if r.simulated else r.backend, r.status,
+            r.dtype or "", knobs, r.profile, "SIMULATED" if r.simulated else r.backend,
+            r.status + (f" REGRESSION {(marks[r.id]['ratio'] - 1) * 100:+.1f}%" if marks.get(r.id, {}).get("regression")
+                        else ""),
             fmt(r.median_ms, ".4f"), fmt(r.tflops, ".1f"), fmt(r.sol_pct, ".1f"),
             "-" if r.correct is None else ("yes" if r.correct else "NO"))))
     stdout_console().print(t)

@@ -23,6 +23,10 @@ COMMANDS = {
     "diagnose": "engine.cli.diagnose",
     "checklist": "engine.cli.checklist_cmd",
     "report": "engine.cli.report",
+    "serve": "engine.cli.serve_cmd",
+    "baseline": "engine.cli.baseline_cmd",
+    "batch": "engine.cli.batch_cmd",
+    "exporter": "engine.cli.exporter_cmd",
 }
 """Command name -> module with ``register(subparsers)`` and ``run(args) -> int``."""
 

@@ -13,7 +13,7 @@ from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import DataTable, Select, Static
 
-from engine import CockpitError, kernel_names
+from engine import CockpitError, baseline_marks, kernel_names
 from tui.screens.base import CockpitScreen
 from tui.screens.compare import CompareScreen
 from tui.widgets.history_rows import COLUMNS, SORTABLE, history_row, row_cells, sort_rows
@@ -84,7 +84,8 @@ class HistoryScreen(CockpitScreen):
         store = self.app.store
         try:
             records = store.list(kernel=kernel, profile=profile, limit=LIMIT)
-            rows = [history_row(r, store.get(r.id)) for r in records]
+            marks = baseline_marks(store, records)  # runs slower than their baseline (tui baseline)
+            rows = [history_row(r, store.get(r.id), marks.get(r.id)) for r in records]
         except CockpitError as exc:
             self.post_message(self.Loaded([], exc.message))
             return

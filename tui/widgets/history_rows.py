@@ -30,10 +30,11 @@ def when_text(created_at: str | None) -> str:
         return "-"
 
 
-def history_row(record: Any, result: Any = None) -> dict[str, Any]:
+def history_row(record: Any, result: Any = None, mark: dict[str, Any] | None = None) -> dict[str, Any]:
     """A stored run (the store's summary record, and its full result when read) as a row.
     ``tuned``: whether the knobs came from this GPU's tuning cache (the plan's source label starts
-    'tuned'); None while the result does not record it (``RunResult.knobs_from``, requested)."""
+    'tuned'); None while the result does not record it (``RunResult.knobs_from``, requested).
+    ``mark``: the run against its baseline (``engine.baseline.marks``), None without one."""
     task = getattr(result, "task", None) or {}
     knobs_from = getattr(result, "knobs_from", None)
     return {
@@ -42,6 +43,7 @@ def history_row(record: Any, result: Any = None) -> dict[str, Any]:
         "pipe": record.memory_pipelining, "iterations": task.get("iterations"), "median_ms": record.median_ms,
         "sol_pct": record.sol_pct, "profile": record.profile, "simulated": record.simulated,
         "tuned": None if knobs_from is None else str(knobs_from).startswith("tuned"),
+        "baseline_ratio": (mark or {}).get("ratio"), "regression": bool((mark or {}).get("regression")),
     }
 
 
@@ -49,9 +51,12 @@ def row_cells(row: dict[str, Any], marked: bool) -> tuple[Any, ...]:
     """The cells of one row, in ``COLUMNS`` order."""
     pipe = row.get("pipe")
     tuned = row.get("tuned")
+    status = Text(row["status"], style="green" if row["status"] == "ok" else "red")
+    if row.get("regression"):  # slower than its baseline by more than the tolerance
+        status = Text(f"{row['status']} REGR {(row['baseline_ratio'] - 1) * 100:+.0f}%", style="bold red")
     return (
         "*" if marked else " ", f"#{row['id']}", when_text(row.get("created_at")),
-        Text(row["status"], style="green" if row["status"] == "ok" else "red"), row["kernel"],
+        status, row["kernel"],
         fmt_shape(row.get("shape")), row.get("dtype") or "-", row.get("block_size") or "-",
         "-" if pipe is None else ("off" if pipe == 0 else str(pipe)),
         "-" if row.get("iterations") is None else str(row["iterations"]),
