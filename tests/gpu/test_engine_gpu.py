@@ -75,7 +75,14 @@ KERNELS = ["gemm_residual", "gemm_residual_mma"]
 (FFMA for fp32) forced on this GPU."""
 
 
+COMBO_SHAPES = ((777, 1024, 512), (33, 1024, 520))
+"""Where every knob combination runs: a prefill-like M for the wgmma tiles, a decode M for the
+decode path's tiles (valid only at M <= 64)."""
+
+
 def _knob_combos(dtype: str, kernel: str = "gemm_residual"):
+    """Every (block size, stages, fusion) with the first of COMBO_SHAPES where the kernel's own
+    validation accepts it; a combination no shape accepts comes with shape None (a failure)."""
     from engine.profiles import load_profiles
 
     spec = get_spec(kernel)
@@ -83,7 +90,10 @@ def _knob_combos(dtype: str, kernel: str = "gemm_residual"):
     for bs in spec.block_size_options(limits, dtype):
         for st in spec.pipelining_options(limits, dtype, bs):
             for fusion in (True, False):
-                yield bs, st, fusion
+                shape = next((sh for sh in COMBO_SHAPES if not spec.check(
+                    TaskSpec(kernel=kernel, shape=dict(zip("mnk", sh, strict=True)), dtype=dtype,
+                             block_size=bs, memory_pipelining=st, fusion=fusion), limits)), None)
+                yield bs, st, fusion, shape
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
@@ -98,13 +108,13 @@ def test_odd_m_correct(kernel, dtype, m):
 
 def _precompile(args):
     """Compile one variant into the kernel cache (runs in a worker process; NVRTC needs no GPU)."""
-    kernel, dtype, bs, st, fusion, cache = args
+    kernel, dtype, bs, st, fusion, shape, cache = args
     import os
 
     os.environ["SOL_COCKPIT_CACHE_DIR"] = cache
     from engine.backends.cuda import compile_cubin, compile_inputs, device_limits
 
-    task = TaskSpec(kernel=kernel, shape={"m": 777, "n": 1024, "k": 512}, dtype=dtype, block_size=bs,
+    task = TaskSpec(kernel=kernel, shape=dict(zip("mnk", shape, strict=True)), dtype=dtype, block_size=bs,
                     memory_pipelining=st, fusion=fusion)
     limits, _ = device_limits(0, "h200")
     compile_cubin(*compile_inputs(get_spec(kernel).build(task, limits), limits))
@@ -120,10 +130,12 @@ def test_every_knob_combination_correct(kernel, dtype):
     combos = list(_knob_combos(dtype, kernel))
     cache = os.environ["SOL_COCKPIT_CACHE_DIR"]
     with ProcessPoolExecutor(max_workers=min(16, os.cpu_count() or 2), mp_context=mp.get_context("spawn")) as ex:
-        list(ex.map(_precompile, [(kernel, dtype, bs, st, f, cache) for bs, st, f in combos]))
-    failures = []
-    for bs, st, fusion in combos:
-        res = _backend_run(TaskSpec(kernel=kernel, shape={"m": 777, "n": 1024, "k": 512}, dtype=dtype, block_size=bs,
+        list(ex.map(_precompile, [(kernel, dtype, bs, st, f, sh, cache) for bs, st, f, sh in combos if sh]))
+    failures = [(bs, st, fusion, "no shape accepts it") for bs, st, fusion, sh in combos if sh is None]
+    for bs, st, fusion, shape in combos:
+        if shape is None:
+            continue
+        res = _backend_run(TaskSpec(kernel=kernel, shape=dict(zip("mnk", shape, strict=True)), dtype=dtype, block_size=bs,
                                     memory_pipelining=st, fusion=fusion, warmup=1, iterations=2, peers=False))
         if res.status is not RunStatus.ok:
             failures.append((bs, st, fusion, res.status.value, (res.error or "")[:200]))
@@ -279,7 +291,7 @@ def test_fit_tiles_correct(monkeypatch, dtype):
     fusion off, one tile a CTA, forced 2x1 clusters: correct, every element written, reported."""
     from kernels import gemm_residual_sm90 as sm90
 
-    real = sm90.build
+    real = sm90.plan
     failures = []
     for bs, st, shape, fusion, expect in (
             (None, None, (2500, 2600, 2560), True, {"tile": "128x208x64"}),
@@ -303,12 +315,12 @@ def test_fit_tiles_correct(monkeypatch, dtype):
         kw.update(cluster=2, streamk=False)
         return real(*a, **kw)
 
-    monkeypatch.setattr(sm90, "build", clustered)
+    monkeypatch.setattr(sm90, "plan", clustered)
     for bs, st, shape in (("128x208", 4, (2500, 2560, 2560)), ("128x144", 4, (3400, 2600, 704)),
                           ("128x192", 4, (2083, 2504, 520))):
         if (wrong := _wrong(dtype, shape, bs, st, cluster=lambda c: (c or "").startswith("2x1"))) is not None:
             failures.append(("cluster 2x1", wrong))
-    monkeypatch.setattr(sm90, "build", real)
+    monkeypatch.setattr(sm90, "plan", real)
     assert failures == []
 
 
@@ -445,7 +457,7 @@ def test_half_tail_with_few_ctas_and_many_halves(monkeypatch, dtype):
     count of units per CTA), on both ping-pong tiles: correct, every element written."""
     from kernels import gemm_residual_sm90 as sm90
 
-    real = sm90.build
+    real = sm90.plan
     failures = []
     for bs, st, shape, sched in (("128x128", 5, (1000, 1032, 520), (7, 3)),
                                  ("128x160", 4, (1000, 1000, 200), (5, 0)),
@@ -455,10 +467,10 @@ def test_half_tail_with_few_ctas_and_many_halves(monkeypatch, dtype):
             kw.update(schedule=sched, half_tail=True, pingpong=True, cluster=1, streamk=False)
             return real(task, limits, block_size, stages, *a, **kw)
 
-        monkeypatch.setattr(sm90, "build", forced)
+        monkeypatch.setattr(sm90, "plan", forced)
         if (wrong := _wrong(dtype, shape, bs, st, schedule=lambda s: "64-row halves" in (s or ""))) is not None:
             failures.append((sched, wrong))
-    monkeypatch.setattr(sm90, "build", real)
+    monkeypatch.setattr(sm90, "plan", real)
     assert failures == []
 
 
