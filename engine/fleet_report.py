@@ -1,0 +1,274 @@
+"""The per-host report a fleet job writes (``tui fleet-report``) and ``tui fleet`` reads: the
+host's environment checks as ``tui check --json`` prints them and one seed bench per GPU as
+``tui bench --json`` prints it, with a schema name and version so a reader can refuse what it does
+not know.
+
+The report is built in one process rather than glued from two command outputs in a job script: the
+container needs no shell tools (jq), the file is written atomically (a collector never reads half a
+report), and the Kubernetes and Slurm jobs run the same command.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, ValidationError
+
+from engine.errors import InputError
+
+SCHEMA = "sol-cockpit.fleet-report"
+VERSION = 1
+"""Bumped when a field changes meaning or goes away; readers refuse newer major versions."""
+MAX_REPORT_BYTES = 8 * 1024 * 1024
+"""A report is a few tens of KiB; anything far larger is not one (and is not read whole)."""
+
+
+class GpuEntry(BaseModel):
+    """One GPU the job benchmarked, as the job saw it."""
+
+    index: int
+    """Device index inside the job (after CUDA_VISIBLE_DEVICES / the scheduler's binding)."""
+    uuid: str | None = None
+    """NVML's GPU UUID (None on the simulated device): the stable identity across jobs."""
+    name: str | None = None
+    """Product name; 'SIMULATED ...' on the simulated device."""
+    driver_version: str | None = None
+    """The driver NVML reports (None on the simulated device)."""
+    pci_bus_id: str | None = None
+    """PCI bus id, to find the board in the chassis."""
+    visible_as: str | None = None
+    """The entry of CUDA_VISIBLE_DEVICES this index maps to (the host's own index or UUID), when
+    the scheduler set it."""
+
+
+class BenchEntry(BaseModel):
+    """The seed bench on one GPU."""
+
+    device: int
+    """Device index the bench ran on (as ``GpuEntry.index``)."""
+    result: dict[str, Any] | None = None
+    """The object ``tui bench --json`` prints (None when the bench could not start)."""
+    error: str | None = None
+    """Why the bench could not start (bad task, no backend), in words."""
+
+    @property
+    def ok(self) -> bool:
+        return self.result is not None and self.result.get("status") == "ok" and self.error is None
+
+    @property
+    def sol_pct(self) -> float | None:
+        v = (self.result or {}).get("sol_pct")
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+class HostReport(BaseModel):
+    """Everything one job learned about one host."""
+
+    report_schema: Literal["sol-cockpit.fleet-report"] = Field(SCHEMA, alias="schema")
+    """Always 'sol-cockpit.fleet-report': what this JSON file is."""
+    version: int = VERSION
+    """Schema version (``VERSION``)."""
+    host: str
+    """Host name (a Kubernetes node name, a Slurm node name, or the machine's host name)."""
+    time: str
+    """When the report was written, ISO 8601 in UTC."""
+    tool_version: str
+    """sol-cockpit's version."""
+    backend: str
+    """'cuda' or 'sim'. Reports of the simulated device are labelled SIMULATED wherever shown."""
+    simulated: bool
+    """True when the benches ran on the simulated device: never evidence about the host's GPUs."""
+    job: dict[str, str] = Field(default_factory=dict)
+    """Scheduler facts when present: Slurm job and step ids, Kubernetes pod and node names."""
+    gpus: list[GpuEntry] = Field(default_factory=list)
+    """The GPUs benchmarked."""
+    check: dict[str, Any] | None = None
+    """The object ``tui check --json`` prints (None with --no-checks)."""
+    benches: list[BenchEntry] = Field(default_factory=list)
+    """One seed bench per GPU, in ``gpus`` order."""
+
+    model_config = {"populate_by_name": True}
+
+    @property
+    def failed_checks(self) -> list[str]:
+        checks = (self.check or {}).get("checks") or []
+        return [str(c.get("id")) for c in checks if isinstance(c, dict) and c.get("status") == "fail"]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed_checks and all(b.ok for b in self.benches)
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True)
+
+
+def now_utc() -> str:
+    return datetime.now(timezone.utc).replace(microsecond=0).isoformat()
+
+
+def job_facts(env: dict[str, str] | os._Environ[str] | None = None) -> dict[str, str]:
+    """The scheduler's ids from the environment (Slurm's, and the pod/node names the Kubernetes
+    manifests pass through the downward API)."""
+    env = os.environ if env is None else env
+    keys = ("SLURM_JOB_ID", "SLURM_STEP_ID", "SLURM_NODELIST", "SLURM_STEP_GPUS", "CUDA_VISIBLE_DEVICES",
+            "POD_NAME", "POD_NAMESPACE", "NODE_NAME")
+    return {k: env[k] for k in keys if env.get(k)}
+
+
+def default_host(env: dict[str, str] | os._Environ[str] | None = None) -> str:
+    """The node the job runs on: Kubernetes' node name, Slurm's node, else the host name (a pod's
+    host name is the pod's, so the manifests pass NODE_NAME)."""
+    env = os.environ if env is None else env
+    return env.get("NODE_NAME") or env.get("SLURMD_NODENAME") or socket.gethostname()
+
+
+def safe_file_name(text: str) -> str:
+    """``text`` usable as a file name: letters, digits, '.', '-' and '_' kept, the rest '_'."""
+    out = "".join(c if c.isalnum() or c in ".-_" else "_" for c in text).strip(".")
+    return out or "host"
+
+
+def write_report(report: HostReport, path: Path) -> Path:
+    """Write atomically (a temporary file in the same folder, then a rename), so that a collector
+    reading the folder never sees half a report. The folder is created when missing."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise InputError(f"--out={path}: cannot write into {path.parent}: {exc.strerror or exc}",
+                         fix=f"make {path.parent} writable by uid {os.getuid()} (on a Kubernetes node: "
+                             f"install -d -o {os.getuid()} {path.parent}), or pass another --out") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(report.to_json(), f, indent=2, allow_nan=False, default=str)
+            f.write("\n")
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+class ReportProblem(Exception):
+    """A file in a fleet folder that is not a readable report: the reason, in words."""
+
+
+def read_report(path: Path) -> HostReport:
+    """One report file, or ReportProblem saying what is wrong with it (never a traceback)."""
+    try:
+        size = path.stat().st_size
+        if size > MAX_REPORT_BYTES:
+            raise ReportProblem(f"{size} bytes: larger than a report can be ({MAX_REPORT_BYTES} bytes)")
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ReportProblem(f"cannot read: {exc.strerror or exc}") from None
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ReportProblem("not UTF-8 text") from None
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise ReportProblem(f"not JSON: {getattr(exc, 'msg', exc)}"
+                            + (f" at line {exc.lineno}" if isinstance(exc, json.JSONDecodeError) else "")) from None
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        raise ReportProblem(f"not a fleet report (no \"schema\": \"{SCHEMA}\")")
+    version = data.get("version")
+    if not isinstance(version, int) or isinstance(version, bool) or version > VERSION or version < 1:
+        raise ReportProblem(f"report version {version!r} is not one this tool reads (1..{VERSION}): "
+                            "update sol-cockpit")
+    try:
+        return HostReport.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        raise ReportProblem(f"{where}: {err['msg']}") from None
+
+
+def _visible_entries(env: dict[str, str] | os._Environ[str]) -> list[str]:
+    text = env.get("CUDA_VISIBLE_DEVICES", "").strip()
+    return [p.strip() for p in text.split(",") if p.strip()] if text else []
+
+
+def _cuda_gpus(devices: list[int] | None, env: dict[str, str] | os._Environ[str]) -> list[GpuEntry]:
+    from engine import nvml
+    from engine.errors import BackendUnavailable
+
+    ok, problem, fix = nvml.probe()
+    if not ok:
+        raise BackendUnavailable(problem or "no usable GPU", fix=fix)
+    count = nvml.device_count()
+    wanted = list(range(count)) if devices is None else devices
+    bad = [d for d in wanted if not 0 <= d < count]
+    if bad:
+        raise InputError(f"--device={bad[0]}: no such GPU here (NVML sees {count})",
+                         fix=f"use an index 0..{count - 1}, or leave --device out to bench every GPU")
+    driver = nvml.driver_version()
+    visible = _visible_entries(env)
+    out = []
+    for i in wanted:
+        info = nvml.device_info(i)
+        out.append(GpuEntry(index=i, uuid=info.uuid if info else None, name=info.name if info else None,
+                            driver_version=driver, pci_bus_id=info.pci_bus_id if info else None,
+                            visible_as=visible[i] if i < len(visible) else None))
+    return out
+
+
+def check_json(profile: str | None, only: list[str] | None) -> dict[str, Any]:
+    """The object ``tui check --json`` prints (the checklist is not touched: a job's checks are
+    the fleet's, not this machine's operator's)."""
+    from engine.checks import run_checks, summary
+
+    results = run_checks(profile_name=profile, only=only)
+    return {"checks": [{"id": r.id, "title": r.title, "status": r.status, "detail": r.detail, "fix": r.fix,
+                        "rules": r.rules} for r in results],
+            "summary": summary(results), "ok": not any(r.status == "fail" for r in results)}
+
+
+def collect(task: Any, profile: str | None, devices: list[int] | None, *, checks: bool = True,
+            only: list[str] | None = None, host: str | None = None, on_event: Any = None,
+            env: dict[str, str] | os._Environ[str] | None = None) -> HostReport:
+    """Run the checks, then the seed bench (``task``, a TaskSpec) on each GPU in turn: every
+    visible GPU, or ``devices``. The simulated backend benches ``devices`` (default [0]). Knobs are
+    the kernel's defaults, not this host's tuning cache: the fleet compares like with like.
+    Raises InputError for a GPU index that does not exist, BackendUnavailable without a GPU."""
+    from engine import __version__
+    from engine.backends.select import choose_backend
+    from engine.errors import CockpitError
+    from engine.runner import prepare, run_prepared
+    from engine.task import BackendName
+
+    env = os.environ if env is None else env
+    choice = choose_backend(task.backend.value, (devices or [0])[0])
+    simulated = choice.name == "sim"
+    if simulated:
+        visible = _visible_entries(env)
+        gpus = [GpuEntry(index=i, visible_as=visible[i] if i < len(visible) else None) for i in (devices or [0])]
+    else:
+        gpus = _cuda_gpus(devices, env)
+    report = HostReport(host=host or default_host(env), time=now_utc(), tool_version=__version__,
+                        backend=choice.name, simulated=simulated, job=job_facts(env),
+                        check=check_json(profile, only) if checks else None, gpus=gpus)
+    for gpu in gpus:
+        one = task.model_copy(update={"device": gpu.index, "backend": BackendName(choice.name)})
+        try:
+            prep = prepare(one, profile)
+            res = run_prepared(prep, on_event=on_event)
+        except CockpitError as exc:
+            report.benches.append(BenchEntry(device=gpu.index, error=exc.message))
+            continue
+        out = res.summary_json()
+        out["notices"] = prep.notices
+        out["knobs_from"] = prep.plan.source_label if prep.plan else "default"
+        report.benches.append(BenchEntry(device=gpu.index, result=out))
+        if simulated:
+            gpu.name = res.fingerprint.gpu_name
+        elif gpu.name is None:
+            gpu.name = res.fingerprint.gpu_name
+    report.time = now_utc()
+    return report
