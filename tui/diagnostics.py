@@ -78,6 +78,13 @@ def checklist_steps(store: Any) -> list[dict[str, Any]]:
     return out
 
 
+def tick_step(store: Any, step: str, done: bool, profile: str | None = None) -> None:
+    """Mark a checklist step done (or not) by hand, as `tui checklist --done/--undo` does; ticking
+    'profile' confirms the profile in use."""
+    extra = {"profile": profile} if step == "profile" and done and profile else {}
+    Checklist(store).mark(step, done=done, note="ticked in the cockpit" if done else "", **extra)
+
+
 def record_checks(store: Any, results: list[Any]) -> None:
     """Let the checklist know how the checks went (its 'checks' step is derived from this)."""
     Checklist(store).record_checks(checks_summary(results))

@@ -188,3 +188,33 @@ def test_the_footer_leaves_out_the_least_important_keys_first():
     width = sum(key_width(k) for k in keys)
     assert [k.description for k in fit_keys(keys, width - 1)] == ["Run", "Cancel", "Use sim", "Theme", "Help", "Quit"]
     assert [k.description for k in fit_keys(keys, 20)] == ["Use sim", "Help", "Quit"]
+
+
+async def test_a_checklist_step_is_ticked_in_the_cockpit_and_stays_ticked(make):
+    """x on the steps table marks the highlighted step done by hand (as `tui checklist --done`),
+    x again undoes it; the store keeps it across cockpit sessions."""
+    from engine import Checklist
+
+    app = make(start_mode="checklist")
+    async with app.run_test(size=(80, 24)) as pilot:
+        steps = app.screen.query_one("#steps-table", DataTable)
+        steps.focus()
+        row = list(app.screen.steps).index("exported")
+        steps.move_cursor(row=row)
+        await pilot.pause()
+        assert app.screen.steps["exported"]["state"] == "todo"
+        await pilot.press("x")
+        await pilot.pause()
+        assert app.screen.steps["exported"]["state"] == "done"
+        assert "exported" in text_of(app, "#check-detail")
+        store = app.store
+    assert {s.id: s.done for s in Checklist(store).steps()}["exported"] is True
+    app2 = make(start_mode="checklist")
+    async with app2.run_test(size=(80, 24)) as pilot:
+        assert app2.screen.steps["exported"]["state"] == "done"
+        steps = app2.screen.query_one("#steps-table", DataTable)
+        steps.focus()
+        steps.move_cursor(row=list(app2.screen.steps).index("exported"))
+        await pilot.press("x")
+        await pilot.pause()
+        assert app2.screen.steps["exported"]["state"] == "todo"

@@ -33,6 +33,7 @@ class ChecklistScreen(CockpitScreen):
         Binding("a", "run_all", "Re-run all", tooltip="Run every environment check again"),
         Binding("r", "run_one", "Re-run check", tooltip="Run the highlighted check again"),
         Binding("enter", "open_rules", "Rules", tooltip="Open the troubleshooting rules of the highlighted check"),
+        Binding("x", "tick_step", "Tick step", tooltip="Mark the highlighted checklist step done (or not done again)"),
     ]
 
     class ChecksDone(Message):
@@ -176,6 +177,28 @@ class ChecklistScreen(CockpitScreen):
         self.app.switch_mode("troubleshoot")
 
     # --- checklist steps -----------------------------------------------------------------------
+    def action_tick_step(self) -> None:
+        """Toggle the highlighted step by hand (the steps table must have the cursor: tab to it)."""
+        table = self.query_one("#steps-table", DataTable)
+        detail = self.query_one("#check-detail", Static)
+        if table.row_count == 0:
+            return
+        sid = str(table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value)
+        step = self.steps.get(sid) or {}
+        done = step.get("state") != "done"
+        try:
+            diagnostics.tick_step(self.app.store, sid, done, self.app.profile_name)
+        except Exception as exc:
+            detail.update(Text(f"could not tick {sid}: {exc}", style="red"))
+            return
+        self.show_steps()
+        table.move_cursor(row=list(self.steps).index(sid) if sid in self.steps else 0)
+        state = (self.steps.get(sid) or {}).get("state")
+        if done and state != "done":
+            msg = Text(f"{sid}: ticked, but the step is derived from the store and stays to do", style="yellow")
+        else:
+            msg = Text(f"{sid}: {'done (ticked by hand)' if done else 'not done'}", style="green" if done else "")
+        detail.update(msg)
     def show_steps(self) -> None:
         table = self.query_one("#steps-table", DataTable)
         table.clear()
