@@ -218,3 +218,28 @@ async def test_a_checklist_step_is_ticked_in_the_cockpit_and_stays_ticked(make):
         await pilot.press("x")
         await pilot.pause()
         assert app2.screen.steps["exported"]["state"] == "todo"
+
+
+async def test_the_checks_table_sorts_by_severity_and_filters_problems(make, monkeypatch):
+    from engine.checks.model import CheckResult
+    from tui import diagnostics
+
+    checks = [CheckResult(id=f"c.{s}{i}", title=f"check {s} {i}", status=s, detail="", fix="")
+              for i, s in enumerate(["pass", "warn", "pass", "fail", "skip"])]
+    monkeypatch.setattr(diagnostics, "run_checks", lambda profile, only=None: checks)
+    app = make(start_mode="checklist", checks_on_start=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause(0.3)
+        table = app.screen.query_one("#checks-table", DataTable)
+
+        def ids():
+            return [table.coordinate_to_cell_key((i, 0)).row_key.value for i in range(table.row_count)]
+
+        assert ids() == [c.id for c in checks]
+        await pilot.press("s")
+        assert ids() == ["c.fail3", "c.warn1", "c.skip4", "c.pass0", "c.pass2"]
+        await pilot.press("f")
+        assert ids() == ["c.fail3", "c.warn1"]
+        assert "2 of 5" in text_of(app, "#checks-heading")
+        await pilot.press("s", "f")
+        assert ids() == [c.id for c in checks]

@@ -241,3 +241,35 @@ async def test_budget_out_of_range_is_refused(make):
         await pilot.pause()
         assert screen.result is first and screen.state == "done"
         assert any("budget" in n.message for n in app._notifications)
+
+
+async def test_f_filters_the_candidates(make):
+    """f cycles all -> ok -> failed -> skipped: the table shows exactly the entries of that kind."""
+    from tui.widgets.tune_table import FILTERS, keep
+
+    app = make(start_mode="tune")
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await start_tune(pilot, app)
+        await wait_for_tune(pilot, screen)
+        table = screen.query_one("#tr-table", DataTable)
+        assert screen.filter == "all" and table.row_count == len(screen.entries)
+        for mode in FILTERS[1:]:
+            await pilot.press("f")
+            await pilot.pause(0.3)
+            assert screen.filter == mode
+            want = {str(e["seq"]) for e in screen.entries if keep(mode, e)}
+            assert {table.coordinate_to_cell_key((i, 0)).row_key.value for i in range(table.row_count)} == want
+            assert f"show: {mode}" in text_of(app, "#tr-sort")
+        assert {e["status"] for e in screen.entries} & {"ok", "skipped"}  # the filters had rows to split
+        await pilot.press("f")
+        assert screen.filter == "all"
+
+
+def test_filters_partition_the_finished_entries():
+    from tui.widgets.tune_table import keep
+
+    entries = [{"status": s} for s in ("ok", "incorrect", "compile_error", "skipped", "timeout", "ok")]
+    assert [keep("ok", e) for e in entries] == [True, False, False, False, False, True]
+    assert [keep("failed", e) for e in entries] == [False, True, True, False, True, False]
+    assert [keep("skipped", e) for e in entries] == [False, False, False, True, False, False]
+    assert all(keep("all", e) for e in entries)

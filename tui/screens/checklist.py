@@ -20,6 +20,10 @@ STATUS_STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "skip": "
                 "done": "green", "todo": "", "blocked": "red"}
 
 
+SEVERITY = {"fail": 0, "warn": 1, "skip": 2, "pass": 3}
+"""Order of the checks table sorted by severity."""
+
+
 def status_cell(status: str | None) -> Text:
     s = str(status or "?")
     return Text(s.upper() if s in ("fail", "warn") else s, style=STATUS_STYLE.get(s, ""))
@@ -33,6 +37,8 @@ class ChecklistScreen(CockpitScreen):
         Binding("a", "run_all", "Re-run all", tooltip="Run every environment check again"),
         Binding("r", "run_one", "Re-run check", tooltip="Run the highlighted check again"),
         Binding("enter", "open_rules", "Rules", tooltip="Open the troubleshooting rules of the highlighted check"),
+        Binding("s", "sort_checks", "Sort", tooltip="Sort the checks by severity (failures first) or run order"),
+        Binding("f", "filter_checks", "Filter", tooltip="Show every check, or only those that fail or warn"),
         Binding("x", "tick_step", "Tick step", tooltip="Mark the highlighted checklist step done (or not done again)"),
     ]
 
@@ -46,6 +52,10 @@ class ChecklistScreen(CockpitScreen):
     def __init__(self) -> None:
         super().__init__()
         self.steps: dict[str, dict[str, Any]] = {}
+        self.checks_sort = "order"
+        """'order' (as the checks ran) or 'severity' (fail, warn, skip, pass)."""
+        self.checks_filter = "all"
+        """'all' or 'problems' (fail and warn only)."""
 
     def compose_body(self) -> ComposeResult:
         with Horizontal(id="check-body"):
@@ -111,14 +121,29 @@ class ChecklistScreen(CockpitScreen):
             self.query_one("#checks-table", DataTable).focus()
         self.show_steps()
 
+    def action_sort_checks(self) -> None:
+        self.checks_sort = "severity" if self.checks_sort == "order" else "order"
+        self.show_checks(self.app.check_results, None)
+
+    def action_filter_checks(self) -> None:
+        self.checks_filter = "problems" if self.checks_filter == "all" else "all"
+        self.show_checks(self.app.check_results, None)
+
     def show_checks(self, results: list[Any], problem: str | None) -> None:
         table = self.query_one("#checks-table", DataTable)
         table.clear()
-        for r in results:
-            v = diagnostics.check_view(r)
+        views = [diagnostics.check_view(r) for r in results]
+        if self.checks_filter == "problems":
+            views = [v for v in views if v["status"] in ("fail", "warn")]
+        if self.checks_sort == "severity":
+            views.sort(key=lambda v: SEVERITY.get(v["status"], len(SEVERITY)))
+        for v in views:
             table.add_row(status_cell(v["status"]), v["title"] or v["id"], key=v["id"])
         detail = self.query_one("#check-detail", Static)
         heading = Text("Environment checks", style="bold")
+        if results and (self.checks_sort != "order" or self.checks_filter != "all"):
+            heading.append(f" ({len(views)} of {len(results)} · sort {self.checks_sort} · "
+                           f"show {self.checks_filter})", style="dim")
         if problem:
             heading.append(f": {problem}", style="yellow")
             detail.update(Text(problem, style="yellow"))

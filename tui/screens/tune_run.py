@@ -21,6 +21,7 @@ from tui.screens.base import CockpitScreen
 from tui.widgets.tune_plot import TunePlot
 from tui.widgets.tune_table import (
     COLUMN_SORT,
+    FILTERS,
     SORTS,
     best_entry,
     progress_text,
@@ -28,6 +29,7 @@ from tui.widgets.tune_table import (
     sort_key,
     trial_label,
 )
+from tui.widgets.tune_table import keep as keep_entry
 
 REGIMES = ("burst", "sustained")
 BUDGET_RANGE_S = (1, 3600)
@@ -47,6 +49,8 @@ class TuneRunScreen(CockpitScreen):
         Binding("a", "apply_best", "Apply best",
                 tooltip="Set the task's BLOCK_SIZE, MEMORY_PIPELINING and schedule to the best candidate's"),
         Binding("s", "cycle_sort", "Sort", tooltip="Sort the table by time, knobs, status or timing order (cycles)"),
+        Binding("f", "cycle_filter", "Filter",
+                tooltip="Show every candidate, the correct ones, the failed or the skipped (cycles)"),
         Binding("r", "restart", "Tune again", tooltip="Start a new tune with the budget and regime above"),
         Binding("escape", "back", "Back (cancels)",
                 tooltip="Back to the task form; a running tune is cancelled (no confirmation)"),
@@ -89,6 +93,7 @@ class TuneRunScreen(CockpitScreen):
         self.state = "idle"
         self.result: TuneResult | None = None
         self.sort = SORTS[0]
+        self.filter = FILTERS[0]
         self.done = self.total = 0
         self.in_flight: str | None = None
         self.budget_s: float = budget_s
@@ -145,7 +150,8 @@ class TuneRunScreen(CockpitScreen):
             self.query_one("#tr-head", Static).update(self._head())
             skipped = sum(1 for e in self.entries if e.get("status") == "skipped")
             self.query_one("#tr-sort", Static).update(
-                Text(f"  sort: {self.sort} (s)" + (f" · {skipped} skipped" if skipped else ""), style="dim"))
+                Text(f"  sort: {self.sort} (s) · show: {self.filter} (f)"
+                     + (f" · {skipped} skipped" if skipped else ""), style="dim"))
             self._fill_table()
             self._fill_plot()
 
@@ -176,9 +182,10 @@ class TuneRunScreen(CockpitScreen):
             keep = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
         best = best_entry(self.entries)
         table.clear()
-        for e in sorted(self.entries, key=sort_key(self.sort)):
+        shown = [e for e in sorted(self.entries, key=sort_key(self.sort)) if keep_entry(self.filter, e)]
+        for e in shown:
             table.add_row(*row_cells(e, e is best), key=str(e["seq"]))
-        if keep is not None and keep in {str(e["seq"]) for e in self.entries}:
+        if keep is not None and keep in {str(e["seq"]) for e in shown}:
             table.move_cursor(row=table.get_row_index(keep), animate=False)
 
     def _fill_plot(self) -> None:
@@ -313,6 +320,10 @@ class TuneRunScreen(CockpitScreen):
 
     def action_cycle_sort(self) -> None:
         self.sort = SORTS[(SORTS.index(self.sort) + 1) % len(SORTS)]
+        self.refresh_view()
+
+    def action_cycle_filter(self) -> None:
+        self.filter = FILTERS[(FILTERS.index(self.filter) + 1) % len(FILTERS)]
         self.refresh_view()
 
     def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:

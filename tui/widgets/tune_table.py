@@ -12,6 +12,9 @@ from engine import Trial
 
 SORTS = ("time", "knobs", "status", "order")
 """Sort orders of the table, in the order ``s`` cycles through them."""
+FILTERS = ("all", "ok", "failed", "skipped")
+"""Row filters of the table, in the order ``f`` cycles through them: every candidate, the correct
+timed ones, those that failed (incorrect, compile/launch error, timeout, crash), the skipped."""
 COLUMN_SORT = {"n": "order", "knobs": "knobs", "ms": "time", "sol": "time", "status": "status"}
 """The sort a click on a column header picks."""
 STATUS_RANK = {"ok": 0, "incorrect": 1, "running": 2, "compile_error": 3, "launch_error": 4, "timeout": 5,
@@ -22,6 +25,18 @@ REASON_CHARS = 64
 def trial_label(trial: dict[str, Any]) -> str:
     """The engine's own label of a trial's knobs, e.g. '128x128/5 consumers=pingpong'."""
     return Trial.from_dict(trial).key
+
+
+def keep(mode: str, e: dict[str, Any]) -> bool:
+    """Whether a table entry passes a filter of ``FILTERS`` (a running candidate shows under 'all')."""
+    status = e.get("status")
+    if mode == "ok":
+        return status == "ok"
+    if mode == "failed":
+        return status not in ("ok", "skipped", "running", None)
+    if mode == "skipped":
+        return status == "skipped"
+    return True
 
 
 def sort_key(mode: str):
