@@ -52,7 +52,16 @@ class TrialEvent(BaseModel):
     best_ms: float | None = None
 
 
-Event = StageEvent | ProgressEvent | LogEvent | TrialEvent
+class SoakEvent(BaseModel):
+    """A soak's window (t_s, ms, launches, clocks, power, temperature, throttle mask, verified) or
+    facts about the GPU it runs on (``info``: gpu_name, nvml_index, pci_bus_id, counters_before)."""
+
+    kind: Literal["soak"] = "soak"
+    window: dict | None = None
+    info: dict | None = None
+
+
+Event = StageEvent | ProgressEvent | LogEvent | TrialEvent | SoakEvent
 
 
 def event_from_dict(d: dict) -> Event:
@@ -63,4 +72,6 @@ def event_from_dict(d: dict) -> Event:
         return ProgressEvent.model_validate(d)
     if kind == "trial":
         return TrialEvent.model_validate(d)
+    if kind == "soak":
+        return SoakEvent.model_validate(d)
     return LogEvent.model_validate(d)

@@ -213,6 +213,30 @@ class ResultStore:
         except (TypeError, ValueError):
             raise self._damaged(f"{key!r} of host {host} is {_short(row[1])}, not JSON", "kv", row[0]) from None
 
+    # --- a soak's series (engine.soak), keyed by the soak's run ----------------------------------
+    SOAK_COLUMNS = ("t_s", "ms", "launches", "sm_clock_mhz", "mem_clock_mhz", "power_w", "temperature_c",
+                    "throttle_mask", "verified")
+
+    def save_soak_series(self, run_id: int, windows: list[dict[str, Any]]) -> None:
+        """Every window of a soak, in one transaction."""
+        rows = [(run_id, *[None if w.get(c) is None else (int(w[c]) if c == "verified" else w[c])
+                           for c in self.SOAK_COLUMNS]) for w in windows]
+        with self._conn() as conn:
+            conn.executemany(f"INSERT INTO soak_samples (run_id, {', '.join(self.SOAK_COLUMNS)}) VALUES "
+                             f"({', '.join('?' * (len(self.SOAK_COLUMNS) + 1))})", rows)
+
+    def soak_series(self, run_id: int) -> list[dict[str, Any]]:
+        """A soak's windows in time order ([] for a run that is not a soak)."""
+        with self._conn() as conn:
+            rows = conn.execute(f"SELECT {', '.join(self.SOAK_COLUMNS)} FROM soak_samples WHERE run_id = ? "
+                                "ORDER BY t_s", (run_id,)).fetchall()
+        out = []
+        for r in rows:
+            d = dict(zip(self.SOAK_COLUMNS, r, strict=True))
+            d["verified"] = None if d["verified"] is None else bool(d["verified"])
+            out.append(d)
+        return out
+
     # --- the tuning cache (engine.tuning_cache) and every trial a tune timed --------------------
     TUNED_KEY = ("gpu", "sm_count", "kernel", "source_hash", "dtype", "shape", "fusion", "regime")
     TUNED_COLUMNS = (*TUNED_KEY, "block_size", "memory_pipelining", "schedule", "median_ms", "default_ms",

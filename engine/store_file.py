@@ -104,6 +104,19 @@ CREATE TABLE IF NOT EXISTS baselines (
     host TEXT NOT NULL,
     UNIQUE (kernel, shape, dtype, gpu)
 );
+CREATE TABLE IF NOT EXISTS soak_samples (
+    run_id INTEGER NOT NULL,
+    t_s REAL NOT NULL,
+    ms REAL,
+    launches INTEGER,
+    sm_clock_mhz REAL,
+    mem_clock_mhz REAL,
+    power_w REAL,
+    temperature_c REAL,
+    throttle_mask INTEGER,
+    verified INTEGER
+);
+CREATE INDEX IF NOT EXISTS soak_samples_run ON soak_samples(run_id, t_s);
 """
 """Every table is created IF NOT EXISTS on each connection: a store made before a table existed
 gains it, empty, the first time it is opened, and no existing table changes."""

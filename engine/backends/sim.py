@@ -17,6 +17,7 @@ import numpy as np
 
 from engine.backends.base import RunContext, RunFailure, progress_every
 from engine.backends.collect import base_fingerprint, finish, mismatch_text, now_iso
+from engine.multi_device import sim_slow_factor
 from engine.result import PeerResult, RunResult
 from engine.sol import t_sol_ms
 from engine.timing import timing_stats
@@ -143,6 +144,10 @@ class SimBackend:
         t_sol = t_sol_ms(spec.flops(shape), spec.bytes_moved(shape, dtype),
                          profile.sol_peak_flops(dtype), profile.bandwidth_bytes_per_s)
         t_model = t_sol / eff + SIM_LAUNCH_MS * max(1, len(build.launches))
+        slow = sim_slow_factor(task.device)
+        if slow != 1.0:  # a sick neighbour for every-GPU rehearsals (engine.multi_device)
+            t_model *= slow
+            em.info(f"SIMULATED GPU {task.device} runs {slow:g}x slow (SOL_COCKPIT_SIM_SLOW_DEVICES)", "warning")
         # the library peers compute fp32 on FFMA (cuBLAS has no 3xTF32 on Hopper): their ceiling is
         # the datasheet peak, not the fp32 SOL ceiling (tf32 / 3) our 3xTF32 path is held to
         t_sol_peer = t_sol_ms(spec.flops(shape), spec.bytes_moved(shape, dtype),

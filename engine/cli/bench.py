@@ -12,6 +12,7 @@ from engine.cli.baseline_cmd import add_bench_args, bench_guard, print_verdict
 from engine.cli.output import fmt, human, print_json, stderr_console, stdout_console
 from engine.energy import describe as describe_energy
 from engine.events import Event, LogEvent, ProgressEvent, StageEvent
+from engine.multi_device import add_spread_arg, device_arg, is_multi
 from engine.result import RunResult
 from engine.runner import prepare, run_prepared
 from engine.task import DType, resolve_task
@@ -33,6 +34,8 @@ def add_task_args(p: argparse.ArgumentParser) -> None:
     """Task flags shared by commands that run kernels (flags win over env and the task file)."""
     p.add_argument("--task", type=Path, help="TOML task file (lowest precedence after defaults)")
     p.add_argument("--kernel", help="kernel name (tui kernels lists them)")
+    p.add_argument("--kernel-file", dest="kernel_file", metavar="PATH.toml",
+                   help="a user kernel: its TOML spec beside its .cu source (examples/kernels/)")
     p.add_argument("--shape", help="e.g. m=8192,n=2560,k=2560 or batch=16,seq=512,hidden=2560 or 8192,2560,2560")
     p.add_argument("--dtype", choices=[d.value for d in DType],
                    help="element type (tf32: fp32 data on the tensor cores, opt-in)")
@@ -53,7 +56,8 @@ def add_task_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", choices=["auto", "cuda", "sim"], help="default auto")
     p.add_argument("--profile", type=_profile_name,
                    help="hardware profile name or alias (default: detected from the GPU)")
-    p.add_argument("--device", type=int, help="GPU index (default 0)")
+    p.add_argument("--device", type=device_arg, help="GPU index (default 0); bench, soak: all, or a list such as "
+                                                     "0,2,5, runs on each at once and compares them")
     p.add_argument("--timeout", dest="timeout_s", type=float, help="wall-clock limit in seconds (default 300)")
     p.add_argument("--seed", type=int, help="input seed (default 0)")
     p.add_argument("--no-verify", dest="verify", action="store_false", default=None, help="skip verification")
@@ -64,11 +68,15 @@ def add_task_args(p: argparse.ArgumentParser) -> None:
                    help="inject a fault (rehearsals and tests)")
 
 
-TASK_FIELDS = ("kernel", "shape", "dtype", "block_size", "memory_pipelining", "schedule", "fusion", "warmup", "iterations",
+TASK_FIELDS = ("kernel", "kernel_file", "shape", "dtype", "block_size", "memory_pipelining", "schedule", "fusion", "warmup", "iterations",
                "energy_s", "rest_s", "backend", "device", "timeout_s", "seed", "verify", "peers", "fault")
 
 
 def task_from_args(args: argparse.Namespace) -> Any:
+    if is_multi(getattr(args, "device", None)):
+        from engine.errors import InputError
+
+        raise InputError(f"--device={args.device}: this command runs on one GPU", fix="give one index, e.g. --device 0")
     overrides = {f: getattr(args, f, None) for f in TASK_FIELDS}
     return resolve_task(args.task, os.environ, overrides)
 
@@ -82,6 +90,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--untuned", action="store_true",
                    help="use the kernel's default knobs even where the tuning cache has a tuned entry")
     add_bench_args(p)
+    add_spread_arg(p)
     p.set_defaults(func=run)
 
 
@@ -205,6 +214,10 @@ def run(args: argparse.Namespace) -> int:
     from engine.errors import CockpitError
     from engine.store import ResultStore
 
+    if is_multi(args.device):  # every GPU at once (engine.cli.every_gpu)
+        from engine.cli.every_gpu import run_bench_all
+
+        return run_bench_all(args)
     task = task_from_args(args)
     store = None if args.no_store else ResultStore(args.store)
     if store is not None:

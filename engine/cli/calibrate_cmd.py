@@ -7,23 +7,30 @@ import argparse
 from engine.calibrate import measure, measured_profile
 from engine.cli.output import print_json, stderr_console, stdout_console
 from engine.events import LogEvent
+from engine.multi_device import add_spread_arg, device_arg, is_multi
 from engine.profiles import load_profiles, save_user_profile
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("calibrate", help="measure this GPU's copy bandwidth and GEMM rates; save them as a profile")
-    p.add_argument("--device", type=int, default=0, help="GPU index (default 0)")
+    p.add_argument("--device", type=device_arg, default=0,
+                   help="GPU index (default 0); all or a list such as 0,2,5 measures each at once and compares them")
     p.add_argument("--profile", help="datasheet profile to measure against (default: detected)")
     p.add_argument("--name", help="name of the saved profile (default: <profile>-measured)")
     p.add_argument("--timeout", type=float, default=300.0, help="wall-clock limit in seconds")
     p.add_argument("--no-save", action="store_true", help="measure and print only")
     p.add_argument("--json", action="store_true", help="print JSON")
+    add_spread_arg(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from engine import nvml
 
+    if is_multi(args.device):  # every GPU at once (engine.cli.every_gpu)
+        from engine.cli.every_gpu import run_calibrate_all
+
+        return run_calibrate_all(args)
     ps = load_profiles()
     if args.profile:
         base = ps.get(args.profile)

@@ -9,6 +9,7 @@ from pathlib import Path
 from rich.table import Table
 
 from engine.cli.output import print_json, stderr_console, stdout_console
+from engine.multi_device import device_arg
 
 STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}
 
@@ -20,6 +21,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--only", action="append", metavar="ID",
                    help="run only this check id or area (driver, devices, cuda, gpu, health, host...); repeatable")
     p.add_argument("--store", type=Path, help="results store for the checklist (env SOL_COCKPIT_STORE)")
+    p.add_argument("--device", type=device_arg, metavar="all|0,2,5",
+                   help="each GPU's checks per GPU at once, compared: which GPU disagrees with the others")
     p.set_defaults(func=run)
 
 
@@ -45,6 +48,10 @@ def _record(results: list, store_path: Path | None) -> str | None:
 def run(args: argparse.Namespace) -> int:
     from engine.checks import run_checks, summary
 
+    if getattr(args, "device", None) is not None:  # per GPU (engine.cli.every_gpu)
+        from engine.cli.every_gpu import run_check_all
+
+        return run_check_all(args)
     results = run_checks(profile_name=args.profile, only=args.only, ctx=make_context(args.profile))
     failed = any(r.status == "fail" for r in results)
     problem = _record(results, args.store) if not args.only else None

@@ -14,6 +14,7 @@ from engine.errors import CockpitError
 
 COMMANDS = {
     "bench": "engine.cli.bench",
+    "soak": "engine.cli.soak_cmd",
     "tune": "engine.cli.tune_cmd",
     "profiles": "engine.cli.profiles_cmd",
     "history": "engine.cli.history",
