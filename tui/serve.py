@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import urlparse
 
-from engine import InputError, load_profiles, resolve_task
+from engine import CockpitError, InputError, load_profiles, resolve_task
 from tui.cli_options import SCREENS, THEMES
 
 QUIT_GRACE_S = 3.0
@@ -304,13 +304,29 @@ def make_server(options: ServeOptions, out: TextIO) -> Any:
                 for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
                     loop.remove_signal_handler(sig)
                 loop.close()
-            return 128 + self.stop_signal if self.stop_signal is not None else 0
+            if self.stop_signal is None:
+                return 0
+            name = signal.Signals(self.stop_signal).name
+            self.console.print("interrupted" if self.stop_signal == signal.SIGINT else f"stopped by {name}",
+                               "(every session closed)", markup=False)
+            return 128 + self.stop_signal
 
     return CockpitServer()
 
 
+def _require_textual_serve() -> None:
+    try:
+        import aiohttp  # noqa: F401
+        import textual_serve.server  # noqa: F401
+    except ImportError as exc:
+        raise CockpitError(f"tui serve needs textual-serve, which is not installed ({exc})",
+                           fix="pip install 'textual-serve>=1.1' (a dependency of sol-cockpit: "
+                               "reinstall it with pip install -e .)") from None
+
+
 def serve(options: ServeOptions) -> int:
     """Check the input, warn about a non-loopback address, then serve until stopped."""
+    _require_textual_serve()
     check_cockpit_options(options)
     public_url(options.host, options.port, options.public_url)
     addresses(options.host, options.port)  # a bad port or host is an error before any warning

@@ -8,6 +8,7 @@ the screenshot goes to the test's tmp dir, so that a test run leaves the tree as
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -69,9 +70,9 @@ class Served:
     def sessions(self) -> dict[int, str]:
         return {pid: cmd for pid, cmd in processes_with(self.token).items() if pid != self.proc.pid}
 
-    def stop(self) -> int:
-        """SIGTERM the server (not its group: it must stop its sessions itself); its exit code."""
-        self.proc.send_signal(signal.SIGTERM)
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        """Signal the server (not its group: it must stop its sessions itself); its exit code."""
+        self.proc.send_signal(sig)
         return self.proc.wait(timeout=20)
 
     def assert_nothing_left(self, timeout_s: float = 10.0) -> None:
@@ -104,14 +105,17 @@ def served():
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
         for pid in processes_with(token):  # after a failure: leave nothing behind either
-            os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         proc.stdout.close()
         proc.stderr.close()
 
 
-def test_a_session_over_the_websocket_ends_with_the_server(served):
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=lambda s: s.name)
+def test_a_session_over_the_websocket_ends_with_the_server(served, sig):
     """No browser: textual-serve's own protocol. The cockpit starts and draws the Checks screen;
-    SIGTERM stops the server, the session's cockpit and its processes, and exits 128 + 15."""
+    a stop signal (SIGINT is Ctrl-C) stops the server, the session's cockpit and its processes,
+    and the server exits 128 + the signal's number, as the other commands do."""
     import asyncio
 
     import aiohttp
@@ -128,7 +132,7 @@ def test_a_session_over_the_websocket_ends_with_the_server(served):
                 elif msg.type != aiohttp.WSMsgType.TEXT:
                     break
             assert served.sessions(), "no cockpit process while a session is open"
-            assert served.stop() == 128 + signal.SIGTERM
+            assert served.stop(sig) == 128 + sig
             ends = (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSING, aiohttp.WSMsgType.CLOSED)
             for _ in range(1000):  # what was sent before the stop, then the close
                 if (await ws.receive(timeout=10)).type in ends:
@@ -140,6 +144,9 @@ def test_a_session_over_the_websocket_ends_with_the_server(served):
     seen = asyncio.run(first_screen())
     assert b"Environment checks" in seen and b"SIMULATED" in seen
     served.assert_nothing_left()
+    said = served.proc.stderr.read().decode(errors="replace")
+    assert ("interrupted" if sig == signal.SIGINT else f"stopped by {sig.name}") in said
+    assert "Traceback" not in said
 
 
 def _browser():
