@@ -199,10 +199,11 @@ def make_server(options: ServeOptions, out: TextIO) -> Any:
         """One browser connection's cockpit, in its own process group (see the module's docstring)."""
 
         async def _open_app_process(self, width: int = 80, height: int = 24) -> asyncio.subprocess.Process:
+            env = self._build_environment(width=width, height=height)
+            env["PYTHONSAFEPATH"] = "1"  # nothing imported from the current directory (python -m)
             self._process = process = await asyncio.create_subprocess_exec(
                 *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE, env=self._build_environment(width=width, height=height),
-                start_new_session=True, preexec_fn=_die_with_server)
+                stderr=asyncio.subprocess.PIPE, env=env, start_new_session=True, preexec_fn=_die_with_server)
             assert process.stdin is not None
             self._stdin = process.stdin
             return process

@@ -131,7 +131,11 @@ def test_a_session_over_the_websocket_ends_with_the_server(served, sig):
                     seen += msg.data
                 elif msg.type != aiohttp.WSMsgType.TEXT:
                     break
-            assert served.sessions(), "no cockpit process while a session is open"
+            sessions = served.sessions()
+            assert sessions, "no cockpit process while a session is open"
+            for pid in sessions:  # own process group; python -m imports nothing from the cwd
+                assert os.getpgid(pid) != served.proc.pid
+                assert b"PYTHONSAFEPATH=1" in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
             assert served.stop(sig) == 128 + sig
             ends = (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSING, aiohttp.WSMsgType.CLOSED)
             for _ in range(1000):  # what was sent before the stop, then the close
