@@ -202,7 +202,7 @@ class Baselines:
             raise store_error(self.store.path, f"baselines row {r[0]}: not a baseline ({str(exc).splitlines()[0]})",
                               fix=f"tui baseline clear {r[0]}") from None
 
-    def list(self, **where: Any) -> list[Baseline]:
+    def find(self, **where: Any) -> list[Baseline]:
         """Baselines whose key columns equal ``where``'s values, by kernel, shape, dtype, GPU."""
         cols = [c for c in ("kernel", "shape", "dtype", "gpu") if where.get(c) is not None]
         sql = (f"SELECT {', '.join(self.COLUMNS)} FROM baselines"
@@ -213,7 +213,7 @@ class Baselines:
         return [self._row(r) for r in rows]
 
     def get(self, kernel: str, shape: Any, dtype: str, gpu: str) -> Baseline | None:
-        rows = self.list(kernel=kernel, shape=shape_text(shape), dtype=dtype, gpu=gpu)
+        rows = self.find(kernel=kernel, shape=shape_text(shape), dtype=dtype, gpu=gpu)
         return rows[0] if rows else None
 
     def _put(self, b: dict[str, Any]) -> Baseline:
@@ -272,31 +272,24 @@ class Baselines:
         ('all'); returns what was removed."""
         text = key.strip()
         if text == "all":
-            gone = self.list()
+            gone = self.find()
         elif text.lstrip("#").isdigit():
-            gone = [b for b in self.list() if b.id == int(text.lstrip("#"))]
+            gone = [b for b in self.find() if b.id == int(text.lstrip("#"))]
         else:
             parts = text.split("/", 3)
             if len(parts) != 4:
                 raise InputError(f"key={text[:80]!r}: expected a baseline id or kernel/shape/dtype/GPU model",
                                  fix="tui baseline list shows both")
-            gone = self.list(kernel=parts[0], shape=parts[1], dtype=parts[2], gpu=parts[3])
+            gone = self.find(kernel=parts[0], shape=parts[1], dtype=parts[2], gpu=parts[3])
         if not gone:
             raise InputError(f"key={text[:80]!r}: no such baseline", fix="tui baseline list shows the baselines")
         with self.store.transaction() as conn:
             conn.executemany("DELETE FROM baselines WHERE id = ?", [(b.id,) for b in gone])
         return gone
 
-    def for_record(self, record: Any, table: dict[tuple[str, str, str, str], Baseline] | None = None) -> Baseline | None:
-        """The baseline of a stored run's summary record (``RunRecord``), if any."""
-        k = (record.kernel, shape_text(record.shape), record.dtype or "",
-             gpu_model(record.gpu_name, record.profile, record.simulated))
-        if table is None:
-            return self.get(*k)
-        return table.get(k)
-
     def table(self) -> dict[tuple[str, str, str, str], Baseline]:
-        return {(b.kernel, b.shape, b.dtype, b.gpu): b for b in self.list()}
+        """(kernel, shape, dtype, GPU model) -> its baseline."""
+        return {(b.kernel, b.shape, b.dtype, b.gpu): b for b in self.find()}
 
 
 def marks(store: Any, records: list[Any]) -> dict[int, dict[str, Any]]:
@@ -336,7 +329,7 @@ def guard_for(store: Any, prep: Any, tolerance_pct: float | None) -> Guard:
     shape, dtype = shape_text(task.shape), task.dtype.value
     found = book.get(task.kernel, shape, dtype, gpu)
     if found is None:
-        others = [b.gpu for b in book.list(kernel=task.kernel, shape=shape, dtype=dtype)]
+        others = [b.gpu for b in book.find(kernel=task.kernel, shape=shape, dtype=dtype)]
         where = f"; baselines exist for {', '.join(others)}" if others else ""
         raise InputError(f"--against-baseline: no baseline for {task.kernel} {shape} {dtype} on {gpu}{where}",
                          fix="set one from a stored run: tui baseline set RUN_ID (tui history lists them), "

@@ -114,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
             for b in gone:
                 stdout_console().print(Text(f"cleared baseline #{b.id}: {b.key}"))
         return 0
-    rows = book.list(kernel=args.kernel)
+    rows = book.find(kernel=args.kernel)
     if args.json:
         print_json({"store": str(store.path), "baselines": [_row(b) for b in rows]})
         return 0

@@ -66,19 +66,19 @@ def run(args: argparse.Namespace) -> int:
                     "summary": summary, "stopped_after_failures": STOP_AFTER if stopped else None,
                     "tasks": [o.to_json() for o in outcomes]})
         return 1 if failed else 0
-    t = Table(title=Text(f"batch {args.file}"))
+    tab = Table(title=Text(f"batch {args.file}"))
     for col in ("#", "task", "status", "tries", "median ms", "SOL %", "runs", "last error"):
-        t.add_column(col, overflow="fold")
+        tab.add_column(col, overflow="fold")
     for o in outcomes:
         last = o.attempts[-1] if o.attempts else None
         style = {"ok": "green", "failed": "bold red", "skipped": "dim"}[o.status]
         sim = " SIMULATED" if last is not None and last.simulated else ""
-        t.add_row(str(o.task.index), Text(o.task.name), Text(o.status + sim, style=style), str(len(o.attempts)),
+        tab.add_row(str(o.task.index), Text(o.task.name), Text(o.status + sim, style=style), str(len(o.attempts)),
                   fmt(last.median_ms if last else None, ".4f"), fmt(last.sol_pct if last else None, ".1f"),
                   ", ".join(f"#{a.run_id}" for a in o.attempts if a.run_id is not None) or "-",
                   Text((last.error or "").splitlines()[0][:80] if last and last.status != "ok" and last.error else ""))
     con = stdout_console()
-    con.print(t)
+    con.print(tab)
     con.print(Text(f"{summary['ok']} ok, {summary['failed']} failed, {summary['skipped']} skipped"
                    + (f": stopped after {STOP_AFTER} failed tasks in a row" if stopped else "")))
     return 1 if failed else 0

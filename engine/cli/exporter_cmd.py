@@ -1,14 +1,140 @@
-"""`tui exporter`."""
+"""`tui exporter [--host 127.0.0.1] [--port 9401] [--interval S] [--sim] [--once] [--json]`: serve
+per-GPU telemetry and the results store's latest figures on /metrics for Prometheus, until stopped
+(Ctrl-C or SIGTERM: exit 0). Exit 2 for a port in use or an address that cannot be bound."""
 
 from __future__ import annotations
 
 import argparse
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from engine.cli.output import print_json, stderr_console, stdout_console
+
+
+def port_arg(text: str) -> int:
+    t = text.strip()
+    if not (t.isascii() and t.isdigit()) or len(t) > 5 or int(t) > 65535:
+        raise argparse.ArgumentTypeError(f"expected a TCP port from 0 to 65535 (0: any free one), got {text[:40]!r}")
+    return int(t)
+
+
+def interval_arg(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, e.g. 5, got {text[:40]!r}") from None
+    if not 0.1 <= v <= 3600:
+        raise argparse.ArgumentTypeError(f"must be from 0.1 to 3600 seconds, got {text[:40]}")
+    return v
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("exporter", help="exporter")
+    from engine.exporter import DEFAULT_HOST, DEFAULT_PORT
+
+    p = sub.add_parser("exporter", help="serve GPU telemetry and stored results on /metrics for Prometheus")
+    p.add_argument("--host", default=DEFAULT_HOST,
+                   help=f"address to bind (default {DEFAULT_HOST}; another is served with a warning in the log)")
+    p.add_argument("--port", type=port_arg, default=DEFAULT_PORT,
+                   help=f"TCP port (default {DEFAULT_PORT}, dcgm-exporter's 9400 + 1; 0 picks a free one)")
+    p.add_argument("--interval", type=interval_arg, default=5.0, metavar="S",
+                   help="seconds between GPU polls and between reads of the store (default 5)")
+    p.add_argument("--sim", action="store_true",
+                   help="serve the simulated device's telemetry (labelled simulated=\"true\") instead of NVML's")
+    p.add_argument("--profile", help="with --sim: the profile the simulated GPU is shaped like (default h100-sxm)")
+    p.add_argument("--once", action="store_true", help="print the metrics once on stdout and exit (no server)")
+    p.add_argument("--store", type=Path, help="results store path (env SOL_COCKPIT_STORE)")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON object: where it serves (or, with --once, the metrics)")
     p.set_defaults(func=run)
 
 
+def _sampler(args: argparse.Namespace) -> tuple[Any, dict[int, Any], str]:
+    """The telemetry sampler, device labels by index, and the simulated GPU's model name."""
+    from engine.telemetry import nvml_sampler, simulated_sampler
+
+    if args.sim:
+        from engine.profiles import load_profiles
+        from engine.runner import DEFAULT_SIM_PROFILE
+
+        prof = load_profiles().get(args.profile or DEFAULT_SIM_PROFILE)
+        return simulated_sampler(interval_s=args.interval, history_s=60, profile=prof), {}, \
+            f"SIMULATED {prof.display_name}"
+    from engine import nvml
+    from engine.errors import BackendUnavailable
+
+    sampler = nvml_sampler(interval_s=args.interval, history_s=60)
+    devices: dict[int, Any] = {}
+    if sampler.indices:
+        try:
+            devices = {d.index: d for d in nvml.devices()}
+        except BackendUnavailable:
+            pass
+    return sampler, devices, "SIMULATED GPU"
+
+
+def _log_to_stderr() -> None:
+    logger = logging.getLogger("engine.exporter")
+    if not logger.handlers:
+        h = logging.StreamHandler(sys.stderr)
+        h.setFormatter(logging.Formatter("%(levelname)s: %(message)s"))
+        logger.addHandler(h)
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
+
+
+def _families_json(registry: Any) -> list[dict[str, Any]]:
+    return [{"name": m.name, "type": m.type, "help": m.documentation,
+             "samples": [{"name": s.name, "labels": s.labels, "value": s.value} for s in m.samples]}
+            for m in registry.collect()]
+
+
 def run(args: argparse.Namespace) -> int:
+    from engine.exporter import CockpitCollector, Exporter
+    from engine.store import ResultStore
+
+    if args.profile and not args.sim:
+        from engine.errors import InputError
+
+        raise InputError("--profile: only with --sim (real GPUs label themselves)", fix="add --sim or drop --profile")
+    _log_to_stderr()
+    store = ResultStore(args.store)
+    store.check()  # an unusable store is exit 2 before anything binds
+    sampler, devices, sim_model = _sampler(args)
+    collector = CockpitCollector(store, sampler, devices, interval_s=args.interval, simulated_model=sim_model)
+    err = stderr_console()
+    if sampler.problem:
+        err.print(f"[yellow]no GPU telemetry:[/] {sampler.problem} (serving the store's metrics, "
+                  "sol_cockpit_nvml_up 0)", highlight=False)
+    exporter = Exporter(collector, args.host, args.port)
+    if args.once:
+        sampler.poll_once()
+        if args.json:
+            print_json({"status": "ok", "metrics": _families_json(exporter.registry)})
+        else:
+            from prometheus_client import generate_latest
+
+            sys.stdout.write(generate_latest(exporter.registry).decode())
+            sys.stdout.flush()
+        return 0
+    sampler.poll_once()  # the first scrape has figures
+    exporter.start()
+    try:
+        info = {"status": "serving", "url": exporter.url, "host": args.host, "port": exporter.port,
+                "gpus": len(sampler.indices), "simulated": bool(sampler.simulated), "nvml_problem": sampler.problem}
+        if args.json:
+            print_json(info)
+        else:
+            stdout_console().print(f"serving {exporter.url} ({info['gpus']} GPU(s)"
+                                   + (", SIMULATED" if sampler.simulated else "") + "); Ctrl-C stops",
+                                   highlight=False)
+            sys.stdout.flush()
+        while True:  # until Ctrl-C or SIGTERM (raised here as KeyboardInterrupt by engine.cli.main)
+            time.sleep(1.0)
+    except KeyboardInterrupt:
+        err.print("exporter stopped")
+    finally:
+        exporter.stop()
     return 0

@@ -185,7 +185,7 @@ def test_compare_names_gpu_and_clock_changes_and_a_failed_run_is_not_compared(ca
     bench(capsys)
     cli(capsys, "baseline", "set")
     store = ResultStore()
-    b = Baselines(store).list()[0]
+    b = Baselines(store).find()[0]
     res = store.get(b.run_id)
     res.fingerprint.gpu_uuid = "GPU-new"
     res.validity["sm_clock_mhz_max"] = 1500
