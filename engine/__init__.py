@@ -22,7 +22,7 @@ _EXPORTS: dict[str, str] = {
     "resolve_task": "engine.task", "save_task": "engine.task", "parse_shape_text": "engine.task",
     "parse_schedule_text": "engine.task", "format_pipelining": "engine.task",
     "plan": "engine.planner", "Plan": "engine.planner", "PlanError": "engine.planner", "TunedKnobs": "engine.planner",
-    "kernel_names": "kernels", "kernel_dims": "engine.planner", "kernel_default_shape": "engine.planner",
+    "kernel_names": "engine.user_kernels", "kernel_dims": "engine.planner", "kernel_default_shape": "engine.planner",
     "normalize_shape": "engine.planner",
     # running
     "prepare": "engine.runner", "run_prepared": "engine.runner", "resolve_profile": "engine.runner",
@@ -37,6 +37,7 @@ _EXPORTS: dict[str, str] = {
     "ProfileSet": "engine.profiles", "load_profiles": "engine.profiles", "BUILTIN_DIR": "engine.profiles",
     "CockpitError": "engine.errors", "InputError": "engine.errors", "sol_figures": "engine.sol",
     "config_dir": "engine.paths",
+    "load_fleet": "engine.fleet",
     # telemetry, checks, rules, checklist
     "TelemetrySampler": "engine.telemetry", "GpuTelemetry": "engine.telemetry", "Snapshot": "engine.telemetry",
     "nvml_sampler": "engine.telemetry", "simulated_sampler": "engine.telemetry",

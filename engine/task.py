@@ -38,7 +38,7 @@ FILE_CONTEXT = {"source": "file"}
 while flags, the cockpit's form and environment variables arrive as text and are read leniently."""
 
 FILE_TYPES: dict[str, tuple[type, ...]] = {
-    "kernel": (str,), "dtype": (str,), "backend": (str,), "fault": (str,),
+    "kernel": (str,), "kernel_file": (str,), "dtype": (str,), "backend": (str,), "fault": (str,),
     "shape": (dict, str), "schedule": (dict, str), "block_size": (str, int, list),
     "memory_pipelining": (int, str),
     "fusion": (bool,), "verify": (bool,), "peers": (bool,),
@@ -133,6 +133,9 @@ class TaskSpec(BaseModel):
 
     kernel: str = "gemm_residual"
     """Kernel name, as listed by ``tui kernels`` (e.g. gemm_residual, add_rmsnorm)."""
+    kernel_file: str | None = None
+    """A user kernel's spec file (TOML beside its .cu, see examples/kernels/); ``kernel`` is then the
+    name it defines. Set by itself for a user kernel found by name in the config dir's kernels/."""
     shape: dict[str, int] = Field(default_factory=lambda: {"m": 16 * 512, "n": 2560, "k": 2560})
     """Problem dimensions by name; the kernel spec says which (gemm: m, n, k; or batch, seq, hidden)."""
     dtype: DType = DType.bf16
@@ -256,7 +259,12 @@ class TaskSpec(BaseModel):
     def _kernel_default_shape(cls, data: Any) -> Any:
         """A kernel named without a shape takes its own default shape (the field's default is the
         GEMM seed's m, n, k: `tui bench --kernel add_rmsnorm` failed on its k); an unknown kernel
-        is left to prepare(), which names the known ones."""
+        is left to prepare(), which names the known ones. A user kernel's spec is loaded first
+        (``engine.user_kernels``: InputError for a bad one)."""
+        if isinstance(data, Mapping) and (data.get("kernel_file") or data.get("kernel") not in (None, "gemm_residual")):
+            from engine.user_kernels import resolve_task_data
+
+            data = resolve_task_data(data)
         if isinstance(data, Mapping) and "shape" not in data and data.get("kernel") not in (None, "gemm_residual"):
             from kernels import get_spec
 

@@ -383,6 +383,8 @@ def bind_launches(build: Any, funcs: dict[str, Any], grids: list[Any], sets: lis
 
                 desc = tensormap.encode(a, bufs[a.buffer].data.ptr, dtype)
                 args.append(tensormap.as_kernel_arg(desc))
+            elif isinstance(a, float):  # a user kernel's float32 scalar
+                args.append(np.float32(a))
             else:
                 args.append(np.int32(a))
         return tuple(args)

@@ -8,7 +8,8 @@ from pathlib import Path
 from engine.cli.output import print_json, stdout_console
 from engine.profiles import load_profiles
 from engine.task import format_pipelining
-from kernels import get_spec, kernel_names
+from engine.user_kernels import discover, load_kernel_file, user_kernels_dir
+from kernels import builtin_names, get_spec
 from kernels.spec import DeviceLimits
 
 
@@ -17,6 +18,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--profile", default="h100", help="profile whose limits decide what fits (default h100)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--store", type=Path, help="results store whose tuning cache is listed (env SOL_COCKPIT_STORE)")
+    p.add_argument("--kernel-file", dest="kernel_file", type=Path, metavar="PATH.toml",
+                   help="also check and list a user kernel's spec file (exit 2 naming each bad field)")
     p.set_defaults(func=run)
 
 
@@ -31,14 +34,17 @@ def run(args: argparse.Namespace) -> int:
         tuned = [e for e in ResultStore(args.store).list_tuned() if e["sm_count"] == prof.sm_count]
     except Exception:  # a store that cannot be read lists no tuned entries
         tuned = []
+    extra = [load_kernel_file(args.kernel_file)] if getattr(args, "kernel_file", None) else []
+    found, errors = discover()
     rows = []
-    for name in kernel_names():
+    for name in dict.fromkeys([*builtin_names(), *(s.name for s in found), *(s.name for s in extra)]):
         spec = get_spec(name)
+        user_file = str(spec.spec_path) if hasattr(spec, "spec_path") else None
         per_dtype = {}
         for dt in spec.dtypes:
             bss = spec.block_size_options(limits, dt)
             try:  # at the kernel's default shape, as a run of the default task resolves it
-                p = plan(TaskSpec(kernel=name, dtype=dt, backend="sim"), prof)
+                p = plan(TaskSpec(kernel=name, kernel_file=user_file, dtype=dt, backend="sim"), prof)
                 if not p.ok:
                     raise PlanError("none fits: " + p.error_text())
                 default = [p.task.block_size, p.task.memory_pipelining]
@@ -53,13 +59,20 @@ def run(args: argparse.Namespace) -> int:
                                       "schedule", "median_ms", "tuned_at", "candidates")}
                    for e in tuned if e["kernel"] == name and e["source_hash"] == spec.source_hash()]
         rows.append({"name": name, "title": spec.title, "dims": list(spec.dims),
-                     "default_shape": spec.default_shape, "dtypes": per_dtype, "tuned": entries})
+                     "default_shape": spec.default_shape, "dtypes": per_dtype, "tuned": entries,
+                     "source": user_file or "built-in",
+                     "knobs": {k: v.model_dump() for k, v in spec.defn.knobs.items()} if user_file else None})
     if args.json:
-        print_json({"profile": prof.name, "kernels": rows})
+        print_json({"profile": prof.name, "kernels": rows, "user_kernels_dir": str(user_kernels_dir()),
+                    "user_kernel_errors": errors})
         return 0
     con = stdout_console()
     for r in rows:
         con.print(f"[bold]{r['name']}[/]  {r['title']}  dims={','.join(r['dims'])}")
+        if r["source"] != "built-in":
+            con.print(f"  user kernel from {r['source']}; knobs: " + "; ".join(
+                f"{k} = {' | '.join(map(str, v['values']))}" + (f" ({v['role']})" if v["role"] else "")
+                for k, v in r["knobs"].items()), markup=False, highlight=False)
         for dt, d in r["dtypes"].items():
             at = "x".join(map(str, r["default_shape"].values())) or "any shape"
             default = f"{d['default'][0]}/{format_pipelining(d['default'][1])}" if d["default"] else "none"
@@ -74,4 +87,6 @@ def run(args: argparse.Namespace) -> int:
             con.print(f"  tuned on {e['gpu']}: {e['dtype']} {e['shape']} ({e['regime']}) -> {e['block_size']}/"
                       f"{format_pipelining(e['memory_pipelining'])}{' ' + sched if sched else ''} "
                       f"{e['median_ms']:.4f} ms, {e['tuned_at'][:10]}, {e['candidates']} candidates", markup=False)
+    for text in errors:
+        con.print(f"skipped user kernel: {text}", markup=False, highlight=False)
     return 0

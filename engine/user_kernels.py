@@ -1,0 +1,207 @@
+"""User kernels: spec files (TOML beside a ``.cu`` file) read, checked and registered as kernels.
+
+A spec is loaded from ``--kernel-file PATH.toml`` (or a task's ``kernel_file``), or found by name in
+``<config dir>/kernels/*.toml``. Every problem is an InputError (exit 2) naming the file and the
+field before anything compiles. Loading registers the spec (``kernels.register_user``), so the
+planner, the backends, the tuner, the store and the cockpit use it by name like a built-in one; a
+task carries the spec's path (``TaskSpec.kernel_file``), so the engine process loads it too.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from engine.errors import InputError
+from engine.paths import config_dir
+from engine.tomlio import load_toml, short_repr
+
+MAX_SOURCE_BYTES = 4 * 2**20
+FIX = "see examples/kernels/*.toml and the README's 'User kernels' section"
+_CACHE: dict[Path, tuple[tuple[Any, ...], Any]] = {}
+_UNION_TAGS = {"str", "int", "float", "ConstraintDef"}
+
+
+def user_kernels_dir() -> Path:
+    """The folder whose ``*.toml`` kernel specs are found by name: ``<config dir>/kernels``."""
+    return config_dir() / "kernels"
+
+
+def _stamp(*paths: Path) -> tuple[Any, ...]:
+    out: list[Any] = []
+    for p in paths:
+        try:
+            st = p.stat()
+            out += [st.st_mtime_ns, st.st_size]
+        except OSError:
+            out += [None, None]
+    return tuple(out)
+
+
+def _read_text(path: Path, spec_path: Path, field: str) -> str:
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_SOURCE_BYTES + 1)
+    except FileNotFoundError:
+        raise InputError(f"kernel file {spec_path}: {field}: no such file {path}",
+                         fix=f"{field} is relative to the spec file's folder") from None
+    except OSError as exc:
+        raise InputError(f"kernel file {spec_path}: {field}: cannot read {path} ({exc.strerror or exc})") from None
+    if len(data) > MAX_SOURCE_BYTES:
+        raise InputError(f"kernel file {spec_path}: {field}: {path} is larger than {MAX_SOURCE_BYTES // 2**20} MiB")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"kernel file {spec_path}: {field}: {path} is not UTF-8 (byte offset {exc.start})") from None
+
+
+def _field_path(loc: tuple[Any, ...]) -> str:
+    parts = [p for p in loc if not (isinstance(p, str) and (p in _UNION_TAGS or "[" in p))]
+    out = ""
+    for p in parts:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out
+
+
+def format_errors(exc: ValidationError, path: Path) -> str:
+    """One line per field: 'kernel file X: launch.grid[0]: unknown name TIL (names here: ...)'."""
+    from kernels.user_def import ArgDef, ConstraintDef, KnobDef, LaunchDef, ReferenceDef, UserKernelDef
+
+    models: dict[str, Any] = {"": UserKernelDef, "args": ArgDef, "knobs": KnobDef, "launch": LaunchDef,
+                              "reference": ReferenceDef, "constraints": ConstraintDef}
+    lines: list[str] = []
+    for err in exc.errors():
+        field = _field_path(err["loc"])
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            parent = str(err["loc"][0]) if len(err["loc"]) > 1 else ""
+            model = models.get(parent, UserKernelDef)
+            msg = f"unknown field (known: {', '.join(model.model_fields)})"
+        elif err["type"] == "missing":
+            msg = "required field missing"
+        line = f"{field}: {msg}" if field else msg
+        if line not in lines:
+            lines.append(line)
+    return f"kernel file {path}: " + "; ".join(lines)
+
+
+def load_kernel_file(path: str | os.PathLike[str], origin: str = "file", register: bool = True) -> Any:
+    """The spec in ``path`` (a UserKernelSpec), registered under its name; InputError naming the file
+    and each bad field. Cached while the spec, its source and its reference file are unchanged."""
+    from kernels import register_user
+    from kernels.user_def import UserKernelDef
+    from kernels.user_spec import UserKernelSpec
+
+    spec_path = Path(path).expanduser().absolute()
+    if spec_path.suffix.lower() != ".toml":
+        raise InputError(f"kernel file {spec_path}: expected a .toml spec file (beside its .cu source)", fix=FIX)
+    hit = _CACHE.get(spec_path)
+    if hit is not None and hit[0] == _stamp(spec_path, *hit[1].extra_paths):
+        spec = hit[1]
+    else:
+        doc = load_toml(spec_path, "kernel file")
+        try:
+            defn = UserKernelDef.model_validate(doc)
+        except ValidationError as exc:
+            raise InputError(format_errors(exc, spec_path), fix=FIX) from None
+        source = _read_text(spec_path.parent / defn.source, spec_path, "source")
+        ref_text = ""
+        if defn.reference.file:
+            ref_text = _read_text(spec_path.parent / defn.reference.file, spec_path, "reference.file")
+        try:
+            spec = UserKernelSpec(defn, spec_path, source, spec_path.read_text(encoding="utf-8"), ref_text, origin)
+        except ValueError as exc:  # the reference expression
+            raise InputError(f"kernel file {spec_path}: reference.expr: {exc}", fix=FIX) from None
+        extra = [spec.source_path] + ([spec_path.parent / defn.reference.file] if defn.reference.file else [])
+        spec.extra_paths = extra
+        _CACHE[spec_path] = (_stamp(spec_path, *extra), spec)
+    spec.origin = origin if origin == "config" else spec.origin
+    if register:
+        try:
+            register_user(spec)
+        except ValueError as exc:
+            raise InputError(f"kernel file {spec_path}: name: {exc}") from None
+    return spec
+
+
+def discover() -> tuple[list[Any], list[str]]:
+    """(specs, errors) for every ``*.toml`` in ``user_kernels_dir()``: the good ones registered, a
+    bad one named with its error (it is skipped, never fatal)."""
+    folder = user_kernels_dir()
+    specs: list[Any] = []
+    errors: list[str] = []
+    try:
+        files = sorted(p for p in folder.glob("*.toml") if p.is_file())
+    except OSError:
+        return specs, errors
+    seen: dict[str, Path] = {}
+    for f in files:
+        try:
+            spec = load_kernel_file(f, "config", register=False)
+            if spec.name in seen:
+                raise InputError(f"kernel file {f}: name: {spec.name!r} is also defined by {seen[spec.name]}")
+            load_kernel_file(f, "config")
+        except InputError as exc:
+            errors.append(exc.message)
+            continue
+        seen[spec.name] = f
+        specs.append(spec)
+    return specs, errors
+
+
+def find_in_config(name: str) -> Path | None:
+    """The spec file in the config dir that defines kernel ``name`` (``name.toml`` first)."""
+    direct = user_kernels_dir() / f"{name}.toml"
+    if direct.is_file():
+        try:
+            if load_kernel_file(direct, "config", register=False).name == name:
+                return direct
+        except InputError:
+            return direct  # its error is the one to show
+    for spec in discover()[0]:
+        if spec.name == name:
+            return Path(spec.spec_path)
+    return None
+
+
+def kernel_names() -> list[str]:
+    """Built-in kernels, then user kernels (those in the config dir found now)."""
+    from kernels import kernel_names as known
+
+    discover()
+    return known()
+
+
+def resolve_task_data(data: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A task's fields with its user kernel loaded: ``kernel_file`` read (the kernel named after
+    it), or a kernel name that is no built-in looked up in the config dir (its file recorded).
+    InputError for a bad spec, or a ``kernel`` that is not the one the file defines."""
+    from kernels import _USER, builtin_names
+
+    kf = data.get("kernel_file")
+    kernel = data.get("kernel")
+    if isinstance(kf, (str, os.PathLike)) and str(kf).strip():
+        spec = load_kernel_file(str(kf))
+        if kernel is not None and kernel != spec.name:
+            raise InputError(f"kernel={short_repr(kernel)}: the kernel file {kf} defines {spec.name!r}",
+                             fix="leave out --kernel, or name the kernel the file defines")
+        return _with_dtype({**data, "kernel": spec.name, "kernel_file": str(spec.spec_path)}, spec)
+    if isinstance(kernel, str) and kernel and kernel not in builtin_names() and kernel.isidentifier():
+        loaded = _USER.get(kernel)  # loaded here before (a task file, --kernel-file): the same file
+        path = Path(loaded.spec_path) if loaded is not None else find_in_config(kernel)
+        if path is not None:
+            spec = load_kernel_file(path, "file" if loaded is not None else "config")
+            return _with_dtype({**data, "kernel_file": str(spec.spec_path)}, spec)
+    return data
+
+
+def _with_dtype(data: dict[str, Any], spec: Any) -> dict[str, Any]:
+    """A task that names no dtype takes the user kernel's first (the task's default, bf16, may be
+    one the kernel does not support)."""
+    if data.get("dtype") is None:
+        data["dtype"] = spec.dtypes[0]
+    return data
