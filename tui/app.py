@@ -33,6 +33,7 @@ from engine import (
 from tui.cli_options import NAV, SCREENS, THEMES, combine, parse_args
 from tui.preferences import Preferences, PreferencesFile
 from tui.screens.checklist import ChecklistScreen
+from tui.screens.fleet import FleetScreen
 from tui.screens.history import HistoryScreen
 from tui.screens.live import LiveScreen
 from tui.screens.overlays import ConfirmQuitScreen, HelpScreen
@@ -61,10 +62,13 @@ class CockpitApp(App):
     MODES = {
         "checklist": ChecklistScreen, "profile": ProfileScreen, "tune": TuneScreen, "run": RunScreen,
         "live": LiveScreen, "troubleshoot": TroubleshootScreen, "history": HistoryScreen,
+        "fleet": FleetScreen,
     }
     BINDINGS = [
         *[Binding(key, f"switch_mode('{mode}')", f"Go to {label}", show=False, tooltip=f"Show the {label} screen")
           for key, mode, label in NAV],
+        Binding("8", "switch_mode('fleet')", "Go to Fleet", show=False,
+                tooltip="Show the Fleet screen (the fleet jobs' reports)"),
         Binding("S", "use_simulated", "Use sim", tooltip="Switch to the SIMULATED device (no GPU needed)"),
         Binding("ctrl+t", "toggle_theme", "Theme", tooltip="Switch between the light and dark theme"),
         Binding("ctrl+p", "command_palette", "Palette", priority=True,
