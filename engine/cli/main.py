@@ -22,6 +22,7 @@ COMMANDS = {
     "calibrate": "engine.cli.calibrate_cmd",
     "check": "engine.cli.check",
     "diagnose": "engine.cli.diagnose",
+    "inspect": "engine.cli.inspect_cmd",
     "checklist": "engine.cli.checklist_cmd",
     "report": "engine.cli.report",
     "fleet-report": "engine.cli.fleet_report_cmd",

@@ -87,6 +87,9 @@ SAMPLES: dict[str, list[str]] = {
     "cupy-multiple-packages": [
         "UserWarning: CuPy may not function correctly because multiple CuPy packages are installed in your environment: cupy-cuda12x, cupy-cuda13x"],
     "pynvml-shadowing": ["FutureWarning: The pynvml package is deprecated. Please install nvidia-ml-py instead."],
+    "ptx-jit-warmup": ["WARN arch.ptx-jit: runs on cc 9.0 only through PTX JIT (no SASS for cc 9.0)"],
+    "binary-smoke-failed": ["smoke run: exited with status 3; no known failure pattern in its output",
+                            "smoke run: killed by SIGSEGV; no known failure pattern in its output"],
 }
 
 
