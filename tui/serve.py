@@ -191,7 +191,7 @@ def make_server(options: ServeOptions, out: TextIO) -> Any:
     from aiohttp import WSCloseCode, web
     from rich.console import Console
     from textual_serve.app_service import AppService
-    from textual_serve.server import Server
+    from textual_serve.server import Server, to_int
 
     argv = session_argv(options.cockpit_args)
 
@@ -254,8 +254,6 @@ def make_server(options: ServeOptions, out: TextIO) -> Any:
 
         async def handle_websocket(self, request: web.Request) -> web.WebSocketResponse:
             """textual-serve's handler, with a session that the server can stop."""
-            from textual_serve.server import to_int
-
             websocket = web.WebSocketResponse(heartbeat=15)
             width = to_int(request.query.get("width", "80"), 80)
             height = to_int(request.query.get("height", "24"), 24)
