@@ -20,6 +20,7 @@ from kernels.add_rmsnorm import SPEC as RMS  # noqa: E402
 from kernels.bias_gelu import SPEC as GELU  # noqa: E402
 from kernels.nvrtc_check import compile_cubin  # noqa: E402
 from kernels.spec import DeviceLimits  # noqa: E402
+from tests.unit.compile_cover import compile_problems, covering, switch_values  # noqa: E402
 
 LIMITS = {
     "sm_90a": DeviceLimits((9, 0), 132, 232448, 233472, profile="h200"),
@@ -81,6 +82,18 @@ def test_every_variant_compiles_without_spills(arch: str) -> None:
             if r.spill_store_bytes or r.spill_load_bytes or r.stack_frame_bytes:
                 problems.append(f"{label}: {fn} spills ({r.spill_store_bytes} B stores, {r.spill_load_bytes} B "
                                 f"loads, {r.stack_frame_bytes} B stack, {r.registers} registers)")
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("arch", list(LIMITS))
+def test_covering_set_compiles_without_spills(arch: str) -> None:
+    """The fast suite's share of the sweep above: one variant per kernel, row length, dtype and code
+    path (the sweep's every switch value among them)."""
+    variants = _variants(arch)
+    cover = covering(variants, lambda label: " ".join(label.split()[:3]))
+    assert switch_values(cover) == switch_values(variants)
+    assert len(cover) < len(variants)
+    problems = compile_problems(cover, arch, compile_cubin)
     assert not problems, "\n".join(problems)
 
 

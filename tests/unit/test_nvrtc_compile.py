@@ -23,6 +23,7 @@ import tomllib  # noqa: E402
 from kernels.gemm_residual import SPEC  # noqa: E402
 from kernels.nvrtc_check import compile_cubin  # noqa: E402
 from kernels.spec import DeviceLimits  # noqa: E402
+from tests.unit.compile_cover import compile_problems, covering, switch_values  # noqa: E402
 
 PROFILES = Path(__file__).resolve().parents[2] / "profiles"
 
@@ -75,4 +76,17 @@ def test_every_variant_compiles_without_spills(profile: str) -> None:
                                 f"{r.spill_load_bytes} B loads, {r.registers} registers)")
             if r.stack_frame_bytes:
                 problems.append(f"{label}: {fn} has a {r.stack_frame_bytes}-byte stack frame")
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("profile", ["h200", "a100-sxm-80gb", "l40s"])
+def test_covering_set_compiles_without_spills(profile: str) -> None:
+    """The fast suite's share of the sweep above: one variant per dtype and code path (the sweep's
+    every switch value among them), for each architecture."""
+    variants = list(_variants(_limits(profile)))
+    cover = covering(variants, lambda label: label.split()[0])
+    assert switch_values(cover) == switch_values(variants)
+    assert {label.split()[0] for label, _ in cover} == set(SPEC.dtypes)
+    assert len(cover) < len(variants)
+    problems = compile_problems(cover, _limits(profile).arch, compile_cubin)
     assert not problems, "\n".join(problems)
