@@ -45,7 +45,8 @@ def xid_events(pci_bus_id: str | None, run: Any = None) -> tuple[int | None, str
     for argv in (["dmesg"], ["journalctl", "-k", "-b", "--no-pager", "-q"]):
         out = run(argv, 10)
         if out is not None and out[0] == 0 and out[1].strip():
-            lines = [m.group(0) for m in XID_RE.finditer(out[1]) if _bus(m.group(1)) == want]
+            lines = [out[1][m.start():].split("\n", 1)[0][:300] for m in XID_RE.finditer(out[1])
+                     if _bus(m.group(1)) == want]
             return len(lines), (lines[-1] if lines else None)
     return None, None
 
