@@ -35,13 +35,13 @@ class _ProgramArgsParser(argparse.ArgumentParser):
     """Everything after the first ``--`` belongs to the program ``--run`` starts, whatever it
     looks like (``-- --size 1024 --json``): it is set aside before the options are parsed."""
 
-    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
-        args = list(args or [])
+    def parse_known_args(self, args=None, namespace=None):
+        words = list(args or [])
         tail: list[str] | None = None
-        if "--" in args:
-            cut = args.index("--")
-            args, tail = args[:cut], args[cut + 1:]
-        ns, extras = super().parse_known_args(args, namespace)
+        if "--" in words:
+            cut = words.index("--")
+            words, tail = words[:cut], words[cut + 1:]
+        ns, extras = super().parse_known_args(words, namespace)
         ns.program_args = tail
         return ns, extras
 
