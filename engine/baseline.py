@@ -41,6 +41,9 @@ COMPARED: tuple[tuple[str, str, str], ...] = (
     ("power_limit_w", "power limit (W)", "clocks"),
 )
 """(fingerprint key, what it is in words, area) of everything two runs are compared on."""
+CLOCK_CHANGE = 0.03
+"""A clock counts as changed when it moved by more than this fraction: boost clocks wander by a few
+MHz from run to run, which names nothing."""
 
 
 def _now() -> str:
@@ -172,8 +175,12 @@ def compare(baseline: Baseline, result: Any, tolerance_pct: float | None = None)
     now = fingerprint_of(result)
     for key, what, area in COMPARED:
         was, is_ = baseline.fingerprint.get(key), now.get(key)
-        if was is not None and is_ is not None and was != is_:
-            v.changes.append({"field": key, "what": what, "area": area, "baseline": was, "now": is_})
+        if was is None or is_ is None or was == is_:
+            continue
+        if key.startswith("sm_clock") and isinstance(was, (int, float)) and isinstance(is_, (int, float)) \
+                and abs(is_ - was) <= CLOCK_CHANGE * max(abs(was), 1.0):
+            continue
+        v.changes.append({"field": key, "what": what, "area": area, "baseline": was, "now": is_})
     if not result.ok or not median:
         v.note = f"the run did not finish ({result.status.value})" if not result.ok else "the run has no median"
         return v
@@ -328,9 +335,11 @@ def guard_for(store: Any, prep: Any, tolerance_pct: float | None) -> Guard:
     book = Baselines(store)
     shape, dtype = shape_text(task.shape), task.dtype.value
     found = book.get(task.kernel, shape, dtype, gpu)
+    others = book.find(kernel=task.kernel, shape=shape, dtype=dtype)
+    if found is None and not prep.simulated:  # NVML's name against CUDA's, should they ever differ in case or spaces
+        found = next((b for b in others if " ".join(b.gpu.lower().split()) == " ".join(gpu.lower().split())), None)
     if found is None:
-        others = [b.gpu for b in book.find(kernel=task.kernel, shape=shape, dtype=dtype)]
-        where = f"; baselines exist for {', '.join(others)}" if others else ""
+        where = f"; baselines exist for {', '.join(b.gpu for b in others)}" if others else ""
         raise InputError(f"--against-baseline: no baseline for {task.kernel} {shape} {dtype} on {gpu}{where}",
                          fix="set one from a stored run: tui baseline set RUN_ID (tui history lists them), "
                              "or from the tuning cache: tui baseline set --tuned")
