@@ -16,7 +16,7 @@ table and JSON to $OUT when set.
 
 Session 15, call 1 measured a first version with a mode 2 (both outputs written back over the slot
 and stored by bulk copies): level with or slower than storing from registers, so it was removed
-(bench/NOTES-membound.md, measurement 3).
+(docs/notes/NOTES-membound.md, measurement 3).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ ratio to the default; JSON and the table to $OUT when set.
 
 Since session 15 the engine builds add_rmsnorm on Hopper as the TMA bulk ring: its rows arrive by
 bulk copies, so the load hints leave that build unchanged (the store hints still apply); the
-session-6 measurements in bench/NOTES-membound.md were made on the register path.
+session-6 measurements in docs/notes/NOTES-membound.md were made on the register path.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from kernels import gemm_residual_sm90 as sm90  # noqa: E402
 
 CASES = {  # name: (m, n, k, dtype[, build overrides]); "cublas" = cuBLAS gemmEx GEMM alone,
     # "cublas-b1" = cuBLAS gemmEx adding into a copy of R in place (beta=1), the peer that beats
-    # ours at small M (bench/NOTES.md, session 7)
+    # ours at small M (docs/notes/NOTES.md, session 7)
     "seed-bf16": (8192, 2560, 2560, "bf16"),
     "seed-fp16": (8192, 2560, 2560, "fp16"),
     "seed-fp32": (8192, 2560, 2560, "fp32"),
