@@ -21,8 +21,6 @@ from typing import Literal
 from engine.binary_inspect.fatbin import Buffer, CodeImage, FatbinScan, parse_cuobjdump_list, scan
 from engine.errors import InputError
 
-FATBIN_SECTIONS = (".nv_fatbin", "__nv_relfatbin")
-"""Sections that hold fat binary containers (executables and libraries; relocatable objects)."""
 STATIC_CUDART_MARKS = (b"cudaErrorCudartUnloading", b"libcudart_static_")
 """Text that only a statically linked CUDA runtime puts in a binary (its error-name table, its
 symbols): a dynamically linked one calls libcudart for those."""
@@ -135,24 +133,11 @@ def _section_range(elf, name: str) -> tuple[int, int] | None:
     return sec["sh_offset"], sec["sh_size"]
 
 
-def _scan_fatbins(elf, data: Buffer) -> FatbinScan | None:
-    """The containers in the fat binary sections; a stripped section table: the whole file."""
-    ranges = [r for r in (_section_range(elf, n) for n in FATBIN_SECTIONS) if r is not None]
-    if not ranges and elf.num_sections() > 0:
-        return None
-    if not ranges:
-        found = scan(data)
-        return found if found.containers else None
-    images: list[CodeImage] = []
-    containers = damaged = 0
-    toolkit = None
-    for off, size in ranges:
-        part = scan(data, off, off + size, first_container=containers)
-        images += part.images
-        containers += part.containers
-        damaged += part.damaged
-        toolkit = toolkit or part.toolkit
-    return FatbinScan(images=images, containers=containers, toolkit=toolkit, damaged=damaged)
+def _scan_fatbins(data: Buffer) -> FatbinScan | None:
+    """The containers anywhere in the file: nvcc's go in ``.nv_fatbin``, but libraries also keep
+    them in data sections (cuFFT's are in ``.data``) and a stripped file may have no section table."""
+    found = scan(data)
+    return found if found.containers or found.damaged else None
 
 
 def _static_cudart(elf, data: mmap.mmap, needed: list[str]) -> bool:
@@ -195,7 +180,7 @@ def read_elf(path: Path) -> ElfInfo:
             kind = _kind(elf)
             needed, runpath = _dynamic(elf)
             with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
-                fat = _scan_fatbins(elf, data)
+                fat = _scan_fatbins(data)
                 static = _static_cudart(elf, data, needed)
             info = ElfInfo(path=path, kind=kind, machine=elf["e_machine"], needed=needed, runpath=runpath,
                            fatbin=fat, static_cudart=static)

@@ -94,8 +94,8 @@ def _variant(flags: int) -> Literal["", "a", "f"]:
 
 
 def _entries(data: Buffer, start: int, end: int, container: int) -> list[CodeImage] | None:
-    """The entries of the container whose entries span ``data[start:end]``; None when a size
-    points outside it."""
+    """The entries of the container whose entries span exactly ``data[start:end]``; None when
+    they do not (a size pointing outside it: not a container, or a damaged one)."""
     out: list[CodeImage] = []
     pos = start
     while pos + ENTRY_MIN <= end:
@@ -109,32 +109,47 @@ def _entries(data: Buffer, start: int, end: int, container: int) -> list[CodeIma
                                  container=container, ptx_isa=(vmajor, vminor) if ptx else None,
                                  compressed=bool(flags & FLAG_COMPRESSED)))
         pos += hsize + psize
-    return out
+    return out if pos == end else None
+
+
+_MAGIC_BYTES = tuple(struct.pack("<I", m) for m in MAGICS)
+
+
+def _next_magic(data: Buffer, pos: int, n: int, ahead: dict[bytes, int]) -> int:
+    """The next offset >= ``pos`` where a container magic occurs, or -1. ``ahead`` keeps each
+    magic's next hit (-1: none before ``n``), so each stretch of the data is searched once."""
+    best = -1
+    for magic in _MAGIC_BYTES:
+        hit = ahead.get(magic)
+        if hit is None or 0 <= hit < pos:
+            hit = ahead[magic] = data.find(magic, pos, n)
+        if hit >= 0 and (best < 0 or hit < best):
+            best = hit
+    return best
 
 
 def scan(data: Buffer, start: int = 0, end: int | None = None, first_container: int = 0) -> FatbinScan:
-    """Every container found in ``data[start:end]`` (a ``.nv_fatbin`` section, or a whole file):
-    at 8-byte aligned offsets where a header's magic, version and sizes are consistent. ``data``
-    may be a memory map: it is read in place, never copied."""
-    view = data
+    """Every container found in ``data[start:end]`` (a ``.nv_fatbin`` section, a data section
+    that embeds them, or a whole file): where a magic occurs and the header's version and sizes,
+    and its entries' sizes, add up. ``data`` may be a memory map: it is read in place."""
     images: list[CodeImage] = []
     containers = damaged = 0
-    pos, n = start, len(data) if end is None else min(end, len(data))
-    while pos + _HEADER.size <= n and len(images) < MAX_ENTRIES:
-        magic, version, hsize, size = _HEADER.unpack_from(view, pos)
-        if magic not in MAGICS or version != 1 or hsize < _HEADER.size:
-            pos += 8
-            continue
-        end = pos + hsize + size
-        found = _entries(view, pos + hsize, end, first_container + containers) if end <= n else None
+    n = len(data) if end is None else min(end, len(data))
+    ahead: dict[bytes, int] = {}
+    pos = _next_magic(data, start, n, ahead)
+    while 0 <= pos and pos + _HEADER.size <= n and len(images) < MAX_ENTRIES:
+        _, version, hsize, size = _HEADER.unpack_from(data, pos)
+        stop = pos + hsize + size
+        found = None
+        if version == 1 and hsize >= _HEADER.size and stop <= n:
+            found = _entries(data, pos + hsize, stop, first_container + containers)
         if found is None:
             damaged += 1
-            pos += 8
+            pos = _next_magic(data, pos + 1, n, ahead)
             continue
         images.extend(found)
         containers += 1
-        pos = max(end, pos + 8)
-        pos += -(pos - start) % 8
+        pos = _next_magic(data, max(stop, pos + 1), n, ahead)
     toolkit = None
     if m := TOOLKIT_RE.search(data, start, n):
         toolkit = int(m.group(1)), int(m.group(2))

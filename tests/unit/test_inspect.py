@@ -380,3 +380,23 @@ def test_every_rule_cited_exists():
 def test_inspect_is_a_library_call_too(binaries):
     rep = inspect_binary(binaries["sm80"], profile="a100-40gb", probe=lambda i: None)
     assert rep.runnable and rep.runs_via == "sass" and os.path.samefile(rep.path, binaries["sm80"])
+
+
+def test_smoke_output_is_bounded_and_its_process_killed():
+    """A program that floods its output: the run keeps the two ends only and stops at the timeout."""
+    from engine.binary_inspect.smoke import KEEP_BYTES, TAIL_CHARS, run_smoke
+
+    yes = shutil.which("yes")
+    if yes is None:
+        pytest.skip("no `yes` program here")
+    smoke, text = run_smoke(Path(yes), ["spam"], timeout_s=0.5)
+    assert smoke.timed_out and smoke.output_bytes > 2 * KEEP_BYTES
+    assert len(text) < 2 * KEEP_BYTES + 100 and "bytes not kept" in text
+    assert len(smoke.output_tail) <= TAIL_CHARS and smoke.output_tail.endswith("spam\n")
+
+
+def test_fatbin_found_outside_its_section():
+    """cuFFT keeps its containers in .data: they are found wherever they are, at any offset."""
+    data = b"\x01" * 13 + _container(_entry(2, 90)) + b"\x50\xed\x55\xba" + b"\0" * 30
+    found = scan(data)
+    assert [i.name for i in found.images] == ["sm_90"] and found.damaged == 1
