@@ -99,7 +99,11 @@ class FleetJob(BaseModel):
         return args
 
     def knob_env(self) -> dict[str, str]:
+        """The knobs as the deployment manifests pass them; a simulated rehearsal gets as many
+        simulated GPUs as the job asks for real ones."""
         env = {}
+        if self.backend == "sim":
+            env["SOL_COCKPIT_SIM_DEVICES"] = str(max(self.gpus, 1))
         if self.block_size is not None:
             env["BLOCK_SIZE"] = self.block_size
         if self.memory_pipelining is not None:

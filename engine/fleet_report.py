@@ -195,27 +195,29 @@ def _visible_entries(env: dict[str, str] | os._Environ[str]) -> list[str]:
     return [p.strip() for p in text.split(",") if p.strip()] if text else []
 
 
-def _cuda_gpus(devices: list[int] | None, env: dict[str, str] | os._Environ[str]) -> list[GpuEntry]:
-    from engine import nvml
-    from engine.errors import BackendUnavailable
+def _nvml_index(entry: str | None, cuda_index: int, infos: list[Any]) -> int | None:
+    """The NVML index of the GPU CUDA numbers ``cuda_index``: NVML ignores CUDA_VISIBLE_DEVICES,
+    whose ``entry`` (an index or a UUID) says which GPU it is; None when it cannot be told (MIG)."""
+    if entry is None:
+        return cuda_index
+    if entry.isdigit():
+        return int(entry)
+    return next((d.index for d in infos if d.uuid and d.uuid.startswith(entry)), None)
 
-    ok, problem, fix = nvml.probe()
-    if not ok:
-        raise BackendUnavailable(problem or "no usable GPU", fix=fix)
-    count = nvml.device_count()
-    wanted = list(range(count)) if devices is None else devices
-    bad = [d for d in wanted if not 0 <= d < count]
-    if bad:
-        raise InputError(f"--device={bad[0]}: no such GPU here (NVML sees {count})",
-                         fix=f"use an index 0..{count - 1}, or leave --device out to bench every GPU")
+
+def _cuda_gpus(devices: list[int], env: dict[str, str] | os._Environ[str]) -> list[GpuEntry]:
+    from engine import nvml
+
     driver = nvml.driver_version()
-    visible = _visible_entries(env)
+    visible = _visible_entries(env) if env.get("CUDA_VISIBLE_DEVICES") is not None else []
+    infos = nvml.devices()
+    by_index = {d.index: d for d in infos}
     out = []
-    for i in wanted:
-        info = nvml.device_info(i)
+    for i in devices:
+        entry = visible[i] if i < len(visible) else None
+        info = by_index.get(_nvml_index(entry, i, infos))  # type: ignore[arg-type]
         out.append(GpuEntry(index=i, uuid=info.uuid if info else None, name=info.name if info else None,
-                            driver_version=driver, pci_bus_id=info.pci_bus_id if info else None,
-                            visible_as=visible[i] if i < len(visible) else None))
+                            driver_version=driver, pci_bus_id=info.pci_bus_id if info else None, visible_as=entry))
     return out
 
 
@@ -230,27 +232,30 @@ def check_json(profile: str | None, only: list[str] | None) -> dict[str, Any]:
             "summary": summary(results), "ok": not any(r.status == "fail" for r in results)}
 
 
-def collect(task: Any, profile: str | None, devices: list[int] | None, *, checks: bool = True,
+def collect(task: Any, profile: str | None, devices: Any = None, *, checks: bool = True,
             only: list[str] | None = None, host: str | None = None, on_event: Any = None,
             env: dict[str, str] | os._Environ[str] | None = None) -> HostReport:
-    """Run the checks, then the seed bench (``task``, a TaskSpec) on each GPU in turn: every
-    visible GPU, or ``devices``. The simulated backend benches ``devices`` (default [0]). Knobs are
-    the kernel's defaults, not this host's tuning cache: the fleet compares like with like.
-    Raises InputError for a GPU index that does not exist, BackendUnavailable without a GPU."""
+    """Run the checks, then the seed bench (``task``, a TaskSpec) on each GPU in turn: ``devices``
+    (an index or a ``--device`` selection, as ``engine.multi_device`` reads it), else every GPU
+    CUDA numbers (on the simulated device, its ``SOL_COCKPIT_SIM_DEVICES``). Knobs are the kernel's
+    defaults, not this host's tuning cache: the fleet compares like with like. Raises InputError
+    for a GPU that does not exist, BackendUnavailable without a GPU."""
     from engine import __version__
     from engine.backends.select import choose_backend
     from engine.errors import CockpitError
+    from engine.multi_device import DeviceSelection, device_count, resolve
     from engine.runner import prepare, run_prepared
     from engine.task import BackendName
 
     env = os.environ if env is None else env
-    choice = choose_backend(task.backend.value, (devices or [0])[0])
+    choice = choose_backend(task.backend.value, devices if isinstance(devices, int) else 0)
     simulated = choice.name == "sim"
+    indices = resolve(DeviceSelection("all") if devices is None else devices, device_count(choice.name), simulated)
     if simulated:
         visible = _visible_entries(env)
-        gpus = [GpuEntry(index=i, visible_as=visible[i] if i < len(visible) else None) for i in (devices or [0])]
+        gpus = [GpuEntry(index=i, visible_as=visible[i] if i < len(visible) else None) for i in indices]
     else:
-        gpus = _cuda_gpus(devices, env)
+        gpus = _cuda_gpus(indices, env)
     report = HostReport(host=host or default_host(env), time=now_utc(), tool_version=__version__,
                         backend=choice.name, simulated=simulated, job=job_facts(env),
                         check=check_json(profile, only) if checks else None, gpus=gpus)

@@ -27,7 +27,7 @@ def _positive_seconds(text: str) -> float:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("fleet-report", help="checks + the seed bench on each GPU, as one JSON report per host "
                                             "(what the Kubernetes and Slurm exports run)")
-    add_task_args(p)
+    add_task_args(p)  # --device: one GPU, a list (0,2,5) or all (the default here)
     out = p.add_mutually_exclusive_group()
     out.add_argument("--out", type=Path, metavar="FILE", help="write the report to FILE (atomically)")
     out.add_argument("--out-dir", type=Path, metavar="DIR",
@@ -47,7 +47,7 @@ def _target(args: argparse.Namespace, host: str) -> Path | None:
     if args.out is not None:
         return args.out
     if args.out_dir is not None:
-        suffix = f".gpu{args.device}" if args.device is not None else ""
+        suffix = f".gpu{args.device}" if isinstance(args.device, int) else ""
         return args.out_dir / f"{safe_file_name(host)}{suffix}.json"
     return None
 
@@ -83,7 +83,7 @@ def _one(args: argparse.Namespace, task) -> int:
 
     host = args.host or default_host()
     with Progress() as progress:
-        report = collect(task, args.profile, None if args.device is None else [args.device], checks=args.checks,
+        report = collect(task, args.profile, args.device, checks=args.checks,
                          only=args.only, host=host, on_event=progress)
     path = _target(args, host)
     if path is not None:
@@ -103,7 +103,8 @@ def run(args: argparse.Namespace) -> int:
     if args.every is not None and args.out is None and args.out_dir is None:
         raise InputError("--every needs --out or --out-dir: a report that goes nowhere helps nobody",
                          fix="add --out-dir DIR (the folder tui fleet reads)")
-    task = task_from_args(args)  # a bad flag is exit 2 before anything runs
+    # A bad flag is exit 2 before anything runs; --device (one, a list or all) is collect's.
+    task = task_from_args(argparse.Namespace(**{**vars(args), "device": None}))
     if args.every is None:
         return _one(args, task)
     while True:

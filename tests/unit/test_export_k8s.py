@@ -56,6 +56,7 @@ def test_job_loads_as_a_typed_v1job_with_gpu_limits_and_a_non_root_context(capsy
     assert pod.security_context.run_as_non_root is True
     env = {e.name: e for e in c.env}
     assert env["BLOCK_SIZE"].value == "128x256"  # knobs as the env vars the manifests already use
+    assert env["SOL_COCKPIT_SIM_DEVICES"].value == "4"  # the rehearsal simulates the GPUs it asks for
     assert env["NODE_NAME"].value_from.field_ref.field_path == "spec.nodeName"
     mounts = {m.name: m.mount_path for m in c.volume_mounts}
     vols = {v.name: v for v in pod.volumes}

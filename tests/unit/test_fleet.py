@@ -158,3 +158,60 @@ def test_report_model_marks_failures():
     rep = HostReport(host="h", time="t", tool_version="0", backend="cuda", simulated=False,
                      gpus=[GpuEntry(index=0)], benches=[BenchEntry(device=0, error="no GPU")])
     assert not rep.ok and rep.benches[0].sol_pct is None
+
+
+def test_fleet_report_without_a_gpu_on_cuda_is_exit_3(capsys):
+    from engine import nvml
+
+    ok, _, _ = nvml.probe()
+    if ok:
+        pytest.skip("a GPU answers here")
+    assert main(["fleet-report", "--backend", "cuda", "--no-checks", "--json"]) == 3
+    out = json.loads(capsys.readouterr().out)
+    assert out["status"] == "unavailable" and out["fix"]
+
+
+def test_every_rewrites_the_report_until_sigterm(tmp_path):
+    """The DaemonSet's loop: a fresh report each round, SIGTERM ends it (128 + 15), nothing left."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "r"
+    proc = subprocess.Popen([sys.executable, "-m", "engine.cli.main", "fleet-report", "--backend", "sim",
+                             "--no-checks", "--no-peers", "--host", "node-x", "--every", "0.2", "--out-dir", str(out)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    seen: set[int] = set()
+    try:
+        deadline = time.monotonic() + 60
+        while len(seen) < 2 and time.monotonic() < deadline and proc.poll() is None:
+            path = out / "node-x.json"
+            if path.exists():
+                ino = path.stat().st_ino  # each round renames a new file into place
+                assert read_report(path).host == "node-x"  # atomic: never half a report
+                seen.add(ino)
+            time.sleep(0.2)
+        assert len(seen) >= 2, f"{len(seen)} report(s) written; exit status {proc.poll()}"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=30)
+    assert code == 128 + signal.SIGTERM
+    assert [p.name for p in out.iterdir()] == ["node-x.json"]  # no temporary file left
+
+
+def test_a_slow_simulated_gpu_is_marked_end_to_end(tmp_path, monkeypatch, capsys):
+    """Four simulated GPUs, the third 1.3x slow: fleet-report benches all four (no --device), and
+    tui fleet marks that one and only that one."""
+    monkeypatch.setenv("SOL_COCKPIT_SIM_DEVICES", "4")
+    monkeypatch.setenv("SOL_COCKPIT_SIM_SLOW_DEVICES", "2=1.3")
+    code = main(["fleet-report", "--backend", "sim", "--no-checks", "--no-peers", "--iterations", "5",
+                 "--host", "node-s", "--out-dir", str(tmp_path), "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0 and [g["index"] for g in report["gpus"]] == [0, 1, 2, 3]
+    assert main(["fleet", str(tmp_path), "--json"]) == 1
+    view = json.loads(capsys.readouterr().out)
+    assert [r["index"] for r in view["rows"] if r["outlier"]] == [2]
+    assert view["rows"][0]["host_spread_pct"] == pytest.approx(100 * (1 - 1 / 1.3), abs=3)
+    assert main(["fleet-report", "--backend", "sim", "--no-checks", "--device", "7", "--json"]) == 2
+    assert "GPU 7 does not exist" in json.loads(capsys.readouterr().out)["error"]
