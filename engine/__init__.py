@@ -29,6 +29,8 @@ _EXPORTS: dict[str, str] = {
     "PreparedRun": "engine.runner", "choose_backend": "engine.backends.select",
     "BackendChoice": "engine.backends.select", "start_resource_tracker": "engine.process",
     "STAGES": "engine.events",
+    "run_soak": "engine.soak", "SoakOptions": "engine.soak", "SoakEvent": "engine.events",
+    "parse_duration": "engine.soak", "parse_percent": "engine.soak", "sim_device_count": "engine.multi_device",
     # tuning
     "tune": "engine.tuner", "TuneResult": "engine.tuner", "Trial": "engine.tuner", "TuningCache": "engine.tuning_cache",
     "tuned_lookup": "engine.tuning_cache", "baseline_marks": "engine.baseline",
@@ -40,7 +42,7 @@ _EXPORTS: dict[str, str] = {
     "load_fleet": "engine.fleet",
     # telemetry, checks, rules, checklist
     "TelemetrySampler": "engine.telemetry", "GpuTelemetry": "engine.telemetry", "Snapshot": "engine.telemetry",
-    "nvml_sampler": "engine.telemetry", "simulated_sampler": "engine.telemetry",
+    "nvml_sampler": "engine.telemetry", "simulated_sampler": "engine.telemetry", "SimulatedSource": "engine.telemetry",
     "gpu_processes": "engine.telemetry",
     "HARMFUL_THROTTLE_MASK": "engine.nvml", "run_checks": "engine.checks", "checks_summary": "engine.checks",
     "match_text": "engine.troubleshoot", "match_check": "engine.troubleshoot",

@@ -20,6 +20,7 @@ from engine import (
     ProfileSet,
     ResultStore,
     RunResult,
+    SimulatedSource,
     TaskSpec,
     TelemetrySampler,
     choose_backend,
@@ -27,6 +28,7 @@ from engine import (
     nvml_sampler,
     resolve_profile,
     resolve_task,
+    sim_device_count,
     simulated_sampler,
     start_resource_tracker,
 )
@@ -39,6 +41,7 @@ from tui.screens.live import LiveScreen
 from tui.screens.overlays import ConfirmQuitScreen, HelpScreen
 from tui.screens.profile import ProfileScreen
 from tui.screens.run import RunScreen
+from tui.screens.soak import SoakScreen
 from tui.screens.troubleshoot import TroubleshootScreen
 from tui.screens.tune import TuneScreen
 
@@ -49,7 +52,7 @@ def with_fields(task: TaskSpec, **update: Any) -> TaskSpec:
 
 
 TEXTUAL_THEMES = {"dark": "textual-dark", "light": "textual-light"}
-WORK_NAMES = {"run": "a run", "tune": "a tune"}
+WORK_NAMES = {"run": "a run", "tune": "a tune", "soak": "a soak"}
 PALETTE_SKIP = {"Quit", "Theme", "Keys"}
 """Textual's own palette commands that a cockpit key already offers (q, ctrl+t, ?)."""
 
@@ -62,13 +65,15 @@ class CockpitApp(App):
     MODES = {
         "checklist": ChecklistScreen, "profile": ProfileScreen, "tune": TuneScreen, "run": RunScreen,
         "live": LiveScreen, "troubleshoot": TroubleshootScreen, "history": HistoryScreen,
-        "fleet": FleetScreen,
+        "fleet": FleetScreen, "soak": SoakScreen,
     }
     BINDINGS = [
         *[Binding(key, f"switch_mode('{mode}')", f"Go to {label}", show=False, tooltip=f"Show the {label} screen")
           for key, mode, label in NAV],
         Binding("8", "switch_mode('fleet')", "Go to Fleet", show=False,
                 tooltip="Show the Fleet screen (the fleet jobs' reports)"),
+        Binding("9", "switch_mode('soak')", "Go to Soak", show=False,
+                tooltip="Show the Soak screen: the task back to back for a duration, watched"),
         Binding("S", "use_simulated", "Use sim", tooltip="Switch to the SIMULATED device (no GPU needed)"),
         Binding("ctrl+t", "toggle_theme", "Theme", tooltip="Switch between the light and dark theme"),
         Binding("ctrl+p", "command_palette", "Palette", priority=True,
@@ -173,8 +178,17 @@ class CockpitApp(App):
 
     def _make_sampler(self) -> TelemetrySampler:
         if self.simulated:
-            return simulated_sampler(profile=self._sim_profile())
+            return self._sim_sampler()
         return nvml_sampler()
+
+    def _sim_sampler(self) -> TelemetrySampler:
+        """The simulated card's sampler, with as many GPUs as SOL_COCKPIT_SIM_DEVICES says (one when
+        it is unset or malformed: the Live screen is no place for an input error)."""
+        try:
+            count = sim_device_count()
+        except CockpitError:
+            count = 1
+        return simulated_sampler(SimulatedSource(gpu_count=count), profile=self._sim_profile())
 
     def _sim_profile(self):
         """The profile the simulated card takes its memory and power from (None before one resolves)."""
@@ -326,7 +340,7 @@ class CockpitApp(App):
         self.backend_problem = None
         self.task_spec = with_fields(self.task_spec, backend="sim")
         self.telemetry.stop()
-        self.telemetry = simulated_sampler(profile=self._sim_profile())
+        self.telemetry = self._sim_sampler()
         if self.start_telemetry:
             self.telemetry.start()
         if isinstance(self.screen, Screen) and hasattr(self.screen, "refresh_chrome"):

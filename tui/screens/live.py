@@ -119,6 +119,23 @@ def render_snapshot(snap: Snapshot, width: int, histories: dict[int, dict[str, l
     return Text("\n\n", no_wrap=True).join(parts)
 
 
+def render_overview(snap: Snapshot) -> Text:
+    """Every GPU on one row each (utilisation, SM clock, power, temperature, throttle), so that a GPU
+    unlike its neighbours stands out before the per-GPU panels; shown when there are several."""
+    out = Text(f"{'GPU':<5}{'state':<14}{'util':>6}{'SM MHz':>8}{'power':>9}{'temp':>7}  throttle", style="bold")
+    for g in snap.gpus:
+        s = g.sample
+        out.append(f"\n{g.index:<5}{g.state[:13]:<14}")
+        if s is None:
+            continue
+        harmful = bool((s.throttle_mask or 0) & HARMFUL_THROTTLE_MASK)
+        out.append(f"{fmt(s.gpu_util_pct, '%'):>6}{fmt(s.sm_clock_mhz):>8}{fmt(s.power_w, 'W'):>9}"
+                   f"{fmt(s.temperature_c, 'C'):>7}  ")
+        out.append(", ".join(s.throttle_reasons) or ("N/A" if s.throttle_mask is None else "none"),
+                   style="bold red" if harmful else "")
+    return out
+
+
 class LiveScreen(CockpitScreen):
     """Pulls ``app.telemetry`` on a timer (attributes down); paused while another screen shows."""
 
@@ -178,6 +195,8 @@ class LiveScreen(CockpitScreen):
                  for g in snap.gpus}
         text = render_snapshot(snap, width, histories if self.sparklines else {},
                                (tel.interval_s, tel.maxlen), procs)
+        if len(snap.gpus) > 1:
+            text = Text("\n\n", no_wrap=True).join([render_overview(snap), text])
         if self.paused:
             text.append("\n(paused: p resumes)", style="yellow")
         self.query_one("#live-gpus", Static).update(text)
