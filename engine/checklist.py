@@ -82,9 +82,11 @@ class Checklist:
             raise InputError(f"unknown checklist step {step!r}; steps: {', '.join(step_ids())}")
         self._put(step, {"done": done, "source": "manual", "detail": note} | extra)
 
-    def record_checks(self, summary: dict[str, int]) -> None:
-        """Called by `tui check`: the step is done when nothing failed."""
+    def record_checks(self, summary: dict[str, int], statuses: dict[str, str] | None = None) -> None:
+        """Called by `tui check`: the step is done when nothing failed. ``statuses`` (check id ->
+        pass/warn/fail/skip) is kept for the exporter's per-check series."""
         self._put("checks", {"done": summary.get("fail", 0) == 0, "source": "derived", "summary": summary,
+                             "statuses": dict(statuses or {}),
                              "detail": ", ".join(f"{v} {k}" for k, v in summary.items())})
 
     def confirmed_profile(self) -> str | None:

@@ -231,16 +231,25 @@ class CockpitCollector:
 
         checks = GaugeMetricFamily("sol_cockpit_checks", "Environment checks per status in this host's last "
                                    "`tui check` (pass, warn, fail, skip).", labels=("status",))
-        summary = (self.store.get_state(STATE_PREFIX + "checks", default={}) or {}).get("summary") or {}
+        saved = self.store.get_state(STATE_PREFIX + "checks", default={}) or {}
+        saved = saved if isinstance(saved, dict) else {}
+        summary = saved.get("summary") or {}
         for status in ("pass", "warn", "fail", "skip"):
             if isinstance(summary.get(status), int):
                 checks.add_metric([status], float(summary[status]))
+        per_check = GaugeMetricFamily("sol_cockpit_check_status", "1 for the status each environment check had in "
+                                      "this host's last `tui check` (one series per check and status).",
+                                      labels=("check", "status"))
+        statuses = saved.get("statuses") if isinstance(saved.get("statuses"), dict) else {}
+        for cid, status in sorted(statuses.items()):
+            for s in ("pass", "warn", "fail", "skip"):
+                per_check.add_metric([str(cid), s], 1.0 if status == s else 0.0)
         steps = GaugeMetricFamily("sol_cockpit_checklist_step_done", "1 when the operators' checklist step is "
                                   "done on this host (tui checklist), else 0.", labels=("step",))
         for sid in step_ids():
             state = self.store.get_state(STATE_PREFIX + sid, default={})
             steps.add_metric([sid], 1.0 if isinstance(state, dict) and state.get("done") else 0.0)
-        return [checks, steps]
+        return [checks, per_check, steps]
 
 
 def _key(r: Any) -> tuple[str, str, str, str]:

@@ -87,4 +87,5 @@ def tick_step(store: Any, step: str, done: bool, profile: str | None = None) -> 
 
 def record_checks(store: Any, results: list[Any]) -> None:
     """Let the checklist know how the checks went (its 'checks' step is derived from this)."""
-    Checklist(store).record_checks(checks_summary(results))
+    Checklist(store).record_checks(checks_summary(results),
+                                   {check_view(r)["id"]: check_view(r)["status"] for r in results})

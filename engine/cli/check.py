@@ -39,7 +39,7 @@ def _record(results: list, store_path: Path | None) -> str | None:
     from engine.store import ResultStore
 
     try:
-        Checklist(ResultStore(store_path)).record_checks(summary(results))
+        Checklist(ResultStore(store_path)).record_checks(summary(results), {r.id: r.status for r in results})
     except CockpitError as exc:
         return exc.message
     return None

@@ -65,7 +65,8 @@ def populated(capsys):
     conn.close()
     from engine.checklist import Checklist
 
-    Checklist(ResultStore()).record_checks({"pass": 7, "warn": 2, "fail": 1, "skip": 3})
+    Checklist(ResultStore()).record_checks({"pass": 7, "warn": 2, "fail": 1, "skip": 3},
+                                        {"driver.loaded": "pass", "gpu.ecc": "fail"})
     return run
 
 
@@ -117,6 +118,9 @@ def test_scrape_gpu_and_store_metrics(populated, serve):
     assert value(fams, "sol_cockpit_baseline_seconds", **KEY) == pytest.approx(run["time_ms"]["median"] / 1.25e3)
     assert value(fams, "sol_cockpit_checks", status="fail") == 1 and value(fams, "sol_cockpit_checks", status="pass") == 7
     assert value(fams, "sol_cockpit_checklist_step_done", step="checks") == 0  # one check failed
+    assert value(fams, "sol_cockpit_check_status", check="gpu.ecc", status="fail") == 1
+    assert value(fams, "sol_cockpit_check_status", check="gpu.ecc", status="pass") == 0
+    assert value(fams, "sol_cockpit_check_status", check="driver.loaded", status="pass") == 1
     assert all(f.type == "gauge" for f in fams.values())
 
 
