@@ -70,7 +70,7 @@ class BenchEntry(BaseModel):
 class HostReport(BaseModel):
     """Everything one job learned about one host."""
 
-    report_schema: Literal["sol-cockpit.fleet-report"] = Field(SCHEMA, alias="schema")
+    report_schema: Literal["sol-cockpit.fleet-report"] = Field(default="sol-cockpit.fleet-report", alias="schema")
     """Always 'sol-cockpit.fleet-report': what this JSON file is."""
     version: int = VERSION
     """Schema version (``VERSION``)."""
