@@ -18,8 +18,6 @@ from engine.binary_inspect.report import Gpu
 from engine.cli.main import main
 from tests.unit.cuda_binaries import build_all, nvcc_path
 
-PKG = Path(__file__).resolve().parents[2] / "engine" / "binary_inspect"
-
 
 @pytest.fixture(scope="session")
 def binaries(tmp_path_factory) -> dict[str, Path]:
