@@ -264,7 +264,10 @@ class TaskSpec(BaseModel):
         if isinstance(data, Mapping) and (data.get("kernel_file") or data.get("kernel") not in (None, "gemm_residual")):
             from engine.user_kernels import resolve_task_data
 
-            data = resolve_task_data(data)
+            try:
+                data = resolve_task_data(data)
+            except InputError as exc:  # a ValidationError like every other bad field
+                raise ValueError(str(exc)) from None
         if isinstance(data, Mapping) and "shape" not in data and data.get("kernel") not in (None, "gemm_residual"):
             from kernels import get_spec
 
@@ -331,6 +334,8 @@ def _format_validation_error(exc: ValidationError, source: str) -> str:
             known = ", ".join(TaskSpec.model_fields)
             msg = f"unknown field (known: {known})"
             lines.append(f"{source}: {short_key(field)}: {msg}")
+        elif not err["loc"]:  # the whole task (a user kernel's spec file): the message names the field
+            lines.append(f"{source}: {msg}")
         else:
             lines.append(f"{source}: {short_key(field)}={short_repr(value)}: {msg}")
     return "; ".join(lines)

@@ -177,25 +177,33 @@ def kernel_names() -> list[str]:
 
 
 def resolve_task_data(data: Mapping[str, Any]) -> Mapping[str, Any]:
-    """A task's fields with its user kernel loaded: ``kernel_file`` read (the kernel named after
-    it), or a kernel name that is no built-in looked up in the config dir (its file recorded).
-    InputError for a bad spec, or a ``kernel`` that is not the one the file defines."""
+    """A task's fields with its user kernel loaded: ``kernel_file`` read (the task's kernel is the
+    one it defines), or a kernel name that is no built-in found among those loaded here or in the
+    config dir (its file recorded). A task that names another kernel than its ``kernel_file``
+    defines runs the kernel it names (the cockpit's form switching kernels); where that kernel is
+    unknown, InputError says so. InputError for a bad spec, naming the file and field."""
     from kernels import _USER, builtin_names
 
     kf = data.get("kernel_file")
     kernel = data.get("kernel")
+    mismatch = None
     if isinstance(kf, (str, os.PathLike)) and str(kf).strip():
         spec = load_kernel_file(str(kf))
-        if kernel is not None and kernel != spec.name:
-            raise InputError(f"kernel={short_repr(kernel)}: the kernel file {kf} defines {spec.name!r}",
-                             fix="leave out --kernel, or name the kernel the file defines")
-        return _with_dtype({**data, "kernel": spec.name, "kernel_file": str(spec.spec_path)}, spec)
+        if kernel is None or kernel == spec.name:
+            return _with_dtype({**data, "kernel": spec.name, "kernel_file": str(spec.spec_path)}, spec)
+        mismatch = InputError(f"kernel={short_repr(kernel)}: the kernel file {kf} defines {spec.name!r}",
+                              fix="leave out --kernel, or name the kernel the file defines")
+        data = {k: v for k, v in data.items() if k != "kernel_file"}
+        if kernel in builtin_names():
+            return data
     if isinstance(kernel, str) and kernel and kernel not in builtin_names() and kernel.isidentifier():
         loaded = _USER.get(kernel)  # loaded here before (a task file, --kernel-file): the same file
         path = Path(loaded.spec_path) if loaded is not None else find_in_config(kernel)
         if path is not None:
             spec = load_kernel_file(path, "file" if loaded is not None else "config")
             return _with_dtype({**data, "kernel_file": str(spec.spec_path)}, spec)
+    if mismatch is not None:
+        raise mismatch
     return data
 
 

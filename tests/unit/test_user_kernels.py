@@ -136,11 +136,20 @@ def test_plan_shows_the_knobs_as_the_engine_knobs():
     assert p.info["knobs"] == {"TILE": 16, "DEPTH": 2}
 
 
-def test_kernel_name_must_match_the_file():
-    from engine import TaskSpec
+def test_a_task_runs_the_kernel_it_names():
+    """The file names its kernel when the task names none; a task naming another known kernel runs
+    that one (the cockpit's form switching kernels); an unknown one is an error naming both."""
+    from pydantic import ValidationError
 
-    with pytest.raises(InputError, match="defines 'saxpy'"):
-        TaskSpec(kernel="scaled_matmul", kernel_file=str(SAXPY))
+    from engine import TaskSpec, resolve_task
+
+    assert TaskSpec(kernel_file=str(SAXPY)).kernel == "saxpy"
+    switched = TaskSpec(kernel="add_rmsnorm", kernel_file=str(SAXPY))
+    assert switched.kernel == "add_rmsnorm" and switched.kernel_file is None
+    with pytest.raises(ValidationError, match="defines 'saxpy'"):
+        TaskSpec(kernel="no_such_kernel", kernel_file=str(SAXPY))
+    with pytest.raises(InputError, match="^task: kernel='no_such_kernel': the kernel file .* defines 'saxpy'"):
+        resolve_task(None, {}, {"kernel": "no_such_kernel", "kernel_file": str(SAXPY)})
 
 
 # --- the simulated device, the tuner, the store --------------------------------------------------

@@ -70,7 +70,8 @@ def validate_form(values: dict[str, Any], profile: Any,
                   "pipelining_options": list(p.pipelining_options),
                   "defaults": p.default_knobs, "profile": profile.name,
                   "knobs_from": p.source_label, "schedule": dict(p.schedule),
-                  "schedule_options": [(k.name, k.values) for k in p.schedule_options]}
+                  "schedule_options": [(k.name, k.values) for k in p.schedule_options],
+                  "user_knobs": p.info.get("knobs") if p.task.kernel_file else None}
     return (None if p.violations else task), [str(v) for v in p.violations], prediction
 
 
@@ -207,6 +208,11 @@ class TuneScreen(CockpitScreen):
         pls = ", ".join(format_pipelining(p) for p in pred["pipelining_options"])
         out.append(f"\nBLOCK_SIZE fits: {', '.join(pred['block_size_options'])}", style="dim")
         out.append(f"\nMEMORY_PIPELINING fits: {pls}", style="dim")
+        if pred.get("user_knobs"):  # a user kernel: its #defines as they run, and its other knobs
+            out.append("\n#define " + " ".join(f"{k}={v}" for k, v in pred["user_knobs"].items()), style="dim")
+            if pred["schedule_options"]:
+                out.append("; schedule: " + "; ".join(f"{n} = {' | '.join(map(str, vals))}"
+                                                      for n, vals in pred["schedule_options"]), style="dim")
         return out
 
     def on_input_changed(self, event: Input.Changed) -> None:
