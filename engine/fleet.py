@@ -116,6 +116,9 @@ def _rows_of(report: HostReport, file: str) -> list[FleetRow]:
     rows = []
     failed = report.failed_checks
     benches = {b.device: b for b in report.benches}
+    if not report.gpus:  # nothing benched: one row, so the host is not left out of the view
+        return [FleetRow(host=report.host, gpu="-", failed_checks=failed, status=report.error or "no GPU benched",
+                         simulated=report.simulated, time=report.time, file=file)]
     for gpu in report.gpus:
         bench = benches.get(gpu.index)
         result = (bench.result if bench else None) or {}
@@ -167,8 +170,7 @@ def _mark(rows: list[FleetRow], outlier_pct: float) -> dict[str, float]:
                                  f"median {median:.1f} % of {len(values)} GPUs running {task}")
     for r in rows:
         if r.status != "ok":
-            r.reasons.append(f"bench {r.status}" if r.status in ("failed", "timeout", "cancelled", "not run")
-                             else f"bench did not run: {r.status}" if r.status != "-" else "bench: no result")
+            r.reasons.append(f"bench {r.status}" if r.task else f"bench did not run: {r.status}")
         if r.failed_checks:
             r.reasons.append(f"failed checks: {', '.join(r.failed_checks)}")
         r.outlier = bool(r.reasons)

@@ -34,8 +34,10 @@ class FleetJob(BaseModel):
     """Job name (a DNS-1123 label)."""
     gpus: int = 1
     """GPUs per host the job asks the scheduler for (0: none, only with the simulated backend)."""
-    backend: Literal["auto", "cuda", "sim"] = "auto"
-    """Passed to ``tui fleet-report --backend``; 'sim' rehearses the job without GPUs."""
+    backend: Literal["auto", "cuda", "sim"] = "cuda"
+    """Passed to ``tui fleet-report --backend``. 'cuda' by default: on a node whose driver is broken
+    'auto' would fall back to the simulated device, and a fleet wants that host reported as broken.
+    'sim' rehearses the job without GPUs."""
     kernel: str | None = None
     """Seed bench kernel (default: the task's default, the fused GEMM + residual)."""
     shape: str | None = None

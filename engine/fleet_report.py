@@ -92,6 +92,9 @@ class HostReport(BaseModel):
     """The object ``tui check --json`` prints (None with --no-checks)."""
     benches: list[BenchEntry] = Field(default_factory=list)
     """One seed bench per GPU, in ``gpus`` order."""
+    error: str | None = None
+    """Why no GPU was benched (no driver, no device): the host still reports, so the fleet view
+    shows it instead of leaving it out."""
 
     model_config = {"populate_by_name": True}
 
@@ -102,7 +105,7 @@ class HostReport(BaseModel):
 
     @property
     def ok(self) -> bool:
-        return not self.failed_checks and all(b.ok for b in self.benches)
+        return self.error is None and not self.failed_checks and all(b.ok for b in self.benches)
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json", by_alias=True)
@@ -242,13 +245,19 @@ def collect(task: Any, profile: str | None, devices: Any = None, *, checks: bool
     for a GPU that does not exist, BackendUnavailable without a GPU."""
     from engine import __version__
     from engine.backends.select import choose_backend
-    from engine.errors import CockpitError
+    from engine.errors import BackendUnavailable, CockpitError
     from engine.multi_device import DeviceSelection, device_count, resolve
     from engine.runner import prepare, run_prepared
     from engine.task import BackendName
 
     env = os.environ if env is None else env
-    choice = choose_backend(task.backend.value, devices if isinstance(devices, int) else 0)
+    try:
+        choice = choose_backend(task.backend.value, devices if isinstance(devices, int) else 0)
+    except BackendUnavailable as exc:  # a GPU node without a working driver is a finding, not silence
+        return HostReport(host=host or default_host(env), time=now_utc(), tool_version=__version__,
+                          backend=task.backend.value, simulated=False, job=job_facts(env),
+                          check=check_json(profile, only) if checks else None,
+                          error=exc.message + (f" (fix: {exc.fix})" if exc.fix else ""))
     simulated = choice.name == "sim"
     indices = resolve(DeviceSelection("all") if devices is None else devices, device_count(choice.name), simulated)
     if simulated:

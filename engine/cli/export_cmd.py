@@ -19,8 +19,9 @@ def _job_args(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("--name", default="sol-fleet", help="job name (default %(default)s)")
     p.add_argument("--gpus", type=int, default=1, help="GPUs per host (default %(default)s; 0 only with --backend sim)")
-    p.add_argument("--backend", choices=["auto", "cuda", "sim"], default="auto",
-                   help="what fleet-report benches on: sim rehearses the job without GPUs (default %(default)s)")
+    p.add_argument("--backend", choices=["auto", "cuda", "sim"], default="cuda",
+                   help="what fleet-report benches on (default %(default)s: a node without a working GPU is "
+                        "reported as such, not benched on the simulated device); sim rehearses the job")
     p.add_argument("--kernel", help="seed bench kernel (default: the fused GEMM + residual)")
     p.add_argument("--shape", help="seed bench shape, as tui bench --shape")
     p.add_argument("--dtype", choices=[d.value for d in DType], help="seed bench dtype")

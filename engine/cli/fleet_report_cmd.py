@@ -1,7 +1,8 @@
 """`tui fleet-report`: what a fleet job runs on each host. The environment checks, then the seed
 bench on every visible GPU (or ``--device``), written as one JSON report (``engine.fleet_report``)
-that ``tui fleet`` reads. Exit 0 when every check passes and every bench is ok, 1 otherwise (the
-report is written either way), 2 for bad input."""
+that ``tui fleet`` reads. Exit 0 when every check passes and every bench is ok, 1 otherwise, 3 when
+no GPU answers (the report is written in every case, so the fleet view shows the host), 2 for bad
+input."""
 
 from __future__ import annotations
 
@@ -92,6 +93,9 @@ def _one(args: argparse.Namespace, task) -> int:
         print_json(report.to_json())
     else:
         _print_human(report, path)
+    if report.error:
+        stderr_console().print(f"[red]no GPU benched:[/] {report.error}", highlight=False)
+        return 3
     return 0 if report.ok else 1
 
 

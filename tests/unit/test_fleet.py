@@ -160,15 +160,22 @@ def test_report_model_marks_failures():
     assert not rep.ok and rep.benches[0].sol_pct is None
 
 
-def test_fleet_report_without_a_gpu_on_cuda_is_exit_3(capsys):
+def test_a_host_without_a_gpu_still_reports_and_is_marked(tmp_path, capsys):
+    """--backend cuda on a node whose driver does not answer: exit 3, and a report all the same
+    (checks, and the reason), which tui fleet shows as a marked row."""
     from engine import nvml
 
     ok, _, _ = nvml.probe()
     if ok:
         pytest.skip("a GPU answers here")
-    assert main(["fleet-report", "--backend", "cuda", "--no-checks", "--json"]) == 3
-    out = json.loads(capsys.readouterr().out)
-    assert out["status"] == "unavailable" and out["fix"]
+    assert main(["fleet-report", "--backend", "cuda", "--only", "driver", "--host", "broken-node",
+                 "--out-dir", str(tmp_path), "--json"]) == 3
+    report = json.loads(capsys.readouterr().out)
+    assert report["gpus"] == [] and report["error"] and "driver.loaded" in [c["id"] for c in report["check"]["checks"]]
+    assert main(["fleet", str(tmp_path), "--json"]) == 1
+    (row,) = json.loads(capsys.readouterr().out)["rows"]
+    assert row["host"] == "broken-node" and row["outlier"] and row["sol_pct"] is None
+    assert row["reasons"][0].startswith("bench did not run:") and "driver.loaded" in row["failed_checks"]
 
 
 def test_every_rewrites_the_report_until_sigterm(tmp_path):
