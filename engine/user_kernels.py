@@ -198,7 +198,7 @@ def resolve_task_data(data: Mapping[str, Any]) -> Mapping[str, Any]:
             return data
     if isinstance(kernel, str) and kernel and kernel not in builtin_names() and kernel.isidentifier():
         loaded = _USER.get(kernel)  # loaded here before (a task file, --kernel-file): the same file
-        path = Path(loaded.spec_path) if loaded is not None else find_in_config(kernel)
+        path = Path(loaded.spec_path) if loaded is not None else find_in_config(kernel)  # type: ignore[attr-defined]
         if path is not None:
             spec = load_kernel_file(path, "file" if loaded is not None else "config")
             return _with_dtype({**data, "kernel_file": str(spec.spec_path)}, spec)

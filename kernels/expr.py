@@ -71,7 +71,7 @@ class Expr:
     """A parsed, checked expression: its text, its tree and the names it uses."""
 
     text: str
-    tree: ast.expression
+    tree: ast.Expression
     names: frozenset[str]
 
     def __str__(self) -> str:

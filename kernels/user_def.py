@@ -179,7 +179,7 @@ class UserKernelDef(BaseModel):
     """The problem's dimension names, lowercase, in positional order (e.g. ["m", "n", "k"])."""
     default_shape: dict[str, int]
     """The shape a run takes when none is given, every dimension named."""
-    dtypes: list[Literal["bf16", "fp16", "fp32"]] = Field(default_factory=lambda: ["fp32"], min_length=1)
+    dtypes: list[Literal["bf16", "fp16", "fp32"]] = Field(default_factory=lambda: ["fp32"], min_length=1)  # type: ignore[arg-type]
     """Element types the kernel supports; the source sees ``scalar_t`` and SOL_DTYPE (0 bf16, 1 fp16,
     2 fp32) with ``sol_to_f32`` / ``sol_from_f32`` conversions."""
     args: list[ArgDef] = Field(min_length=1, max_length=32)

@@ -61,7 +61,8 @@ def run(args: argparse.Namespace) -> int:
         rows.append({"name": name, "title": spec.title, "dims": list(spec.dims),
                      "default_shape": spec.default_shape, "dtypes": per_dtype, "tuned": entries,
                      "source": user_file or "built-in",
-                     "knobs": {k: v.model_dump() for k, v in spec.defn.knobs.items()} if user_file else None})
+                     "knobs": ({k: v.model_dump() for k, v in spec.defn.knobs.items()}  # type: ignore[attr-defined]
+                               if user_file else None)})
     if args.json:
         print_json({"profile": prof.name, "kernels": rows, "user_kernels_dir": str(user_kernels_dir()),
                     "user_kernel_errors": errors})
