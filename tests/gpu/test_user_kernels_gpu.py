@@ -19,6 +19,16 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "kernels"
 MATMUL, SAXPY = EXAMPLES / "scaled_matmul.toml", EXAMPLES / "saxpy.toml"
 
 
+@pytest.fixture(autouse=True)
+def _forget_user_kernels():
+    """User kernels registered by a test are forgotten after it, so other tests in the session see
+    the built-in kernels only."""
+    yield
+    import kernels
+
+    kernels._USER.clear()
+
+
 def _run(spec: Path, **kw):
     task = TaskSpec(kernel_file=str(spec), backend="cuda", warmup=2, iterations=10, peers=False, **kw)
     return run_prepared(prepare(task))

@@ -6,11 +6,22 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
 from textual.widgets import Select, Static
 
 from tests.tui.conftest import wait_for_run
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "kernels"
+
+
+@pytest.fixture(autouse=True)
+def _forget_user_kernels():
+    """User kernels registered by a test are forgotten after it, so other tests in the session see
+    the built-in kernels only."""
+    yield
+    import kernels
+
+    kernels._USER.clear()
 
 
 def _text(app, selector: str) -> str:

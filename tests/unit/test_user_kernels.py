@@ -25,6 +25,16 @@ MATMUL, SAXPY = EXAMPLES / "scaled_matmul.toml", EXAMPLES / "saxpy.toml"
 H200 = DeviceLimits((9, 0), 132, 232448, 233472, profile="h200")
 
 
+@pytest.fixture(autouse=True)
+def _forget_user_kernels():
+    """User kernels registered by a test are forgotten after it, so other tests in the session see
+    the built-in kernels only."""
+    yield
+    import kernels
+
+    kernels._USER.clear()
+
+
 def tui(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "engine.cli.main", *args], capture_output=True, text=True,
                           timeout=120, cwd=ROOT)
