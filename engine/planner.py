@@ -29,7 +29,7 @@ class TunedKnobs:
     memory_pipelining: int
     schedule: dict[str, Any] = field(default_factory=dict)
     label: str = "tuned"
-    """How the cockpit and CLI name where the knobs came from, e.g. 'tuned 2026-12-03, 12 candidates'."""
+    """How the cockpit and CLI name where the knobs came from, e.g. 'tuned YYYY-MM-DD, 12 candidates'."""
 
 
 @dataclass(frozen=True)

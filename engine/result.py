@@ -140,8 +140,7 @@ class RunResult(BaseModel):
     @property
     def peers_caveat(self) -> str | None:
         """What a reader of the peer rows must know, for a real run that timed peers: they run right
-        after ours, on a card ours has just worked, so they can read slow (on the H200 cuBLAS's
-        GEMM alone took 0.159-0.179 ms there and 0.1415 ms rested; bench/NOTES-sm90.md, session 6)."""
+        after ours, on a card ours has just worked, so they can read slow (ADR-0004)."""
         if self.simulated or not any(p.timing is not None for p in self.peers):
             return None
         if self.rest_s > 0:  # every implementation started rested

@@ -160,9 +160,8 @@ class TaskSpec(BaseModel):
     so the figure is good to about 2 steps / window, e.g. +-4 % over 5 s)."""
     rest_s: float = Field(default=0.0, ge=0.0, le=REST_MAX_S)
     """Seconds the GPU idles before our timed launches and before each peer's, so that every
-    implementation starts from the same rested card (0 = no rest). On the H200 a GEMM timed right
-    after another one measured up to 12 % slower than after 3 s of rest (bench/NOTES.md, session 6),
-    which flatters whichever runs first: ours."""
+    implementation starts from the same rested card (0 = no rest). A GEMM timed right after another
+    one runs slower than after a rest, which flatters whichever runs first: ours (ADR-0004)."""
     device: int = Field(default=0, ge=0, le=63)
     """GPU index as CUDA enumerates it (after CUDA_VISIBLE_DEVICES)."""
     backend: BackendName = BackendName.auto

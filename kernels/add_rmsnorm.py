@@ -26,8 +26,8 @@ Two paths, chosen by the device (not a knob): on Hopper and later (compute capab
 fused kernel with rows in registers takes the TMA bulk ring (``uses_bulk``): thread 0 copies whole
 rows of x and r into a ring of MEMORY_PIPELINING shared-memory slots with ``cp.async.bulk`` (off =
 one slot, refilled after the row's stores), the threads read their vectors from the slot; same
-arithmetic in the same order, so bit-identical outputs. Measured on the H200 at [32768, 4096]:
-3.88-3.90 TB/s against 3.65-3.67 on the register path (bench/NOTES-membound.md, measurement 3).
+arithmetic in the same order, so bit-identical outputs, and more bytes in flight than the register
+path's (faster on the H200: ADR-0006).
 Elsewhere (older GPUs, fusion off, rows too long for registers or for the ring) the register path.
 """
 
@@ -338,15 +338,13 @@ class AddRmsNormSpec(KernelSpec):
                          baseline=True, dtypes=("bf16", "fp16", "fp32"))]
 
     def sim_efficiency(self, task: Any, limits: DeviceLimits) -> float:
-        """Fraction of the bandwidth SOL for the simulated device, calibrated on an H200
-        (bench/NOTES-membound.md, bf16 [32768, 4096]: 3.52-3.64 TB/s = 0.75 of the 4.8 TB/s datasheet
-        for 128-512 threads whatever the depth; 1024 threads, one block per SM: off 0.55, 2 rows in
-        flight 0.65). A thread count that leaves vector slots empty costs a little, so does the
+        """Fraction of the bandwidth SOL for the simulated device (factors from an H200: ADR-0005):
+        0.75 for 128-512 threads whatever the depth; 1024 threads, one block per SM: off 0.55, 2 rows
+        in flight 0.65. A thread count that leaves vector slots empty costs a little, so does the
         persistent grid's row quantisation; the long-row re-read path is modelled at 0.8x (not
-        measured); fusion off measured 0.83x (5/4 of the bytes, two launches). Hopper's bulk ring
-        (measurement 3, [32768, 4096]): 0.80 with 4 or more rows in flight per SM (3.79-3.91 TB/s,
-        every dtype, 128-512 threads, 1-4 slots), 0.76 with 2-3 (512 threads x 2 blocks, one slot
-        each: 3.64 TB/s); one row per SM is modelled as the register path's (0.55, not measured)."""
+        measured); fusion off 0.83x (5/4 of the bytes, two launches). Hopper's bulk ring: 0.80 with 4
+        or more rows in flight per SM, 0.76 with 2-3; one row per SM is modelled as the register
+        path's (0.55, not measured)."""
         dtype = _dtype(task)
         try:
             s = self.normalize_shape(dict(task.shape))

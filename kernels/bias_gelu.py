@@ -163,10 +163,9 @@ class BiasGeluSpec(KernelSpec):
                          baseline=True, dtypes=("bf16", "fp16", "fp32"))]
 
     def sim_efficiency(self, task: Any, limits: DeviceLimits) -> float:
-        """Fraction of the bandwidth SOL for the simulated device, calibrated on an H200 (see
-        bench/NOTES-membound.md, bf16 [8192, 10240], 256 threads): off 3.52 TB/s = 0.73 of the
-        4.8 TB/s datasheet, 2 in flight 0.68, 4 and 8 0.67; fusion off measured 0.54x (twice the
-        bytes, two launches)."""
+        """Fraction of the bandwidth SOL for the simulated device (factors from an H200: ADR-0005):
+        off 0.73, 2 in flight 0.68, 4 and 8 0.67; fusion off 0.54x (twice the bytes, two
+        launches)."""
         try:
             _, stages = self._resolve(task, limits)
         except (ValueError, TypeError):

@@ -336,13 +336,13 @@ class GemmResidualSpec(KernelSpec):
         ]
 
     def sim_efficiency(self, task: Any, limits: DeviceLimits) -> float:
-        """Fraction of SOL for the simulated device, calibrated on an H200 (2026-11-30, seed shape):
-        a path ceiling (mma.sync on Hopper 0.26 of the dense tensor peak, as measured: 249 TFLOP/s,
-        wgmma-only peaks out of its reach; before Hopper, where mma.sync is the native path, 0.55, not
-        measured; FFMA 0.73 of the fp32 peak, as measured: 47.3 TFLOP/s with a 0.97 wave factor) x
+        """Fraction of SOL for the simulated device (factors from an H200 at the seed shape: ADR-0005):
+        a path ceiling (mma.sync on Hopper 0.26 of the dense tensor peak, wgmma-only peaks out of its
+        reach; before Hopper, where mma.sync is the native path, 0.55, not measured; FFMA 0.73 of the
+        fp32 peak with a 0.97 wave factor) x
         tile reuse (sqrt of the tile's arithmetic intensity BM*BN/(BM+BN) over the path's largest
         tile's) x pipelining (off 0.6, 2 stages 0.85, 3 0.95, 4 1.0) x wave quantisation over the SMs
-        x 0.93 when fusion is off (a second pass over out and R: measured 0.96 for bf16)."""
+        x 0.93 when fusion is off (a second pass over out and R)."""
         dtype = _dtype(task)
         try:
             tile, stages = self._resolve(task, limits)

@@ -340,9 +340,9 @@ class AutoGemmResidualSpec(GemmResidualSpec):
             return self._skinny_efficiency(task, limits, shape)
         if not self._hopper(limits, task.dtype.value):
             return super().sim_efficiency(task, limits)
-        # Shaped on the H200 measurements of this path (bench/NOTES.md, NOTES-sm90.md): 128x256
-        # with 3 stages and ping-pong 128x128 with 5 reach about 72 % of the bf16 datasheet peak;
-        # 2 stages ~54 %, off ~37 %; 256x128 -4 %; unfused -12 %.
+        # Factors from an H200 (ADR-0005): 128x256 with 3 stages and ping-pong 128x128 with 5
+        # reach about 72 % of the bf16 datasheet peak; 2 stages ~54 %, off ~37 %; 256x128 -4 %;
+        # unfused -12 %.
         stages = task.memory_pipelining or 0
         eff = {0: 0.37, 2: 0.54}.get(stages, 0.72 if stages in (3, 5) else 0.70)
         if task.block_size and str(task.block_size).startswith("256x128"):

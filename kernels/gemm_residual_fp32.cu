@@ -3,13 +3,12 @@
 // of 4x4; a warp owns 32 x 64 outputs. That is what the spec renders; the source also takes
 // experiment knobs that bench/fp32_variants.py times (GR_TN 16: 8x16 per thread; BK 32; GR_KUNROLL;
 // GF_ORDER, the FFMA order; GF_COPY, the copy's address math), all measured slower on the H200 or
-// no faster, except GF_ORDER 3, now the default (bench/NOTES-fp32.md).
+// no faster, except GF_ORDER 3, the default (ADR-0008).
 //
-// Why this shape (the BK-16 k-contiguous predecessor measured 3.07 ms at the seed shape, the same
-// as the BK-8 one before it): both fed each FFMA group from a shared-memory load issued only a few
-// instructions earlier (8 FFMA between a W float4's LDS and its first use, A loaded at the top of
-// every 4-k step and used at once), so with 4 warps per scheduler the issue slots went idle on LDS
-// latency. Here every operand is an outer product, loaded one whole k step (64 FFMA) before use
+// Why this shape (ADR-0008): a k-contiguous tile (BK 8 or 16) feeds each FFMA group from a
+// shared-memory load issued only a few instructions earlier (8 FFMA between a W float4's LDS and its
+// first use, A loaded at the top of every 4-k step and used at once), so with 4 warps per scheduler
+// the issue slots go idle on LDS latency. Here every operand is an outer product, loaded one whole k step (64 FFMA) before use
 // (register double buffer, k loop fully unrolled), and the next tile's first fragments are loaded
 // right after the barrier, under the last k step's FFMAs.
 //
@@ -99,7 +98,7 @@ __device__ __forceinline__ void gf_copy_row(u32 d, const float* p, int kleft) {
 // GF_COPY: interior copy address math. 0 (default): the row pointers are rebuilt from the row index
 // and k0 every tile (64-bit add chains); 1: two 64-bit pointers (A and W at the copied tile's column)
 // advanced per tile, rows q > 0 one IMAD.WIDE each. 1 saves 8 of 1174 instructions per tile in the
-// device's SASS (NVRTC 13.0) but measured the same (2.271 vs 2.270 ms, bench/NOTES-fp32.md).
+// device's SASS (NVRTC 13.0) but measured the same (ADR-0008).
 #ifndef GF_COPY
 #define GF_COPY 0
 #endif
@@ -171,12 +170,11 @@ __device__ __forceinline__ void load_frag_f32(const float* sa, int k, int aoff, 
 }
 
 // The order in which a k step's FFMAs are written (GF_ORDER) does not change any result (each
-// accumulator sees the same k sequence) but steers ptxas' register allocation and schedule, and it
-// was worth 5.5 % on the H200 (bench/NOTES-fp32.md): 0 i outer / j inner 2.403 ms, 1 j outer 2.31,
-// 2 i outer with j snaking 2.27-2.28, 3 j outer with i snaking 2.270-2.272 (the default). Orders 4-13
-// (gf_pos: blocks, pairs, reversal on odd k) all measured 1-8 % slower than 3. What ranks them is the
-// register-file reads of the device's SASS (FFMA sources not served by a reuse flag; time ~ 0.45 us
-// per read per tile, r = 0.88 over 11 builds); order 3 has the fewest (2164 per 1024 FFMA; floor 2048).
+// accumulator sees the same k sequence) but steers ptxas' register allocation and schedule, which
+// sets the time (ADR-0008): 0 i outer / j inner, 1 j outer, 2 i outer with j snaking, 3 j outer with
+// i snaking (the default, the fastest); orders 4-13 (gf_pos: blocks, pairs, reversal on odd k) are
+// slower. What ranks them is the register-file reads of the device's SASS (FFMA sources not served
+// by a reuse flag); order 3 has the fewest.
 #ifndef GF_ORDER
 #define GF_ORDER 3
 #endif

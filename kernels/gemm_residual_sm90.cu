@@ -125,7 +125,7 @@
 #if (BN == 144 || BN == 192 || BN == 208) && ELEM != 2
 #error "BN = 144, 192, 208 take 16-bit data only"
 #endif
-// SWAP_AB (the Python module's SWAP_TILES, NOTES-sm90 v39-v40): the kernel runs the transposed
+// SWAP_AB (the Python module's SWAP_TILES, ADR-0007): the kernel runs the transposed
 // product out^T = W A^T, so its M is the problem's N and its N the problem's M: tm_a maps W (BM = 128
 // rows of N a tile), tm_w maps A (BN rows of M, any width a wgmma takes), and the kernel's M, N
 // arguments are the problem's N, M. R and out stay [M, N] row-major: the epilogue tile is R's natural
@@ -171,7 +171,7 @@
 // SPLIT_N (cooperative): the consumers split the tile's columns, not its rows: consumer c owns all
 // BM rows of columns [c * WG_N, (c + 1) * WG_N), the wgmma's B operand offset by c * WG_N W rows
 // (128x320: two consumers of 128x160, each two m64n160k16 per k16, as a ping-pong 128x160 consumer).
-// The wide tile reads fewer operand bytes per output from the L2 (NOTES-sm90 v31).
+// The wide tile reads fewer operand bytes per output from the L2 (ADR-0007).
 #if NUM_CONSUMERS != 2 || (BN / 2) % 16 != 0 || (BN / 2) > 256 || BM > 128
 #error "SPLIT_N: two consumers of BM <= 128 rows x BN / 2 columns"
 #endif
@@ -192,12 +192,12 @@
 // usual issue point on, without waiting (the other consumer's epilogue may still run while this
 // item's k-blocks must flow), and waits only at the item's last k-block. Measured 1.5-2 % slower
 // than two buffers at the same depth, the deeper ring not buying it back: R lands later in the item
-// (NOTES-sm90 v27, v28), so it runs only where a stage count needs it, never by default.
+// (ADR-0007), so it runs only where a stage count needs it, never by default.
 #ifndef EPI_SHARED
 #define EPI_SHARED 0
 #endif
 // The k-block of each item after which the producer stages its R (measurement option; the default,
-// STAGES, measured best: NOTES-sm90 v28)
+// STAGES, measured best: ADR-0007)
 #ifndef R_ISSUE_KB
 #define R_ISSUE_KB STAGES
 #endif
@@ -411,7 +411,7 @@ __device__ __forceinline__ void release_slot_all(unsigned bar, unsigned rm, unsi
 // SBO (1024 >> 4) and the mode (bit 62: 128B swizzle), a constant. Shared memory is < 256 KB, so
 // a tile offset (>> 4) adds to the low word without leaving the address field: one uniform add
 // per wgmma instead of rebuilding the descriptor (the main loop's SASS for ping-pong 128x128: 56
-// instructions per k-block and warp instead of 120; NOTES-sm90 v13).
+// instructions per k-block and warp instead of 120).
 __device__ __forceinline__ unsigned desc_lo(unsigned saddr) {
     return ((saddr & 0x3FFFF) >> 4) | (1u << 16);
 }
@@ -650,7 +650,7 @@ __device__ __forceinline__ void st_shared_f2(unsigned addr, float a, float b) {
 // the slots holding the tile by the storer thread once the TMA store has read them (for every
 // consumer warp: an arrival count), deferred to the next tile's first k-block where the ring has
 // room for the next tile's first k-blocks beside them (EPI_RING_DEFER), else at once. Two barrier
-// rules keep the parities true (both found on the H200, NOTES-sm90 v31): the producer arrives on
+// rules keep the parities true (both found on the H200): the producer arrives on
 // the full barrier of every slot it takes for R or skips (no k-block completes its phase that
 // round, and the consumers step over it), and it stages the next tile's R only once every tile
 // thread is past its wait for the previous one (the residual-empty barrier, arrived on after the
@@ -832,7 +832,7 @@ __device__ __forceinline__ void tile_origin(int tile, int num_nb, unsigned rm, u
 // tiles in groups of RASTER_GROUP M blocks (of cluster rows where clustered), numbered M-fastest
 // inside a group and group after group (CUTLASS's swizzle): the CTAs in flight share W tiles side
 // by side and a band of A row panels. The default for two-wave cooperative 128x160
-// (use_raster_group); slower on the clustered ping-pong defaults (NOTES-sm90 v23)
+// (use_raster_group); slower on the clustered ping-pong defaults (ADR-0007)
 __device__ __forceinline__ void tile_origin_grouped(int tile, int num_mb, int num_nb, unsigned rm,
                                                     unsigned rn, int& m0, int& n0) {
     const int g = tile / (RASTER_GROUP * num_nb);
@@ -1008,7 +1008,7 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                 // the k-block after which the producer stages the next residual tile: by default the
                 // stage count, when the ring has just filled with this item's first k-blocks, so the
                 // R load delays the next ones while the most are buffered (each k-block earlier or
-                // later measured slower, up to 3 %: NOTES-sm90 v28)
+                // later measured slower: ADR-0007)
                 const int r_issue_kb = kb0 + (kb1 - kb0 - 1 < R_ISSUE_KB ? kb1 - kb0 - 1 : R_ISSUE_KB);
 #if EPI_SHARED
                 // the shared buffer is free once the previous item's store has read it (the other

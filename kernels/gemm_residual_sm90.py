@@ -11,8 +11,8 @@ and 128x208 (``FIT_TILES``) that fit N into fewer blocks where the others leave 
 (``FIT_GAIN``); optional 2x1 clusters with
 TMA multicast of W (``build(cluster=2)``; the default only for 16-bit ping-pong 128x128,
 ``use_cluster``), and for measurements 1x2 / 2x2 clusters that also multicast A
-(``build(cluster=(cm, cn))``, 16-bit; slower everywhere on the H200, NOTES-sm90 v18). Module-level functions, so that the ``gemm_residual``
-spec can delegate to them:
+(``build(cluster=(cm, cn))``, 16-bit; slower everywhere on the H200: ADR-0007). Module-level
+functions, so that the ``gemm_residual`` spec can delegate to them:
 
 - ``supported(limits, dtype, shape)``: cc 9.0 and bf16/fp16/tf32/fp32 (and N, K multiples of 8).
 - ``block_size_options`` / ``pipelining_options`` / ``smem_bytes`` / ``check``.
@@ -97,14 +97,14 @@ NARROW_TILES = ("128x80", "64x80")
 """Tiles for 16-bit data only: their 16-column epilogue tail chunk (32B swizzle) is not written for
 fp32 data (``tiles_for``)."""
 WIDE_TILES = ("256x160", "128x320")
-"""cuBLAS's big tiles (NOTES-sm90 v31), 16-bit data only: 160 accumulators per consumer thread,
+"""cuBLAS's big tiles (knobs, not defaults: ADR-0007), 16-bit data only: 160 accumulators per
+consumer thread,
 two m64n160k16 per k16 each; 256x160's consumers split the rows as every cooperative tile does,
 128x320's split the columns (``SPLIT_N_TILES``). Their 80 KB epilogue tile fits beside 2 stages,
 deeper rings only with it staged in the ring (``build(epi_ring=True)``)."""
 FIT_TILES = ("128x144", "128x192", "128x208")
 """Widths that fit N = 2560 into fewer N blocks (18, 14, 13) than 128 and 160 do (20, 16), after
-cuBLAS, which picks its tile's free side per shape (NOTES-sm90 v38: 128x192 at M = 2400, 128x200 at
-2500, 128x232 at 3000): where the tiles of 128 or 160 leave the last round nearly empty, 13 x 20 M
+cuBLAS, which picks its tile's free side per shape (ADR-0007): where the tiles of 128 or 160 leave the last round nearly empty, 13 x 20 M
 blocks of 128x208 fill two rounds of 132 (M = 2433-2560). 16-bit data only (their 16-column tail
 chunk, as the narrow tiles'); 128x144 runs ping-pong (144 accumulators per thread), the wider two
 cooperative."""
@@ -112,11 +112,11 @@ SWAP_TILES = tuple(f"{r}x128" for r in SWAP_ROWS)
 """Tiles of R rows along M (any multiple of 8 from 136 to 200) by 128 columns of N, built as the
 transposed product out^T = W A^T (``_build_swapped``, ``SWAP_AB`` in the kernel): the kernel's 128-row
 side runs along N (W as the wgmma's A operand) and its BN = R along M (A as its B operand, so any
-width a wgmma takes sizes the tile along M), as cuBLAS sizes its tiles to the shape (NOTES-sm90 v39).
+width a wgmma takes sizes the tile along M), as cuBLAS sizes its tiles to the shape (ADR-0007).
 Cooperative, unclustered, data-parallel, 16-bit data; R and out keep their [M, N] layout (the
 epilogue tile is R's natural R x 64 boxes, in its own buffer; for a shape, the deeper rings that fit
-only with it staged in the ring's freed slots are knobs too, ``ring_stage_options``: correct on the
-H200, not faster, NOTES-sm90 v46). ``default_knobs`` takes them at 4 stages where ``_swap_tile``
+only with it staged in the ring's freed slots are knobs too, ``ring_stage_options``: not faster,
+ADR-0007). ``default_knobs`` takes them at 4 stages where ``_swap_tile``
 finds 13 row blocks filling two rounds with clearly less work (``SWAP_GAIN``)."""
 _SWAP_KERNEL_TILES = {f"128x{r}": (128, r, 2) for r in SWAP_ROWS}
 """The swapped tiles in the kernel's frame (128 x R): what ``_build_swapped`` renders; no knob."""
@@ -126,7 +126,7 @@ share then starts on an atom). Probes may lower it to test a share that starts m
 MBAR_SUSPEND_NS = 0
 """A measurement option (0: off, the default): the mbarrier try_wait's suspend-time hint in ns
 (``MBAR_SUSPEND_NS`` in the kernel), so that a waiting thread sleeps longer before it polls again.
-Probes set it to test whether the polling's issue slots and power cost time (NOTES-sm90 v47)."""
+Probes set it to test whether the polling's issue slots and power cost time (ADR-0007)."""
 SPLIT_N_TILES = ("128x320",)
 """Cooperative tiles whose two consumers split the columns (SPLIT_N): a consumer of 64 x 320 would
 need n320 wgmmas (n <= 256)."""
@@ -146,15 +146,13 @@ SPLIT_HI_DEFAULT = False
 ignored) and writes only the low parts; True also writes hi = tf32(x) rounded to nearest."""
 TAIL_SHIFT_DEFAULT = True
 """Move a last tile that reaches past M (N) back to end at M (N) where the build is data-parallel
-with 16-bit data (``use_tail_shift``): on the H200 the clustered ping-pong default at M = 7976 took
-239 k cycles against 232 k with the shift (Nsight Compute; the seed shape 232 k), a partial TMA box
-being slower than a whole one; rested timings level to 1.1 % faster (NOTES-sm90 v32)."""
+with 16-bit data (``use_tail_shift``): a partial TMA box is slower than a whole one (ADR-0007)."""
 SPLIT_KERNEL = "tf32_split"
 PROMOTE_DEFAULT = 4
 """fp32: k-blocks (of 32) the tensor cores sum from zero before the group is drained and added
 into a second register accumulator by FADD; 0 = all of K in the tensor cores, whose own
-accumulation is coarser than fp32 round-to-nearest (its error grows with the steps). Set from
-H200 measurements (bench/NOTES-sm90.md, v10). ``promote_fits`` says where it applies."""
+accumulation is coarser than fp32 round-to-nearest (its error grows with the steps). The group
+size trades accuracy against time (ADR-0007). ``promote_fits`` says where it applies."""
 
 
 def promote_fits(block_size: str, pingpong: bool) -> bool:
@@ -188,14 +186,13 @@ STREAMK_DEFAULT = True
 PINGPONG_TILES = ("128x128", "128x160", "128x144")
 """Tiles one consumer warpgroup can hold whole (BM * BN / 128 threads <= 160 accumulators)."""
 PINGPONG_DEFAULT = True
-"""Use ping-pong consumers where they fit and each CTA gets >= 2 tiles (``use_pingpong``); measured
-on the H200 (NOTES-sm90.md v5): 128x128 s5 ping-pong vs the cooperative 128x128 s4 default at
-N = K = 2560: M=2048 0.0485 vs 0.0558 ms, 4096 0.0798 vs 0.0840, 8192 0.1531 vs 0.1573."""
+"""Use ping-pong consumers where they fit and each CTA gets >= 2 tiles (``use_pingpong``): one
+consumer's epilogue then overlaps the other's main loop, faster than cooperative there (ADR-0007)."""
 """Compile the stream-K tail into the kernel (the schedule still runs purely data-parallel
 where ``plan_schedule`` finds no gain)."""
 
-# Schedule cost model in microseconds, fitted to the H200 M sweep (bench/NOTES-sm90.md, v4;
-# 35 measured schedules of 128x256 and 128x128 within ~5 % rms): fixed cost of a launch; one
+# Schedule cost model in microseconds, fitted to an H200 M sweep (ADR-0007; 35 measured schedules
+# of 128x256 and 128x128 within ~5 % rms): fixed cost of a launch; one
 # k-block of a 128x256 tile (scaled by tile area), slower by up to _HOT once the chip runs long
 # enough to reach its power limit; a tile's epilogue; a split segment's extra (fp32 partial
 # added into the workspace and read back).
@@ -213,8 +210,7 @@ _NOT_DEFAULT = {"128x160", "128x80", "64x80", "256x160", "128x320", *FIT_TILES, 
 
 def _few_full_waves(m: int, n: int, bm: int, bn: int, sms: int) -> bool:
     """N a multiple of BN, and the tiles fill one or two waves to >= 90 %: where the 128x160 tile
-    measured faster than every other default on the H200 (N = K = 2560: M = 1024 0.0234 vs
-    0.0312 ms, M = 2048 0.0415 vs 0.0473; slower at M = 256, 512, 1571, 4096, 7976, 8192)."""
+    measured faster than every other default (ADR-0007)."""
     if n % bn:
         return False
     tiles = _cdiv(m, bm) * (n // bn)
@@ -239,11 +235,11 @@ def tile_rounds(m: int, n: int, bm: int, bn: int, sms: int, cluster: Any = 1,
 
 HALF_TAIL_DEFAULT = True
 """Run a last round of tiles that is at most half full as 64-row halves on twice the CTAs
-(``HALF_TAIL``) where ``use_half_tail`` says so (set from H200 measurements, NOTES-sm90 v37)."""
+(``HALF_TAIL``) where ``use_half_tail`` says so (faster on the H200: ADR-0007)."""
 HALF_ROUND = 0.8
-"""A round of half tiles in units of a whole round, for ``tile_rounds``: measured on the H200 (bf16,
-rested, NOTES-sm90 v37) 0.66-0.86 of a whole round (M = 5300 0.66, 7600 0.72, 2650 and 3400 0.77,
-2500 0.84, 1700 0.86): a 64-row half reads all of its W tile for half the math."""
+"""A round of half tiles in units of a whole round, for ``tile_rounds``: a 64-row half reads all of
+its W tile for half the math, so a round of halves costs more than half a round (measured 0.66-0.86:
+ADR-0007)."""
 
 
 def half_tail_whole(tiles: int, grid: int) -> int | None:
@@ -287,14 +283,8 @@ def use_half_tail(block_size: str, dtype: str, pingpong: bool, cluster: Any, str
 
 TILE_160_GAIN = 0.97
 """``default_knobs`` trades 128x128 for 128x160 where the bigger tile's data-parallel rounds cost at
-most this fraction of the work (rounds x tile area; 0.95 until session 17, when M = 5926-6241 read
-1-2 % faster with 128x160's 6 rounds than with 128x128's 7 and a round of halves, modelled 0.96;
-NOTES-sm90 v37): on the H200 (bf16, N = K = 2560, rested,
-NOTES-sm90 v33-v35) ping-pong 128x160 at M = 3000 0.0606 -> 0.0582 ms, 4224 0.0889 -> 0.0765,
-5000 0.1026 -> 0.0940, 6000 0.1178 -> 0.1124, 9344 0.1733 -> 0.1648; cooperative 128x160 (where
-ping-pong does not apply) at 1700 0.0455 -> 0.0386 and, against 128x128's planned stream-K tail,
-800 0.0368 -> 0.0213 (its s5 form; the default there is the s6 ring of M = 1000-1024, not timed at
-800); at equal work (M = 4096, 7976, 8192) 128x128 stays (4096: 0.0755 vs 0.0761)."""
+most this fraction of the work (rounds x tile area): where 128x128's last round is nearly empty,
+128x160's fewer rounds are faster; at equal work 128x128 stays (ADR-0007)."""
 
 
 def round_work(limits: DeviceLimits, dtype: str, block: str, stages: int,
@@ -314,7 +304,7 @@ def _tile_160_fills_rounds(limits: DeviceLimits, dtype: str, shape: dict[str, in
     """16-bit data, and 128x160 (ping-pong where it applies, else cooperative, at ``stages_160``)
     runs its tiles in rounds that do at most ``TILE_160_GAIN`` of the work of 128x128's (at
     ``stages_128``, in 2x1 clusters where ``use_cluster`` takes them), counting data-parallel
-    rounds (a stream-K tail measured slower than the round it saves, NOTES-sm90 v34-v35)."""
+    rounds (a stream-K tail measured slower than the round it saves: ADR-0007)."""
     if not shape or ITEMSIZE.get(_dtype(dtype), 2) != 2:
         return False
     try:
@@ -328,10 +318,8 @@ def _tile_160_fills_rounds(limits: DeviceLimits, dtype: str, shape: dict[str, in
 def narrow_tile(m: int, n: int, sms: int) -> str | None:
     """The narrow tile (16-bit data) for a shape whose tiles fit in one wave, each CTA running the
     whole K loop (no stream-K fixup): 64x80 where its tiles fit, else 128x80; None where neither
-    does. N = K = 2560: 64x80 for M <= 256, 128x80 for 256 < M <= 512. Measured on the H200
-    (NOTES-sm90 v17, rested and queued, against the cooperative 128x128 default): M = 256 0.0133
-    vs 0.0176 ms, M = 512 0.0156 vs 0.0198 (torch matmul + add 0.0138, 0.0179); at M = 1024
-    (two waves of 128x80) 0.0265 vs 128x160's 0.0239, so one wave only."""
+    does. N = K = 2560: 64x80 for M <= 256, 128x80 for 256 < M <= 512. One wave only: at two waves
+    128x160 is faster (ADR-0007)."""
     for tile in ("64x80", "128x80"):
         bm, bn, _ = TILES[tile]
         if _cdiv(m, bm) * _cdiv(n, bn) <= sms:
@@ -414,7 +402,7 @@ EPI_SHARED_DTYPES = ("bf16", "fp16")
 """Where ping-pong may run its two consumers on one shared epilogue buffer (``build(epi_shared=True)``)
 for a stage count two buffers leave no room for: the dtypes it ran with on the GPU."""
 EPI_SHARED_DEFAULT = False
-"""Whether ``default_knobs`` may pick such a stage count (set from H200 measurements, NOTES-sm90 v27)."""
+"""Whether ``default_knobs`` may pick such a stage count (off: slower than two buffers, ADR-0007)."""
 
 
 def pingpong_fits(limits: DeviceLimits, block_size: str, stages: int, dtype: str) -> bool:
@@ -442,9 +430,8 @@ def use_pingpong(limits: DeviceLimits, block_size: str, stages: int, dtype: str,
     ``PINGPONG_DEFAULT`` is on, with the pipeline on (off keeps its meaning: no overlap), and, for
     a known shape, where every CTA gets at least two tiles (with one, a warpgroup would idle and
     no epilogue would overlap a main loop; not measured, so cooperative there). At least
-    ``PINGPONG_MIN_STAGES`` stages: one issuing warpgroup needs a deep ring (tf32 128x128 with 3
-    stages, the most its two fp32 epilogue buffers leave: ping-pong 0.44 ms vs cooperative with 5
-    stages 0.33 on the H200)."""
+    ``PINGPONG_MIN_STAGES`` stages: one issuing warpgroup needs a deep ring (tf32 128x128 with the
+    3 stages its two fp32 epilogue buffers leave is slower than cooperative: ADR-0007)."""
     if not (PINGPONG_DEFAULT and stages >= PINGPONG_MIN_STAGES
             and pingpong_fits(limits, block_size, stages, dtype)):
         return False
@@ -464,14 +451,12 @@ PINGPONG_PREFER_STAGES = 5
 many stages (measured at the seed shape with 5; 4 is slower than cooperative 128x256 there)."""
 
 CLUSTER_DEFAULT = True
-"""Use 2x1 clusters with W multicast where ``use_cluster`` allows (set from H200 measurements)."""
+"""Use 2x1 clusters with W multicast where ``use_cluster`` allows (ADR-0007)."""
 CLUSTER_DEFAULT_TILES = ("128x128",)
 CLUSTER_DEFAULT_DTYPES = ("bf16", "fp16")
 """Where clusters are the default: ping-pong 128x128 in 16-bit data, the one schedule measured
-faster with them on the H200 in the issue's regime (10 warm-ups + 100 timed after rest, shuffled:
-seed bf16 0.1493 vs 0.1525 ms, fp16 0.1548 vs 0.1555; bf16 M = 4096 0.0748 vs 0.0764, M = 8192
-0.1455 vs 0.1472) and level in the hot alternating duels (ratio 0.999-1.007 since v13). Elsewhere
-(cooperative tiles, 128x160, tf32) they were level or slower, so ``build(cluster=2)`` only."""
+faster with them, rested (ADR-0007). Elsewhere (cooperative tiles, 128x160, tf32) they were level or
+slower, so ``build(cluster=2)`` only."""
 CLUSTER_DTYPES = ("bf16", "fp16", "tf32")
 """Clusters are compiled for these only: fp32's three-product producer spills a register in the
 ping-pong cluster build (the producer warpgroup keeps 40), and clusters measured no gain anyway."""
@@ -553,7 +538,7 @@ def pipelining_options(limits: DeviceLimits, dtype: str, block_size: str,
 
 EPI_RING_DEFAULT = True
 """Stage the epilogue tile in the ring, for one stage more, where ``default_knobs`` finds a tile of
-``EPI_RING_TILES`` with one tile per CTA (set from H200 measurements, NOTES-sm90 v26)."""
+``EPI_RING_TILES`` with one tile per CTA (the deeper ring is faster there: ADR-0007)."""
 EPI_RING_TILES = ("64x80", "128x80", "128x160", "128x256")
 """The tiles measured faster with the epilogue tile in the ring and the deeper ring it buys."""
 
@@ -578,9 +563,8 @@ def ring_stage_options(limits: DeviceLimits, dtype: str, block_size: str,
                        shape: dict[str, int] | None) -> list[int]:
     """The stage counts that fit only with the epilogue tile staged in the ring's freed slots
     (``build(epi_ring=True)``: cooperative and data-parallel; where a CTA gets more than one tile
-    the slots are returned after each store): 16-bit data, for a given shape; else none. (Until
-    session 14 only where every CTA has one tile, ``one_tile_per_cta``: the defaults still take
-    them only there, NOTES-sm90 v31.)"""
+    the slots are returned after each store): 16-bit data, for a given shape; else none. The
+    defaults take them only where every CTA has one tile (``one_tile_per_cta``, ADR-0007)."""
     if ITEMSIZE.get(_dtype(dtype), 4) != 2 or not shape or _tile_name(block_size) in FIT_TILES:
         # FIT_TILES: their ring-staged builds (128x208 s5, 128x144 s6) have not run on a GPU yet
         # (a swapped tile's name is R x 128, none of them)
@@ -660,11 +644,8 @@ def plan_schedule(m: int, n: int, k: int, block_size: str, sms: int,
 FIT_GAIN = 0.95
 """``default_knobs`` trades its pick for a ``FIT_TILES`` width where that tile's data-parallel rounds
 do at most this fraction of the pick's work (rounds x tile area, ``tile_rounds`` as the other rules
-count them), in fewer rounds, both taking two or more. Measured on the H200 (bf16, N = K = 2560, rested,
-NOTES-sm90 v38) the round model over-states these gains about twofold: M = 2500 128x208 0.0514 vs
-0.0527 ms (modelled 0.93), 2587 128x144 0.0536 vs 0.0560 (0.89), 3400 128x144 0.0676 vs 0.0693
-(0.94); but at 1700, where 128x144 takes as many rounds as cooperative 128x160 (two) and is only
-narrower, 0.0381 vs 0.0379 (0.90): the fewer rounds are what pays."""
+count them), in fewer rounds, both taking two or more: the fewer rounds are what pays, and the
+round model over-states the gain about twofold (ADR-0007)."""
 
 
 def _cheaper_tile(limits: DeviceLimits, dtype: str, shape: dict[str, int] | None, block: str, stages: int,
@@ -707,15 +688,8 @@ SWAP_GAIN = 0.965
 """``default_knobs`` trades its pick for a ``SWAP_TILES`` tile where that tile's two data-parallel
 rounds do at most this fraction of the pick's work (``round_work``). The swapped build does a little
 less per unit of work than the unswapped tiles (4 stages; its epilogue moves R's natural tile through
-ldmatrix / stmatrix .trans), so it takes them only with less work. Measured on the H200 (N = K = 2560,
-rested, NOTES-sm90 v41-v42; bf16 / fp16, ms, swapped s4 against the unswapped default; modelled work
-ratio in brackets): M = 1700 136x128 0.0367 / 0.0357 vs 0.0383 / 0.0387 (0.85), 2083 168x128 0.0423 /
-0.0430 vs 0.0469 / 0.0479 (0.875), 2200 176x128 0.0440 / 0.0452 vs 0.0460 / 0.0473 (0.92), 2450
-192x128 0.0481 / 0.0495 vs 0.0515 / 0.0533 (0.92), 2600 200x128 0.0500 / 0.0517 vs 0.0539 / 0.0547
-(0.93), 1950 152x128 0.0384 / 0.0395 vs 0.0397 / 0.0407 (0.95), 2500 200x128 0.0492 / 0.0511 vs
-0.0515 / 0.0532 (0.96), 2560 0.0498 / 0.0515 vs 0.0516 / 0.0535 (0.96); level at 1900 152x128 0.0393 /
-0.0397 vs 0.0392 / 0.0400 (0.95) and 2300 184x128 0.0459 / 0.0471 vs 0.0462 / 0.0474 (0.96); mixed at
-2400 192x128 0.0475 / 0.0491 vs 0.0487 / 0.0486 (1.0), which stays unswapped."""
+ldmatrix / stmatrix .trans), so it takes them only with less work (the threshold sits between the measured gains and the
+level shapes: ADR-0007)."""
 
 
 def _swap_tile(limits: DeviceLimits, dtype: str, shape: dict[str, int] | None,
@@ -738,7 +712,7 @@ def default_knobs(limits: DeviceLimits, dtype: str,
 
 def _deepest_ring(limits: DeviceLimits, dtype: str, block: str, shape: dict[str, int] | None) -> int:
     """One tile a CTA on a measured tile: the deepest ring, the epilogue tile staged in it (0: not
-    here; with more tiles a CTA the ring measured slower than ping-pong, v31)."""
+    here; with more tiles a CTA the ring measured slower than ping-pong, ADR-0007)."""
     if (not EPI_RING_DEFAULT or _tile_name(block) not in EPI_RING_TILES
             or not one_tile_per_cta(limits, block, dtype, shape)):
         return 0
@@ -801,8 +775,8 @@ def _base_knobs(limits: DeviceLimits, dtype: str,
             return narrow, default_stages(limits, dtype, narrow, shape)
         block = min(options, key=lambda b: (cost(b), options.index(b)))
         # ping-pong 128x128 wherever it applies (>= 2 tiles per CTA): timed in alternation with
-        # the cooperative 128x256 at the seed shape it is 5-6 % faster under sustained load and
-        # level in a cold run (bench/NOTES-sm90.md, v6); the model does not know ping-pong
+        # the cooperative 128x256 at the seed shape it is faster under sustained load and level in
+        # a cold run (ADR-0007); the model does not know ping-pong
         if "128x128" in options and any(
                 use_pingpong(limits, "128x128", st, dtype, shape)
                 for st in pipelining_options(limits, dtype, "128x128")
@@ -914,10 +888,8 @@ def use_raster_m(block_size: str, tiles: int, grid: int, dp_tiles: int, cluster:
     128x160 whose tiles all run in one data-parallel wave without clusters, so the CTAs that read
     the same W tile are launched side by side, as cuBLAS's grid runs them; elsewhere N-fastest (the
     CTAs in flight share A row panels and keep W in L2 across waves) or ``use_raster_group``.
-    Measured on the H200 (bf16, N = K = 2560, rested, input sets rotated): M = 256 64x80 s8 0.0114
-    vs 0.0133 ms (cuBLAS beta=1 0.0113), M = 512 128x80 s7 0.0146 vs 0.0156 (0.0143); with a 2x1
-    cluster no gain (0.0134) (NOTES-sm90 v22); M = 1024 128x160 s5 0.0231 vs 0.0234 (0.0232),
-    M = 1571 128x256 s3 level (0.0339), M >= 4096 (ping-pong, clustered) 4-26 % slower (v23)."""
+    Faster on those tiles in one wave, level on 128x256, slower on the clustered ping-pong
+    defaults (ADR-0007)."""
     return (RASTER_M_DEFAULT and ITEMSIZE.get(_dtype(dtype), 4) == 2
             and _tile_name(block_size) in RASTER_M_TILES and cluster == 1
             and dp_tiles >= tiles and tiles <= grid)
@@ -928,10 +900,8 @@ def use_raster_group(block_size: str, tiles: int, grid: int, dp_tiles: int, clus
     """The grouped tile order (not a knob): ``RASTER_GROUP_DEFAULT`` M blocks per group, numbered
     M-fastest inside a group, for 16-bit cooperative 128x160 whose data-parallel tiles take a
     second wave (at most two: beyond, the defaults run ping-pong) without clusters; else 0.
-    Measured on the H200 (NOTES-sm90 v23, bf16, M = 2048, N = K = 2560, two waves, rested, input
-    sets rotated): groups of 4 0.0406 ms, of 2 0.0407, of 8 0.0408, M-fastest 0.0412, N-fastest
-    0.0415-0.0417 (cuBLAS beta=1 0.0392). On the clustered ping-pong defaults (M >= 4096) every
-    grouping was 2-7 % slower, so they stay N-fastest."""
+    Groups of 4 measured fastest there; on the clustered ping-pong defaults every grouping was
+    slower, so they stay N-fastest (ADR-0007)."""
     if not (RASTER_GROUP_DEFAULT and ITEMSIZE.get(_dtype(dtype), 4) == 2 and not pingpong
             and _tile_name(block_size) == "128x160" and cluster == 1 and dp_tiles >= tiles
             and grid < tiles <= 2 * grid):
@@ -965,7 +935,7 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
     (adjacent CTAs share a W tile), ``w_first`` issues W's TMA box before A's, ``raster_group`` = G
     numbers them in groups of G M blocks, M-fastest inside a group (``build`` chooses both by
     default: ``use_raster_m``, ``use_raster_group``); ``r_issue_kb`` the k-block of each item after
-    which the producer stages its R (default: the stage count; measured best, NOTES-sm90 v28).
+    which the producer stages its R (default: the stage count; measured best, ADR-0007).
     ``epi_ring`` / ``epi_shared``: the epilogue tile in the ring's freed slots / one buffer for
     both ping-pong consumers; ``epi_ring_reuse`` (with ``epi_ring``, where a CTA may get a second
     tile): the ring goes on after each epilogue, its slots returned once the store has read them.
@@ -1213,9 +1183,8 @@ def plan(task: Any, limits: DeviceLimits, block_size: str, stages: int,
         grid, dp_tiles = plan_schedule(m, n, k16, block_size, limits.sm_count, streamk)
         if streamk and dp_tiles >= tiles and not streamk_forced and ITEMSIZE[dtype] == 2:
             # the plan splits nothing: compile the data-parallel kernel, the same schedule without
-            # the stream-K code (H200, NOTES-sm90 v17: M = 512 cooperative 128x128 s4 0.0191 vs
-            # 0.0199 ms with it compiled in, 64x80 at M = 256 0.0136 vs 0.0142). 16-bit data only:
-            # fp32 (3xTF32) at the seed shape measured 1.0593 ms without it vs 1.0024-1.0328 with
+            # the stream-K code, which is faster (ADR-0007). 16-bit data only: fp32 (3xTF32)
+            # measured slower without it
             streamk = False
     else:
         grid, dp_tiles = max(1, int(schedule[0])), int(schedule[1])
@@ -1404,12 +1373,8 @@ def round_rows(m: int, n: int, rows: int, cols: int, sms: int, n_fastest: bool) 
 
 def swap_n_fastest(m: int, n: int, rows: int, sms: int) -> bool:
     """Whether a swapped tile of ``rows`` x 128 numbers the problem's N blocks fastest
-    (``SWAP_ORDER_GAIN``). Measured on the H200 (NOTES-sm90 v44, bf16 / fp16, ms, K = 2560, N-fastest
-    vs M-fastest): N = 1024 M = 4400 136x128 0.0366 / 0.0365 vs 0.0397 / 0.0394 (footprint 0.67),
-    5400 168x128 0.0431 / 0.0436 vs 0.0474 / 0.0469 (0.64), 6500 200x128 0.0495 / 0.0508 vs 0.0528 /
-    0.0543 (0.62); level or 1-5 % slower where the footprints are level or M-fastest's is smaller:
-    N = 2560 M = 2049, 2083, 2500 (1.06, 1.04, 0.99), N = 4096 M = 1300 (1.40), N = 8192 M = 780
-    (1.75)."""
+    (``SWAP_ORDER_GAIN``): N-fastest where its round's footprint is clearly smaller, level or
+    slower elsewhere (ADR-0007)."""
     return (round_rows(m, n, rows, 128, sms, True)
             <= SWAP_ORDER_GAIN * round_rows(m, n, rows, 128, sms, False))
 
@@ -1422,7 +1387,7 @@ def _plan_swapped(task: Any, limits: DeviceLimits, block_size: str, stages: int,
     problem's M (R rows of A, the wgmma's B operand); R and out keep their [M, N] layout, staged and
     stored as R x 64 boxes. Cooperative, data-parallel, 16-bit data; fusion off runs the GEMM-only
     kernel and then ``residual_add_inplace`` as unswapped; ``cluster`` as ``plan``'s in the kernel's
-    frame (2: CTAs along the problem's N share A's box by multicast; measured slower, v39), and so
+    frame (2: CTAs along the problem's N share A's box by multicast; measured slower, ADR-0007), and so
     are ``raster_m`` and ``raster_group`` (``raster_m=True``: the problem's N blocks fastest; by
     default where ``swap_n_fastest`` says so, else the inner build's order)."""
     from types import SimpleNamespace

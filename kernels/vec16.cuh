@@ -8,8 +8,8 @@ typedef unsigned int u32;
 // Streamed inputs: read-only path, no L1 allocation. Reused inputs (weights, bias): read-only
 // path, cached. In-place operands: plain loads. Outputs: plain 16-byte stores (st_vec); a kernel's
 // final outputs go through st_out, which is st_vec unless STREAM_STORES is 1.
-// Measurement builds only (bench/membound_hints.py; bench/NOTES-membound.md, session 6: no gain
-// through the engine, so the specs never set them): STREAM_STORES 1 makes st_out a streaming store
+// Measurement builds only (bench/membound_hints.py; no gain through the engine, ADR-0006, so the
+// specs never set them): STREAM_STORES 1 makes st_out a streaming store
 // (VEC_ST_HINT 1 .cs, 2 L2 evict-first policy); VEC_LD_HINT 1 gives the streamed loads an L2
 // evict-first policy, 2 a 256-byte L2 prefetch.
 #ifndef STREAM_STORES

@@ -141,8 +141,8 @@ def compile_cubin(source: str, arch: str, options: list[str]) -> tuple[bytes, st
 
 FAIR_REST_S = 1.0
 """The rest before ours and before each peer when a run times peers and the task asks for none: every
-implementation then starts from the same rested card (a peer timed right after ours reads up to 12 %
-slow on the H200)."""
+implementation then starts from the same rested card (a peer timed right after ours reads slow:
+ADR-0004)."""
 
 
 def fair_rest_s(task: Any) -> float:

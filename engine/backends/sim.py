@@ -40,10 +40,9 @@ PEER_EFFICIENCY = {"baseline": 0.48, "other": 0.67}
 
 SIM_LAUNCH_MS = 0.005
 """The fixed cost of one kernel launch the simulated timings add to the roofline time over the
-efficiency (prologue, pipeline fill, epilogue drain, the launch itself): what the H200 showed at
-small sizes, e.g. the GEMM at M = 256 took 0.0107 ms where its bytes at the seed's efficiency take
-~0.005 (bench/NOTES.md, session 17). Without it a small shape looked 2x closer to SOL SIMULATED than
-on the GPU. The framework baseline (matmul, then add) launches twice."""
+efficiency (prologue, pipeline fill, epilogue drain, the launch itself), as an H200 shows it at
+small sizes (ADR-0005): without it a small shape reads closer to SOL SIMULATED than on the GPU. The
+framework baseline (matmul, then add) launches twice."""
 
 
 def _stage_delay() -> float:

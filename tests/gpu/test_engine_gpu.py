@@ -349,7 +349,7 @@ def test_swapped_tiles_correct(dtype):
             ("192x128", 4, (7976, 2504, 704), False, swapped),
             ("200x128", 4, (2500, 2560, 2560), True, swapped),
             ("200x128", 4, (1, 264, 136), True, swapped),
-            # the deeper rings with the epilogue tile in the ring's freed slots (NOTES-sm90 v46):
+            # the deeper rings with the epilogue tile in the ring's freed slots (ADR-0007):
             # returned after each store where a CTA gets two tiles, and with one tile a CTA
             ("168x128", 6, (2083, 2560, 2560), True, {**swapped, "epilogue_tile": lambda e: "returned" in (e or "")}),
             ("200x128", 5, (2500, 2504, 704), False, {**swapped, "epilogue_tile": lambda e: "returned" in (e or "")}),

@@ -242,8 +242,8 @@ def test_sass_hot_bad_input_exits_2_naming_it(tmp_path: Path, make, argv, needle
 
 
 def test_write_table_creates_its_output_folder(sm90_script, tmp_path, capsys):
-    """A table is saved even where $OUT's sub-folder does not exist yet (session 14 lost a finished
-    sweep to that), and printed first."""
+    """A table is saved even where $OUT's sub-folder does not exist yet (a finished sweep must not
+    be lost to that), and printed first."""
     mod, _ = sm90_script
     out = tmp_path / "bf16" / "deeper"
     mod.write_table(["M=256: default 0.0108"], {"sweep": []}, str(out), "sm90_cold_sweep")
@@ -379,8 +379,8 @@ def test_sm90_gemm_bad_scan_dtypes_exit_2_naming_the_flag(value):
 
 def test_swap_probe_fit_rows_are_swapped_tiles_that_fill_the_rounds():
     """``fit`` picks the fewest rows of a swapped tile (136-200) whose row blocks fill two rounds with
-    N / 128 column blocks, at any M and N: never an unswapped tile (session 19's first probe checked
-    128x128 at its small check shapes under the swapped label)."""
+    N / 128 column blocks, at any M and N: never an unswapped tile (such as 128x128 at the small
+    check shapes, timed under the swapped label)."""
     pytest.importorskip("cupy")
     import importlib.util
 

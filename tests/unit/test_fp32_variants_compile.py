@@ -1,6 +1,6 @@
 """The fp32 FFMA kernel's experiment knobs (GR_TN, BK 32, GR_KUNROLL, GF_ORDER, GF_COPY) compile without spills.
 
-The spec offers 8x8-per-thread BK-16 tiles only (the fastest measured on the H200, bench/NOTES-fp32.md);
+The spec offers 8x8-per-thread BK-16 tiles only (the fastest measured on the H200, ADR-0008);
 the kernel source also takes 8x16 per thread, BK 32 and short unrolled k bodies, which
 bench/fp32_variants.py times on a GPU. This keeps those paths compiling (NVRTC, sm_90a, no GPU) and
 within the register budget their launch bounds promise, and checks that the spec's default render

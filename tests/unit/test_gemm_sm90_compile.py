@@ -232,7 +232,7 @@ def test_shared_epilogue_buffer(monkeypatch: pytest.MonkeyPatch) -> None:
     assert sk.info["schedule"].startswith("stream-K")
     with pytest.raises(ValueError):
         sm90.defines("128x128", 6, "bf16", True, pingpong=False, epi_shared=True)
-    # measured slower than two buffers at 5 stages (NOTES-sm90 v27): not the default
+    # measured slower than two buffers at 5 stages (ADR-0007): not the default
     assert sm90.default_knobs(H200, "bf16", task.shape) == ("128x128", 5)
     monkeypatch.setattr(sm90, "EPI_SHARED_DEFAULT", True)
     assert sm90.default_knobs(H200, "bf16", task.shape) == ("128x128", 6)
@@ -254,7 +254,7 @@ def test_residual_issue_kblock_option() -> None:
 
 
 def test_mbar_suspend_measurement_option(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``MBAR_SUSPEND_NS`` (measurement option, NOTES-sm90 v47): off by default (no define, the
+    """``MBAR_SUSPEND_NS`` (measurement option, ADR-0007): off by default (no define, the
     try_wait without a hint); set, the seed's default build carries it as the try_wait's
     suspend-time hint and still compiles without spills."""
     task = SimpleNamespace(shape={"m": 8192, "n": 2560, "k": 2560}, dtype="fp16", fusion=True)
@@ -495,7 +495,7 @@ def test_default_knobs_and_build_plan() -> None:
     def knobs(m: int) -> tuple[str, int]:
         return sm90.default_knobs(H200, "bf16", {"m": m, "n": 2560, "k": 2560})
 
-    # one tile per CTA: the epilogue tile staged in the ring buys one stage more (NOTES-sm90 v26)
+    # one tile per CTA: the epilogue tile staged in the ring buys one stage more (ADR-0007)
     assert knobs(1571) == ("128x256", 4)
     # 128x160 where its tiles fill one or two waves (N = 2560 = 16 x 160: 128 and 256 tiles)
     assert knobs(1024) == ("128x160", 6) and knobs(2048) == ("128x160", 5)
@@ -744,7 +744,7 @@ def test_epi_ring_measurement_option() -> None:
 def test_deeper_one_wave_rings_are_knobs_and_defaults() -> None:
     """For a given shape (16-bit), MEMORY_PIPELINING also offers the stage counts that fit only with
     the epilogue tile in the ring; the defaults take the deepest on the measured tiles where every
-    CTA gets one tile, not where a CTA gets two (measured slower than ping-pong there, v31);
+    CTA gets one tile, not where a CTA gets two (measured slower than ping-pong there, ADR-0007);
     ``check`` accepts them and rejects deeper ones naming the ring counts; the build stages the
     epilogue tile in the ring exactly for those counts."""
     from types import SimpleNamespace
@@ -810,7 +810,7 @@ def test_wide_tiles_build_split_n_and_ring() -> None:
     clusters; 256x160 splits the rows (A's box 256 rows); beside their 80 KB buffer they fit 2
     stages, with it in the ring 3 and 4, reused where a CTA gets several tiles (released at once with
     3 stages, at the next tile's first k-block with 4); every such build compiles without spills;
-    never a default (NOTES-sm90 v31)."""
+    never a default (ADR-0007)."""
     from types import SimpleNamespace
 
     seed = {"m": 8192, "n": 2560, "k": 2560}
@@ -997,8 +997,8 @@ def test_half_tail_builds_compile_without_spills_and_keep_the_k_loop_whole(m, bl
 
 def test_build_refuses_a_cooperative_ring_deeper_than_shared_memory() -> None:
     """``build`` itself refuses a configuration whose shared memory exceeds the block limit
-    (until session 17 only ping-pong was checked: a cooperative fp32 128x160 s5, 267 KB, was
-    built and failed at launch); the deepest that fits still builds."""
+    (a cooperative fp32 128x160 s5 would need 267 KB and fail at launch); the deepest that fits
+    still builds."""
     from types import SimpleNamespace
 
     task = SimpleNamespace(shape={"m": 2048, "n": 2560, "k": 2560}, dtype="fp32")
@@ -1131,7 +1131,7 @@ def test_swapped_tiles_are_16_bit_knobs_with_ring_staged_counts_and_a_clear_name
 def test_swapped_default_zones_at_the_issue_shape() -> None:
     """``_swap_tile`` fires where two rounds of 13 row blocks do at most SWAP_GAIN of the pick's work
     (16-bit data): at N = K = 2560 M = 1665-1976, 2049-2392 and 2401-2600 where the pick is 128x208 or
-    128x144 (measured gains or level, NOTES-sm90 v39-v42), and not where the work is level (1977-2048
+    128x144 (measured gains or level, ADR-0007), and not where the work is level (1977-2048
     against 128x160, 2393-2432 against 128x128: mixed at 2400), past 13 rows blocks of 200, for tf32
     or without a shape."""
     def pick(m, dtype="bf16"):
@@ -1150,7 +1150,7 @@ def test_swapped_default_zones_at_the_issue_shape() -> None:
 def test_swapped_tile_order_follows_the_rounds_footprint() -> None:
     """A swapped build numbers the problem's N blocks fastest where a round's tiles then touch at most
     SWAP_ORDER_GAIN of the rows of A and W (N = 1024: 33 row blocks of A), else M-fastest (the inner
-    build's order; 160 rows its groups), as measured (NOTES-sm90 v44); an explicit order wins."""
+    build's order; 160 rows its groups), as measured (ADR-0007); an explicit order wins."""
     assert sm90.round_rows(6500, 1024, 200, 128, 132, True) == 17 * 200 + 8 * 128
     assert sm90.round_rows(6500, 1024, 200, 128, 132, False) == 33 * 200 + 4 * 128
     assert sm90.round_rows(10, 100, 136, 128, 132, True) == 136 + 128  # one tile

@@ -278,7 +278,7 @@ def _ptx(source: str) -> str:
 
 def test_default_builds_store_plainly_and_the_hint_builds_do_not():
     """The engine's builds use plain stores (streaming stores measured no faster through the
-    engine, NOTES-membound session 6); bench/membound_hints.py's STREAM_STORES / VEC_*_HINT builds
+    engine, ADR-0006); bench/membound_hints.py's STREAM_STORES / VEC_*_HINT builds
     really change the instructions (st.global.cs, L2 cache hints), while residual_out, which the
     unfused rmsnorm reads back, keeps plain stores."""
     import importlib.util
