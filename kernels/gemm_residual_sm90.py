@@ -104,8 +104,8 @@ two m64n160k16 per k16 each; 256x160's consumers split the rows as every coopera
 deeper rings only with it staged in the ring (``build(epi_ring=True)``)."""
 FIT_TILES = ("128x144", "128x192", "128x208")
 """Widths that fit N = 2560 into fewer N blocks (18, 14, 13) than 128 and 160 do (20, 16), after
-cuBLAS, which picks its tile's free side per shape (ADR-0007): where the tiles of 128 or 160 leave the last round nearly empty, 13 x 20 M
-blocks of 128x208 fill two rounds of 132 (M = 2433-2560). 16-bit data only (their 16-column tail
+cuBLAS, which picks its tile's free side per shape (ADR-0007): where the tiles of 128 or 160 leave
+the last round nearly empty, 13 x 20 M blocks of 128x208 fill two rounds of 132 (M = 2433-2560). 16-bit data only (their 16-column tail
 chunk, as the narrow tiles'); 128x144 runs ping-pong (144 accumulators per thread), the wider two
 cooperative."""
 SWAP_TILES = tuple(f"{r}x128" for r in SWAP_ROWS)
@@ -688,8 +688,8 @@ SWAP_GAIN = 0.965
 """``default_knobs`` trades its pick for a ``SWAP_TILES`` tile where that tile's two data-parallel
 rounds do at most this fraction of the pick's work (``round_work``). The swapped build does a little
 less per unit of work than the unswapped tiles (4 stages; its epilogue moves R's natural tile through
-ldmatrix / stmatrix .trans), so it takes them only with less work (the threshold sits between the measured gains and the
-level shapes: ADR-0007)."""
+ldmatrix / stmatrix .trans), so it takes them only with less work (the threshold sits between the
+measured gains and the level shapes: ADR-0007)."""
 
 
 def _swap_tile(limits: DeviceLimits, dtype: str, shape: dict[str, int] | None,
@@ -875,11 +875,11 @@ def cluster_label(cm: int, cn: int) -> str:
 
 
 RASTER_M_DEFAULT = True
-"""Number the tiles M-fastest where ``use_raster_m`` says so (set from H200 measurements)."""
+"""Number the tiles M-fastest where ``use_raster_m`` says so (ADR-0007)."""
 RASTER_M_TILES = NARROW_TILES + ("128x160",)
 """The tiles measured faster M-fastest in one wave (128x256, the other one-wave default, level)."""
 RASTER_GROUP_DEFAULT = 4
-"""M blocks per group where ``use_raster_group`` says so (0: never; set from H200 measurements)."""
+"""M blocks per group where ``use_raster_group`` says so (0: never; ADR-0007)."""
 
 
 def use_raster_m(block_size: str, tiles: int, grid: int, dp_tiles: int, cluster: int,
