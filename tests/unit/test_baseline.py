@@ -11,6 +11,13 @@ from engine.cli.main import main
 from engine.paths import store_path
 from engine.store import ResultStore
 
+
+@pytest.fixture(autouse=True)
+def _wide_tables(monkeypatch):
+    """The assertions read whole table cells: print tables wide whatever terminal (or xdist
+    worker, whose COLUMNS is 80) runs the tests."""
+    monkeypatch.setenv("COLUMNS", "300")
+
 SIM = ["--backend", "sim", "--iterations", "10", "--warmup", "2", "--no-peers"]
 
 

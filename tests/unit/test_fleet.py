@@ -14,6 +14,12 @@ from engine.fleet import load_fleet
 from engine.fleet_report import SCHEMA, BenchEntry, GpuEntry, HostReport, read_report, write_report
 
 
+@pytest.fixture(autouse=True)
+def _wide_tables(monkeypatch):
+    """The assertions read whole table cells: print tables wide whatever terminal (or xdist
+    worker, whose COLUMNS is 80) runs the tests."""
+    monkeypatch.setenv("COLUMNS", "300")
+
 @pytest.fixture(scope="module")
 def sim_report(tmp_path_factory) -> dict:
     """One real report of the simulated device (checks limited to the host, which pass here)."""
