@@ -20,6 +20,7 @@ def _wide_tables(monkeypatch):
     worker, whose COLUMNS is 80) runs the tests."""
     monkeypatch.setenv("COLUMNS", "300")
 
+
 @pytest.fixture(scope="module")
 def sim_report(tmp_path_factory) -> dict:
     """One real report of the simulated device (checks limited to the host, which pass here)."""
