@@ -3,6 +3,7 @@ the run in flight and never corrupts what was saved."""
 
 from __future__ import annotations
 
+import builtins
 import json
 import socket
 import sqlite3
@@ -11,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from pydantic import ValidationError
 
@@ -128,7 +129,7 @@ class ResultStore:
                 " gpu_name, source_sha256, result_json) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 row,
             )
-            run_id = int(cur.lastrowid)
+            run_id = cast(int, cur.lastrowid)  # an INSERT that returned always sets it
         result.run_id = run_id
         return run_id
 
@@ -187,10 +188,11 @@ class ResultStore:
         res.run_id = run_id
         return res
 
-    def best(self, kernel: str | None = None, limit: int = 5) -> list[RunRecord]:
+    # In the class body below, ``list`` is the method above: annotations say ``builtins.list``.
+    def best(self, kernel: str | None = None, limit: int = 5) -> builtins.list[RunRecord]:
         """Fastest correct runs (per stored median), for reports."""
         recs = [r for r in self.list(kernel=kernel, limit=10_000, status="ok") if r.median_ms]
-        return sorted(recs, key=lambda r: r.median_ms)[:limit]
+        return sorted(recs, key=lambda r: r.median_ms or 0.0)[:limit]  # every median is set (filtered above)
 
     # --- small per-host key/value state (checklist progress, settings) ----------------------
     def put_state(self, key: str, value: Any, host: str | None = None) -> None:
@@ -217,7 +219,7 @@ class ResultStore:
     SOAK_COLUMNS = ("t_s", "ms", "launches", "sm_clock_mhz", "mem_clock_mhz", "power_w", "temperature_c",
                     "throttle_mask", "verified")
 
-    def save_soak_series(self, run_id: int, windows: list[dict[str, Any]]) -> None:
+    def save_soak_series(self, run_id: int, windows: builtins.list[dict[str, Any]]) -> None:
         """Every window of a soak, in one transaction."""
         rows = [(run_id, *[None if w.get(c) is None else (int(w[c]) if c == "verified" else w[c])
                            for c in self.SOAK_COLUMNS]) for w in windows]
@@ -225,7 +227,7 @@ class ResultStore:
             conn.executemany(f"INSERT INTO soak_samples (run_id, {', '.join(self.SOAK_COLUMNS)}) VALUES "
                              f"({', '.join('?' * (len(self.SOAK_COLUMNS) + 1))})", rows)
 
-    def soak_series(self, run_id: int) -> list[dict[str, Any]]:
+    def soak_series(self, run_id: int) -> builtins.list[dict[str, Any]]:
         """A soak's windows in time order ([] for a run that is not a soak)."""
         with self._conn() as conn:
             rows = conn.execute(f"SELECT {', '.join(self.SOAK_COLUMNS)} FROM soak_samples WHERE run_id = ? "
@@ -249,7 +251,7 @@ class ResultStore:
             conn.execute("INSERT INTO trials (tune_id, created_at, key_json, trial_json) VALUES (?,?,?,?)",
                          (tune_id, _now(), json.dumps(key, sort_keys=True), json.dumps(trial, sort_keys=True)))
 
-    def trials(self, tune_id: str) -> list[dict[str, Any]]:
+    def trials(self, tune_id: str) -> builtins.list[dict[str, Any]]:
         with self._conn() as conn:
             rows = conn.execute("SELECT id, trial_json FROM trials WHERE tune_id = ? ORDER BY id", (tune_id,)).fetchall()
         return [self._json(r[1], "trials", r[0], dict) for r in rows]
@@ -275,7 +277,7 @@ class ResultStore:
         rows = self.list_tuned(**key)
         return rows[0] if rows else None
 
-    def list_tuned(self, **where: Any) -> list[dict[str, Any]]:
+    def list_tuned(self, **where: Any) -> builtins.list[dict[str, Any]]:
         """Cache entries whose key columns equal ``where``'s values, newest first."""
         cols = [c for c in where if c in self.TUNED_KEY]
         sql = (f"SELECT rowid, {', '.join(self.TUNED_COLUMNS)} FROM tuned"
