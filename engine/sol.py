@@ -8,7 +8,7 @@ peak, which is latency-bound. The SOL-ExecBench score is S = 1 / (1 + (T_k - T_S
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 LATENCY_THRESHOLD = 0.60
 
@@ -54,21 +54,21 @@ def sol_figures(
     """All SOL figures for a kernel's FLOPs and bytes against peaks, optionally at a measured time."""
     tc = flops / peak_flops * 1e3
     tm = nbytes / peak_bytes_per_s * 1e3
-    base = dict(flops=int(flops), bytes=int(nbytes), t_sol_ms=max(tc, tm), t_compute_ms=tc,
-                t_memory_ms=tm, sol_bound="compute" if tc >= tm else "memory")
+    base = SolFigures(flops=int(flops), bytes=int(nbytes), t_sol_ms=max(tc, tm), t_compute_ms=tc,
+                      t_memory_ms=tm, sol_bound="compute" if tc >= tm else "memory")
     if time_ms is None or time_ms <= 0:
-        return SolFigures(**base)
+        return base
     seconds = time_ms * 1e-3
     cu = flops / seconds / peak_flops
     bu = nbytes / seconds / peak_bytes_per_s
-    return SolFigures(
-        **base,
+    return replace(
+        base,
         time_ms=time_ms,
         tflops=flops / seconds / 1e12,
         gbps=nbytes / seconds / 1e9,
         compute_util_pct=100.0 * cu,
         bandwidth_util_pct=100.0 * bu,
-        sol_pct=100.0 * base["t_sol_ms"] / time_ms,
+        sol_pct=100.0 * base.t_sol_ms / time_ms,
         bound=classify_bound(cu, bu),
     )
 
