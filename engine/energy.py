@@ -127,7 +127,8 @@ def measure(load: Load, reader: Reader, seconds: float, launches_per_batch: int 
     if last is None:
         return {"note": "this GPU or driver keeps no NVML energy counter: energy not measured"}
     t_start = now()
-    e0 = t0 = e1 = t1 = None
+    e0: int | None = None  # the counter at the window's start, None until warm-up ends
+    e1, t0, t1 = 0, 0.0, 0.0
     b0 = b1 = 0
     clocks: list[float] = []
     inst: list[float] = []
@@ -165,6 +166,7 @@ def measure(load: Load, reader: Reader, seconds: float, launches_per_batch: int 
             if w is not None:
                 inst.append(float(w))
             mask |= reader.reasons() or 0
+    assert e0 is not None  # the loop breaks only once the window has started
     ms = load.ms_per_launch(b0, b1)
     watts = (e1 - e0) / 1e3 / (t1 - t0)
     step_s = statistics.median(b - a for a, b in zip(edges, edges[1:], strict=False))
