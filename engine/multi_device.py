@@ -14,7 +14,7 @@ import argparse
 import os
 import statistics
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -70,7 +70,7 @@ def is_multi(value: Any) -> bool:
     return isinstance(value, DeviceSelection)
 
 
-def sim_device_count(env: dict[str, str] | None = None) -> int:
+def sim_device_count(env: Mapping[str, str] | None = None) -> int:
     """The simulated device's GPU count (``SOL_COCKPIT_SIM_DEVICES``); InputError when malformed."""
     env = os.environ if env is None else env
     text = env.get(SIM_DEVICES_ENV, "").strip()
@@ -82,7 +82,7 @@ def sim_device_count(env: dict[str, str] | None = None) -> int:
     return int(text)
 
 
-def sim_slow_factor(device: int, env: dict[str, str] | None = None) -> float:
+def sim_slow_factor(device: int, env: Mapping[str, str] | None = None) -> float:
     """How much slower simulated GPU ``device`` runs (1.0: not slowed; ``SOL_COCKPIT_SIM_SLOW_DEVICES``)."""
     env = os.environ if env is None else env
     for entry in env.get(SIM_SLOW_ENV, "").split(","):
@@ -95,7 +95,7 @@ def sim_slow_factor(device: int, env: dict[str, str] | None = None) -> float:
     return 1.0
 
 
-def cuda_visible_count(nvml_count: int, env: dict[str, str] | None = None) -> int:
+def cuda_visible_count(nvml_count: int, env: Mapping[str, str] | None = None) -> int:
     """The GPUs CUDA numbers 0..n-1: NVML's count, or CUDA_VISIBLE_DEVICES' entries when it is set."""
     env = os.environ if env is None else env
     cvd = env.get("CUDA_VISIBLE_DEVICES")
@@ -164,7 +164,7 @@ def fan_out(indices: list[int], job: Callable[[int, threading.Event], T],
     return out
 
 
-def spread(values: dict[int, float | None], higher_is_better: bool = False, threshold_pct: float = OUTLIER_PCT,
+def spread(values: Mapping[int, float | None], higher_is_better: bool = False, threshold_pct: float = OUTLIER_PCT,
            metric: str = "median_ms") -> dict[str, Any]:
     """How far apart the GPUs are on ``metric``: the slowest and the fastest, their ratio, each GPU's
     deviation from the median of the others (percent, positive = slower), and the outlier: the GPU
@@ -177,8 +177,8 @@ def spread(values: dict[int, float | None], higher_is_better: bool = False, thre
     if not vals:
         out["note"] = "no GPU has a figure to compare"
         return out
-    slow = min(vals, key=vals.get) if higher_is_better else max(vals, key=vals.get)
-    fast = max(vals, key=vals.get) if higher_is_better else min(vals, key=vals.get)
+    slow = min(vals, key=vals.__getitem__) if higher_is_better else max(vals, key=vals.__getitem__)
+    fast = max(vals, key=vals.__getitem__) if higher_is_better else min(vals, key=vals.__getitem__)
     ratio = vals[fast] / vals[slow] if higher_is_better else vals[slow] / vals[fast]
     out.update(slowest={"device": slow, "value": vals[slow]}, fastest={"device": fast, "value": vals[fast]},
                ratio=ratio, spread_pct=100.0 * (ratio - 1.0))

@@ -135,7 +135,7 @@ def _finish(args: argparse.Namespace, what: str, out: list[dict[str, Any]], sp: 
             preps: dict[int, Any] | None, cols: list[str], rows: list[list[str]], unit: str, fmt_spec: str = ".4f",
             extra: dict[str, Any] | None = None) -> int:
     ok = not failed and sp.get("outlier") is None
-    simulated = bool(preps) and all(p.simulated for p in preps.values())
+    simulated = bool(preps and all(p.simulated for p in preps.values()))
     if args.json:
         print_json({"status": "ok" if ok else "failed", "ok": ok, "simulated": simulated, "devices": out,
                     "spread": sp, **(extra or {})})
