@@ -11,6 +11,8 @@ STAGES = ("compile", "load", "inputs", "warmup", "timed", "verify", "peers", "co
 
 Stage = Literal["compile", "load", "inputs", "warmup", "timed", "verify", "peers", "collect"]
 
+LogLevel = Literal["info", "warning", "error"]
+
 
 class StageEvent(BaseModel):
     """A stage started or finished (``state``), with a short human detail."""
@@ -35,7 +37,7 @@ class LogEvent(BaseModel):
     """A line for the run log (compiler report, fallback notices, warnings)."""
 
     kind: Literal["log"] = "log"
-    level: Literal["info", "warning", "error"] = "info"
+    level: LogLevel = "info"
     message: str
 
 

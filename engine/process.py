@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.events import Event, StageEvent, event_from_dict
+from engine.events import Event, LogEvent, StageEvent, event_from_dict
 
 
 @dataclass
@@ -162,7 +162,7 @@ def run_in_engine_process(entry: Callable[[dict[str, Any], Any], None], payload:
                 ev = event_from_dict(msg["event"])
                 if isinstance(ev, StageEvent):
                     out.stage = ev.stage
-                elif getattr(ev, "message", None):
+                elif isinstance(ev, LogEvent) and ev.message:
                     out.log.append(ev.message)
                 if on_event is not None:
                     on_event(ev)

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.events import Event, LogEvent, ProgressEvent, StageEvent
+from engine.events import Event, LogEvent, LogLevel, ProgressEvent, Stage, StageEvent
 from engine.profiles import Profile
 from engine.task import TaskSpec
 from kernels.spec import KernelSpec
@@ -30,28 +30,28 @@ class Emitter:
     send: Callable[[Event], None]
     log: list[str] = field(default_factory=list)
     _t0: dict[str, float] = field(default_factory=dict)
-    current: str | None = None
+    current: Stage | None = None
 
-    def start(self, stage: str, detail: str = "") -> None:
+    def start(self, stage: Stage, detail: str = "") -> None:
         self.current = stage
         self._t0[stage] = time.perf_counter()
         self.send(StageEvent(stage=stage, state="start", detail=detail))
 
-    def done(self, stage: str, detail: str = "") -> None:
+    def done(self, stage: Stage, detail: str = "") -> None:
         el = time.perf_counter() - self._t0.get(stage, time.perf_counter())
         self.send(StageEvent(stage=stage, state="done", detail=detail, elapsed_s=el))
 
-    def skip(self, stage: str, detail: str) -> None:
+    def skip(self, stage: Stage, detail: str) -> None:
         self.send(StageEvent(stage=stage, state="skip", detail=detail))
 
-    def fail(self, stage: str, detail: str) -> None:
+    def fail(self, stage: Stage, detail: str) -> None:
         el = time.perf_counter() - self._t0.get(stage, time.perf_counter())
         self.send(StageEvent(stage=stage, state="fail", detail=detail[:500], elapsed_s=el))
 
-    def progress(self, stage: str, done: int, total: int) -> None:
+    def progress(self, stage: Stage, done: int, total: int) -> None:
         self.send(ProgressEvent(stage=stage, done=done, total=total))
 
-    def info(self, message: str, level: str = "info") -> None:
+    def info(self, message: str, level: LogLevel = "info") -> None:
         self.log.append(message)
         self.send(LogEvent(level=level, message=message))
 
