@@ -7,7 +7,7 @@ import socket
 import threading
 from collections.abc import Callable
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, cast
 
 from engine.errors import BackendUnavailable, CockpitError
 from engine.events import Event, LogEvent
@@ -39,10 +39,11 @@ def measure(device: int = 0, on_event: Callable[[Event], None] | None = None,
     out = run_in_engine_process(_child, {"device": device}, timeout_s, on_event, cancel, name="sol-calibrate")
     if out.status != "ok":
         raise CockpitError(f"calibration {out.status} (exit code {out.exitcode})")
-    if not out.result.get("ok"):
-        raise BackendUnavailable(f"calibration failed: {out.result.get('error')}",
+    result = cast(dict[str, Any], out.result)  # status "ok" comes only with the child's result dict
+    if not result.get("ok"):
+        raise BackendUnavailable(f"calibration failed: {result.get('error')}",
                                  fix="run `tui check` to see what is wrong with the GPU")
-    return out.result
+    return result
 
 
 def measured_profile(base: Profile, ceilings: dict[str, Any], name: str | None = None,

@@ -72,9 +72,10 @@ def finish(
     peers = [peer_figures(p, flops, nbytes, profile, dtype) for p in peers]
     baseline = next((p for p in peers if p.baseline and p.timing is not None), None)
     status = RunStatus.ok if correctness is None or correctness.correct else RunStatus.incorrect
+    baseline_ms = baseline.timing.median_ms if baseline is not None and baseline.timing is not None else None
     score = None
-    if baseline is not None and status is RunStatus.ok:  # a wrong output earns no score
-        score = solexec_score(timing.median_ms, baseline.timing.median_ms, fig.t_sol_ms)
+    if baseline_ms is not None and status is RunStatus.ok:  # a wrong output earns no score
+        score = solexec_score(timing.median_ms, baseline_ms, fig.t_sol_ms)
     error = None
     if status is RunStatus.incorrect and correctness is not None:
         error = mismatch_text(correctness)
@@ -82,7 +83,7 @@ def finish(
         status=status, simulated=simulated, task=task.model_dump(mode="json") | {"shape": shape},
         profile=profile.name, error=error, error_kind="incorrect" if error else None, timing=timing,
         sol=fig.to_dict(), correctness=correctness, peers=peers, solexec_score=score,
-        baseline_ms=None if baseline is None else baseline.timing.median_ms,
+        baseline_ms=baseline_ms,
         baseline_peer=None if baseline is None else baseline.name, launch=launch,
         validity=validity, fingerprint=fingerprint, log=log, started_at=started_at,
         energy=None if energy is None else per_work(energy, flops, nbytes),

@@ -163,7 +163,8 @@ def print_result(res: RunResult, notices: list[str], knobs_from: str = "default"
     if info.get("path"):  # the whole line: a table column would cut it at 80 columns
         con.print(f"ours: {info['path']}" + (f"; {info['math']}" if info.get("math") else ""))
     tab.add_row("ours",
-                fmt(tm.median_ms, ".4f"), fmt(tm.p10_ms, ".4f"), fmt(tm.p90_ms, ".4f"), fmt(sol.get("tflops"), ".1f"),
+                fmt(tm.median_ms if tm else None, ".4f"), fmt(tm.p10_ms if tm else None, ".4f"),
+                fmt(tm.p90_ms if tm else None, ".4f"), fmt(sol.get("tflops"), ".1f"),
                 fmt(sol.get("gbps"), ".0f"), fmt(sol.get("sol_pct"), ".1f"),
                 "-" if c is None else ("yes" if c.correct else "[red]NO[/]"))
     for p in res.peers:

@@ -8,7 +8,7 @@ from engine.calibrate import measure, measured_profile
 from engine.cli.output import print_json, stderr_console, stdout_console
 from engine.events import LogEvent
 from engine.multi_device import add_spread_arg, device_arg, is_multi
-from engine.profiles import load_profiles, save_user_profile
+from engine.profiles import Profile, load_profiles, save_user_profile
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -32,6 +32,7 @@ def run(args: argparse.Namespace) -> int:
 
         return run_calibrate_all(args)
     ps = load_profiles()
+    base: Profile | None
     if args.profile:
         base = ps.get(args.profile)
     else:
