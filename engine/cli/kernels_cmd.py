@@ -44,7 +44,8 @@ def run(args: argparse.Namespace) -> int:
         for dt in spec.dtypes:
             bss = spec.block_size_options(limits, dt)
             try:  # at the kernel's default shape, as a run of the default task resolves it
-                p = plan(TaskSpec(kernel=name, kernel_file=user_file, dtype=dt, backend="sim"), prof)
+                task = TaskSpec.model_validate({"kernel": name, "kernel_file": user_file, "dtype": dt, "backend": "sim"})
+                p = plan(task, prof)
                 if not p.ok:
                     raise PlanError("none fits: " + p.error_text())
                 default = [p.task.block_size, p.task.memory_pipelining]
@@ -76,17 +77,17 @@ def run(args: argparse.Namespace) -> int:
                 for k, v in r["knobs"].items()), markup=False, highlight=False)
         for dt, d in r["dtypes"].items():
             at = "x".join(map(str, r["default_shape"].values())) or "any shape"
-            default = f"{d['default'][0]}/{format_pipelining(d['default'][1])}" if d["default"] else "none"
+            default_text = f"{d['default'][0]}/{format_pipelining(d['default'][1])}" if d["default"] else "none"
             con.print(f"  {dt}: BLOCK_SIZE {' '.join(d['block_size'])} | MEMORY_PIPELINING at {at} "
                       f"{' '.join(format_pipelining(s) for s in d['memory_pipelining'])} "
-                      f"| default at {at} {default} ({d['default_from']})", markup=False)
+                      f"| default at {at} {default_text} ({d['default_from']})", markup=False)
             if d["schedule"]:
                 con.print("      schedule: " + "; ".join(f"{k} = {' | '.join(map(str, v))}"
                                                        for k, v in d["schedule"].items()), markup=False)
         for e in r["tuned"]:
-            sched = ",".join(f"{k}={v}" for k, v in sorted(e["schedule"].items()))
+            sched_text = ",".join(f"{k}={v}" for k, v in sorted(e["schedule"].items()))
             con.print(f"  tuned on {e['gpu']}: {e['dtype']} {e['shape']} ({e['regime']}) -> {e['block_size']}/"
-                      f"{format_pipelining(e['memory_pipelining'])}{' ' + sched if sched else ''} "
+                      f"{format_pipelining(e['memory_pipelining'])}{' ' + sched_text if sched_text else ''} "
                       f"{e['median_ms']:.4f} ms, {e['tuned_at'][:10]}, {e['candidates']} candidates", markup=False)
     for text in errors:
         con.print(f"skipped user kernel: {text}", markup=False, highlight=False)
