@@ -183,7 +183,7 @@ class TelemetrySampler:
         """Copies of the last ``last`` good samples of one GPU, oldest first (for rule matching)."""
         idx = self.indices[0] if index is None and self.indices else index
         with self._lock:
-            ring = self._rings.get(idx)
+            ring = None if idx is None else self._rings.get(idx)
             return [] if ring is None else [replace(s) for s in list(ring.samples)[-last:]]
 
     def history(self, metric: str, index: int | None = None) -> list[float | None]:
@@ -192,7 +192,7 @@ class TelemetrySampler:
             raise KeyError(f"unknown metric {metric!r}; known: {', '.join(METRICS)}")
         idx = self.indices[0] if index is None and self.indices else index
         with self._lock:
-            ring = self._rings.get(idx)
+            ring = None if idx is None else self._rings.get(idx)
             if ring is None:
                 return []
             return [getattr(s, metric) for s in ring.samples]
@@ -290,7 +290,7 @@ def process_info(pid: int) -> dict[str, Any]:
     /proc; None each where unknown (another PID namespace, as in a container; no rights)."""
     out: dict[str, Any] = {"user": None, "command": None, "ppid": None}
     try:
-        import psutil
+        import psutil  # type: ignore[import-untyped]  # optional; types-psutil is not a dependency
     except ImportError:
         psutil = None
     if psutil is not None:

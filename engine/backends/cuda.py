@@ -46,7 +46,7 @@ from kernels.spec import DeviceLimits, TensorMapArg
 _CUDA_ERRORS: tuple[type[BaseException], ...] = (runtime.CUDARuntimeError, driver.CUDADriverError)
 
 try:  # a real bfloat16 dtype lets CuPy's own matmul run as a peer
-    import ml_dtypes
+    import ml_dtypes  # type: ignore[import-not-found,unused-ignore]  # optional; absent here, typed where present
 
     _BF16: Any = np.dtype(ml_dtypes.bfloat16)
     cp.zeros(1, dtype=_BF16)
