@@ -35,6 +35,7 @@ MAX_POINTS = 4000
 MAX_DURATION_S = 7 * 86400.0
 
 SimFault = Literal["none", "corrupt", "throttle", "ecc"]
+SoakStatus = Literal["ok", "error", "drift", "cancelled"]
 
 
 class SoakOptions(BaseModel):
@@ -98,7 +99,7 @@ class SoakSummary(BaseModel):
     simulated: bool
     ok: bool
     """No error and no drift above the threshold: the exit status is 0."""
-    status: Literal["ok", "error", "drift", "cancelled"]
+    status: SoakStatus
     error: str | None = None
     error_kind: str | None = None
     rule: dict[str, Any] | None = None
@@ -174,7 +175,7 @@ def summarize(series: list[dict[str, Any]], opts: SoakOptions, device: int, simu
     verified = [w.get("verified") for w in series if w.get("verified") is not None]
     exceeded = drift is not None and drift > opts.max_drift_pct
     rules = match_rules(error) if error else []
-    status = "cancelled" if cancelled else "error" if error else "drift" if exceeded else "ok"
+    status: SoakStatus = "cancelled" if cancelled else "error" if error else "drift" if exceeded else "ok"
     return SoakSummary(
         device=device, simulated=simulated, ok=status == "ok", status=status, error=error, error_kind=error_kind,
         rule=rules[0] if rules else None, duration_s=opts.duration_s, elapsed_s=elapsed, windows=len(series),

@@ -9,7 +9,7 @@ import numpy as np
 from engine.result import Timing
 
 
-def timing_stats(samples_ms: Sequence[float]) -> Timing:
+def timing_stats(samples_ms: Sequence[float] | np.ndarray) -> Timing:
     """Median, p10, p90, mean and min of the timed runs (milliseconds)."""
     arr = np.asarray(samples_ms, dtype=np.float64)
     if arr.size == 0:

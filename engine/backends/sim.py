@@ -59,8 +59,8 @@ def round_to(x: np.ndarray, dtype: str) -> np.ndarray:
         return x.astype(np.float16).astype(np.float32)
     if dtype == "bf16":
         u = x.view(np.uint32).astype(np.uint64)
-        u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
-        return u.astype(np.uint32).view(np.float32)
+        rounded = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
+        return rounded.astype(np.uint32).view(np.float32)
     return x
 
 
