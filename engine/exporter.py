@@ -240,7 +240,8 @@ class CockpitCollector:
         per_check = GaugeMetricFamily("sol_cockpit_check_status", "1 for the status each environment check had in "
                                       "this host's last `tui check` (one series per check and status).",
                                       labels=("check", "status"))
-        statuses = saved.get("statuses") if isinstance(saved.get("statuses"), dict) else {}
+        statuses = saved.get("statuses")
+        statuses = statuses if isinstance(statuses, dict) else {}
         for cid, status in sorted(statuses.items()):
             for s in ("pass", "warn", "fail", "skip"):
                 per_check.add_metric([str(cid), s], 1.0 if status == s else 0.0)

@@ -116,7 +116,8 @@ def dists_installed(prefix: str) -> dict[str, str]:
     """Installed distributions whose normalised name starts with ``prefix`` -> version."""
     out = {}
     for d in importlib.metadata.distributions():
-        name = (d.metadata.get("Name") or "").lower().replace("_", "-")
+        # typeshed declares get() from 3.12 on; the object is an email Message, which has it on every version
+        name = (d.metadata.get("Name") or "").lower().replace("_", "-")  # type: ignore[attr-defined]
         if name.startswith(prefix):
             out[name] = d.version
     return out
