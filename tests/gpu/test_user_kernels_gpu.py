@@ -89,7 +89,9 @@ def test_a_faulting_user_kernel_is_contained(tmp_path):
 
 
 def test_a_hanging_user_kernel_is_killed(tmp_path):
-    spec = _faulty(tmp_path, "    volatile int spin = 1;\n    while (spin) { }")
+    # an asm volatile in the loop is a side effect: the compiler may not drop the loop (an empty
+    # infinite loop is undefined behaviour in C++, and NVRTC removed one on a local volatile)
+    spec = _faulty(tmp_path, "    for (;;) { asm volatile(\"nanosleep.u32 1000;\"); }")
     res = run_prepared(prepare(TaskSpec(kernel_file=str(spec), backend="cuda", shape={"n": 4096},
                                         warmup=1, iterations=1, peers=False, timeout_s=20)))
     assert res.status is RunStatus.timeout, (res.status, res.error)

@@ -47,7 +47,8 @@ int main(int argc, char **argv) {
     }
     int *d = nullptr;
     cudaError_t e = cudaMalloc(&d, 32 * sizeof(int));
-    if (e == cudaSuccess) { fill<<<1, 32>>>(d); e = cudaDeviceSynchronize(); }
+    if (e == cudaSuccess) { fill<<<1, 32>>>(d); e = cudaGetLastError(); }  // launch errors (no kernel image)
+    if (e == cudaSuccess) e = cudaDeviceSynchronize();                      // errors while it ran
     if (e != cudaSuccess) { fprintf(stderr, "CUDA error: %s\n", cudaGetErrorString(e)); return 1; }
     printf("ok\n");
     return 0;
