@@ -20,6 +20,7 @@ import pytest
 from kernels import gemm_residual_sm90 as sm90
 from kernels.nvrtc_check import compile_cubin, complete_elf
 from kernels.spec import DeviceLimits
+from tests.unit.compile_cover import covering, switch_values
 
 nvrtc = pytest.importorskip("cupy_backends.cuda.libs.nvrtc")
 
@@ -80,14 +81,45 @@ def _cuobjdump() -> str | None:
     return None
 
 
+def _combo_id(c: tuple) -> str:
+    b, s, d, f, k, p, cl = c
+    return f"{b}-s{s}-{d}-{'fused' if f else 'unfused'}{'' if k else '-dp'}{'-pp' if p else ''}{'-cl2' if cl > 1 else ''}"
+
+
+def _combo_source(c: tuple) -> str:
+    b, s, d, f, k, p, cl = c
+    return sm90.render_source(b, s, d, f, streamk=k, pingpong=p, cluster=cl)
+
+
+COVER = [b.combo for _, b in covering([(c[2], SimpleNamespace(source=_combo_source(c), combo=c)) for c in COMBOS],
+                                      lambda dtype: dtype)]
+"""The fast suite's share of COMBOS: per dtype, combinations chosen until every value of every
+switch define of the generated source has been compiled (tests/unit/compile_cover.py)."""
+
+
+def test_the_covering_set_takes_every_switch_value_of_the_sweep() -> None:
+    every = switch_values([("", SimpleNamespace(source=_combo_source(c))) for c in COMBOS])
+    assert switch_values([("", SimpleNamespace(source=_combo_source(c))) for c in COVER]) == every
+    assert {c[2] for c in COVER} == {c[2] for c in COMBOS} and len(COVER) < len(COMBOS) / 4
+
+
+@pytest.mark.parametrize("block_size,stages,dtype,fuse,streamk,pingpong,cluster", COVER,
+                         ids=[_combo_id(c) for c in COVER])
+def test_covering_set_compiles_without_spills(block_size: str, stages: int, dtype: str, fuse: bool,
+                                              streamk: bool, pingpong: bool, cluster: int) -> None:
+    _check_compiles((block_size, stages, dtype, fuse, streamk, pingpong, cluster))
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("block_size,stages,dtype,fuse,streamk,pingpong,cluster", COMBOS,
-                         ids=[f"{b}-s{s}-{d}-{'fused' if f else 'unfused'}{'' if k else '-dp'}"
-                              f"{'-pp' if p else ''}{'-cl2' if c > 1 else ''}"
-                              for b, s, d, f, k, p, c in COMBOS])
+                         ids=[_combo_id(c) for c in COMBOS])
 def test_compiles_without_spills(block_size: str, stages: int, dtype: str, fuse: bool,
                                  streamk: bool, pingpong: bool, cluster: int) -> None:
-    log, cubin = _compile(sm90.render_source(block_size, stages, dtype, fuse, streamk=streamk,
-                                      pingpong=pingpong, cluster=cluster))
+    _check_compiles((block_size, stages, dtype, fuse, streamk, pingpong, cluster))
+
+
+def _check_compiles(combo: tuple) -> None:
+    log, cubin = _compile(_combo_source(combo))
     assert cubin[:4] == b"\x7fELF"
     frames = re.findall(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads",
                         log)
