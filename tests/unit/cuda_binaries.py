@@ -59,6 +59,30 @@ FOO = "int foo(void) { return 42; }\n"
 HOST_ONLY = '#include <stdio.h>\nint main(void) { puts("no CUDA here"); return 0; }\n'
 
 
+def build_shared(shared_root: Path, mine: Path, nvcc: str) -> dict[str, Path]:
+    """``build_all``'s default set, built once into ``shared_root`` (a folder every pytest-xdist
+    worker of the run sees; a lock file serialises the build) and copied into ``mine``, which a
+    test may change (it hides a library, for one). The cache is keyed by the programs' text and
+    nvcc's version, so a change to either builds anew."""
+    import fcntl
+    import hashlib
+    import json
+
+    version = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout
+    key = hashlib.sha256((PROGRAM + FOO + HOST_ONLY + version).encode()).hexdigest()[:16]
+    shared = shared_root / f"cuda_bins_{key}"
+    shared_root.mkdir(parents=True, exist_ok=True)
+    with open(shared_root / f"cuda_bins_{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        index = shared / "index.json"
+        if not index.is_file():
+            shutil.rmtree(shared, ignore_errors=True)
+            built = build_all(shared, nvcc)
+            index.write_text(json.dumps({k: str(v.relative_to(shared)) for k, v in built.items()}))
+    shutil.copytree(shared, mine, symlinks=True, dirs_exist_ok=True)
+    return {k: mine / rel for k, rel in json.loads(index.read_text()).items()}
+
+
 def nvcc_path() -> str | None:
     found = shutil.which("nvcc")
     if found:

@@ -16,7 +16,7 @@ from engine.binary_inspect import inspect_binary
 from engine.binary_inspect import report as report_mod
 from engine.binary_inspect.report import Gpu
 from engine.cli.main import main
-from tests.unit.cuda_binaries import build_all, nvcc_path
+from tests.unit.cuda_binaries import build_shared, nvcc_path
 
 
 @pytest.fixture(scope="session")
@@ -26,7 +26,8 @@ def binaries(tmp_path_factory) -> dict[str, Path]:
         pytest.skip("nvcc not found (PATH or /usr/local/cuda/bin): the CUDA toolkit builds the test binaries")
     if shutil.which("gcc") is None:
         pytest.skip("gcc not found: it builds the shared library and the program without CUDA")
-    return build_all(tmp_path_factory.mktemp("cuda_bins"), nvcc)
+    # built once per run and shared by the xdist workers (the base temp's parent is the run's)
+    return build_shared(tmp_path_factory.getbasetemp().parent, tmp_path_factory.mktemp("cuda_bins"), nvcc)
 
 
 @pytest.fixture(autouse=True)
