@@ -8,8 +8,6 @@ path), identical sources are compiled once, and ptxas' report must show no spill
 
 from __future__ import annotations
 
-import os
-from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
 
 import pytest
@@ -63,25 +61,7 @@ def test_every_variant_compiles_without_spills(arch: str) -> None:
     variants = _variants(arch)
     assert len(variants) >= 100
 
-    def one(item):
-        label, build = item
-        return label, build, compile_cubin(build.source, arch, build.options)
-
-    with ThreadPoolExecutor(max(2, os.cpu_count() or 2)) as pool:
-        results = list(pool.map(one, variants))
-    problems = []
-    for label, build, rep in results:
-        if not rep.ok:
-            problems.append(f"{label}: compile failed for {arch}:\n{rep.log[-1500:]}")
-            continue
-        for fn in build.functions:
-            r = rep.functions.get(fn)
-            if r is None:
-                problems.append(f"{label}: no ptxas report for {fn}")
-                continue
-            if r.spill_store_bytes or r.spill_load_bytes or r.stack_frame_bytes:
-                problems.append(f"{label}: {fn} spills ({r.spill_store_bytes} B stores, {r.spill_load_bytes} B "
-                                f"loads, {r.stack_frame_bytes} B stack, {r.registers} registers)")
+    problems = compile_problems(variants, arch, compile_cubin)
     assert not problems, "\n".join(problems)
 
 

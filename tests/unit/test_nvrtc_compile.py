@@ -9,8 +9,6 @@ them in a thread pool (NVRTC releases the GIL), and checks ptxas' report for eac
 
 from __future__ import annotations
 
-import os
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -55,27 +53,7 @@ def test_every_variant_compiles_without_spills(profile: str) -> None:
     variants = list(_variants(limits))
     assert len(variants) >= 40
 
-    def one(item):
-        label, build = item
-        return label, build, compile_cubin(build.source, limits.arch, build.options)
-
-    with ThreadPoolExecutor(max(2, os.cpu_count() or 2)) as pool:
-        results = list(pool.map(one, variants))
-    problems = []
-    for label, build, rep in results:
-        if not rep.ok:
-            problems.append(f"{label}: compile failed for {limits.arch}:\n{rep.log[-1500:]}")
-            continue
-        for fn in build.functions:
-            if fn not in rep.functions:
-                problems.append(f"{label}: no ptxas report for {fn}")
-                continue
-            r = rep.functions[fn]
-            if "0 bytes spill stores" not in rep.log or r.spill_store_bytes or r.spill_load_bytes:
-                problems.append(f"{label}: {fn} spills ({r.spill_store_bytes} B stores, "
-                                f"{r.spill_load_bytes} B loads, {r.registers} registers)")
-            if r.stack_frame_bytes:
-                problems.append(f"{label}: {fn} has a {r.stack_frame_bytes}-byte stack frame")
+    problems = compile_problems(variants, limits.arch, compile_cubin)
     assert not problems, "\n".join(problems)
 
 
