@@ -13,6 +13,8 @@ from __future__ import annotations
 import traceback
 from typing import Any
 
+from engine.worker import event_sender, task_and_profile
+
 
 def _soaker(backend: str, task: Any, profile: Any, opts: Any) -> Any:
     if backend == "cuda":
@@ -38,19 +40,11 @@ def soak_main(payload: dict[str, Any], conn: Any) -> None:
     from engine.backends.base import Emitter, RunFailure
     from engine.backends.collect import mismatch_text, now_iso
     from engine.events import SoakEvent
-    from engine.profiles import Profile
     from engine.soak import SoakOptions
     from engine.soak_health import new_errors
-    from engine.task import TaskSpec
 
-    def send(ev: Any) -> None:
-        try:
-            conn.send({"type": "event", "event": ev.model_dump(mode="json")})
-        except (BrokenPipeError, OSError):
-            pass
-
-    task = TaskSpec.model_validate(payload["task"])
-    profile = Profile.model_validate(payload["profile"])
+    send = event_sender(conn)
+    task, profile = task_and_profile(payload)
     opts = SoakOptions.model_validate(payload["options"])
     em = Emitter(send=send)
     result: dict[str, Any] = {"started_at": now_iso(), "log": em.log, "error": None, "error_kind": None}

@@ -12,12 +12,11 @@ import traceback
 from typing import Any
 
 from engine.events import LogEvent, TrialEvent
+from engine.worker import event_sender, task_and_profile
 
 
 def tune_main(payload: dict[str, Any], conn: Any) -> None:
     """Entry point: run the search, then send {"type": "result", "result": {...}}."""
-    from engine.profiles import Profile
-    from engine.task import TaskSpec
     from engine.tuner import (
         CONFIRM_SHARE,
         CONFIRM_TOP,
@@ -29,14 +28,8 @@ def tune_main(payload: dict[str, Any], conn: Any) -> None:
         variations,
     )
 
-    def send(ev: Any) -> None:
-        try:
-            conn.send({"type": "event", "event": ev.model_dump(mode="json")})
-        except (BrokenPipeError, OSError):
-            pass
-
-    task = TaskSpec.model_validate(payload["task"])
-    profile = Profile.model_validate(payload["profile"])
+    send = event_sender(conn)
+    task, profile = task_and_profile(payload)
     candidates = [Candidate(**c) for c in payload["candidates"]]
     done: dict[str, Trial] = {}
     for d in payload["done"]:

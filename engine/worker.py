@@ -8,7 +8,28 @@ parent notices the closed pipe and reports a crash."""
 from __future__ import annotations
 
 import traceback
+from collections.abc import Callable
 from typing import Any
+
+
+def event_sender(conn: Any) -> Callable[[Any], None]:
+    """``send(event)`` for an engine process's pipe: a parent that has gone away (the pipe closed)
+    is not this process's error; the run goes on and its end is reported as far as it can be."""
+    def send(ev: Any) -> None:
+        try:
+            conn.send({"type": "event", "event": ev.model_dump(mode="json")})
+        except (BrokenPipeError, OSError):
+            pass
+
+    return send
+
+
+def task_and_profile(payload: dict[str, Any]) -> tuple[Any, Any]:
+    """The payload's task and profile as the engine's models (validated again in the child)."""
+    from engine.profiles import Profile
+    from engine.task import TaskSpec
+
+    return TaskSpec.model_validate(payload["task"]), Profile.model_validate(payload["profile"])
 
 
 def child_main(payload: dict[str, Any], conn: Any) -> None:
@@ -16,19 +37,11 @@ def child_main(payload: dict[str, Any], conn: Any) -> None:
     # Imports happen here, in the child, so that the parent never loads cupy.
     from engine.backends.base import Emitter, RunContext, RunFailure
     from engine.backends.collect import base_fingerprint, now_iso
-    from engine.profiles import Profile
     from engine.result import RunResult, RunStatus
-    from engine.task import TaskSpec
     from kernels import get_spec
 
-    def send(ev: Any) -> None:
-        try:
-            conn.send({"type": "event", "event": ev.model_dump(mode="json")})
-        except (BrokenPipeError, OSError):
-            pass
-
-    task = TaskSpec.model_validate(payload["task"])
-    profile = Profile.model_validate(payload["profile"])
+    send = event_sender(conn)
+    task, profile = task_and_profile(payload)
     backend_name = payload["backend"]
     spec = get_spec(task.kernel)
     em = Emitter(send=send)
