@@ -64,6 +64,10 @@ class SoakOptions(BaseModel):
 _UNITS = {"ms": 1e-3, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
 
 
+MAX_DURATION_S = 366 * 86400.0
+"""The longest soak (or verification interval) accepted: a year; beyond is a typo."""
+
+
 def parse_duration(text: str, flag: str = "--duration") -> float:
     """'30m', '90s', '1h30m', '2.5h', '500ms' or plain seconds ('45') -> seconds; InputError naming
     ``flag`` for 0, a negative or an unreadable value."""
@@ -77,6 +81,9 @@ def parse_duration(text: str, flag: str = "--duration") -> float:
         raise InputError(f"{flag}={text!r}: not a duration", fix=f"write e.g. {flag} 30m, 90s, 1h30m or 45 (seconds)")
     if not total > 0:
         raise InputError(f"{flag}={text!r}: must be more than 0 s", fix=f"write e.g. {flag} 30m or 90s")
+    if not total <= MAX_DURATION_S:  # also inf, from a number too long for a float
+        raise InputError(f"{flag}={text!r}: at most {MAX_DURATION_S / 86400:g} days",
+                         fix=f"write e.g. {flag} 30m, 12h or 7d")
     return total
 
 
