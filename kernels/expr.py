@@ -82,6 +82,24 @@ class Expr:
         return evaluate(self, env)
 
 
+def parse_source(text: str, max_text: int = MAX_TEXT, too_long_hint: str = "") -> tuple[str, ast.Expression]:
+    """``text`` stripped and parsed as one Python expression, before any check of what it uses;
+    ExprError for empty, longer than ``max_text``, not parsing (with the column) or nested too
+    deeply. ``too_long_hint`` ends the message for text that is too long."""
+    src = text.strip()
+    if not src:
+        raise ExprError("empty expression")
+    if len(src) > max_text:
+        raise ExprError(f"expression longer than {max_text} characters{too_long_hint}")
+    try:
+        return src, ast.parse(src, mode="eval")
+    except SyntaxError as exc:
+        col = f" at column {exc.offset}" if exc.offset else ""
+        raise ExprError(f"{src!r} does not parse{col}: {exc.msg}") from None
+    except (RecursionError, MemoryError, ValueError):
+        raise ExprError(f"{src[:60]!r} does not parse: nested too deeply") from None
+
+
 def parse(text: Any) -> Expr:
     """``text`` (a string, or an int/float literal from TOML) parsed and checked against the allowed
     syntax; ExprError saying what is wrong (a syntax error with its column, or the first construct
@@ -92,18 +110,7 @@ def parse(text: Any) -> Expr:
         text = repr(text)
     if not isinstance(text, str):
         raise ExprError(f"expected an expression (a string or a number), got {type(text).__name__}")
-    src = text.strip()
-    if not src:
-        raise ExprError("empty expression")
-    if len(src) > MAX_TEXT:
-        raise ExprError(f"expression longer than {MAX_TEXT} characters")
-    try:
-        tree = ast.parse(src, mode="eval")
-    except SyntaxError as exc:
-        col = f" at column {exc.offset}" if exc.offset else ""
-        raise ExprError(f"{src!r} does not parse{col}: {exc.msg}") from None
-    except (RecursionError, MemoryError, ValueError):
-        raise ExprError(f"{src[:60]!r} does not parse: nested too deeply") from None
+    src, tree = parse_source(text)
     names: set[str] = set()
     for node in ast.walk(tree):
         _check_node(node, src, names)

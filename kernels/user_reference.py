@@ -17,6 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kernels.expr import parse_source
+
 MAX_TEXT = 2000
 _REFUSED = {ast.Lambda: "lambdas", ast.NamedExpr: "assignments (:=)", ast.ListComp: "comprehensions",
             ast.SetComp: "comprehensions", ast.DictComp: "comprehensions", ast.GeneratorExp: "comprehensions",
@@ -26,17 +28,7 @@ _REFUSED = {ast.Lambda: "lambdas", ast.NamedExpr: "assignments (:=)", ast.ListCo
 def check_expression(text: str, names: set[str]) -> ast.Expression:
     """The parsed expression; ValueError saying what is wrong (does not parse, a construct or a
     name that is not allowed, an unknown name listing the known ones)."""
-    src = text.strip()
-    if not src:
-        raise ValueError("empty expression")
-    if len(src) > MAX_TEXT:
-        raise ValueError(f"longer than {MAX_TEXT} characters: use reference.file for more")
-    try:
-        tree = ast.parse(src, mode="eval")
-    except SyntaxError as exc:
-        raise ValueError(f"{src!r} does not parse (column {exc.offset}): {exc.msg}") from None
-    except (RecursionError, MemoryError):
-        raise ValueError(f"{src[:60]!r} is nested too deeply") from None
+    src, tree = parse_source(text, MAX_TEXT, ": use reference.file for more")
     used: set[str] = set()
     for node in ast.walk(tree):
         what = _REFUSED.get(type(node))
