@@ -11,6 +11,7 @@ the outlier."""
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 import threading
@@ -82,17 +83,37 @@ def sim_device_count(env: Mapping[str, str] | None = None) -> int:
     return int(text)
 
 
+def sim_slow_factors(env: Mapping[str, str] | None = None) -> dict[int, float]:
+    """``SOL_COCKPIT_SIM_SLOW_DEVICES`` ('2' or '2=1.4,5'): simulated GPU -> how much slower it runs
+    (``SIM_SLOW_FACTOR`` when no factor is given); InputError naming the variable when malformed."""
+    env = os.environ if env is None else env
+    out: dict[int, float] = {}
+    for entry in filter(None, (e.strip() for e in env.get(SIM_SLOW_ENV, "").split(","))):
+        index, sep, factor = entry.partition("=")
+        try:
+            value = float(factor) if sep else SIM_SLOW_FACTOR
+        except ValueError:
+            value = math.nan
+        if not index.strip().isdigit() or not 0.1 <= value <= 100:
+            raise InputError(f"{SIM_SLOW_ENV}: {entry!r} is not a GPU index with an optional factor from 0.1 to 100",
+                             fix=f"export {SIM_SLOW_ENV}=2 or {SIM_SLOW_ENV}=2=1.4,5, or unset it")
+        out[int(index)] = value
+    return out
+
+
 def sim_slow_factor(device: int, env: Mapping[str, str] | None = None) -> float:
     """How much slower simulated GPU ``device`` runs (1.0: not slowed; ``SOL_COCKPIT_SIM_SLOW_DEVICES``)."""
-    env = os.environ if env is None else env
-    for entry in env.get(SIM_SLOW_ENV, "").split(","):
-        index, _, factor = entry.strip().partition("=")
-        if index.strip().isdigit() and int(index) == device:
-            try:
-                return max(0.1, float(factor)) if factor.strip() else SIM_SLOW_FACTOR
-            except ValueError:
-                return SIM_SLOW_FACTOR
-    return 1.0
+    return sim_slow_factors(env).get(device, 1.0)
+
+
+def check_sim_env(env: Mapping[str, str] | None = None) -> None:
+    """The simulated device's rehearsal variables, checked where a run is prepared (InputError,
+    exit 2), so that a malformed one never reaches the engine process as a crash."""
+    from engine.backends.sim_soak import soak_speed
+
+    sim_device_count(env)
+    sim_slow_factors(env)
+    soak_speed(env)
 
 
 def cuda_visible_count(nvml_count: int, env: Mapping[str, str] | None = None) -> int:

@@ -79,6 +79,10 @@ def prepare(task: TaskSpec, profile_name: str | None = None, profiles: ProfileSe
     except KeyError as exc:
         raise InputError(f"kernel={task.kernel!r}: {exc.args[0]}") from None
     choice = backend_choice or choose_backend(task.backend.value, task.device)
+    if choice.name == "sim":
+        from engine.multi_device import check_sim_env
+
+        check_sim_env()
     notices = [choice.notice] if choice.notice else []
     profile, detected, more = resolve_profile(profiles, profile_name, choice.device_name, choice.name == "sim")
     notices += more

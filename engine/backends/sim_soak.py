@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import os
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -31,11 +32,19 @@ MEM_CLOCK_MHZ = 2619.0
 SLOWDOWN_C = 87.0
 
 
-def soak_speed() -> float:
+def soak_speed(env: Mapping[str, str] | None = None) -> float:
+    """``SOL_SIM_SOAK_SPEED`` (default 1): a number from 0.001 to 1e6; InputError naming it else."""
+    from engine.errors import InputError
+
+    text = (os.environ if env is None else env).get("SOL_SIM_SOAK_SPEED", "").strip() or "1"
     try:
-        return max(1e-3, float(os.environ.get("SOL_SIM_SOAK_SPEED", "1")))
+        value = float(text)
     except ValueError:
-        return 1.0
+        value = math.nan
+    if not 1e-3 <= value <= 1e6:
+        raise InputError(f"SOL_SIM_SOAK_SPEED={text!r}: expected a number from 0.001 to 1000000",
+                         fix="export SOL_SIM_SOAK_SPEED=60 (simulated seconds per second), or unset it")
+    return value
 
 
 class SimSoak:

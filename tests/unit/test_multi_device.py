@@ -80,6 +80,23 @@ def test_sim_device_env(monkeypatch: pytest.MonkeyPatch) -> None:
             sim_device_count({"SOL_COCKPIT_SIM_DEVICES": bad})
     env = {"SOL_COCKPIT_SIM_SLOW_DEVICES": "2,4=1.5"}
     assert sim_slow_factor(2, env) == 1.25 and sim_slow_factor(4, env) == 1.5 and sim_slow_factor(0, env) == 1.0
+    for bad in ("x", "2=slow", "2=nan", "2=inf", "2=0", "-1", "2=1.5=3"):
+        with pytest.raises(InputError) as exc:
+            sim_slow_factor(0, {"SOL_COCKPIT_SIM_SLOW_DEVICES": bad})
+        assert "SOL_COCKPIT_SIM_SLOW_DEVICES" in exc.value.message
+
+
+@pytest.mark.parametrize("var, bad", [("SOL_COCKPIT_SIM_SLOW_DEVICES", "2=fast"), ("SOL_SIM_SOAK_SPEED", "nan"),
+                                      ("SOL_SIM_SOAK_SPEED", "inf"), ("SOL_SIM_SOAK_SPEED", "quick"),
+                                      ("SOL_COCKPIT_SIM_DEVICES", "lots")])
+def test_a_malformed_rehearsal_variable_is_exit_2_naming_it(monkeypatch, capsys, var, bad) -> None:
+    """Checked where the run is prepared, before an engine process starts (never a crash in it)."""
+    from engine.cli.main import main
+
+    monkeypatch.setenv(var, bad)
+    assert main(["bench", "--backend", "sim", "--no-store", "--json"]) == 2
+    out = json.loads(capsys.readouterr().out)
+    assert var in out["error"]
 
 
 # --- the spread --------------------------------------------------------------------------------------
