@@ -52,6 +52,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--iters", type=int, default=100)
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="compile processes")
+    ap.add_argument("--bulk", choices=("with", "without", "only"), default="with",
+                    help="W by bulk copies (schedule.w_bulk 1) beside the register ring, not at all, or only")
     args = ap.parse_args(argv)
     try:
         args.shapes = [tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",")]
@@ -69,13 +71,36 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def variants(m: int, n: int, k: int, dtype: str, limits: DeviceLimits) -> list[sk.SkinnyPlan]:
+def bulk_variants(m: int, n: int, k: int, dtype: str, limits: DeviceLimits) -> list[sk.SkinnyPlan]:
+    """w_bulk 1 (where it applies): the planner's pick for it, then tiles of the default BM x
+    bulk_k x the stages that fit x split-K around each combination's own pick (half, same,
+    double), 4 warps (8 at the pick); pruned by ``check``."""
+    if not sk.bulk_applies(k, limits):
+        return []
+    pick = sk.plan(m, n, k, dtype, limits, w_bulk=1)
+    plans = [pick, sk.plan(m, n, k, dtype, limits, w_bulk=1, warps=8, block_size=pick.block_size)]
+    for bn in sk.BN_OPTIONS:
+        tile = f"{pick.bm}x{bn}"
+        for bk in sk.BULK_K_OPTIONS:
+            for stages in sk.bulk_stages_that_fit(pick.bm, bn, 4, bk, limits):
+                auto = sk.plan(m, n, k, dtype, limits, block_size=tile, stages=stages, w_bulk=1, bulk_k=bk).split_k
+                for split in sorted({max(1, auto // 2), auto, min(16, auto * 2)}):
+                    split = max(s for s in sk.SPLIT_K_OPTIONS if s <= split)
+                    if not sk.check(m, n, k, dtype, limits, tile, stages, 4, split, w_bulk=1, bulk_k=bk):
+                        plans.append(sk.plan(m, n, k, dtype, limits, block_size=tile, stages=stages, split_k=split,
+                                             w_bulk=1, bulk_k=bk))
+    return plans
+
+
+def variants(m: int, n: int, k: int, dtype: str, limits: DeviceLimits, bulk: str = "with") -> list[sk.SkinnyPlan]:
     """The default plan first (fused and not), the default of the other a_smem value, then tiles of
     the default's BM (and the next smaller BM where it still needs at most 2 CTAs along M) x
     a_smem (0, 1 where K % 8 == 0) x stages x split-K around each tile's default for that a_smem,
     4 and 8 warps; pruned by ``check``, deduplicated."""
     base = sk.plan(m, n, k, dtype, limits)
     plans = [base, sk.plan(m, n, k, dtype, limits, fuse=False)]
+    if bulk == "only":
+        return _unique(plans + bulk_variants(m, n, k, dtype, limits))
     smem_values = [a for a in sk.A_SMEM_OPTIONS if a == 0 or k % 8 == 0]
     plans += [sk.plan(m, n, k, dtype, limits, a_smem=a) for a in smem_values if a != base.a_smem]
     bms = [base.bm] + [b for b in sk.BM_OPTIONS if b < base.bm and 2 * b >= m][-1:]
@@ -92,6 +117,12 @@ def variants(m: int, n: int, k: int, dtype: str, limits: DeviceLimits) -> list[s
                             if not sk.check(m, n, k, dtype, limits, tile, stages, warps, split, a_smem=a_smem):
                                 plans.append(sk.plan(m, n, k, dtype, limits, block_size=tile, stages=stages,
                                                      warps=warps, split_k=split, a_smem=a_smem))
+    if bulk == "with":
+        plans += bulk_variants(m, n, k, dtype, limits)
+    return _unique(plans)
+
+
+def _unique(plans: list[sk.SkinnyPlan]) -> list[sk.SkinnyPlan]:
     seen, out = set(), []
     for p in plans:
         if p not in seen:
@@ -203,8 +234,7 @@ def run_plan(cp, bench: Bench, p: sk.SkinnyPlan, cubin: bytes, tmp: Path) -> tup
     fns = [(mod.get_function(launch.function), launch) for launch in build.launches]
     for fn, launch in fns:  # as the engine does: ask for any dynamic shared memory a launch takes
         if launch.shared_mem_bytes:
-            cp.cuda.driver.funcSetAttribute(fn.ptr, cp.cuda.driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                            launch.shared_mem_bytes)
+            fn.max_dynamic_shared_size_bytes = launch.shared_mem_bytes
 
     def run(i: int) -> None:
         a, w, r = bench.sets[i]
@@ -240,7 +270,7 @@ def main(args: argparse.Namespace) -> int:
                           sm_count=int(dev["multiProcessorCount"]),
                           shared_memory_per_block_bytes=int(dev["sharedMemPerBlockOptin"]),
                           shared_memory_per_sm_bytes=int(dev["sharedMemPerMultiprocessor"]))
-    todo = [(s, d, p) for s in args.shapes for d in args.dtypes for p in variants(*s, d, limits)]
+    todo = [(s, d, p) for s in args.shapes for d in args.dtypes for p in variants(*s, d, limits, args.bulk)]
     print(f"{len(todo)} runs; compiling ...", flush=True)
     built = compile_all([sk.source(p, d) for _, d, p in todo], limits.arch, args.jobs)
     rows, bad = [], 0
@@ -251,12 +281,13 @@ def main(args: argparse.Namespace) -> int:
                 blas = bench.cublas_ms()
                 print(f"\n{m}x{n}x{k} {dtype}: cuBLAS {blas * 1e3:.1f} us "
                       f"({n * k * 2 / blas / 1e6:.0f} GB/s of W), {len(bench.sets)} input sets")
-                print(f"{'tile':>7} {'st':>2} {'wp':>2} {'sk':>2} {'as':>2} {'fuse':>4} {'grid':>13} {'regs':>4} "
+                print(f"{'tile':>7} {'st':>2} {'wp':>2} {'sk':>2} {'as':>2} {'bk':>3} {'fuse':>4} {'grid':>13} {'regs':>4} "
                       f"{'us':>8} {'GB/s W':>7} {'/cuBLAS':>7} correct")
                 for p in (q for s, d, q in todo if s == (m, n, k) and d == dtype):
                     cubin, regs, log = built[sk.source(p, dtype)]
                     row = {"shape": [m, n, k], "dtype": dtype, "tile": p.block_size, "stages": p.stages,
                            "warps": p.warps, "split_k": p.split_k, "a_smem": p.a_smem, "fuse": p.fuse,
+                           "w_bulk": p.w_bulk, "bulk_k": p.bulk_k,
                            "grid": list(p.grid), "smem_bytes": p.smem_bytes,
                            "regs": regs[0], "spill_bytes": regs[1], "cublas_ms": blas,
                            "default": p == sk.plan(m, n, k, dtype, limits, fuse=p.fuse)}
@@ -276,7 +307,7 @@ def main(args: argparse.Namespace) -> int:
                     bad += not row["correct"]
                     rows.append(row)
                     us = f"{row['ms'] * 1e3:8.2f}" if row["ms"] else "  failed"
-                    print(f"{p.block_size:>7} {p.stages:>2} {p.warps:>2} {p.split_k:>2} {p.a_smem:>2} "
+                    print(f"{p.block_size:>7} {p.stages:>2} {p.warps:>2} {p.split_k:>2} {p.a_smem:>2} {p.bulk_k:>3} "
                           f"{'on' if p.fuse else 'off':>4} "
                           f"{str(p.grid):>13} {row['regs']:>4} {us} {row.get('gbps_w', 0):7.0f} "
                           f"{row.get('ratio', 0):7.2f} {'yes' if row['correct'] else 'NO'}"

@@ -142,6 +142,10 @@ def plan(task: TaskSpec, profile: Profile,
             update["block_size"], source["block_size"] = bs, "default"
         if task.memory_pipelining is None:
             own = pl if task.block_size in (None, bs) else spec.stages_for(limits, dtype, task.block_size, shape)
+            schedule = update.get("schedule", task.schedule)
+            if schedule:
+                by_schedule = spec.stages_for_schedule(limits, dtype, task.block_size or bs, shape, schedule)
+                own = own if by_schedule is None else by_schedule
             update["memory_pipelining"], source["memory_pipelining"] = own, "default"
     task = task.model_copy(update=update)
 

@@ -36,6 +36,10 @@ SKINNY_SCHEDULE = (
     KnobDef("a_smem", sk.A_SMEM_OPTIONS,
             "1: the CTA stages its slice of A in shared memory once (cp.async) for all its warps; 0: each "
             "warp loads A's fragments from L2"),
+    KnobDef("w_bulk", sk.W_BULK_OPTIONS,
+            "1: a producer warp bulk-copies whole runs of W's rows and A's tokens into a shared-memory "
+            "ring, read with ldmatrix (Hopper, K % 8 == 0); 0: W straight into registers"),
+    KnobDef("bulk_k", sk.BULK_K_OPTIONS, "K elements per ring slot with w_bulk 1 (setting it implies w_bulk 1)"),
 )
 """The decode path's schedule choices (``kernels.gemm_residual_skinny``)."""
 SKINNY_DEFAULT_MAX_M = 16
@@ -67,6 +71,15 @@ cap: the 8192^3 fit above is the capped case (the seed's 128x128 kept 0.75 of th
 8192^3's 0.55 for 2 ms)."""
 SHORT_MS = 0.2
 LONG_MS = 1.0
+
+
+def _skinny_cost_us(p: sk.SkinnyPlan, shape: dict[str, int], dtype: str, bandwidth: float,
+                    limits: DeviceLimits) -> float:
+    """The decode path's model for either way W travels (``sk.cost_us``, ``sk.bulk_cost_us``)."""
+    m, n, k = shape["m"], shape["n"], shape["k"]
+    if p.w_bulk:
+        return sk.bulk_cost_us(m, n, k, p.bm, p.bn, p.stages, p.warps, p.split_k, p.bulk_k, limits, bandwidth)
+    return sk.cost_us(p, m, n, k, dtype, bandwidth, limits.sm_count)
 
 
 def sm90_predict_ms(p: Any, limits: DeviceLimits, peak_flops: float, bandwidth: float, dram_bytes: int) -> float:
@@ -219,6 +232,20 @@ class AutoGemmResidualSpec(GemmResidualSpec):
             return sm90.default_knobs(limits, dtype, shape)
         return super().default_knobs(limits, dtype, shape)
 
+    def stages_for_schedule(self, limits: DeviceLimits, dtype: str, block_size: str,
+                            shape: dict[str, int] | None, schedule: dict[str, Any]) -> int | None:
+        """The decode path with W by bulk copies: a stage is a ring slot, its count the bulk plan's."""
+        if shape is None or not (schedule.get("w_bulk") or schedule.get("bulk_k")):
+            return None
+        if self._path(limits, dtype, shape, block_size) != "skinny":
+            return None
+        try:
+            return sk.plan(shape["m"], shape["n"], shape["k"], dtype, limits, block_size, None,
+                           schedule.get("warps"), schedule.get("split_k"), a_smem=schedule.get("a_smem"),
+                           w_bulk=schedule.get("w_bulk"), bulk_k=schedule.get("bulk_k")).stages
+        except ValueError:
+            return None  # the check names the knob
+
     def stages_for(self, limits: DeviceLimits, dtype: str, block_size: str,
                    shape: dict[str, int] | None = None) -> int:
         path = self._path(limits, dtype, shape, block_size)
@@ -270,7 +297,7 @@ class AutoGemmResidualSpec(GemmResidualSpec):
         if isinstance(p, Violation):
             return [p]
         return sk.check(shape["m"], shape["n"], shape["k"], task.dtype.value, limits, task.block_size,
-                        p.stages, p.warps, p.split_k, a_smem=p.a_smem)
+                        p.stages, p.warps, p.split_k, a_smem=p.a_smem, w_bulk=p.w_bulk, bulk_k=p.bulk_k)
 
     def _skinny_plan(self, task: Any, limits: DeviceLimits, shape: dict[str, int]) -> Any:
         """The decode path's plan, or the Violation its planner names."""
@@ -278,7 +305,7 @@ class AutoGemmResidualSpec(GemmResidualSpec):
         try:
             return sk.plan(shape["m"], shape["n"], shape["k"], task.dtype.value, limits, task.block_size,
                            task.memory_pipelining, sched.get("warps"), sched.get("split_k"), bool(task.fusion),
-                           a_smem=sched.get("a_smem"))
+                           a_smem=sched.get("a_smem"), w_bulk=sched.get("w_bulk"), bulk_k=sched.get("bulk_k"))
         except ValueError as exc:
             text = str(exc)
             field, _, rest = text.partition("=")
@@ -295,8 +322,10 @@ class AutoGemmResidualSpec(GemmResidualSpec):
             p = self._skinny_plan(task, limits, shape)
             if isinstance(p, Violation):
                 raise KnobError(p.field, p.value, p.message)
-            return KernelPlan(block_size=Tile(p.bm, p.bn), memory_pipelining=p.stages,
-                              schedule={"warps": p.warps, "split_k": p.split_k, "a_smem": p.a_smem}, detail=p)
+            schedule = {"warps": p.warps, "split_k": p.split_k, "a_smem": p.a_smem}
+            if p.w_bulk:
+                schedule.update(w_bulk=p.w_bulk, bulk_k=p.bulk_k)
+            return KernelPlan(block_size=Tile(p.bm, p.bn), memory_pipelining=p.stages, schedule=schedule, detail=p)
         if path == "portable":
             return super().plan(task, limits)
         t = task.model_copy(update={"shape": shape})
@@ -327,8 +356,7 @@ class AutoGemmResidualSpec(GemmResidualSpec):
         shape = self.normalize_shape(task.shape)
         kp = self.plan(task, limits)
         if isinstance(kp.detail, sk.SkinnyPlan):
-            return 1e-3 * sk.cost_us(kp.detail, shape["m"], shape["n"], shape["k"], task.dtype.value,
-                                     bandwidth_bytes_per_s, limits.sm_count)
+            return 1e-3 * _skinny_cost_us(kp.detail, shape, task.dtype.value, bandwidth_bytes_per_s, limits)
         if isinstance(kp.detail, sm90.Sm90Plan):
             return sm90_predict_ms(kp.detail, limits, peak_flops, bandwidth_bytes_per_s,
                                    self.bytes_moved(shape, task.dtype.value))
@@ -361,7 +389,7 @@ class AutoGemmResidualSpec(GemmResidualSpec):
         m, n, k = shape["m"], shape["n"], shape["k"]
         bw = SKINNY_SIM_BANDWIDTH
         t_bytes_us = 2 * (n * k + m * k + 2 * m * n) / bw * 1e6
-        return max(0.01, min(0.95, t_bytes_us / sk.cost_us(p, m, n, k, task.dtype.value, bw, limits.sm_count)))
+        return max(0.01, min(0.95, t_bytes_us / _skinny_cost_us(p, shape, task.dtype.value, bw, limits)))
 
     SIM_SEED_FILL = 8192 * 2560 / (10 * 128 * 128 * 132)
     """The seed shape's share of its rounds' tile slots (128x128: 1280 tiles in 10 rounds of 132),

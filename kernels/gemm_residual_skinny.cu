@@ -45,10 +45,25 @@
 // the tile's chunks interleaved (warp kw: chunks kw, kw + KW, ...), so that they stay balanced on
 // a part-full last tile. After the main loop the tile buffers hold the KW partial tiles (red).
 //
+// W through shared memory by bulk copies (W_BULK = 1, K % 8 == 0, compute capability >= 9.0). The
+// register ring above reads each W row in 64-byte pieces (4 lanes a row per load), so tens of
+// thousands of short runs reach DRAM at once. With W_BULK one producer warp copies whole runs of
+// BULK_K elements of each of the CTA's BN rows of W and BM tokens of A into a ring of STAGES
+// shared-memory slots with 1D bulk copies (cp.async.bulk, the TMA engine; one copy per row, its
+// bytes completing on the slot's "full" mbarrier); WARPS consumer warps read their fragments with
+// ldmatrix (W rows as the MMA's M side as above, tokens as its N side, k in natural order) and each
+// releases the slot on its "empty" mbarrier. Rows are padded by 16 bytes (BULK_K + 8 elements: an
+// odd number of 16-byte units), so the 8 rows of an ldmatrix phase fall in 8 different bank groups.
+// A CTA's K range is whole slots (split-K divides ceil(K / BULK_K) slots); the last slot of K may
+// be part-full: its copies carry only the bytes before K, steps past K are skipped, and a step
+// that straddles K (K % 16 == 8) zeroes the fragments' upper half in both operands. Rows past N
+// and tokens past M are not copied: their slots keep stale values that feed only outputs that are
+// never stored. The warps' partial tiles, split-K and the epilogue are the same as above.
+//
 // Defines (validated integers, prepended by kernels/gemm_residual_skinny.py): BM, BN, STAGES, WARPS,
 // SPLIT_K, DT (0 bf16, 1 fp16), FUSE, ALIGNED8, ALIGNED2, COUNTERS, A_SMEM, A_TILE (chunks per warp
-// per shared-memory tile); then vec16.cuh (VEC_DTYPE = DT) for ld_stream / ld_cached / pack2 /
-// unpack2.
+// per shared-memory tile), W_BULK, BULK_K (K elements per ring slot); then vec16.cuh (VEC_DTYPE =
+// DT) for ld_stream / ld_cached / pack2 / unpack2.
 
 #define NF (BM / 8)
 #define RG (BN / 16)
@@ -56,7 +71,20 @@
 #define RPW (RG / WG)
 #define KW (WARPS / WG)
 #define BNP (BN + 4)
+#ifndef W_BULK
+#define W_BULK 0
+#endif
+#if W_BULK
+#if !ALIGNED8 || A_SMEM
+#error "W_BULK needs K % 8 == 0 (16-byte bulk copies of whole rows) and A_SMEM = 0"
+#endif
+#define THREADS ((WARPS + 1) * 32)
+#define ROW_E (BULK_K + 8)
+#define SLOT_ELEMS ((BN + BM) * ROW_E)
+#define STEPS (BULK_K / 16)
+#else
 #define THREADS (WARPS * 32)
+#endif
 #define RED_FLOATS (KW * BM * BNP)
 
 #ifndef A_SMEM
@@ -227,6 +255,109 @@ __device__ __forceinline__ void load_w(uint4 (&wv)[RPW][2], const unsigned short
 }
 #endif
 
+#if W_BULK
+__device__ __forceinline__ unsigned smem_u32(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
+    unsigned done;
+    do {
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                     "selp.u32 %0, 1, 0, p;\n}\n" : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+    } while (!done);
+}
+__device__ __forceinline__ void mbar_arrive(unsigned bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_expect(unsigned bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void bulk_copy(unsigned dst, const unsigned short* src, unsigned bytes, unsigned bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                 ::"r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
+}
+__device__ __forceinline__ void ldsm_x4(unsigned addr, u32& r0, u32& r1, u32& r2, u32& r3) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
+}
+__device__ __forceinline__ void ldsm_x2(unsigned addr, u32& r0, u32& r1) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];" : "=r"(r0), "=r"(r1) : "r"(addr));
+}
+
+// The producer warp: for each of the CTA's slots of K, once every consumer warp released the ring
+// slot it reuses, lane 0 arms the slot's full barrier with the bytes to come and the lanes copy the
+// valid rows (W's nv rows, then A's mv tokens) in whole runs of the slot's K range.
+__device__ __forceinline__ void bulk_produce(unsigned ring, unsigned full0, unsigned empty0,
+                                             const unsigned short* w, const unsigned short* a, int n0, int nv,
+                                             int m0, int mv, int sb, int nit, int K, int lane) {
+    for (int i = 0; i < nit; ++i) {
+        const int s = i % STAGES;
+        if (i >= STAGES) mbar_wait(empty0 + 8 * s, ((i / STAGES) - 1) & 1);
+        const int k0 = (sb + i) * BULK_K;
+        const unsigned rb = (unsigned)min(BULK_K, K - k0) * 2u;
+        if (lane == 0) mbar_expect(full0 + 8 * s, rb * (unsigned)(nv + mv));
+        __syncwarp();
+        const unsigned slot = ring + (unsigned)(s * SLOT_ELEMS * 2);
+        for (int r = lane; r < nv + mv; r += 32) {
+            const bool is_w = r < nv;
+            const unsigned short* src = is_w ? w + (size_t)(n0 + r) * K + k0 : a + (size_t)(m0 + r - nv) * K + k0;
+            const int dst_row = is_w ? r : BN + (r - nv);
+            bulk_copy(slot + (unsigned)(dst_row * ROW_E * 2), src, rb, full0 + 8 * s);
+        }
+    }
+}
+
+// A consumer warp: its row groups (slot position `rslot`) and its share of each slot's 16-element
+// steps (steps kw, kw + KW, ...), fragments by ldmatrix, then the slot released.
+__device__ __forceinline__ void bulk_consume(float (&acc)[RPW][NF][4], unsigned ring, unsigned full0,
+                                             unsigned empty0, int rslot, int kw, int sb, int nit, int K,
+                                             int lane) {
+    const int lrow = lane & 15, lhalf = lane >> 4;              // W: rows 0-15, k halves
+    const int brow = lane & 7, bhalf = (lane >> 3) & 1, bfrag = lane >> 4;  // A: tokens, k halves
+    for (int i = 0; i < nit; ++i) {
+        const int s = i % STAGES;
+        mbar_wait(full0 + 8 * s, (i / STAGES) & 1);
+        const unsigned slot = ring + (unsigned)(s * SLOT_ELEMS * 2);
+        const int kv = min(BULK_K, K - (sb + i) * BULK_K);
+#pragma unroll
+        for (int j = 0; j < (STEPS + KW - 1) / KW; ++j) {
+            const int kk = (j * KW + kw) * 16;
+            if (kk < kv && (STEPS % KW == 0 || j * KW + kw < STEPS)) {
+                const bool half = kk + 8 >= kv;
+                u32 b[NF][2];
+#pragma unroll
+                for (int f = 0; f < NF; f += 2) {
+                    if (f + 1 < NF) {
+                        const int t = (f + bfrag) * 8 + brow;
+                        ldsm_x4(slot + (unsigned)(((BN + t) * ROW_E + kk + 8 * bhalf) * 2),
+                                b[f][0], b[f][1], b[f + 1][0], b[f + 1][1]);
+                    } else {
+                        const int t = f * 8 + brow;
+                        ldsm_x2(slot + (unsigned)(((BN + t) * ROW_E + kk + 8 * bhalf) * 2), b[f][0], b[f][1]);
+                    }
+                }
+                if (half) {
+#pragma unroll
+                    for (int f = 0; f < NF; ++f) b[f][1] = 0u;
+                }
+#pragma unroll
+                for (int rr = 0; rr < RPW; ++rr) {
+                    const int row = (rslot * RPW + rr) * 16 + lrow;
+                    u32 a0, a1, a2, a3;
+                    ldsm_x4(slot + (unsigned)((row * ROW_E + kk + 8 * lhalf) * 2), a0, a1, a2, a3);
+                    if (half) a2 = a3 = 0u;
+#pragma unroll
+                    for (int f = 0; f < NF; ++f) mma16816(acc[rr][f], a0, a1, a2, a3, b[f][0], b[f][1]);
+                }
+            }
+        }
+        __syncwarp();
+        if (lane == 0) mbar_arrive(empty0 + 8 * s);
+    }
+}
+#endif
+
 __device__ __forceinline__ float ld_cg_f32(const float* p) {
     float v;
     asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
@@ -250,7 +381,12 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
 gemm_residual_skinny(const unsigned short* __restrict__ a, const unsigned short* __restrict__ w,
                      const unsigned short* __restrict__ r, unsigned short* __restrict__ out,
                      float* __restrict__ ws, int M, int N, int K) {
-#if A_SMEM
+#if W_BULK
+    // Dynamic shared memory: the KW partial tiles, then the ring of STAGES slots.
+    extern __shared__ __align__(128) unsigned char dsmem[];
+    float* const red = (float*)dsmem;
+    __shared__ __align__(8) unsigned long long bars[2 * STAGES];  // full[STAGES], then empty[STAGES]
+#elif A_SMEM
     // The A tiles (two buffers) while the main loop runs, the KW partial tiles after it.
     __shared__ __align__(16) unsigned char smem[SMEM_BYTES];
     unsigned short* const sa = (unsigned short*)smem;
@@ -264,6 +400,7 @@ gemm_residual_skinny(const unsigned short* __restrict__ a, const unsigned short*
     const int slot = warp % WG, kw = warp / WG;
     const int n0 = blockIdx.x * BN, m0 = blockIdx.z * BM;
 
+#if !W_BULK
     const unsigned short* wp[RPW][2];
 #pragma unroll
     for (int rr = 0; rr < RPW; ++rr)
@@ -272,18 +409,21 @@ gemm_residual_skinny(const unsigned short* __restrict__ a, const unsigned short*
             const int row = min(n0 + (slot * RPW + rr) * 16 + g + 8 * h, N - 1);
             wp[rr][h] = w + (size_t)row * K + 8 * c;
         }
+#endif
 
-#if !A_SMEM
+#if !A_SMEM && !W_BULK
     const unsigned short* ap[NF];
 #pragma unroll
     for (int f = 0; f < NF; ++f) ap[f] = a + (size_t)min(m0 + f * 8 + g, M - 1) * K + 8 * c;
 #endif
 
+#if !W_BULK
     // This CTA's chunks [cb, ce).
     const int kc = (K + 31) / 32;
     const int cb = (int)((long long)blockIdx.y * kc / SPLIT_K);
     const int ce = (int)((long long)(blockIdx.y + 1) * kc / SPLIT_K);
-#if !A_SMEM
+#endif
+#if !A_SMEM && !W_BULK
     // This warp's contiguous share [wb, wb + nch) of the CTA's chunks.
     const int wb = cb + (ce - cb) * kw / KW;
     const int nch = cb + (ce - cb) * (kw + 1) / KW - wb;
@@ -297,7 +437,27 @@ gemm_residual_skinny(const unsigned short* __restrict__ a, const unsigned short*
 #pragma unroll
             for (int j = 0; j < 4; ++j) acc[rr][f][j] = 0.0f;
 
-#if A_SMEM
+#if W_BULK
+    // This CTA's slots of K [sb, sb + nit); the last warp produces, the others consume.
+    const int ks = (K + BULK_K - 1) / BULK_K;
+    const int sb = (int)((long long)blockIdx.y * ks / SPLIT_K);
+    const int nit = (int)((long long)(blockIdx.y + 1) * ks / SPLIT_K) - sb;
+    const unsigned full0 = smem_u32(bars), empty0 = full0 + 8 * STAGES;
+    const unsigned ring = smem_u32(dsmem + ((RED_FLOATS * 4 + 127) / 128) * 128);
+    if (threadIdx.x == 0) {
+#pragma unroll
+        for (int s = 0; s < STAGES; ++s) {
+            mbar_init(full0 + 8 * s, 1);
+            mbar_init(empty0 + 8 * s, WARPS);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+    if (warp == WARPS)
+        bulk_produce(ring, full0, empty0, w, a, n0, min(BN, N - n0), m0, min(BM, M - m0), sb, nit, K, lane);
+    else
+        bulk_consume(acc, ring, full0, empty0, slot, kw, sb, nit, K, lane);
+#elif A_SMEM
     // Tiles of KT chunks; iteration i of every warp is chunk A_TILE_J(i) of tile i / A_TILE (the
     // same count for all warps, so the per-tile barrier is uniform). STAGES chunks of W in flight
     // per warp, as below; tile t + 1 is copied while tile t is multiplied.
@@ -363,6 +523,7 @@ gemm_residual_skinny(const unsigned short* __restrict__ a, const unsigned short*
     for (int rr = 0; rr < RPW; ++rr)
 #pragma unroll
         for (int f = 0; f < NF; ++f) {
+            if (W_BULK && warp == WARPS) continue;  // the producer warp has no partials
             float* p = red + (kw * BM + f * 8 + 2 * c) * BNP + (slot * RPW + rr) * 16 + g;
             p[0] = acc[rr][f][0];
             p[BNP] = acc[rr][f][1];

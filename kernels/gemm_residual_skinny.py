@@ -27,6 +27,14 @@ Knobs (validated integers only reach the source, as ``#define`` lines):
   fragments from there; K % 8 == 0 only (refused otherwise: the 16-byte copies need 16-byte
   aligned rows, and an unaligned copy would hold registers or expose its latency once a tile).
 
+- schedule.w_bulk (0, 1; ``W_BULK_OPTIONS``): how W reaches the MMAs. 0: the register ring above
+  (each load 64 contiguous bytes of 8 rows). 1: a producer warp copies whole runs of
+  ``schedule.bulk_k`` elements of every W row and A token of the CTA into a ring of
+  MEMORY_PIPELINING shared-memory slots with 1D bulk copies (cp.async.bulk), and the warps read
+  their fragments with ldmatrix; compute capability >= 9.0 and K % 8 == 0 only, A from the slots
+  (a_smem 0). Dynamic shared memory: ``bulk_smem``.
+- schedule.bulk_k (``BULK_K_OPTIONS``): K elements per ring slot with w_bulk 1.
+
 Any N, K >= 1: K % 8 != 0 builds the vectors from 4-byte (K even) or 2-byte loads (``ALIGNED8``,
 ``ALIGNED2``; base pointers 16-byte aligned, as CuPy allocates). Fusion off runs the GEMM without R
 and then ``skinny_residual_add``.
@@ -92,6 +100,18 @@ WARPS_OPTIONS = (4, 8)
 SPLIT_K_OPTIONS = (1, 2, 3, 4, 6, 8, 12, 16)
 A_SMEM_OPTIONS = (0, 1)
 """schedule.a_smem: 0 A's fragments from global memory per warp, 1 A staged in shared memory per CTA."""
+W_BULK_OPTIONS = (0, 1)
+W_BULK_DEFAULT = False
+"""Whether the planner takes w_bulk 1 where it applies (``default_w_bulk``)."""
+"""schedule.w_bulk: 0 W through registers (16-byte loads), 1 W and A by bulk copies into a shared-memory ring."""
+BULK_K_OPTIONS = (64, 128, 256, 512, 1024)
+"""schedule.bulk_k: K elements per ring slot (128 to 512 bytes per row and copy)."""
+DEFAULT_BULK_K = 128
+BULK_MIN_CC = (9, 0)
+"""cp.async.bulk and mbarrier transaction counts need Hopper."""
+BULK_STATIC_SMEM = 128 * -(-(16 + 2 * 8 * max(STAGE_OPTIONS)) // 128)
+"""Static shared memory beside the ring: the split-K flag and two mbarriers per slot (at most), in
+the 128-byte units ptxas lays static memory out in ahead of the 128-byte aligned dynamic ring."""
 A_SMEM_DEFAULT = False
 """Whether the planner takes a_smem = 1 by default. Off: on the H200 (ADR-0003, single-launch probe)
 the best a_smem 1 build was slower than the best a_smem 0 one at every shape tried (M = 32, N = K =
@@ -163,6 +183,9 @@ class SkinnyPlan:
     block: tuple[int, int, int]
     smem_bytes: int
     a_smem: int = 0
+    w_bulk: int = 0
+    bulk_k: int = 0
+    """K elements per ring slot with w_bulk 1 (0 otherwise)."""
 
     @property
     def block_size(self) -> str:
@@ -180,8 +203,11 @@ class SkinnyPlan:
             "threads": self.block[0],
             "smem_bytes": self.smem_bytes,
             "fused": self.fuse,
-            "loads": "16-byte" if self.aligned8 else "4-byte" if self.aligned2 else "2-byte",
+            "loads": ("bulk copies" if self.w_bulk else "16-byte" if self.aligned8
+                      else "4-byte" if self.aligned2 else "2-byte"),
             "a_smem": self.a_smem,
+            "w_bulk": self.w_bulk,
+            "bulk_k": self.bulk_k,
         }
 
 
@@ -252,9 +278,33 @@ def a_tile_chunks(bm: int, bn: int, warps: int) -> int:
 
 
 def smem_bytes(plan: SkinnyPlan) -> int:
-    """Static shared memory: the warps' fp32 partial tiles (KW x BM x (BN + 4)) and a flag; with
-    a_smem 1 the two A tiles, which the partial tiles reuse after the main loop."""
+    """Shared memory of a CTA. Register ring: static, the warps' fp32 partial tiles (KW x BM x
+    (BN + 4)) and a flag; with a_smem 1 the two A tiles, which the partial tiles reuse after the
+    main loop. w_bulk 1: ``bulk_smem`` (dynamic) and ``BULK_STATIC_SMEM``."""
+    if plan.w_bulk:
+        return bulk_smem(plan.bm, plan.bn, plan.warps, plan.stages, plan.bulk_k) + BULK_STATIC_SMEM
     return _smem(plan.bm, plan.bn, plan.warps, plan.a_smem)
+
+
+def bulk_smem(bm: int, bn: int, warps: int, stages: int, bulk_k: int) -> int:
+    """Dynamic shared memory of a w_bulk 1 CTA: the partial tiles (rounded to 128 bytes), then
+    ``stages`` slots of BN rows of W and BM tokens of A, each row bulk_k + 8 elements."""
+    _, _, kw = warp_layout(bn, warps)
+    red = kw * bm * (bn + 4) * 4
+    return _cdiv(red, 128) * 128 + stages * (bn + bm) * (bulk_k + 8) * 2
+
+
+def bulk_stages_that_fit(bm: int, bn: int, warps: int, bulk_k: int, limits: DeviceLimits | None = None) -> list[int]:
+    """``STAGE_OPTIONS`` whose ring fits the device's shared memory per block (all, without limits)."""
+    if limits is None:
+        return list(STAGE_OPTIONS)
+    return [s for s in STAGE_OPTIONS
+            if bulk_smem(bm, bn, warps, s, bulk_k) + BULK_STATIC_SMEM <= limits.shared_memory_per_block_bytes]
+
+
+def bulk_applies(k: int, limits: DeviceLimits) -> bool:
+    """w_bulk 1 can build: Hopper or later and 16-byte aligned rows (K % 8 == 0)."""
+    return k % 8 == 0 and tuple(limits.compute_capability) >= BULK_MIN_CC
 
 
 def _smem(bm: int, bn: int, warps: int, a_smem: int = 0) -> int:
@@ -365,9 +415,82 @@ def _smem_schedule(m: int, n: int, k: int, bm: int, warps: int, sm_count: int,
     return None if best is None else (best[3], best[1])
 
 
+DEFAULT_BN_BULK = (128, 64, 32, 16)
+"""BN tried for the w_bulk 1 default (``bulk_schedule``)."""
+BULK_LATENCY_S = 1.0e-6
+"""DRAM latency under load that the bulk ring's bytes in flight must cover (``bulk_cost_us``)."""
+BULK_PLAN_BANDWIDTH = 4.0e12
+"""The DRAM bandwidth ``plan`` gives ``bulk_schedule`` when not told the device's: about what the
+H200 streams (a decode GEMM's W at 3.0-3.7 TB/s, a device copy at 4.1)."""
+BULK_SM_SHARE = 1.0
+"""The most one SM streams in ``bulk_cost_us``, as a multiple of its even share of the DRAM
+bandwidth: a grid on fewer than 1 / BULK_SM_SHARE of the SMs cannot reach the bandwidth (on the
+H200 every fastest bulk build ran >= 2 CTAs per SM: ADR-0003)."""
+
+
+def default_w_bulk(k: int, limits: DeviceLimits) -> int:
+    """1 where ``W_BULK_DEFAULT`` is on and bulk copies can build (``bulk_applies``)."""
+    return int(W_BULK_DEFAULT and bulk_applies(k, limits))
+
+
+def _bulk_resident(bm: int, bn: int, warps: int, stages: int, bulk_k: int, limits: DeviceLimits) -> int:
+    """Resident w_bulk 1 CTAs per SM: by shared memory (1 KB reserved per CTA) and by warps."""
+    smem = bulk_smem(bm, bn, warps, stages, bulk_k) + BULK_STATIC_SMEM + 1024
+    return max(1, min(limits.shared_memory_per_sm_bytes // smem, 64 // (warps + 1), 32))
+
+
+def bulk_cost_us(m: int, n: int, k: int, bm: int, bn: int, stages: int, warps: int, split_k: int,
+                 bulk_k: int, limits: DeviceLimits, bandwidth_bytes_per_s: float) -> float:
+    """A predicted time in microseconds for w_bulk 1 (a prior, not a measurement): W, A, R and out
+    from DRAM in waves of resident CTAs, each wave at the bandwidth or at what its bytes in flight
+    (``stages`` slots of BN rows of bulk_k elements per CTA) carry over ``BULK_LATENCY_S`` or what
+    its SMs can stream (``BULK_SM_SHARE``), whichever is lowest; A's reads from L2 once per CTA; the split-K partials written and read back plus the
+    reduction's fixed cost; the launch."""
+    item = 2
+    ctas = _cdiv(n, bn) * _cdiv(m, bm) * split_k
+    slots = limits.sm_count * _bulk_resident(bm, bn, warps, stages, bulk_k, limits)
+    per_cta = (n * k + _cdiv(n, bn) * m * k / L2_RATIO) * item / ctas
+    t = 0.0
+    left = ctas
+    while left > 0:
+        c = min(left, slots)
+        in_flight = c * stages * (bn + bm) * bulk_k * item
+        sm_rate = min(c, limits.sm_count) * BULK_SM_SHARE * bandwidth_bytes_per_s / limits.sm_count
+        t += c * per_cta / min(bandwidth_bytes_per_s, in_flight / BULK_LATENCY_S, sm_rate)
+        left -= c
+    partials = 2 * split_k * m * n * 4 if split_k > 1 else 0
+    t += (2 * m * n * item + partials) / bandwidth_bytes_per_s
+    return t * 1e6 + 2.0 + (1.0 if split_k > 1 else 0.0)
+
+
+def bulk_schedule(m: int, n: int, k: int, bm: int, warps: int, limits: DeviceLimits,
+                  bandwidth_bytes_per_s: float, bn: int | None = None, stages: int | None = None,
+                  split_k: int | None = None, bulk_k: int | None = None) -> tuple[int, int, int, int] | None:
+    """(BN, split_k, stages, bulk_k) for w_bulk 1: the unset knobs that minimise ``bulk_cost_us``
+    among ``DEFAULT_BN_BULK`` x ``SPLIT_K_OPTIONS`` (at most one slot of K per split) x the stages
+    that fit x ``DEFAULT_BULK_K`` (ties: less split-K, fewer stages, the wider tile); None where
+    nothing fits."""
+    best: tuple[tuple[float, int, int, int], tuple[int, int, int, int]] | None = None
+    bk = bulk_k or DEFAULT_BULK_K
+    for b in (bn,) if bn else DEFAULT_BN_BULK:
+        fits = bulk_stages_that_fit(bm, b, warps, bk, limits)
+        for st in (stages,) if stages else fits:
+            if st not in fits:
+                continue
+            for sp in (split_k,) if split_k else SPLIT_K_OPTIONS:
+                if sp > _cdiv(k, bk) and not split_k:
+                    continue
+                t = bulk_cost_us(m, n, k, bm, b, st, warps, sp, bk, limits, bandwidth_bytes_per_s)
+                key = (round(t, 3), sp, st, -b)
+                if best is None or key < best[0]:
+                    best = (key, (b, sp, st, bk))
+    return None if best is None else best[1]
+
+
 def plan(m: int, n: int, k: int, dtype: str, limits: DeviceLimits, block_size: str | None = None,
          stages: int | None = None, warps: int | None = None, split_k: int | None = None,
-         fuse: bool = True, a_smem: int | None = None) -> SkinnyPlan:
+         fuse: bool = True, a_smem: int | None = None, w_bulk: int | None = None,
+         bulk_k: int | None = None, bandwidth_bytes_per_s: float | None = None) -> SkinnyPlan:
     """Resolve every unset knob from the hardware (``default_bm``, ``default_schedule`` against
     limits.sm_count, ``default_stages``, ``default_a_smem``) and the launch geometry; ValueError
     naming the knob for a value this path cannot run (``check`` lists every problem). a_smem None
@@ -390,7 +513,33 @@ def plan(m: int, n: int, k: int, dtype: str, limits: DeviceLimits, block_size: s
         raise ValueError(f"schedule.a_smem={a_smem}: one of {A_SMEM_OPTIONS}")
     if a_smem == 1 and k % 8:
         raise ValueError(f"schedule.a_smem={a_smem}: A in shared memory needs K % 8 == 0 (K = {k})")
+    if w_bulk is not None and w_bulk not in W_BULK_OPTIONS:
+        raise ValueError(f"schedule.w_bulk={w_bulk}: one of {W_BULK_OPTIONS}")
+    if bulk_k is not None and bulk_k not in BULK_K_OPTIONS:
+        raise ValueError(f"schedule.bulk_k={bulk_k}: one of {BULK_K_OPTIONS}")
     bm, bn_req = (default_bm(m), None) if block_size is None else parse_block_size(block_size)
+    if w_bulk is None:
+        w_bulk = 1 if bulk_k is not None else 0 if a_smem == 1 else default_w_bulk(k, limits)
+    if w_bulk:
+        if not bulk_applies(k, limits):
+            raise ValueError(f"schedule.w_bulk={w_bulk}: bulk copies need compute capability >= "
+                             f"{BULK_MIN_CC[0]}.{BULK_MIN_CC[1]} and K % 8 == 0 (K = {k}, "
+                             f"cc {limits.compute_capability[0]}.{limits.compute_capability[1]})")
+        if a_smem == 1:
+            raise ValueError(f"schedule.a_smem={a_smem}: with schedule.w_bulk = 1 A comes through the ring (a_smem 0)")
+        picked = bulk_schedule(m, n, k, bm, warps, limits, bandwidth_bytes_per_s or BULK_PLAN_BANDWIDTH, bn_req,
+                               stages, split_k, bulk_k)
+        if picked is None:
+            raise ValueError(f"memory_pipelining={stages}: no ring of {bm}x{bn_req or 'any'} with bulk_k "
+                             f"{bulk_k or DEFAULT_BULK_K} fits {limits.shared_memory_per_block_bytes} bytes of "
+                             f"shared memory per block")
+        bn, split, st, bk = picked
+        plan_ = SkinnyPlan(bm=bm, bn=bn, stages=st, warps=warps, split_k=split, fuse=bool(fuse), aligned8=True,
+                           aligned2=True, grid=(_cdiv(n, bn), split, _cdiv(m, bm)), block=(32 * (warps + 1), 1, 1),
+                           smem_bytes=0, w_bulk=1, bulk_k=bk)
+        return SkinnyPlan(**{**plan_.__dict__, "smem_bytes": smem_bytes(plan_)})
+    if bulk_k is not None:
+        raise ValueError(f"schedule.bulk_k={bulk_k}: slots of K are for schedule.w_bulk = 1 only")
 
     def resolve(variant: int) -> tuple[int, int, int]:
         """(BN, split_k, stages) for the given a_smem variant, the user's knobs kept."""
@@ -414,7 +563,8 @@ def plan(m: int, n: int, k: int, dtype: str, limits: DeviceLimits, block_size: s
 
 
 def check(m: int, n: int, k: int, dtype: str, limits: DeviceLimits, block_size: str,
-          stages: int, warps: int, split_k: int, a_smem: int | None = None) -> list[Violation]:
+          stages: int, warps: int, split_k: int, a_smem: int | None = None, w_bulk: int = 0,
+          bulk_k: int = 0) -> list[Violation]:
     """Every constraint of this path, before compiling. a_smem None checks the variant ``plan``
     takes by default for these knobs (``default_a_smem``), so that ``check`` and ``plan`` called
     with the same knobs agree."""
@@ -452,9 +602,44 @@ def check(m: int, n: int, k: int, dtype: str, limits: DeviceLimits, block_size: 
         return [*out, Violation("block_size", block_size, str(exc), ", ".join(TILES))]
     if out:
         return out
+    if w_bulk:
+        return _bulk_violations(m, n, k, bm, bn, stages, warps, split_k, bulk_k, limits, a_smem)
     if a_smem is None:
         a_smem = default_a_smem(bm, bn, stages, warps, k, limits)
     return _geometry_violations(m, n, k, bm, bn, stages, warps, split_k, limits, a_smem)
+
+
+def _bulk_violations(m: int, n: int, k: int, bm: int, bn: int, stages: int, warps: int, split_k: int,
+                     bulk_k: int, limits: DeviceLimits, a_smem: int | None) -> list[Violation]:
+    """w_bulk 1: the device and K, the ring against shared memory, threads, split-K counters."""
+    out: list[Violation] = []
+    if not bulk_applies(k, limits):
+        out.append(Violation("schedule.w_bulk", 1,
+                             f"bulk copies need compute capability >= {BULK_MIN_CC[0]}.{BULK_MIN_CC[1]} and "
+                             f"16-byte aligned rows (K = {k}, cc {limits.compute_capability[0]}."
+                             f"{limits.compute_capability[1]})", "schedule.w_bulk = 0"))
+    if a_smem == 1:
+        out.append(Violation("schedule.a_smem", a_smem, "with schedule.w_bulk = 1 A comes through the ring",
+                             "schedule.a_smem = 0"))
+    if bulk_k not in BULK_K_OPTIONS:
+        out.append(Violation("schedule.bulk_k", bulk_k, "K elements per ring slot",
+                             ", ".join(map(str, BULK_K_OPTIONS))))
+        return out
+    smem = bulk_smem(bm, bn, warps, stages, bulk_k) + BULK_STATIC_SMEM
+    if smem > limits.shared_memory_per_block_bytes:
+        fits = bulk_stages_that_fit(bm, bn, warps, bulk_k, limits)
+        out.append(Violation("memory_pipelining", stages,
+                             f"a ring of {stages} slots of {bm}x{bn} with bulk_k {bulk_k} needs {smem} bytes of "
+                             f"shared memory; fits: {', '.join(map(str, fits)) or 'none'}",
+                             f"{limits.shared_memory_per_block_bytes} bytes per block"))
+    if 32 * (warps + 1) > limits.max_threads_per_block:
+        out.append(Violation("schedule.warps", warps, "too many threads per block (one more warp copies)",
+                             f"{limits.max_threads_per_block} threads"))
+    tiles = _cdiv(n, bn) * _cdiv(m, bm)
+    if split_k > 1 and tiles > COUNTERS:
+        out.append(Violation("block_size", f"{bm}x{bn}", f"{tiles} output tiles need split-K counters",
+                             f"{COUNTERS} counters"))
+    return out
 
 
 def _geometry_violations(m: int, n: int, k: int, bm: int, bn: int, stages: int, warps: int,
@@ -491,7 +676,8 @@ def defines(plan: SkinnyPlan, dtype: str) -> dict[str, int]:
     return {"BM": plan.bm, "BN": plan.bn, "STAGES": plan.stages, "WARPS": plan.warps,
             "SPLIT_K": plan.split_k, "DT": DT_CODE[dtype], "FUSE": int(plan.fuse),
             "ALIGNED8": int(plan.aligned8), "ALIGNED2": int(plan.aligned2), "COUNTERS": COUNTERS,
-            "A_SMEM": int(plan.a_smem), "A_TILE": a_tile_chunks(plan.bm, plan.bn, plan.warps)}
+            "A_SMEM": int(plan.a_smem), "A_TILE": a_tile_chunks(plan.bm, plan.bn, plan.warps),
+            "W_BULK": int(plan.w_bulk), "BULK_K": int(plan.bulk_k)}
 
 
 def source(plan: SkinnyPlan, dtype: str) -> str:
@@ -507,7 +693,8 @@ def render(plan: SkinnyPlan, m: int, n: int, k: int, dtype: str) -> Build:
     when split_k is 1, never read then)."""
     if dtype not in DTYPES:
         raise ValueError(f"dtype {dtype!r}: one of {', '.join(DTYPES)}")
-    launches = [Launch(KERNEL, plan.grid, plan.block, 0, ("a", "w", "r", "out", "ws", m, n, k))]
+    dynamic = bulk_smem(plan.bm, plan.bn, plan.warps, plan.stages, plan.bulk_k) if plan.w_bulk else 0
+    launches = [Launch(KERNEL, plan.grid, plan.block, dynamic, ("a", "w", "r", "out", "ws", m, n, k))]
     functions = [KERNEL]
     if not plan.fuse:
         add_grid = max(1, min(_cdiv(_cdiv(m * n, 8), ADD_THREADS), 1024))
@@ -533,6 +720,8 @@ def cost_us(plan: SkinnyPlan, m: int, n: int, k: int, dtype: str, bandwidth_byte
     of each CTA with a_smem 0, the partials) over ``L2_RATIO`` x the bandwidth, divided by an
     efficiency that falls where the grid leaves SMs idle or holds too few bytes in flight for the
     memory latency, plus the launch and the reduction's tail."""
+    if plan.w_bulk:
+        raise ValueError("cost_us: a w_bulk plan's model is bulk_cost_us (it needs the device's limits)")
     item = 2
     partials = 2 * plan.split_k * m * n * 4 if plan.split_k > 1 else 0
     dram = (n * k + m * k + 2 * m * n) * item + partials

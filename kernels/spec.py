@@ -334,6 +334,12 @@ class KernelSpec(ABC):
         """(BLOCK_SIZE, MEMORY_PIPELINING) used when the task leaves them unset; ``shape`` (when
         known) lets a spec pick a tile that fills the GPU for that problem size."""
 
+    def stages_for_schedule(self, limits: DeviceLimits, dtype: str, block_size: str,
+                            shape: dict[str, int] | None, schedule: dict[str, Any]) -> int | None:
+        """The MEMORY_PIPELINING a task without a stage count gets where its schedule choices change
+        what a stage is (None: ``stages_for`` decides)."""
+        return None
+
     def stages_for(self, limits: DeviceLimits, dtype: str, block_size: str,
                    shape: dict[str, int] | None = None) -> int:
         """The MEMORY_PIPELINING a task that names ``block_size`` but no stage count gets: the

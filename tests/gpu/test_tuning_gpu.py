@@ -1,5 +1,5 @@
 """GPU tests (marker `gpu`) of what the tuning work added: the decode path over odd shapes and every
-schedule choice, K padding on the TMA path, explicit Hopper schedule choices, and a real tune."""
+schedule choice (W through registers or bulk copies), K padding on the TMA path, explicit Hopper schedule choices, and a real tune."""
 
 from __future__ import annotations
 
@@ -44,6 +44,10 @@ def test_decode_path_odd_shapes_and_schedules(dtype):
         ((64, 4096, 4096), "64x32", 2, {"warps": 8, "split_k": 2}),
         ((7, 12288, 4096), "8x16", 6, {"split_k": 1}),
         ((32, 4096, 4104), "32x64", 4, {"a_smem": 1, "split_k": 4}),  # A staged in shared memory
+        # W by bulk copies: K % 16 == 8 (a straddling step), rows and tokens past the tile, split-K
+        ((33, 4100, 4104), "64x16", 2, {"w_bulk": 1, "bulk_k": 256, "split_k": 2}),
+        ((5, 1000, 2056), "8x128", 4, {"w_bulk": 1, "bulk_k": 64, "warps": 8}),
+        ((16, 8192, 8200), "16x32", 2, {"bulk_k": 512}),
     ]
     bad = []
     for (m, n, k), bs, st, sched in cases:

@@ -383,11 +383,13 @@ _PAIR = {"x": 0, "y": 2, "z": 4, "w": 6}
 
 
 def _kernel_steps() -> list[tuple[str, ...]]:
-    """The register arguments of mma_pair's two mma16816 calls (both paths' only MMAs), from the
-    kernel source."""
+    """The register arguments of mma_pair's two mma16816 calls (the register-ring paths' only MMAs),
+    from the kernel source. The w_bulk path's one call takes ldmatrix fragments in natural k order
+    (checked on the GPU: tests/gpu/test_tuning_gpu.py)."""
     text = _kernel_text()
     steps = _MMA_RE.findall(text)
-    assert len(steps) == 2 and text.count("mma16816(") == 3, steps  # the definition and the two calls
+    # the definition, mma_pair's two calls and bulk_consume's one
+    assert len(steps) == 2 and text.count("mma16816(") == 4, steps
     return steps
 
 
@@ -489,7 +491,7 @@ def _smem_source(text: str | None = None) -> dict[str, str]:
     src["dst"] = re.search(r"cp_async16\(sbuf \+ (A_OFF\(.+?\)), src, ok \? 16 : 0\);", copy).group(1)
     reads = text[text.index("void mma_chunk_smem("):text.index("void load_w(")]
     src["read"] = re.search(r"\*\(const uint4\*\)\(sbuf \+ (A_OFF\(.+?\))\);", reads).group(1)
-    body = text[text.index("#if A_SMEM\n    // Tiles of KT"):text.index("#undef A_CHUNK")]
+    body = text[text.index("A_SMEM\n    // Tiles of KT"):text.index("#undef A_CHUNK")]
     src["kend"] = re.search(r"const int kend = (.+?), mva", body).group(1)
     src["first"] = re.search(r"copy_a_tile\(sa, a, m0, mva, (\w+), kend, K\);", body).group(1)
     nxt = re.search(r"copy_a_tile\(sa \+ (.+?) \* A_TILE_ELEMS, a, m0, mva, (.+?), kend, K\);", body)
@@ -688,3 +690,108 @@ def test_probe_refuses_malformed_arguments(argv, needle):
                           env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
     assert proc.returncode == 2, proc.stderr
     assert needle in proc.stderr
+
+
+# --- W by bulk copies (schedule.w_bulk 1) -------------------------------------------------------
+def _bulk_covering() -> list[tuple[str, int, int, int, int, str, bool]]:
+    """Every BM, BN and bulk_k appears, each dtype with and without fusion, split-K 1 and 4, 4 and 8
+    warps; each at the deepest ring that fits the H200 (the shared-memory edge)."""
+    cases = []
+    for i, bk in enumerate(sk.BULK_K_OPTIONS):
+        for j, bm in enumerate(sk.BM_OPTIONS):
+            if (i + j) % 2:
+                continue
+            bn = sk.BN_OPTIONS[(i + j // 2) % len(sk.BN_OPTIONS)]
+            warps = sk.WARPS_OPTIONS[j % 2]
+            fits = sk.bulk_stages_that_fit(bm, bn, warps, bk, H200)
+            if fits:
+                cases.append((f"{bm}x{bn}", fits[-1], warps, (1, 4)[i % 2], bk, sk.DTYPES[j // 2 % 2], bool(i % 2)))
+    return cases
+
+
+BULK_COVER = _bulk_covering()
+
+
+def test_bulk_covering_set_covers_every_knob_value():
+    assert {c[0].split("x")[0] for c in BULK_COVER} == {str(b) for b in sk.BM_OPTIONS}
+    assert {c[0].split("x")[1] for c in BULK_COVER} == {str(b) for b in sk.BN_OPTIONS}
+    assert {c[4] for c in BULK_COVER} == set(sk.BULK_K_OPTIONS)
+    assert {c[5] for c in BULK_COVER} == set(sk.DTYPES) and {c[6] for c in BULK_COVER} == {True, False}
+    assert {c[2] for c in BULK_COVER} == set(sk.WARPS_OPTIONS) and {c[3] for c in BULK_COVER} == {1, 4}
+
+
+@pytest.mark.parametrize("tile,stages,warps,split_k,bulk_k,dtype,fuse", BULK_COVER,
+                         ids=["-".join(map(str, c)) for c in BULK_COVER])
+def test_bulk_covering_set_compiles_without_spills(tile, stages, warps, split_k, bulk_k, dtype, fuse):
+    pytest.importorskip("cupy")
+    from kernels.nvrtc_check import compile_cubin
+
+    m, n, k = 33, 4100, 4104
+    assert not sk.check(m, n, k, dtype, H200, tile, stages, warps, split_k, w_bulk=1, bulk_k=bulk_k)
+    p = sk.plan(m, n, k, dtype, H200, block_size=tile, stages=stages, warps=warps, split_k=split_k, fuse=fuse,
+                bulk_k=bulk_k)
+    assert (p.w_bulk, p.bulk_k, p.block[0]) == (1, bulk_k, 32 * (warps + 1))
+    b = sk.render(p, m, n, k, dtype)
+    assert "#define W_BULK 1\n" in b.source and f"#define BULK_K {bulk_k}\n" in b.source
+    assert b.launches[0].shared_mem_bytes == sk.bulk_smem(p.bm, p.bn, warps, stages, bulk_k)
+    report = compile_cubin(b.source, "sm_90a", b.options)
+    assert report.ok, report.log
+    f = report.functions[sk.KERNEL]
+    assert (f.stack_frame_bytes, f.spill_store_bytes, f.spill_load_bytes) == (0, 0, 0), report.log
+    assert f.static_smem_bytes <= sk.BULK_STATIC_SMEM
+    assert b.launches[0].shared_mem_bytes + f.static_smem_bytes <= H200.shared_memory_per_block_bytes
+
+
+def test_bulk_rows_are_padded_so_ldmatrix_phases_hit_distinct_bank_groups():
+    """The slot's row length comes from the kernel source: 8 consecutive rows at one k (an ldmatrix
+    phase: 8 lanes x 16 bytes) must cover 8 different 16-byte bank groups of the 128-byte bank line,
+    for every bulk_k, and each row must start 16-byte aligned (bulk copy destination)."""
+    row_e = re.search(r"#define ROW_E \((.+)\)", _kernel_text()).group(1)
+    for bk in sk.BULK_K_OPTIONS:
+        stride = eval(row_e.replace("BULK_K", str(bk))) * 2  # bytes
+        assert stride % 16 == 0
+        for k0 in range(0, bk, 8):
+            groups = {((r * stride + 2 * k0) // 16) % 8 for r in range(8)}
+            assert len(groups) == 8, (bk, k0)
+
+
+def test_bulk_knobs_plan_and_check():
+    # off by default (measured slower than the register ring at the decode class shapes: ADR-0003)
+    assert sk.W_BULK_DEFAULT is False and sk.plan(16, 8192, 8192, "bf16", H200).w_bulk == 0
+    # bulk_k implies w_bulk; the plan fits the device and passes its own check
+    p = sk.plan(16, 8192, 8192, "bf16", H200, bulk_k=512)
+    assert (p.w_bulk, p.bulk_k, p.a_smem) == (1, 512, 0)
+    assert not sk.check(16, 8192, 8192, "bf16", H200, p.block_size, p.stages, p.warps, p.split_k, w_bulk=1,
+                        bulk_k=512)
+    assert p.info()["loads"] == "bulk copies" and p.smem_bytes <= H200.shared_memory_per_block_bytes
+    # refusals, each naming its knob
+    with pytest.raises(ValueError, match="schedule.w_bulk"):
+        sk.plan(16, 4096, 4100, "bf16", H200, w_bulk=1)  # rows not 16-byte aligned
+    with pytest.raises(ValueError, match="schedule.w_bulk"):
+        sk.plan(16, 4096, 4096, "bf16", A100, w_bulk=1)  # no bulk copies before Hopper
+    with pytest.raises(ValueError, match="schedule.a_smem"):
+        sk.plan(16, 4096, 4096, "bf16", H200, w_bulk=1, a_smem=1)
+    with pytest.raises(ValueError, match="schedule.bulk_k"):
+        sk.plan(16, 4096, 4096, "bf16", H200, w_bulk=0, bulk_k=128)
+    with pytest.raises(ValueError, match="schedule.bulk_k"):
+        sk.plan(16, 4096, 4096, "bf16", H200, bulk_k=100)
+    assert [v.field for v in sk.check(16, 4096, 4100, "bf16", H200, "16x32", 2, 4, 1, w_bulk=1, bulk_k=128)] \
+        == ["schedule.w_bulk"]
+    assert [v.field for v in sk.check(16, 4096, 4096, "bf16", A100, "16x32", 2, 4, 1, w_bulk=1, bulk_k=128)] \
+        == ["schedule.w_bulk"]
+    # a ring too deep for shared memory: refused on MEMORY_PIPELINING with the depths that fit
+    v = sk.check(64, 4096, 4096, "bf16", H200, "64x128", 8, 4, 1, w_bulk=1, bulk_k=1024)
+    assert [x.field for x in v] == ["memory_pipelining"] and "fits: none" in v[0].message
+    v = sk.check(16, 4096, 4096, "bf16", H200, "16x128", 8, 4, 1, w_bulk=1, bulk_k=256)
+    assert [x.field for x in v] == ["memory_pipelining"] and v[0].message.endswith("fits: 2")
+
+
+def test_bulk_schedule_fills_the_gpu_and_prefers_more_bytes_in_flight():
+    """The default bulk grid covers (nearly) every SM where the shape has the work, and the model
+    rates a deeper ring faster where the bytes in flight are short of the latency bound."""
+    for m, n, k in ((16, 8192, 8192), (1, 4096, 4096), (64, 5120, 5120), (16, 4096, 14336)):
+        p = sk.plan(m, n, k, "bf16", H200, w_bulk=1)
+        assert p.grid[0] * p.grid[1] * p.grid[2] >= 0.9 * H200.sm_count, (m, n, k, p)
+    # 132 small CTAs (one per SM at any depth): a deeper ring carries more bytes over the latency
+    t = [sk.bulk_cost_us(8, 2112, 4096, 8, 16, s, 4, 1, 64, H200, 4e12) for s in (2, 4, 8)]
+    assert t[0] > t[1] > t[2]

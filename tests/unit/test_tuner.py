@@ -227,3 +227,17 @@ def test_defaults_come_from_the_nearest_tuned_shape_where_one_is_near(tmp_path, 
         assert other_dtype.source_label == "default"
     finally:
         td.table.cache_clear()
+
+
+def test_the_decode_paths_bulk_copies_are_a_schedule_choice_the_tuner_tries(store):
+    # through the one planner: bulk_k implies w_bulk, and the resolved schedule says so
+    p = plan(sim_task(shape={"m": 16, "n": 8192, "k": 8192}, schedule={"bulk_k": 512}), H200)
+    assert p.ok and p.schedule["w_bulk"] == 1 and p.schedule["bulk_k"] == 512
+    assert p.info["loads"] == "bulk copies"
+    # where bulk copies cannot build (K % 8 != 0): refused on the knob, with the fix
+    p = plan(sim_task(shape={"m": 16, "n": 8192, "k": 8196}, schedule={"w_bulk": 1}), H200)
+    assert not p.ok and p.violations[0].field == "schedule.w_bulk"
+    # the tune's second phase tries it around the fastest (tile, stages)
+    res = tune(sim_task(shape={"m": 16, "n": 8192, "k": 8192}), "h200", budget_s=20, store=store)
+    tried = [t for t in res.trials if t.schedule.get("w_bulk") == 1 or "bulk_k" in t.schedule]
+    assert tried and all(t.phase == 2 for t in tried)
