@@ -4,6 +4,14 @@ sources, launches and scratch buffers, so NVRTC compiles the same cubins.
 
     python bench/build_hashes.py --out before.json   # on the old tree
     python bench/build_hashes.py --compare before.json   # on the new one: exit 1 on any difference
+
+Where the source text may change but the kernels must not (a template split into headers, comments
+moved), ``--cubins`` fingerprints each build by its compiled cubins instead: every distinct compile
+input (source, arch, options, as the CUDA backend's ``compile_inputs`` makes them) is compiled once
+by NVRTC (no GPU needed) in a pool of ``--jobs`` processes. ``--functions`` keeps only the builds
+that launch one of the named kernels (e.g. ``gemm_residual_sm90``: the Hopper family alone).
+
+    python bench/build_hashes.py --cubins --functions gemm_residual_sm90 --out before.json
 """
 
 from __future__ import annotations
@@ -12,6 +20,7 @@ import argparse
 import hashlib
 import json
 import sys
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
 
@@ -59,8 +68,9 @@ def cases(profile: str):
                                                      memory_pipelining=st, fusion=fusion, backend="sim")
 
 
-def fingerprints(profile: str) -> dict[str, str]:
-    out: dict[str, str] = {}
+def resolved_builds(profile: str, functions: frozenset[str] = frozenset()):
+    """(key, knobs text, limits, build or the refusal text) for every case of ``cases``; with
+    ``functions``, only the builds that launch one of them."""
     for limits, spec, task in cases(profile):
         key = f"{profile}|{task.kernel}|{task.dtype.value}|{task.shape}|{task.block_size}|{task.memory_pipelining}|{task.fusion}"
         shape = spec.normalize_shape(task.shape)
@@ -68,14 +78,59 @@ def fingerprints(profile: str) -> dict[str, str]:
         t = task.model_copy(update={"shape": shape, "block_size": task.block_size or bs,
                                     "memory_pipelining": st if task.memory_pipelining is None
                                     else task.memory_pipelining})
+        knobs = f"{t.block_size}/{t.memory_pipelining}"
         if spec.check(t, limits):
-            out[key] = "violation:" + "; ".join(str(v) for v in spec.check(t, limits))
+            if not functions:
+                yield key, knobs, limits, "violation:" + "; ".join(str(v) for v in spec.check(t, limits))
             continue
         try:
-            out[key] = f"{t.block_size}/{t.memory_pipelining} " + digest(spec.build(t, limits))
+            build = spec.build(t, limits)
         except ValueError as exc:
-            out[key] = f"error: {exc}"
+            if not functions:
+                yield key, knobs, limits, f"error: {exc}"
+            continue
+        if not functions or functions & set(build.functions):
+            yield key, knobs, limits, build
+
+
+def fingerprints(profile: str, functions: frozenset[str] = frozenset()) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, knobs, _, build in resolved_builds(profile, functions):
+        out[key] = build if isinstance(build, str) else f"{knobs} " + digest(build)
     return out
+
+
+def _cubin_digest(inputs: tuple[str, str, tuple[str, ...]]) -> str:
+    """sha256 of the cubin NVRTC compiles from (source, arch, options); a failed compile gives
+    'compile error' and its log's digest."""
+    from kernels.nvrtc_check import compile_cubin
+
+    report = compile_cubin(*inputs)
+    if not report.ok:
+        return "compile error " + hashlib.sha256(report.log.encode()).hexdigest()[:16]
+    return hashlib.sha256(report.cubin).hexdigest()
+
+
+def cubin_fingerprints(profiles: list[str], functions: frozenset[str], jobs: int) -> tuple[dict[str, str], int]:
+    """Key -> the knobs and the digest of the build's cubin (refusals as ``fingerprints``), and the
+    number of distinct cubins compiled."""
+    from engine.backends.cuda import compile_inputs
+
+    out: dict[str, str] = {}
+    pending: dict[str, tuple[str, tuple[str, str, tuple[str, ...]]]] = {}
+    for profile in profiles:
+        for key, knobs, limits, build in resolved_builds(profile, functions):
+            if isinstance(build, str):
+                out[key] = build
+                continue
+            source, arch, options = compile_inputs(build, limits)
+            pending[key] = (knobs, (source, arch, tuple(options)))
+    distinct = sorted({inputs for _, inputs in pending.values()})
+    with ProcessPoolExecutor(max_workers=max(1, jobs)) as pool:
+        cubins = dict(zip(distinct, pool.map(_cubin_digest, distinct, chunksize=4), strict=True))
+    for key, (knobs, inputs) in pending.items():
+        out[key] = f"{knobs} cubin " + cubins[inputs]
+    return out, len(distinct)
 
 
 def main() -> int:
@@ -83,10 +138,22 @@ def main() -> int:
     ap.add_argument("--out", type=Path)
     ap.add_argument("--compare", type=Path)
     ap.add_argument("--profiles", default="h200,a100-sxm-80gb")
+    ap.add_argument("--cubins", action="store_true",
+                    help="fingerprint the compiled cubins (NVRTC), not the rendered sources")
+    ap.add_argument("--functions", default="",
+                    help="comma-separated kernel names: only the builds that launch one of them")
+    ap.add_argument("--jobs", type=int, default=2, help="NVRTC processes for --cubins")
     args = ap.parse_args()
+    profiles = args.profiles.split(",")
+    functions = frozenset(f for f in args.functions.split(",") if f)
     got: dict[str, str] = {}
-    for p in args.profiles.split(","):
-        got.update(fingerprints(p))
+    if args.cubins:
+        got, compiled = cubin_fingerprints(profiles, functions, args.jobs)
+        print(f"{compiled} distinct cubins compiled, "
+              f"{sum('compile error' in v for v in got.values())} cases failed to compile")
+    else:
+        for p in profiles:
+            got.update(fingerprints(p, functions))
     print(f"{len(got)} cases, {sum(v.startswith(('violation', 'error')) for v in got.values())} refused")
     if args.out:
         args.out.write_text(json.dumps(got, indent=1, sort_keys=True))
