@@ -6,7 +6,7 @@ For each M (N = K = 2560) and dtype (bf16, fp16), on each ``--data`` set (``norm
 issue times; ``ints``: integers in [-2, 2], exact in both dtypes, whose mantissas switch far less
 in the tensor cores' multipliers), times
 - the engine's default build with each ``--suspend`` value as the mbarrier try_wait's suspend-time
-  hint in ns (``sm90.MBAR_SUSPEND_NS``; 0 = the hint off, the shipped kernel), and
+  hint in ns (``kernels.sm90.constants.MBAR_SUSPEND_NS``; 0 = the hint off, the shipped kernel), and
 - cuBLAS gemmEx with the residual in place (beta=1, R restored before each run),
 as the issue times them (10 warm-ups + 100 launches after ``--idle`` s of rest, shuffled, median of
 ``--rounds`` runs), and beside each, from ``--energy-s`` s of back-to-back launches right after the timing, the energy
@@ -43,6 +43,7 @@ from sm90_gemm import (  # noqa: E402
 
 from engine import energy, nvml  # noqa: E402
 from kernels import gemm_residual_sm90 as sm90  # noqa: E402
+from kernels.sm90 import constants  # noqa: E402
 
 ITERS = 100
 
@@ -98,11 +99,11 @@ def main() -> int:
                 bufs = (make_inputs if data == "normal" else int_inputs)(m, 2560, 2560, dt, seed=3)
                 ref = reference(bufs, dt)
                 for h in hints:
-                    sm90.MBAR_SUSPEND_NS = h
+                    constants.MBAR_SUSPEND_NS = h
                     try:
                         b = sm90.build(SimpleNamespace(shape=shape, dtype=dt), limits, bs, st)
                     finally:
-                        sm90.MBAR_SUSPEND_NS = 0
+                        constants.MBAR_SUSPEND_NS = 0
                     run = Runner(b, bufs, dt, False)
                     bufs["out"].fill(0xFFFF)
                     run()

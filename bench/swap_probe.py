@@ -37,6 +37,7 @@ from sm90_gemm import (  # noqa: E402
 )
 
 from kernels import gemm_residual_sm90 as sm90  # noqa: E402
+from kernels.sm90 import constants  # noqa: E402
 
 
 def fit_rows(m: int, n: int, r: int | str, sms: int) -> int:
@@ -90,7 +91,7 @@ def main() -> int:
         ap.error(f"--dtypes {args.dtypes!r}: the swapped tiles take bf16, fp16")
     if args.rounds < 1 or args.share_rows not in (4, 8):
         ap.error(f"--rounds {args.rounds} / --share-rows {args.share_rows}: rounds >= 1, share rows 4 or 8")
-    sm90.MC_SHARE_ROWS = args.share_rows
+    constants.MC_SHARE_ROWS = args.share_rows
     limits = limits_of_device()
     bad = 0
     for dt in args.dtypes.split(","):

@@ -151,11 +151,11 @@ def test_cluster_shapes_correct(monkeypatch, dtype):
     """Every cluster shape (2x1 W multicast, 1x2 A multicast, 2x2 both) on the tiles it serves, at
     shapes whose last tile blocks reach past M and N (held tiles wholly outside), M = 1 and the
     seed: correct, every element written, the grid whole clusters the device holds at once."""
-    from kernels import gemm_residual_sm90 as sm90
+    from kernels.sm90 import planner
 
     failures = []
     for bs, st, cl in CLUSTER_CASES:
-        monkeypatch.setattr(sm90, "use_cluster", lambda *a, cl=cl, **k: cl)
+        monkeypatch.setattr(planner, "use_cluster", lambda *a, cl=cl, **k: cl)
         for m, n, k in ((333, 1032, 520), (1, 2560, 2560), (8192, 2560, 2560)):
             res = _backend_run(TaskSpec(shape={"m": m, "n": n, "k": k}, dtype=dtype, block_size=bs,
                                         memory_pipelining=st, warmup=1, iterations=2, peers=False))
@@ -397,14 +397,16 @@ def test_tail_shift_correct_and_bit_for_bit(monkeypatch, dtype):
 
 
 def _engine_out_with(monkeypatch, task: TaskSpec, **flags):
-    """The engine's run of ``task`` with the Hopper module's flags set (e.g. HALF_TAIL_DEFAULT):
-    the result and a copy of the output its verify step checked."""
+    """The engine's run of ``task`` with the Hopper path's flags set (e.g. HALF_TAIL_DEFAULT), each on
+    the ``kernels.sm90`` module that defines and reads it: the result and a copy of the output its
+    verify step checked."""
     from engine.backends.cuda import CudaBackend
-    from kernels import gemm_residual_sm90 as sm90
+    from kernels.sm90 import choices, model
 
+    owners = {"TAIL_SHIFT_DEFAULT": choices, "HALF_TAIL_DEFAULT": choices, "STREAMK_DEFAULT": model}
     with monkeypatch.context() as mp:
         for name, value in flags.items():
-            mp.setattr(sm90, name, value)
+            mp.setattr(owners[name], name, value)
         seen = {}
         verify = CudaBackend._verify
 

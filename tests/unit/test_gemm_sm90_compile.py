@@ -19,6 +19,7 @@ import pytest
 
 from kernels import gemm_residual_sm90 as sm90
 from kernels.nvrtc_check import compile_cubin, complete_elf
+from kernels.sm90 import choices, constants, defaults
 from kernels.spec import DeviceLimits
 from tests.unit.compile_cover import covering, switch_values
 
@@ -221,7 +222,7 @@ def test_pingpong_fits_and_choice(monkeypatch: pytest.MonkeyPatch) -> None:
     assert forced.launches[0].shared_mem_bytes == sm90.smem_bytes("128x128", 5, "bf16", True)
     assert forced.info["consumers"].startswith("ping-pong")
     for on in (False, True):
-        monkeypatch.setattr(sm90, "PINGPONG_DEFAULT", on)
+        monkeypatch.setattr(choices, "PINGPONG_DEFAULT", on)
         assert sm90.use_pingpong(H200, "128x128", 4, "bf16") is on
         assert not sm90.use_pingpong(H200, "128x128", 0, "bf16")  # off: no overlap at all
         assert not sm90.use_pingpong(H200, "128x128", 4, "tf32")  # does not fit
@@ -266,7 +267,7 @@ def test_shared_epilogue_buffer(monkeypatch: pytest.MonkeyPatch) -> None:
         sm90.defines("128x128", 6, "bf16", True, pingpong=False, epi_shared=True)
     # measured slower than two buffers at 5 stages (ADR-0007): not the default
     assert sm90.default_knobs(H200, "bf16", task.shape) == ("128x128", 5)
-    monkeypatch.setattr(sm90, "EPI_SHARED_DEFAULT", True)
+    monkeypatch.setattr(defaults, "EPI_SHARED_DEFAULT", True)
     assert sm90.default_knobs(H200, "bf16", task.shape) == ("128x128", 6)
 
 
@@ -293,7 +294,7 @@ def test_mbar_suspend_measurement_option(monkeypatch: pytest.MonkeyPatch) -> Non
     bs, st = sm90.default_knobs(H200, "fp16", task.shape)
     assert sm90.MBAR_SUSPEND_NS == 0
     assert "MBAR_SUSPEND_NS" not in sm90.build(task, H200, bs, st).source.split("\n#ifndef")[0]
-    monkeypatch.setattr(sm90, "MBAR_SUSPEND_NS", 20000)
+    monkeypatch.setattr(constants, "MBAR_SUSPEND_NS", 20000)
     source = sm90.build(task, H200, bs, st).source
     assert "#define MBAR_SUSPEND_NS 20000\n" in source
     log, cubin = _compile(source)
@@ -379,7 +380,7 @@ def test_2d_cluster_build(monkeypatch: pytest.MonkeyPatch) -> None:
     assert sm90.build(task, H200, "64x80", 8, cluster=2).info["cluster"] == "2x1, W multicast"
     assert sm90.cluster_shape(2) == (2, 1) and sm90.cluster_shape((1, 2)) == (1, 2)
     # every tile offered today splits into whole atoms; a 2 x 44-row W share would not
-    monkeypatch.setattr(sm90, "parse_block_size", lambda bs, dtype=None: (64, 88, 1))
+    monkeypatch.setattr(constants, "parse_block_size", lambda bs, dtype=None: (64, 88, 1))
     with pytest.raises(ValueError, match="multiple of 8 rows"):
         sm90.defines("64x88", 8, "bf16", True, streamk=False, cluster=(2, 1))
     monkeypatch.undo()

@@ -1,0 +1,148 @@
+"""One configuration's compile-time constants (the kernel's #defines), validated: every
+combination the kernel cannot compile is refused here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kernels.sm90 import model
+from kernels.sm90.choices import half_tail_fits
+from kernels.sm90.model import STREAMK_DEFAULT
+from kernels.sm90.smem import MAX_STAGES
+from kernels.sm90.tiles import (
+    DT_CODE,
+    DTYPES,
+    ITEMSIZE,
+    PINGPONG_TILES,
+    SPLIT_N_TILES,
+    _dtype,
+    _tile_name,
+    bk_of,
+    cluster_shape,
+    parse_block_size,
+    promote_fits,
+    stage_count,
+    swapped,
+)
+
+CLUSTER_DTYPES = ("bf16", "fp16", "tf32")
+"""Clusters are compiled for these only: fp32's three-product producer spills a register in the
+ping-pong cluster build (the producer warpgroup keeps 40), and clusters measured no gain anyway."""
+MC_SHARE_ROWS = 8
+"""A multicast box's rows are a multiple of this (one 128-byte swizzle atom is 8 rows: each CTA's
+share then starts on an atom). Probes may lower it to test a share that starts mid-atom."""
+MBAR_SUSPEND_NS = 0
+"""A measurement option (0: off, the default): the mbarrier try_wait's suspend-time hint in ns
+(``MBAR_SUSPEND_NS`` in the kernel), so that a waiting thread sleeps longer before it polls again.
+Probes set it to test whether the polling's issue slots and power cost time (ADR-0007)."""
+SPLIT_HI_DEFAULT = False
+"""fp32: False reads each operand's high part as the tensor cores see x itself (low 13 bits
+ignored) and writes only the low parts; True also writes hi = tf32(x) rounded to nearest."""
+PROMOTE_DEFAULT = 4
+"""fp32: k-blocks (of 32) the tensor cores sum from zero before the group is drained and added
+into a second register accumulator by FADD; 0 = all of K in the tensor cores, whose own
+accumulation is coarser than fp32 round-to-nearest (its error grows with the steps). The group
+size trades accuracy against time (ADR-0007). ``promote_fits`` says where it applies."""
+
+
+def defines(block_size: str, stages: int, dtype: str, fuse: bool,
+            tmap_global: bool = False, streamk: bool = STREAMK_DEFAULT,
+            pingpong: bool = False, cluster: Any = 1,
+            split_hi: bool = SPLIT_HI_DEFAULT, promote: int | None = None,
+            raster_m: bool = False, w_first: bool = False, raster_group: int = 0,
+            epi_ring: bool = False, epi_shared: bool = False,
+            r_issue_kb: int | None = None, epi_ring_reuse: bool = False,
+            tail_shift: bool = False, half_tail: bool = False) -> dict[str, int]:
+    """The compile-time constants of one configuration (validated integers only). ``cluster``: see
+    ``cluster_shape``; ``promote`` (fp32 only; default ``PROMOTE_DEFAULT`` where ``promote_fits``,
+    else 0). Measurement options (defined only when set): ``raster_m`` numbers the tiles M-fastest
+    (adjacent CTAs share a W tile), ``w_first`` issues W's TMA box before A's, ``raster_group`` = G
+    numbers them in groups of G M blocks, M-fastest inside a group (``build`` chooses both by
+    default: ``use_raster_m``, ``use_raster_group``); ``r_issue_kb`` the k-block of each item after
+    which the producer stages its R (default: the stage count; measured best, ADR-0007).
+    ``epi_ring`` / ``epi_shared``: the epilogue tile in the ring's freed slots / one buffer for
+    both ping-pong consumers; ``epi_ring_reuse`` (with ``epi_ring``, where a CTA may get a second
+    tile): the ring goes on after each epilogue, its slots returned once the store has read them.
+    ``tail_shift``: a tile that reaches past M (N) and starts inside is moved back to end there.
+    ``half_tail``: the tiles past the kernel's dp_tiles argument run as two 64-row halves each
+    (unclustered data-parallel ping-pong, 128-row tiles, 16-bit data, two epilogue buffers).
+    A ``SWAP_TILES`` tile R x 128: ``SWAP_AB`` and the kernel's frame 128 x R, cooperative and
+    data-parallel whatever ``streamk`` and ``pingpong`` say (what ``_build_swapped`` compiles)."""
+    if swapped(block_size):
+        rows = parse_block_size(block_size, dtype)[0]
+        return {"SWAP_AB": 1, **defines(f"128x{rows}", stages, dtype, fuse, tmap_global, False, False, cluster,
+                                        split_hi, promote, raster_m, w_first, raster_group)}
+    bm, bn, consumers = parse_block_size(block_size, dtype)
+    cm, cn = cluster_shape(cluster)
+    if cm * cn > 1 and streamk:
+        raise ValueError("the cluster schedule is data-parallel only (streamk=False)")
+    if cm * cn > 1 and _dtype(dtype) not in CLUSTER_DTYPES:
+        raise ValueError(f"the cluster schedule takes {', '.join(CLUSTER_DTYPES)}")
+    if cn > 1 and ITEMSIZE[_dtype(dtype)] != 2:
+        raise ValueError("A multicast (cluster 1x2, 2x2) is built and GPU-tested for bf16 and fp16 only")
+    if (bn // cm) % MC_SHARE_ROWS or (bm // cn) % MC_SHARE_ROWS:
+        raise ValueError(f"cluster {cm}x{cn} on {block_size}: each CTA's multicast share must be a "
+                         f"multiple of {MC_SHARE_ROWS} rows")
+    if pingpong and _tile_name(block_size) not in PINGPONG_TILES:
+        raise ValueError(f"tile {block_size}: ping-pong takes {', '.join(PINGPONG_TILES)}")
+    if _dtype(dtype) not in DTYPES:
+        raise ValueError(f"dtype {dtype!r}: the Hopper path takes bf16, fp16, tf32 or fp32")
+    slots = stage_count(stages)
+    if not 1 <= slots <= MAX_STAGES:
+        raise ValueError(f"stages {stages}: must be 0 (off) or 2..{MAX_STAGES}")
+    out = {"BM": bm, "BN": bn, "BK": bk_of(dtype), "STAGES": slots, "NUM_CONSUMERS": consumers,
+           "DT": DT_CODE[_dtype(dtype)], "FUSE": int(bool(fuse)),
+           "TMAP_GLOBAL": int(bool(tmap_global)), "STREAMK": int(bool(streamk)),
+           "WS_TILES": model.WS_TILES, "PINGPONG": int(bool(pingpong)), "CLUSTER": cm}
+    if MC_SHARE_ROWS != 8:
+        out["MC_SHARE_ROWS"] = int(MC_SHARE_ROWS)
+    if MBAR_SUSPEND_NS:
+        out["MBAR_SUSPEND_NS"] = int(MBAR_SUSPEND_NS)
+    if _tile_name(block_size) in SPLIT_N_TILES:
+        out["SPLIT_N"] = 1
+    if cn > 1:
+        out["CLUSTER_N"] = cn
+    if raster_m:
+        out["RASTER_M"] = 1
+    if w_first:
+        out["W_FIRST"] = 1
+    if tail_shift:
+        out["TAIL_SHIFT"] = 1
+    if half_tail:
+        if not half_tail_fits(block_size, dtype, pingpong, (cm, cn), streamk, epi_shared):
+            raise ValueError("half_tail: unclustered data-parallel ping-pong on a 128-row tile, "
+                             "16-bit data, an epilogue buffer per consumer")
+        out["HALF_TAIL"] = 1
+    if epi_ring:
+        if pingpong or streamk or ITEMSIZE[_dtype(dtype)] != 2 or slots < 2:
+            raise ValueError("epi_ring: cooperative, data-parallel, 16-bit data (the dtypes it ran "
+                             "with on the GPU), >= 2 stages")
+        if -(-bm * bn * ITEMSIZE[_dtype(dtype)] // ((bm + bn) * 128)) > slots:
+            raise ValueError(f"epi_ring: the {block_size} epilogue tile needs more than {slots} slots")
+        out["EPI_RING"] = 1
+        if epi_ring_reuse:
+            out["EPI_RING_REUSE"] = 1
+    elif epi_ring_reuse:
+        raise ValueError("epi_ring_reuse: with epi_ring")
+    if epi_shared:
+        if not pingpong:
+            raise ValueError("epi_shared: ping-pong consumers")
+        out["EPI_SHARED"] = 1
+    if r_issue_kb is not None:
+        if int(r_issue_kb) < 0 or epi_ring:
+            raise ValueError("r_issue_kb: a k-block index >= 0, with an epilogue buffer (not epi_ring)")
+        out["R_ISSUE_KB"] = int(r_issue_kb)
+    if raster_group:
+        if raster_m or int(raster_group) < 1:
+            raise ValueError("raster_group: a positive group of M blocks, instead of raster_m")
+        out["RASTER_GROUP"] = int(raster_group)
+    if _dtype(dtype) == "fp32":
+        fits = promote_fits(block_size, pingpong)
+        if promote is None:
+            promote = PROMOTE_DEFAULT if fits else 0
+        if int(promote) < 0 or (promote and not fits):
+            raise ValueError(f"promote {promote}: 0, or k-blocks per group on a cooperative tile "
+                             "of at most 64 x 160 accumulators per warpgroup")
+        out["SPLIT_HI"] = int(bool(split_hi))
+        out["PROMOTE"] = int(promote)
+    return out
