@@ -14,12 +14,23 @@ from kernels.sm90.tiles import ITEMSIZE, bk_of, cluster_label, parse_block_size,
 from kernels.spec import KERNEL_DIR, Buffer, Build, DeviceLimits, Launch, TensorMapArg, vec16_source
 
 SOURCE_FILE = "gemm_residual_sm90.cu"
+"""The GEMM kernel (under kernels/), between ``HEADERS`` and ``TRAILERS`` in every rendered source."""
+HEADERS = ("sm90/config.cuh", "sm90/ptx.cuh", "sm90/wgmma.cuh", "sm90/epilogue.cuh", "sm90/scheduler.cuh")
+"""The kernel's parts before it, in order: the checked configuration, the pipeline's PTX, the
+wgmma wrappers, the epilogue buffer, the tile scheduler."""
+TRAILERS = ("sm90/side_kernels.cuh",)
+"""After it: the residual add (fusion off) and the 3xTF32 operand split."""
 KERNEL = "gemm_residual_sm90"
 ADD_KERNEL = "residual_add_inplace"
 ADD_KERNEL_F32 = "residual_add_inplace_f32"
 SPLIT_KERNEL = "tf32_split"
 PAD_KERNEL = "pad_rows16"
 PAD_SOURCE = "pad_rows16.cuh"
+SOURCE_FILES = ("gemm_residual_sm90.py", SOURCE_FILE, PAD_SOURCE,
+                *sorted(p.relative_to(KERNEL_DIR).as_posix() for p in (KERNEL_DIR / "sm90").iterdir()
+                        if p.suffix in (".py", ".cuh")))
+"""The files under kernels/ whose text decides what this path builds: its planner and templates (for a
+spec's ``source_files``, which key its tuned entries)."""
 
 
 def render_source(block_size: str, stages: int, dtype: str, fuse: bool = True,
@@ -33,10 +44,12 @@ def render_source(block_size: str, stages: int, dtype: str, fuse: bool = True,
 
 def _source(consts: dict[str, int]) -> str:
     """``defines``' constants as #defines of integers, the shared 16-bit conversions
-    (``vec16.cuh``, VEC_DTYPE 0 bf16, 1 fp16, 2 fp32 data), then the kernel template."""
+    (``vec16.cuh``, VEC_DTYPE 0 bf16, 1 fp16, 2 fp32 data), then the kernel template: ``HEADERS``,
+    ``SOURCE_FILE`` and ``TRAILERS`` concatenated."""
     head = "".join(f"#define {k} {int(v)}\n" for k, v in consts.items())
     return (head + vec16_source(min(int(consts["DT"]), 2))
-            + (KERNEL_DIR / SOURCE_FILE).read_text(encoding="utf-8"))
+            + "".join((KERNEL_DIR / name).read_text(encoding="utf-8")
+                      for name in (*HEADERS, SOURCE_FILE, *TRAILERS)))
 
 
 HALF_TAIL_OPTIONS = ("--device-as-default-execution-space",)

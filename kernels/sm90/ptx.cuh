@@ -1,0 +1,162 @@
+// Hopper GEMM + residual: PTX wrappers of the pipeline (sm_90a): tensor-map parameters, mbarriers,
+// TMA loads (multicast in a cluster), cluster rank and barrier, and a consumer's release of a ring
+// slot to the producer (in every CTA that writes into it).
+
+struct __align__(64) TmaDesc {
+    unsigned long long v[16];
+};
+
+#if TMAP_GLOBAL
+#define TMAP_PARAM(name) const TmaDesc* __restrict__ name
+#define TMAP_ADDR(name) ((unsigned long long)(name))
+#else
+#define TMAP_PARAM(name) const __grid_constant__ TmaDesc name
+#define TMAP_ADDR(name) ((unsigned long long)(&name))
+#endif
+
+__device__ __forceinline__ unsigned smem_u32(const void* p) {
+    unsigned long long a;
+    asm("cvta.to.shared.u64 %0, %1;" : "=l"(a) : "l"(p));
+    return (unsigned)a;
+}
+
+__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+
+__device__ __forceinline__ void mbar_expect_tx(unsigned bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
+                 : "memory");
+}
+
+__device__ __forceinline__ void mbar_arrive(unsigned bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+
+// MBAR_SUSPEND_NS (a measurement option): the try_wait's suspend-time hint, so that a waiting
+// thread sleeps up to that long for the phase instead of the system's default before it polls again.
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
+    unsigned done;
+    do {
+#ifdef MBAR_SUSPEND_NS
+        asm volatile(
+            "{\n.reg .pred p;\n"
+            "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\n"
+            "selp.u32 %0, 1, 0, p;\n}\n"
+            : "=r"(done)
+            : "r"(bar), "r"(parity), "n"(MBAR_SUSPEND_NS)
+            : "memory");
+#else
+        asm volatile(
+            "{\n.reg .pred p;\n"
+            "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+            "selp.u32 %0, 1, 0, p;\n}\n"
+            : "=r"(done)
+            : "r"(bar), "r"(parity)
+            : "memory");
+#endif
+    } while (!done);
+}
+
+// Has the phase of `parity` completed? (no waiting)
+__device__ __forceinline__ bool mbar_test(unsigned bar, unsigned parity) {
+    unsigned done;
+    asm volatile(
+        "{\n.reg .pred p;\n"
+        "mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+    return done != 0;
+}
+
+__device__ __forceinline__ void tma_load_2d(unsigned dst, unsigned long long tmap, int c0, int c1,
+                                            unsigned bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+        " [%0], [%1, {%2, %3}], [%4];" ::"r"(dst),
+        "l"(tmap), "r"(c0), "r"(c1), "r"(bar)
+        : "memory");
+}
+
+#if CL > 1
+// The same TMA load, written to the same shared-memory offset of every CTA in `mask` and
+// completing bytes on each one's mbarrier at `bar`'s offset.
+__device__ __forceinline__ void tma_load_2d_mc(unsigned dst, unsigned long long tmap, int c0, int c1,
+                                               unsigned bar, unsigned short mask) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+        " [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(dst),
+        "l"(tmap), "r"(c0), "r"(c1), "r"(bar), "h"(mask)
+        : "memory");
+}
+
+// Arrive on the mbarrier at local address `bar` of the cluster's CTA `rank` (itself included).
+// Default semantics (release, CTA scope), as CUTLASS's ClusterBarrier: the slot's readers are the
+// wgmma that wgmma.wait_group has already retired, so no cluster-scope fence is needed (the
+// .release.cluster form made every k-block 0.2-0.4 us slower on the H200).
+__device__ __forceinline__ void mbar_arrive_cluster(unsigned bar, unsigned rank) {
+    asm volatile(
+        "{\n.reg .b32 ra;\n"
+        "mapa.shared::cluster.u32 ra, %0, %1;\n"
+        "mbarrier.arrive.shared::cluster.b64 _, [ra];\n}\n" ::"r"(bar),
+        "r"(rank)
+        : "memory");
+}
+
+__device__ __forceinline__ unsigned cluster_rank() {
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+
+__device__ __forceinline__ void cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory");
+}
+#endif
+
+// A consumer warp frees a pipeline slot: lane 0 arrives; with a cluster, lane r for each CTA r
+// that writes into this CTA's slots (the same cluster row rm or column rn as this one).
+__device__ __forceinline__ void release_slot(unsigned bar, int lane, unsigned rm, unsigned rn) {
+#if CL > 1
+#if MC == 1 || NC == 1
+    (void)rm;
+    (void)rn;
+    if (lane < CL) mbar_arrive_cluster(bar, (unsigned)lane);  // one row or column: every CTA
+#else
+    if (lane < CL && ((unsigned)lane % MC == rm || (unsigned)lane / MC == rn))
+        mbar_arrive_cluster(bar, (unsigned)lane);
+#endif
+#else
+    (void)rm;
+    (void)rn;
+    if (lane == 0) mbar_arrive(bar);
+#endif
+}
+
+#if EPI_RING_REUSE
+// One thread frees a pipeline slot for all the tile's consumer warps: an arrival count of
+// TILE_THREADS / 32 on the slot's empty barrier in this CTA and, with a cluster, in every CTA that
+// writes into this slot (the same cluster row or column), as release_slot's warps would.
+__device__ __forceinline__ void release_slot_all(unsigned bar, unsigned rm, unsigned rn) {
+#if CL > 1
+#pragma unroll
+    for (unsigned r = 0; r < CL; ++r) {
+        if (MC == 1 || NC == 1 || r % MC == rm || r / MC == rn) {
+            asm volatile(
+                "{\n.reg .b32 ra;\n"
+                "mapa.shared::cluster.u32 ra, %0, %1;\n"
+                "mbarrier.arrive.shared::cluster.b64 _, [ra], %2;\n}\n" ::"r"(bar),
+                "r"(r), "n"(TILE_THREADS / 32)
+                : "memory");
+        }
+    }
+#else
+    (void)rm;
+    (void)rn;
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "n"(TILE_THREADS / 32)
+                 : "memory");
+#endif
+}
+#endif

@@ -1,0 +1,180 @@
+// Hopper GEMM + residual: the persistent tile scheduler: the stream-K workspace and its atomics,
+// each CTA's sequence of work items (data-parallel tiles, halves, stream-K segments), the tile
+// order (raster), the tail shift, and the cluster launch attribute.
+
+#if STREAMK
+// fp32 partial sums of the split tiles, in the consumers' fragment order (float4 q of tile
+// thread t at [q][t]: coalesced; a tile's threads are its consumer warpgroup(s)), and per-slot k-block counters. Zero at module load; every
+// launch leaves them zero again (the finishing CTA clears its slot).
+__device__ float4 sk_ws[WS_TILES * BM * BN / 4];
+__device__ unsigned sk_cnt[WS_TILES];
+
+__device__ __forceinline__ void red_add_v4(float4* p, float a, float b, float c, float d) {
+    asm volatile("red.relaxed.gpu.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(p), "f"(a), "f"(b),
+                 "f"(c), "f"(d)
+                 : "memory");
+}
+__device__ __forceinline__ float4 ld_cg_v4(const float4* p) {
+    float4 v;
+    asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+                 : "l"(p)
+                 : "memory");
+    return v;
+}
+__device__ __forceinline__ void st_cg_zero_v4(float4* p) {
+    asm volatile("st.global.cg.v4.f32 [%0], {%1, %1, %1, %1};" ::"l"(p), "f"(0.0f) : "memory");
+}
+__device__ __forceinline__ void fence_gpu() {
+    asm volatile("fence.acq_rel.gpu;" ::: "memory");
+}
+__device__ __forceinline__ unsigned atom_add_acq_rel(unsigned* p, unsigned v) {
+    unsigned old;
+    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
+    return old;
+}
+__device__ __forceinline__ void st_relaxed_u32(unsigned* p, unsigned v) {
+    asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+#endif
+
+// This CTA's work, in order: data-parallel tiles blockIdx.x, + gridDim.x, ... below dp_tiles,
+// then (STREAMK) its contiguous share [it, end) of the remaining tiles' k-iterations, cut at
+// tile boundaries into segments. Producer and consumers walk the same sequence.
+struct Sched {
+    int next_tile;
+    long long it, end;
+#if HALF_TAIL
+    int units;  // dp_tiles whole tiles, then two halves of each later tile
+    int half;   // the current unit: 0 a whole tile, 1 its first 64 rows, 2 its last 64
+#endif
+};
+
+__device__ __forceinline__ void sched_init(Sched& s, int dp_tiles, int num_tiles, int num_kb) {
+    s.next_tile = blockIdx.x / CL;
+#if HALF_TAIL
+    s.units = dp_tiles + 2 * (num_tiles - dp_tiles);
+    s.half = 0;
+#endif
+    const long long sk_iters = (long long)(num_tiles - dp_tiles) * num_kb;
+    s.it = (long long)blockIdx.x * sk_iters / gridDim.x;
+    s.end = (long long)(blockIdx.x + 1) * sk_iters / gridDim.x;
+}
+
+__device__ __forceinline__ bool sched_next(Sched& s, int dp_tiles, int num_kb, int& tile, int& kb0,
+                                           int& kb1) {
+#if HALF_TAIL
+    if (s.next_tile < s.units) {
+        const int h = s.next_tile - dp_tiles;  // >= 0: a half unit
+        tile = h < 0 ? s.next_tile : dp_tiles + h / 2;
+        s.half = h < 0 ? 0 : 1 + (h & 1);
+        kb0 = 0;
+        kb1 = num_kb;
+        s.next_tile += gridDim.x;
+        return true;
+    }
+    return false;
+#endif
+    if (s.next_tile < dp_tiles) {
+        tile = s.next_tile;
+        kb0 = 0;
+        kb1 = num_kb;
+        s.next_tile += gridDim.x / CL;
+        return true;
+    }
+#if STREAMK
+    if (s.it < s.end) {
+        const long long t = s.it / num_kb;
+        kb0 = (int)(s.it - t * num_kb);
+        const long long rem = s.end - s.it;
+        kb1 = rem < (long long)(num_kb - kb0) ? kb0 + (int)rem : num_kb;
+        tile = dp_tiles + (int)t;
+        s.it += kb1 - kb0;
+        return true;
+    }
+#endif
+    return false;
+}
+
+// Tile `tile` of the schedule -> this CTA's first row and column. With a cluster, schedule tiles are
+// CM x CN blocks of tiles (numbered N-fastest, ``num_nb`` blocks across N), the CTA's cluster row
+// rm and column rn picking its tile in the block.
+#ifndef RASTER_M
+#define RASTER_M 0
+#endif
+#ifndef W_FIRST
+#define W_FIRST 0
+#endif
+__device__ __forceinline__ void tile_origin(int tile, int num_nb, unsigned rm, unsigned rn, int& m0,
+                                            int& n0) {
+#if RASTER_M
+    // tiles numbered M-fastest (num_nb then holds the M blocks), so adjacent CTAs share a W tile
+    // instead of an A row panel: the default for a narrow tile in one wave (use_raster_m)
+    m0 = ((tile % num_nb) * MC + (int)rm) * BM;
+    n0 = ((tile / num_nb) * NC + (int)rn) * BN;
+#else
+    m0 = ((tile / num_nb) * MC + (int)rm) * BM;
+    n0 = ((tile % num_nb) * NC + (int)rn) * BN;
+#endif
+}
+
+#ifndef RASTER_GROUP
+#define RASTER_GROUP 0
+#endif
+#if RASTER_GROUP
+// tiles in groups of RASTER_GROUP M blocks (of cluster rows where clustered), numbered M-fastest
+// inside a group and group after group (CUTLASS's swizzle): the CTAs in flight share W tiles side
+// by side and a band of A row panels. The default for two-wave cooperative 128x160
+// (use_raster_group); slower on the clustered ping-pong defaults (ADR-0007)
+__device__ __forceinline__ void tile_origin_grouped(int tile, int num_mb, int num_nb, unsigned rm,
+                                                    unsigned rn, int& m0, int& n0) {
+    const int g = tile / (RASTER_GROUP * num_nb);
+    const int r = tile - g * (RASTER_GROUP * num_nb);
+    const int rows = num_mb - g * RASTER_GROUP < RASTER_GROUP ? num_mb - g * RASTER_GROUP : RASTER_GROUP;
+    m0 = ((g * RASTER_GROUP + r % rows) * MC + (int)rm) * BM;
+    n0 = ((r / rows) * NC + (int)rn) * BN;
+}
+#define TILE_ORIGIN_RAW(t, m0, n0) tile_origin_grouped(t, (num_m + MC - 1) / MC, NUM_NB, CTA_RM, CTA_RN, m0, n0)
+#else
+#define TILE_ORIGIN_RAW(t, m0, n0) tile_origin(t, RASTER_M ? (num_m + MC - 1) / MC : NUM_NB, CTA_RM, CTA_RN, m0, n0)
+#endif
+
+// TAIL_SHIFT (on by default for 16-bit data-parallel builds: use_tail_shift): a tile that reaches
+// past M (N) but starts inside is moved back to end at M (N), where M >= BM (N >= BN): its TMA boxes
+// are then wholly inside (a straddling box loads slower). The rows (columns) it shares with its
+// neighbour are computed by both, in the same order, and stored twice with the same bits (out never
+// aliases R or the operands).
+#ifndef TAIL_SHIFT
+#define TAIL_SHIFT 0
+#endif
+#if TAIL_SHIFT
+#define TAIL_FIX(m0, n0)                                         \
+    do {                                                         \
+        if ((m0) < M && (m0) + BM > M && M >= BM) (m0) = M - BM; \
+        if ((n0) < N && (n0) + BN > N && N >= BN) (n0) = N - BN; \
+    } while (0)
+#else
+#define TAIL_FIX(m0, n0) ((void)0)
+#endif
+#if HALF_TAIL
+template <int N>
+struct IntC {  // a compile-time slice count for the k-block loop's lambda
+    static constexpr int value = N;
+};
+#define HALF_FIX(m0) ((m0) += sched.half == 2 ? 64 : 0)  // a tile's second half: its last 64 rows
+#else
+#define HALF_FIX(m0) ((void)0)
+#endif
+// a unit's first row and column as producer and consumers both see it, the tail shift included
+#define TILE_ORIGIN(t, m0, n0)      \
+    do {                            \
+        TILE_ORIGIN_RAW(t, m0, n0); \
+        TAIL_FIX(m0, n0);           \
+        HALF_FIX(m0);               \
+    } while (0)
+
+#if CL > 1
+#define CLUSTER_ATTR __cluster_dims__(CL, 1, 1)
+#else
+#define CLUSTER_ATTR
+#endif
