@@ -33,8 +33,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from engine.backends import tensormap  # noqa: E402
 from kernels import gemm_residual_skinny as sk  # noqa: E402
-from kernels.spec import DeviceLimits  # noqa: E402
+from kernels.spec import DeviceLimits, TensorMapArg  # noqa: E402
 
 DEFAULT_NK = ((4096, 4096), (5120, 5120), (2560, 2560), (8192, 8192), (4096, 14336), (4096, 777))
 DEFAULT_SHAPES = ",".join(f"{m}x{n}x{k}" for m in (1, 4, 8, 16, 32, 64) for n, k in DEFAULT_NK)
@@ -53,7 +54,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="compile processes")
     ap.add_argument("--bulk", choices=("with", "without", "only"), default="with",
-                    help="W by bulk copies (schedule.w_bulk 1) beside the register ring, not at all, or only")
+                    help="W into a shared-memory ring (schedule.w_bulk) beside the register ring, not at all, or only")
+    ap.add_argument("--bulk-modes", default="1,2", help="the w_bulk values to try: 1 row copies, 2 TMA boxes")
     args = ap.parse_args(argv)
     try:
         args.shapes = [tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",")]
@@ -63,6 +65,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         if len(s) != 3 or not 1 <= s[0] <= sk.MAX_M or min(s) < 1:
             ap.error(f"--shapes: {'x'.join(map(str, s))} needs three positive sizes and M <= {sk.MAX_M}")
     args.dtypes = args.dtypes.split(",")
+    try:
+        args.bulk_modes = tuple(int(x) for x in args.bulk_modes.split(","))
+    except ValueError:
+        ap.error(f"--bulk-modes: {args.bulk_modes!r} is not a comma-separated list of 1 and 2")
+    if not set(args.bulk_modes) <= {1, 2}:
+        ap.error(f"--bulk-modes: {args.bulk_modes} (1 row copies, 2 TMA boxes)")
     if not args.dtypes or any(d not in sk.DTYPES for d in args.dtypes):
         ap.error(f"--dtypes: {','.join(args.dtypes)} (choose from {','.join(sk.DTYPES)})")
     for flag in ("iters", "warmup", "jobs"):
@@ -71,28 +79,33 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def bulk_variants(m: int, n: int, k: int, dtype: str, limits: DeviceLimits) -> list[sk.SkinnyPlan]:
-    """w_bulk 1 (where it applies): the planner's pick for it, then tiles of the default BM x
-    bulk_k x the stages that fit x split-K around each combination's own pick (half, same,
-    double), 4 warps (8 at the pick); pruned by ``check``."""
+def bulk_variants(m: int, n: int, k: int, dtype: str, limits: DeviceLimits,
+                  modes: tuple[int, ...] = (1, 2)) -> list[sk.SkinnyPlan]:
+    """Each w_bulk mode (where bulk copies apply): the planner's pick for it, then tiles of the
+    default BM x bulk_k x the stages that fit x split-K around each combination's own pick (half,
+    same, double), 4 warps (8 at the pick); pruned by ``check``."""
     if not sk.bulk_applies(k, limits):
         return []
-    pick = sk.plan(m, n, k, dtype, limits, w_bulk=1)
-    plans = [pick, sk.plan(m, n, k, dtype, limits, w_bulk=1, warps=8, block_size=pick.block_size)]
-    for bn in sk.BN_OPTIONS:
-        tile = f"{pick.bm}x{bn}"
-        for bk in sk.BULK_K_OPTIONS:
-            for stages in sk.bulk_stages_that_fit(pick.bm, bn, 4, bk, limits):
-                auto = sk.plan(m, n, k, dtype, limits, block_size=tile, stages=stages, w_bulk=1, bulk_k=bk).split_k
-                for split in sorted({max(1, auto // 2), auto, min(16, auto * 2)}):
-                    split = max(s for s in sk.SPLIT_K_OPTIONS if s <= split)
-                    if not sk.check(m, n, k, dtype, limits, tile, stages, 4, split, w_bulk=1, bulk_k=bk):
-                        plans.append(sk.plan(m, n, k, dtype, limits, block_size=tile, stages=stages, split_k=split,
-                                             w_bulk=1, bulk_k=bk))
+    plans = []
+    for mode in modes:
+        pick = sk.plan(m, n, k, dtype, limits, w_bulk=mode)
+        plans += [pick, sk.plan(m, n, k, dtype, limits, w_bulk=mode, warps=8, block_size=pick.block_size)]
+        for bn in sk.BN_OPTIONS:
+            tile = f"{pick.bm}x{bn}"
+            for bk in sk.BULK_K_OPTIONS:
+                for stages in sk.bulk_stages_that_fit(pick.bm, bn, 4, bk, limits, mode):
+                    auto = sk.plan(m, n, k, dtype, limits, block_size=tile, stages=stages, w_bulk=mode,
+                                   bulk_k=bk).split_k
+                    for split in sorted({max(1, auto // 2), auto, min(16, auto * 2)}):
+                        split = max(s for s in sk.SPLIT_K_OPTIONS if s <= split)
+                        if not sk.check(m, n, k, dtype, limits, tile, stages, 4, split, w_bulk=mode, bulk_k=bk):
+                            plans.append(sk.plan(m, n, k, dtype, limits, block_size=tile, stages=stages,
+                                                 split_k=split, w_bulk=mode, bulk_k=bk))
     return plans
 
 
-def variants(m: int, n: int, k: int, dtype: str, limits: DeviceLimits, bulk: str = "with") -> list[sk.SkinnyPlan]:
+def variants(m: int, n: int, k: int, dtype: str, limits: DeviceLimits, bulk: str = "with",
+             modes: tuple[int, ...] = (1, 2)) -> list[sk.SkinnyPlan]:
     """The default plan first (fused and not), the default of the other a_smem value, then tiles of
     the default's BM (and the next smaller BM where it still needs at most 2 CTAs along M) x
     a_smem (0, 1 where K % 8 == 0) x stages x split-K around each tile's default for that a_smem,
@@ -100,7 +113,7 @@ def variants(m: int, n: int, k: int, dtype: str, limits: DeviceLimits, bulk: str
     base = sk.plan(m, n, k, dtype, limits)
     plans = [base, sk.plan(m, n, k, dtype, limits, fuse=False)]
     if bulk == "only":
-        return _unique(plans + bulk_variants(m, n, k, dtype, limits))
+        return _unique(plans + bulk_variants(m, n, k, dtype, limits, modes))
     smem_values = [a for a in sk.A_SMEM_OPTIONS if a == 0 or k % 8 == 0]
     plans += [sk.plan(m, n, k, dtype, limits, a_smem=a) for a in smem_values if a != base.a_smem]
     bms = [base.bm] + [b for b in sk.BM_OPTIONS if b < base.bm and 2 * b >= m][-1:]
@@ -118,7 +131,7 @@ def variants(m: int, n: int, k: int, dtype: str, limits: DeviceLimits, bulk: str
                                 plans.append(sk.plan(m, n, k, dtype, limits, block_size=tile, stages=stages,
                                                      warps=warps, split_k=split, a_smem=a_smem))
     if bulk == "with":
-        plans += bulk_variants(m, n, k, dtype, limits)
+        plans += bulk_variants(m, n, k, dtype, limits, modes)
     return _unique(plans)
 
 
@@ -240,9 +253,20 @@ def run_plan(cp, bench: Bench, p: sk.SkinnyPlan, cubin: bytes, tmp: Path) -> tup
         a, w, r = bench.sets[i]
         bufs = {"a": a, "w": w, "r": r, "out": bench.out, "ws": ws}
         for fn, launch in fns:
-            fn(launch.grid, launch.block,
-               tuple(bufs[x] if isinstance(x, str) else cp.int32(x) for x in launch.args),
+            fn(launch.grid, launch.block, tuple(arg(bufs, x, i) for x in launch.args),
                shared_mem=launch.shared_mem_bytes)
+
+    maps: dict[tuple[int, int], object] = {}
+
+    def arg(bufs, x, i):
+        if isinstance(x, str):
+            return bufs[x]
+        if isinstance(x, TensorMapArg):  # encoded once per input set and map
+            key = (i, id(x))
+            if key not in maps:
+                maps[key] = tensormap.as_kernel_arg(tensormap.encode(x, bufs[x.buffer].data.ptr, bench.dtype))
+            return maps[key]
+        return cp.int32(x)
 
     def checked() -> float:
         bench.out.fill(0xFFFF)
@@ -270,7 +294,7 @@ def main(args: argparse.Namespace) -> int:
                           sm_count=int(dev["multiProcessorCount"]),
                           shared_memory_per_block_bytes=int(dev["sharedMemPerBlockOptin"]),
                           shared_memory_per_sm_bytes=int(dev["sharedMemPerMultiprocessor"]))
-    todo = [(s, d, p) for s in args.shapes for d in args.dtypes for p in variants(*s, d, limits, args.bulk)]
+    todo = [(s, d, p) for s in args.shapes for d in args.dtypes for p in variants(*s, d, limits, args.bulk, args.bulk_modes)]
     print(f"{len(todo)} runs; compiling ...", flush=True)
     built = compile_all([sk.source(p, d) for _, d, p in todo], limits.arch, args.jobs)
     rows, bad = [], 0
@@ -281,7 +305,7 @@ def main(args: argparse.Namespace) -> int:
                 blas = bench.cublas_ms()
                 print(f"\n{m}x{n}x{k} {dtype}: cuBLAS {blas * 1e3:.1f} us "
                       f"({n * k * 2 / blas / 1e6:.0f} GB/s of W), {len(bench.sets)} input sets")
-                print(f"{'tile':>7} {'st':>2} {'wp':>2} {'sk':>2} {'as':>2} {'bk':>3} {'fuse':>4} {'grid':>13} {'regs':>4} "
+                print(f"{'tile':>7} {'st':>2} {'wp':>2} {'sk':>2} {'as':>2} {'bulk':>6} {'fuse':>4} {'grid':>13} {'regs':>4} "
                       f"{'us':>8} {'GB/s W':>7} {'/cuBLAS':>7} correct")
                 for p in (q for s, d, q in todo if s == (m, n, k) and d == dtype):
                     cubin, regs, log = built[sk.source(p, dtype)]
@@ -307,7 +331,8 @@ def main(args: argparse.Namespace) -> int:
                     bad += not row["correct"]
                     rows.append(row)
                     us = f"{row['ms'] * 1e3:8.2f}" if row["ms"] else "  failed"
-                    print(f"{p.block_size:>7} {p.stages:>2} {p.warps:>2} {p.split_k:>2} {p.a_smem:>2} {p.bulk_k:>3} "
+                    print(f"{p.block_size:>7} {p.stages:>2} {p.warps:>2} {p.split_k:>2} {p.a_smem:>2} "
+                          f"{p.w_bulk}/{p.bulk_k:<4} "
                           f"{'on' if p.fuse else 'off':>4} "
                           f"{str(p.grid):>13} {row['regs']:>4} {us} {row.get('gbps_w', 0):7.0f} "
                           f"{row.get('ratio', 0):7.2f} {'yes' if row['correct'] else 'NO'}"

@@ -169,13 +169,17 @@ def plan(task: TaskSpec, profile: Profile,
 
 def _from_table(task: TaskSpec, profile: Profile, spec: Any, limits: DeviceLimits) -> TunedKnobs | None:
     """The nearest tuned shape's knobs (``engine.tuned_defaults``) where the task leaves the knobs to
-    the defaults and they fit this shape; else None."""
+    the defaults, they build the same code path as the kernel's own default and fit this shape;
+    else None."""
     if task.block_size is not None or task.memory_pipelining is not None:
         return None
     from engine.tuned_defaults import nearest
 
     near = nearest(task, profile.name)
     if near is None or (task.schedule and any(near.schedule.get(k) != v for k, v in task.schedule.items())):
+        return None
+    own, _ = spec.default_knobs(limits, task.dtype.value, task.shape)
+    if not spec.same_family(limits, task.dtype.value, task.shape, own, near.block_size):
         return None
     trial = task.model_copy(update={"block_size": near.block_size, "memory_pipelining": near.memory_pipelining,
                                     "schedule": {**near.schedule, **task.schedule}})

@@ -37,9 +37,10 @@ SKINNY_SCHEDULE = (
             "1: the CTA stages its slice of A in shared memory once (cp.async) for all its warps; 0: each "
             "warp loads A's fragments from L2"),
     KnobDef("w_bulk", sk.W_BULK_OPTIONS,
-            "1: a producer warp bulk-copies whole runs of W's rows and A's tokens into a shared-memory "
-            "ring, read with ldmatrix (Hopper, K % 8 == 0); 0: W straight into registers"),
-    KnobDef("bulk_k", sk.BULK_K_OPTIONS, "K elements per ring slot with w_bulk 1 (setting it implies w_bulk 1)"),
+            "0: W straight into registers; a producer warp fills a shared-memory ring of W's rows and A's "
+            "tokens, read with ldmatrix (Hopper, K % 8 == 0), by 1: one bulk copy per row, 2: TMA boxes"),
+    KnobDef("bulk_k", sk.BULK_K_OPTIONS,
+            "K elements per ring slot with w_bulk 1 or 2 (setting it alone implies w_bulk 1)"),
 )
 """The decode path's schedule choices (``kernels.gemm_residual_skinny``)."""
 SKINNY_DEFAULT_MAX_M = 16
@@ -78,7 +79,8 @@ def _skinny_cost_us(p: sk.SkinnyPlan, shape: dict[str, int], dtype: str, bandwid
     """The decode path's model for either way W travels (``sk.cost_us``, ``sk.bulk_cost_us``)."""
     m, n, k = shape["m"], shape["n"], shape["k"]
     if p.w_bulk:
-        return sk.bulk_cost_us(m, n, k, p.bm, p.bn, p.stages, p.warps, p.split_k, p.bulk_k, limits, bandwidth)
+        return sk.bulk_cost_us(m, n, k, p.bm, p.bn, p.stages, p.warps, p.split_k, p.bulk_k, limits, bandwidth,
+                               p.w_bulk)
     return sk.cost_us(p, m, n, k, dtype, bandwidth, limits.sm_count)
 
 
@@ -218,7 +220,11 @@ class AutoGemmResidualSpec(GemmResidualSpec):
                            shape: dict[str, int] | None = None) -> list[int]:
         if self._path(limits, dtype, shape, block_size) == "skinny":
             bm, bn = sk.parse_block_size(block_size)
-            return sk.stages_that_fit(bm, bn, sk.DEFAULT_WARPS, (shape or {}).get("k", 8))
+            k = (shape or {}).get("k", 8)
+            if sk.default_w_bulk(k, limits):  # a stage is a ring slot
+                p = sk.plan((shape or {}).get("m", bm), (shape or {}).get("n", bn), k, dtype, limits, block_size)
+                return sk.bulk_stages_that_fit(bm, bn, p.warps, p.bulk_k, limits, p.w_bulk)
+            return sk.stages_that_fit(bm, bn, sk.DEFAULT_WARPS, k)
         if self._hopper(limits, dtype, shape):
             return sm90.pipelining_options(limits, dtype, block_size, shape)
         return super().pipelining_options(limits, dtype, block_size, shape)
@@ -231,6 +237,12 @@ class AutoGemmResidualSpec(GemmResidualSpec):
         if self._hopper(limits, dtype, shape):
             return sm90.default_knobs(limits, dtype, shape)
         return super().default_knobs(limits, dtype, shape)
+
+    def same_family(self, limits: DeviceLimits, dtype: str, shape: dict[str, int] | None, block_size: str,
+                    other: str) -> bool:
+        """Both tiles build the same path (decode, Hopper or portable) for this shape: a default lent
+        from a tuned shape must not carry one path's knobs across to another's."""
+        return self._path(limits, dtype, shape, block_size) == self._path(limits, dtype, shape, other)
 
     def stages_for_schedule(self, limits: DeviceLimits, dtype: str, block_size: str,
                             shape: dict[str, int] | None, schedule: dict[str, Any]) -> int | None:
@@ -251,7 +263,13 @@ class AutoGemmResidualSpec(GemmResidualSpec):
         path = self._path(limits, dtype, shape, block_size)
         if path == "skinny":
             bm, bn = sk.parse_block_size(block_size)
-            return sk.default_stages(bm, bn, sk.DEFAULT_WARPS, (shape or {}).get("k", 8))
+            k = (shape or {}).get("k", 8)
+            if shape is not None and sk.default_w_bulk(k, limits):
+                try:
+                    return sk.plan(shape["m"], shape["n"], k, dtype, limits, block_size).stages
+                except ValueError:
+                    return 0
+            return sk.default_stages(bm, bn, sk.DEFAULT_WARPS, k)
         if path == "sm90":
             try:
                 return sm90.default_stages(limits, dtype, block_size, shape)

@@ -59,6 +59,12 @@
 // that straddles K (K % 16 == 8) zeroes the fragments' upper half in both operands. Rows past N
 // and tokens past M are not copied: their slots keep stale values that feed only outputs that are
 // never stored. The warps' partial tiles, split-K and the epilogue are the same as above.
+// W_BULK = 2 moves the same slots as 2D TMA boxes instead (tensor maps `tw` over W and `ta` over A,
+// boxes of BN or BM rows x 64 elements, 128-byte swizzle): BULK_K / 64 boxes of each a slot, one
+// copy per box rather than per row, issued by lane 0. A box's 16-byte chunk c of row r lands at
+// chunk c ^ (r % 8) of its 128-byte row, which the ldmatrix addresses undo (8 rows at one k: 8
+// distinct chunks, no conflicts); rows, tokens and k past the matrix arrive as zeros, so no step is
+// masked. Slots start 1024-byte aligned (the swizzle's period).
 //
 // Defines (validated integers, prepended by kernels/gemm_residual_skinny.py): BM, BN, STAGES, WARPS,
 // SPLIT_K, DT (0 bf16, 1 fp16), FUSE, ALIGNED8, ALIGNED2, COUNTERS, A_SMEM, A_TILE (chunks per warp
@@ -79,7 +85,11 @@
 #error "W_BULK needs K % 8 == 0 (16-byte bulk copies of whole rows) and A_SMEM = 0"
 #endif
 #define THREADS ((WARPS + 1) * 32)
+#if W_BULK == 2
+#define ROW_E BULK_K
+#else
 #define ROW_E (BULK_K + 8)
+#endif
 #define SLOT_ELEMS ((BN + BM) * ROW_E)
 #define STEPS (BULK_K / 16)
 #else
@@ -285,6 +295,46 @@ __device__ __forceinline__ void ldsm_x2(unsigned addr, u32& r0, u32& r1) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];" : "=r"(r0), "=r"(r1) : "r"(addr));
 }
 
+#if W_BULK == 2
+struct __align__(64) TmaDesc {
+    unsigned long long v[16];
+};
+__device__ __forceinline__ void tma_box(unsigned dst, const TmaDesc* map, int col, int row, unsigned bar) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3}], [%4];" ::"r"(dst), "l"((unsigned long long)map), "r"(col), "r"(row),
+                 "r"(bar) : "memory");
+}
+// Byte offset in a slot of the 16-byte chunk holding elements k .. k + 7 (k % 8 == 0) of W row
+// `row` (tokens: BN + t): its box (k / 64), its 128-byte row, the chunk swizzled by the row.
+__device__ __forceinline__ unsigned swz(int row, int box_rows, int k) {
+    return (unsigned)(((k >> 6) * box_rows + row) * 128 + ((((k & 63) >> 3) ^ (row & 7)) << 4));
+}
+#define W_AT(row, k) swz((row), BN, (k))
+#define A_AT(t, k) (BN * BULK_K * 2 + swz((t), BM, (k)))
+
+// The producer (lane 0 of the last warp): for each of the CTA's slots of K, once the consumers
+// released the ring slot, arm its full barrier with the slot's bytes (whole boxes, zeros past the
+// matrix included) and copy BULK_K / 64 boxes of W and of A.
+__device__ __forceinline__ void bulk_produce(unsigned ring, unsigned full0, unsigned empty0, const TmaDesc* tw,
+                                             const TmaDesc* ta, int n0, int m0, int sb, int nit, int lane) {
+    if (lane != 0) return;
+    for (int i = 0; i < nit; ++i) {
+        const int s = i % STAGES;
+        if (i >= STAGES) mbar_wait(empty0 + 8 * s, ((i / STAGES) - 1) & 1);
+        const int k0 = (sb + i) * BULK_K;
+        mbar_expect(full0 + 8 * s, (unsigned)(SLOT_ELEMS * 2));
+        const unsigned slot = ring + (unsigned)(s * SLOT_ELEMS * 2);
+#pragma unroll
+        for (int j = 0; j < BULK_K / 64; ++j) {
+            tma_box(slot + W_AT(0, 64 * j), tw, k0 + 64 * j, n0, full0 + 8 * s);
+            tma_box(slot + A_AT(0, 64 * j), ta, k0 + 64 * j, m0, full0 + 8 * s);
+        }
+    }
+}
+#else
+#define W_AT(row, k) (unsigned)(((row) * ROW_E + (k)) * 2)
+#define A_AT(t, k) (unsigned)(((BN + (t)) * ROW_E + (k)) * 2)
+
 // The producer warp: for each of the CTA's slots of K, once every consumer warp released the ring
 // slot it reuses, lane 0 arms the slot's full barrier with the bytes to come and the lanes copy the
 // valid rows (W's nv rows, then A's mv tokens) in whole runs of the slot's K range.
@@ -307,6 +357,7 @@ __device__ __forceinline__ void bulk_produce(unsigned ring, unsigned full0, unsi
         }
     }
 }
+#endif
 
 // A consumer warp: its row groups (slot position `rslot`) and its share of each slot's 16-element
 // steps (steps kw, kw + KW, ...), fragments by ldmatrix, then the slot released.
@@ -324,17 +375,16 @@ __device__ __forceinline__ void bulk_consume(float (&acc)[RPW][NF][4], unsigned 
         for (int j = 0; j < (STEPS + KW - 1) / KW; ++j) {
             const int kk = (j * KW + kw) * 16;
             if (kk < kv && (STEPS % KW == 0 || j * KW + kw < STEPS)) {
-                const bool half = kk + 8 >= kv;
+                const bool half = W_BULK == 1 && kk + 8 >= kv;
                 u32 b[NF][2];
 #pragma unroll
                 for (int f = 0; f < NF; f += 2) {
                     if (f + 1 < NF) {
                         const int t = (f + bfrag) * 8 + brow;
-                        ldsm_x4(slot + (unsigned)(((BN + t) * ROW_E + kk + 8 * bhalf) * 2),
-                                b[f][0], b[f][1], b[f + 1][0], b[f + 1][1]);
+                        ldsm_x4(slot + A_AT(t, kk + 8 * bhalf), b[f][0], b[f][1], b[f + 1][0], b[f + 1][1]);
                     } else {
                         const int t = f * 8 + brow;
-                        ldsm_x2(slot + (unsigned)(((BN + t) * ROW_E + kk + 8 * bhalf) * 2), b[f][0], b[f][1]);
+                        ldsm_x2(slot + A_AT(t, kk + 8 * bhalf), b[f][0], b[f][1]);
                     }
                 }
                 if (half) {
@@ -345,7 +395,7 @@ __device__ __forceinline__ void bulk_consume(float (&acc)[RPW][NF][4], unsigned 
                 for (int rr = 0; rr < RPW; ++rr) {
                     const int row = (rslot * RPW + rr) * 16 + lrow;
                     u32 a0, a1, a2, a3;
-                    ldsm_x4(slot + (unsigned)((row * ROW_E + kk + 8 * lhalf) * 2), a0, a1, a2, a3);
+                    ldsm_x4(slot + W_AT(row, kk + 8 * lhalf), a0, a1, a2, a3);
                     if (half) a2 = a3 = 0u;
 #pragma unroll
                     for (int f = 0; f < NF; ++f) mma16816(acc[rr][f], a0, a1, a2, a3, b[f][0], b[f][1]);
@@ -380,7 +430,11 @@ __device__ __forceinline__ void store_out(unsigned short* out, const unsigned sh
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 gemm_residual_skinny(const unsigned short* __restrict__ a, const unsigned short* __restrict__ w,
                      const unsigned short* __restrict__ r, unsigned short* __restrict__ out,
-                     float* __restrict__ ws, int M, int N, int K) {
+                     float* __restrict__ ws, int M, int N, int K
+#if W_BULK == 2
+                     , const __grid_constant__ TmaDesc tw, const __grid_constant__ TmaDesc ta
+#endif
+                     ) {
 #if W_BULK
     // Dynamic shared memory: the KW partial tiles, then the ring of STAGES slots.
     extern __shared__ __align__(128) unsigned char dsmem[];
@@ -443,7 +497,11 @@ gemm_residual_skinny(const unsigned short* __restrict__ a, const unsigned short*
     const int sb = (int)((long long)blockIdx.y * ks / SPLIT_K);
     const int nit = (int)((long long)(blockIdx.y + 1) * ks / SPLIT_K) - sb;
     const unsigned full0 = smem_u32(bars), empty0 = full0 + 8 * STAGES;
+#if W_BULK == 2
+    const unsigned ring = (smem_u32(dsmem) + RED_FLOATS * 4 + 1023) & ~1023u;  // the swizzle's period
+#else
     const unsigned ring = smem_u32(dsmem + ((RED_FLOATS * 4 + 127) / 128) * 128);
+#endif
     if (threadIdx.x == 0) {
 #pragma unroll
         for (int s = 0; s < STAGES; ++s) {
@@ -454,7 +512,11 @@ gemm_residual_skinny(const unsigned short* __restrict__ a, const unsigned short*
     }
     __syncthreads();
     if (warp == WARPS)
+#if W_BULK == 2
+        bulk_produce(ring, full0, empty0, &tw, &ta, n0, m0, sb, nit, lane);
+#else
         bulk_produce(ring, full0, empty0, w, a, n0, min(BN, N - n0), m0, min(BM, M - m0), sb, nit, K, lane);
+#endif
     else
         bulk_consume(acc, ring, full0, empty0, slot, kw, sb, nit, K, lane);
 #elif A_SMEM

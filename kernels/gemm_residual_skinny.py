@@ -27,13 +27,15 @@ Knobs (validated integers only reach the source, as ``#define`` lines):
   fragments from there; K % 8 == 0 only (refused otherwise: the 16-byte copies need 16-byte
   aligned rows, and an unaligned copy would hold registers or expose its latency once a tile).
 
-- schedule.w_bulk (0, 1; ``W_BULK_OPTIONS``): how W reaches the MMAs. 0: the register ring above
-  (each load 64 contiguous bytes of 8 rows). 1: a producer warp copies whole runs of
+- schedule.w_bulk (0, 1, 2; ``W_BULK_OPTIONS``): how W reaches the MMAs. 0: the register ring
+  above (each load 64 contiguous bytes of 8 rows). 1: a producer warp copies whole runs of
   ``schedule.bulk_k`` elements of every W row and A token of the CTA into a ring of
-  MEMORY_PIPELINING shared-memory slots with 1D bulk copies (cp.async.bulk), and the warps read
-  their fragments with ldmatrix; compute capability >= 9.0 and K % 8 == 0 only, A from the slots
-  (a_smem 0). Dynamic shared memory: ``bulk_smem``.
-- schedule.bulk_k (``BULK_K_OPTIONS``): K elements per ring slot with w_bulk 1.
+  MEMORY_PIPELINING shared-memory slots with 1D bulk copies (cp.async.bulk, one per row), and the
+  warps read their fragments with ldmatrix. 2: the same ring filled by 2D TMA boxes (tensor maps
+  over W and A, BN or BM rows x 64 elements, 128-byte swizzle; one copy per box, zeros past the
+  matrix). Compute capability >= 9.0 and K % 8 == 0 only, A from the slots (a_smem 0). Dynamic
+  shared memory: ``bulk_smem``.
+- schedule.bulk_k (``BULK_K_OPTIONS``): K elements per ring slot with w_bulk 1 or 2.
 
 Any N, K >= 1: K % 8 != 0 builds the vectors from 4-byte (K even) or 2-byte loads (``ALIGNED8``,
 ``ALIGNED2``; base pointers 16-byte aligned, as CuPy allocates). Fusion off runs the GEMM without R
@@ -83,7 +85,16 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from kernels.spec import KERNEL_DIR, Buffer, Build, DeviceLimits, Launch, Violation, vec16_source
+from kernels.spec import (
+    KERNEL_DIR,
+    Buffer,
+    Build,
+    DeviceLimits,
+    Launch,
+    TensorMapArg,
+    Violation,
+    vec16_source,
+)
 
 SOURCE_FILE = "gemm_residual_skinny.cu"
 KERNEL = "gemm_residual_skinny"
@@ -100,10 +111,12 @@ WARPS_OPTIONS = (4, 8)
 SPLIT_K_OPTIONS = (1, 2, 3, 4, 6, 8, 12, 16)
 A_SMEM_OPTIONS = (0, 1)
 """schedule.a_smem: 0 A's fragments from global memory per warp, 1 A staged in shared memory per CTA."""
-W_BULK_OPTIONS = (0, 1)
-W_BULK_DEFAULT = False
-"""Whether the planner takes w_bulk 1 where it applies (``default_w_bulk``)."""
-"""schedule.w_bulk: 0 W through registers (16-byte loads), 1 W and A by bulk copies into a shared-memory ring."""
+W_BULK_OPTIONS = (0, 1, 2)
+W_BULK_DEFAULT = 2
+"""The w_bulk the planner takes where bulk copies apply (``default_w_bulk``): TMA boxes, faster than
+the register ring at every decode shape probed on the H200 (ADR-0003)."""
+"""schedule.w_bulk: 0 W through registers (16-byte loads); W and A into a shared-memory ring by 1 row
+copies, 2 tensor-map boxes."""
 BULK_K_OPTIONS = (64, 128, 256, 512, 1024)
 """schedule.bulk_k: K elements per ring slot (128 to 512 bytes per row and copy)."""
 DEFAULT_BULK_K = 128
@@ -203,7 +216,7 @@ class SkinnyPlan:
             "threads": self.block[0],
             "smem_bytes": self.smem_bytes,
             "fused": self.fuse,
-            "loads": ("bulk copies" if self.w_bulk else "16-byte" if self.aligned8
+            "loads": ("tensor-map boxes" if self.w_bulk == 2 else "bulk copies" if self.w_bulk else "16-byte" if self.aligned8
                       else "4-byte" if self.aligned2 else "2-byte"),
             "a_smem": self.a_smem,
             "w_bulk": self.w_bulk,
@@ -282,24 +295,29 @@ def smem_bytes(plan: SkinnyPlan) -> int:
     (BN + 4)) and a flag; with a_smem 1 the two A tiles, which the partial tiles reuse after the
     main loop. w_bulk 1: ``bulk_smem`` (dynamic) and ``BULK_STATIC_SMEM``."""
     if plan.w_bulk:
-        return bulk_smem(plan.bm, plan.bn, plan.warps, plan.stages, plan.bulk_k) + BULK_STATIC_SMEM
+        return bulk_smem(plan.bm, plan.bn, plan.warps, plan.stages, plan.bulk_k, plan.w_bulk) + BULK_STATIC_SMEM
     return _smem(plan.bm, plan.bn, plan.warps, plan.a_smem)
 
 
-def bulk_smem(bm: int, bn: int, warps: int, stages: int, bulk_k: int) -> int:
-    """Dynamic shared memory of a w_bulk 1 CTA: the partial tiles (rounded to 128 bytes), then
-    ``stages`` slots of BN rows of W and BM tokens of A, each row bulk_k + 8 elements."""
+def bulk_smem(bm: int, bn: int, warps: int, stages: int, bulk_k: int, mode: int = 1) -> int:
+    """Dynamic shared memory of a w_bulk CTA: the partial tiles, then ``stages`` slots of BN rows
+    of W and BM tokens of A. Mode 1: rows of bulk_k + 8 elements after the tiles rounded to 128
+    bytes; mode 2: rows of bulk_k elements (swizzled boxes), the ring 1024-byte aligned at run
+    time (1 KB more)."""
     _, _, kw = warp_layout(bn, warps)
     red = kw * bm * (bn + 4) * 4
+    if mode == 2:
+        return red + 1024 + stages * (bn + bm) * bulk_k * 2
     return _cdiv(red, 128) * 128 + stages * (bn + bm) * (bulk_k + 8) * 2
 
 
-def bulk_stages_that_fit(bm: int, bn: int, warps: int, bulk_k: int, limits: DeviceLimits | None = None) -> list[int]:
+def bulk_stages_that_fit(bm: int, bn: int, warps: int, bulk_k: int, limits: DeviceLimits | None = None,
+                         mode: int = 1) -> list[int]:
     """``STAGE_OPTIONS`` whose ring fits the device's shared memory per block (all, without limits)."""
     if limits is None:
         return list(STAGE_OPTIONS)
     return [s for s in STAGE_OPTIONS
-            if bulk_smem(bm, bn, warps, s, bulk_k) + BULK_STATIC_SMEM <= limits.shared_memory_per_block_bytes]
+            if bulk_smem(bm, bn, warps, s, bulk_k, mode) + BULK_STATIC_SMEM <= limits.shared_memory_per_block_bytes]
 
 
 def bulk_applies(k: int, limits: DeviceLimits) -> bool:
@@ -429,18 +447,19 @@ H200 every fastest bulk build ran >= 2 CTAs per SM: ADR-0003)."""
 
 
 def default_w_bulk(k: int, limits: DeviceLimits) -> int:
-    """1 where ``W_BULK_DEFAULT`` is on and bulk copies can build (``bulk_applies``)."""
-    return int(W_BULK_DEFAULT and bulk_applies(k, limits))
+    """``W_BULK_DEFAULT`` where bulk copies can build (``bulk_applies``), else 0."""
+    return W_BULK_DEFAULT if bulk_applies(k, limits) else 0
 
 
-def _bulk_resident(bm: int, bn: int, warps: int, stages: int, bulk_k: int, limits: DeviceLimits) -> int:
-    """Resident w_bulk 1 CTAs per SM: by shared memory (1 KB reserved per CTA) and by warps."""
-    smem = bulk_smem(bm, bn, warps, stages, bulk_k) + BULK_STATIC_SMEM + 1024
+def _bulk_resident(bm: int, bn: int, warps: int, stages: int, bulk_k: int, limits: DeviceLimits,
+                   mode: int = 1) -> int:
+    """Resident w_bulk CTAs per SM: by shared memory (1 KB reserved per CTA) and by warps."""
+    smem = bulk_smem(bm, bn, warps, stages, bulk_k, mode) + BULK_STATIC_SMEM + 1024
     return max(1, min(limits.shared_memory_per_sm_bytes // smem, 64 // (warps + 1), 32))
 
 
 def bulk_cost_us(m: int, n: int, k: int, bm: int, bn: int, stages: int, warps: int, split_k: int,
-                 bulk_k: int, limits: DeviceLimits, bandwidth_bytes_per_s: float) -> float:
+                 bulk_k: int, limits: DeviceLimits, bandwidth_bytes_per_s: float, mode: int = 1) -> float:
     """A predicted time in microseconds for w_bulk 1 (a prior, not a measurement): W, A, R and out
     from DRAM in waves of resident CTAs, each wave at the bandwidth or at what its bytes in flight
     (``stages`` slots of BN rows of bulk_k elements per CTA) carry over ``BULK_LATENCY_S`` or what
@@ -448,7 +467,7 @@ def bulk_cost_us(m: int, n: int, k: int, bm: int, bn: int, stages: int, warps: i
     reduction's fixed cost; the launch."""
     item = 2
     ctas = _cdiv(n, bn) * _cdiv(m, bm) * split_k
-    slots = limits.sm_count * _bulk_resident(bm, bn, warps, stages, bulk_k, limits)
+    slots = limits.sm_count * _bulk_resident(bm, bn, warps, stages, bulk_k, limits, mode)
     per_cta = (n * k + _cdiv(n, bn) * m * k / L2_RATIO) * item / ctas
     t = 0.0
     left = ctas
@@ -465,7 +484,8 @@ def bulk_cost_us(m: int, n: int, k: int, bm: int, bn: int, stages: int, warps: i
 
 def bulk_schedule(m: int, n: int, k: int, bm: int, warps: int, limits: DeviceLimits,
                   bandwidth_bytes_per_s: float, bn: int | None = None, stages: int | None = None,
-                  split_k: int | None = None, bulk_k: int | None = None) -> tuple[int, int, int, int] | None:
+                  split_k: int | None = None, bulk_k: int | None = None,
+                  mode: int = 1) -> tuple[int, int, int, int] | None:
     """(BN, split_k, stages, bulk_k) for w_bulk 1: the unset knobs that minimise ``bulk_cost_us``
     among ``DEFAULT_BN_BULK`` x ``SPLIT_K_OPTIONS`` (at most one slot of K per split) x the stages
     that fit x ``DEFAULT_BULK_K`` (ties: less split-K, fewer stages, the wider tile); None where
@@ -473,18 +493,62 @@ def bulk_schedule(m: int, n: int, k: int, bm: int, warps: int, limits: DeviceLim
     best: tuple[tuple[float, int, int, int], tuple[int, int, int, int]] | None = None
     bk = bulk_k or DEFAULT_BULK_K
     for b in (bn,) if bn else DEFAULT_BN_BULK:
-        fits = bulk_stages_that_fit(bm, b, warps, bk, limits)
+        fits = bulk_stages_that_fit(bm, b, warps, bk, limits, mode)
         for st in (stages,) if stages else fits:
             if st not in fits:
                 continue
             for sp in (split_k,) if split_k else SPLIT_K_OPTIONS:
                 if sp > _cdiv(k, bk) and not split_k:
                     continue
-                t = bulk_cost_us(m, n, k, bm, b, st, warps, sp, bk, limits, bandwidth_bytes_per_s)
+                t = bulk_cost_us(m, n, k, bm, b, st, warps, sp, bk, limits, bandwidth_bytes_per_s, mode)
                 key = (round(t, 3), sp, st, -b)
                 if best is None or key < best[0]:
                     best = (key, (b, sp, st, bk))
     return None if best is None else best[1]
+
+
+TMA_NARROW_BM = 16
+"""Up to this BM the w_bulk 2 default takes ``TMA_NARROW`` (BN, warps), above it ``TMA_WIDE``."""
+TMA_NARROW = (16, 4)
+TMA_WIDE = (128, 8)
+"""The w_bulk 2 default's (BN, warps): narrow tiles make many CTAs, each W box read once, where A is
+small (BM <= 16); at BM 32 and 64 wide tiles with 8 warps, A read once per 128 rows (H200 probe,
+ADR-0003: 16x16 fastest at M = 1-16, 64x128 with 8 warps and split-K at M = 33)."""
+TMA_FILL = 0.9
+"""The w_bulk 2 default's split-K counts a grid that busies this share of the SMs as filling them."""
+TMA_MIN_RESIDENT = 2
+"""The w_bulk 2 default's ring: the deepest of ``STAGE_OPTIONS`` that keeps this many CTAs per SM."""
+
+
+def tma_schedule(m: int, n: int, k: int, bm: int, limits: DeviceLimits, bn: int | None = None,
+                 stages: int | None = None, split_k: int | None = None, bulk_k: int | None = None,
+                 warps: int | None = None) -> tuple[int, tuple[int, int, int, int] | None]:
+    """(warps, (BN, split_k, stages, bulk_k)) for w_bulk 2, the knobs given kept: BN and warps by
+    BM (``TMA_NARROW``/``TMA_WIDE``), ``DEFAULT_BULK_K``, the deepest ring that keeps
+    ``TMA_MIN_RESIDENT`` CTAs per SM (else the deepest that fits), and the least split-K (at most
+    one slot of K per split) that busies ``TMA_FILL`` of the SMs in one wave of resident CTAs, else
+    the least that busies them. None for the knobs where no ring fits."""
+    nb, nw = TMA_NARROW if bm <= TMA_NARROW_BM else TMA_WIDE
+    warps = warps or nw
+    bn = bn or nb
+    bk = bulk_k or DEFAULT_BULK_K
+    fit = bulk_stages_that_fit(bm, bn, warps, bk, limits, 2)
+    if stages is None:
+        deep = [s for s in fit if _bulk_resident(bm, bn, warps, s, bk, limits, 2) >= TMA_MIN_RESIDENT]
+        if not (deep or fit):
+            return warps, None
+        stages = max(deep or fit)
+    elif stages not in fit:
+        return warps, None
+    if split_k is None:
+        cap = max(1, _cdiv(k, bk))
+        fits = [s for s in SPLIT_K_OPTIONS if s <= cap]
+        slots = limits.sm_count * _bulk_resident(bm, bn, warps, stages, bk, limits, 2)
+        ctas = {s: _cdiv(n, bn) * _cdiv(m, bm) * s for s in fits}
+        busy = TMA_FILL * limits.sm_count
+        split_k = next((s for s in fits if busy <= ctas[s] <= slots),
+                       next((s for s in fits if ctas[s] >= busy), fits[-1]))
+    return warps, (bn, split_k, stages, bk)
 
 
 def plan(m: int, n: int, k: int, dtype: str, limits: DeviceLimits, block_size: str | None = None,
@@ -501,6 +565,7 @@ def plan(m: int, n: int, k: int, dtype: str, limits: DeviceLimits, block_size: s
         raise ValueError(f"dtype={dtype}: the skinny path takes {', '.join(DTYPES)}")
     if m > MAX_M:
         raise ValueError(f"shape.m={m}: the skinny path is for M <= {MAX_M}")
+    warps_req = warps
     if warps is None:
         warps = DEFAULT_WARPS
     if warps not in WARPS_OPTIONS:
@@ -515,6 +580,8 @@ def plan(m: int, n: int, k: int, dtype: str, limits: DeviceLimits, block_size: s
         raise ValueError(f"schedule.a_smem={a_smem}: A in shared memory needs K % 8 == 0 (K = {k})")
     if w_bulk is not None and w_bulk not in W_BULK_OPTIONS:
         raise ValueError(f"schedule.w_bulk={w_bulk}: one of {W_BULK_OPTIONS}")
+    if w_bulk == 0 and bulk_k is not None:
+        raise ValueError(f"schedule.bulk_k={bulk_k}: slots of K are for schedule.w_bulk = 1 or 2 only")
     if bulk_k is not None and bulk_k not in BULK_K_OPTIONS:
         raise ValueError(f"schedule.bulk_k={bulk_k}: one of {BULK_K_OPTIONS}")
     bm, bn_req = (default_bm(m), None) if block_size is None else parse_block_size(block_size)
@@ -527,8 +594,11 @@ def plan(m: int, n: int, k: int, dtype: str, limits: DeviceLimits, block_size: s
                              f"cc {limits.compute_capability[0]}.{limits.compute_capability[1]})")
         if a_smem == 1:
             raise ValueError(f"schedule.a_smem={a_smem}: with schedule.w_bulk = 1 A comes through the ring (a_smem 0)")
-        picked = bulk_schedule(m, n, k, bm, warps, limits, bandwidth_bytes_per_s or BULK_PLAN_BANDWIDTH, bn_req,
-                               stages, split_k, bulk_k)
+        if w_bulk == 2:
+            warps, picked = tma_schedule(m, n, k, bm, limits, bn_req, stages, split_k, bulk_k, warps_req)
+        else:
+            picked = bulk_schedule(m, n, k, bm, warps, limits, bandwidth_bytes_per_s or BULK_PLAN_BANDWIDTH, bn_req,
+                                   stages, split_k, bulk_k, w_bulk)
         if picked is None:
             raise ValueError(f"memory_pipelining={stages}: no ring of {bm}x{bn_req or 'any'} with bulk_k "
                              f"{bulk_k or DEFAULT_BULK_K} fits {limits.shared_memory_per_block_bytes} bytes of "
@@ -536,10 +606,8 @@ def plan(m: int, n: int, k: int, dtype: str, limits: DeviceLimits, block_size: s
         bn, split, st, bk = picked
         plan_ = SkinnyPlan(bm=bm, bn=bn, stages=st, warps=warps, split_k=split, fuse=bool(fuse), aligned8=True,
                            aligned2=True, grid=(_cdiv(n, bn), split, _cdiv(m, bm)), block=(32 * (warps + 1), 1, 1),
-                           smem_bytes=0, w_bulk=1, bulk_k=bk)
+                           smem_bytes=0, w_bulk=w_bulk, bulk_k=bk)
         return SkinnyPlan(**{**plan_.__dict__, "smem_bytes": smem_bytes(plan_)})
-    if bulk_k is not None:
-        raise ValueError(f"schedule.bulk_k={bulk_k}: slots of K are for schedule.w_bulk = 1 only")
 
     def resolve(variant: int) -> tuple[int, int, int]:
         """(BN, split_k, stages) for the given a_smem variant, the user's knobs kept."""
@@ -563,7 +631,7 @@ def plan(m: int, n: int, k: int, dtype: str, limits: DeviceLimits, block_size: s
 
 
 def check(m: int, n: int, k: int, dtype: str, limits: DeviceLimits, block_size: str,
-          stages: int, warps: int, split_k: int, a_smem: int | None = None, w_bulk: int = 0,
+          stages: int, warps: int, split_k: int, a_smem: int | None = None, w_bulk: int | None = None,
           bulk_k: int = 0) -> list[Violation]:
     """Every constraint of this path, before compiling. a_smem None checks the variant ``plan``
     takes by default for these knobs (``default_a_smem``), so that ``check`` and ``plan`` called
@@ -602,19 +670,24 @@ def check(m: int, n: int, k: int, dtype: str, limits: DeviceLimits, block_size: 
         return [*out, Violation("block_size", block_size, str(exc), ", ".join(TILES))]
     if out:
         return out
+    if w_bulk is None:  # as ``plan`` resolves it
+        w_bulk = 1 if bulk_k else 0 if a_smem == 1 else default_w_bulk(k, limits)
     if w_bulk:
-        return _bulk_violations(m, n, k, bm, bn, stages, warps, split_k, bulk_k, limits, a_smem)
+        return _bulk_violations(m, n, k, bm, bn, stages, warps, split_k, bulk_k or DEFAULT_BULK_K, limits, a_smem,
+                                w_bulk)
     if a_smem is None:
         a_smem = default_a_smem(bm, bn, stages, warps, k, limits)
     return _geometry_violations(m, n, k, bm, bn, stages, warps, split_k, limits, a_smem)
 
 
 def _bulk_violations(m: int, n: int, k: int, bm: int, bn: int, stages: int, warps: int, split_k: int,
-                     bulk_k: int, limits: DeviceLimits, a_smem: int | None) -> list[Violation]:
-    """w_bulk 1: the device and K, the ring against shared memory, threads, split-K counters."""
+                     bulk_k: int, limits: DeviceLimits, a_smem: int | None, mode: int = 1) -> list[Violation]:
+    """w_bulk 1 or 2: the device and K, the ring against shared memory, threads, split-K counters."""
     out: list[Violation] = []
+    if mode not in W_BULK_OPTIONS:
+        return [Violation("schedule.w_bulk", mode, "how W reaches the MMAs", ", ".join(map(str, W_BULK_OPTIONS)))]
     if not bulk_applies(k, limits):
-        out.append(Violation("schedule.w_bulk", 1,
+        out.append(Violation("schedule.w_bulk", mode,
                              f"bulk copies need compute capability >= {BULK_MIN_CC[0]}.{BULK_MIN_CC[1]} and "
                              f"16-byte aligned rows (K = {k}, cc {limits.compute_capability[0]}."
                              f"{limits.compute_capability[1]})", "schedule.w_bulk = 0"))
@@ -625,9 +698,9 @@ def _bulk_violations(m: int, n: int, k: int, bm: int, bn: int, stages: int, warp
         out.append(Violation("schedule.bulk_k", bulk_k, "K elements per ring slot",
                              ", ".join(map(str, BULK_K_OPTIONS))))
         return out
-    smem = bulk_smem(bm, bn, warps, stages, bulk_k) + BULK_STATIC_SMEM
+    smem = bulk_smem(bm, bn, warps, stages, bulk_k, mode) + BULK_STATIC_SMEM
     if smem > limits.shared_memory_per_block_bytes:
-        fits = bulk_stages_that_fit(bm, bn, warps, bulk_k, limits)
+        fits = bulk_stages_that_fit(bm, bn, warps, bulk_k, limits, mode)
         out.append(Violation("memory_pipelining", stages,
                              f"a ring of {stages} slots of {bm}x{bn} with bulk_k {bulk_k} needs {smem} bytes of "
                              f"shared memory; fits: {', '.join(map(str, fits)) or 'none'}",
@@ -693,8 +766,12 @@ def render(plan: SkinnyPlan, m: int, n: int, k: int, dtype: str) -> Build:
     when split_k is 1, never read then)."""
     if dtype not in DTYPES:
         raise ValueError(f"dtype {dtype!r}: one of {', '.join(DTYPES)}")
-    dynamic = bulk_smem(plan.bm, plan.bn, plan.warps, plan.stages, plan.bulk_k) if plan.w_bulk else 0
-    launches = [Launch(KERNEL, plan.grid, plan.block, dynamic, ("a", "w", "r", "out", "ws", m, n, k))]
+    dynamic = bulk_smem(plan.bm, plan.bn, plan.warps, plan.stages, plan.bulk_k, plan.w_bulk) if plan.w_bulk else 0
+    args: tuple[str | int | TensorMapArg, ...] = ("a", "w", "r", "out", "ws", m, n, k)
+    if plan.w_bulk == 2:
+        args += (TensorMapArg("w", rows=n, cols=k, box_rows=plan.bn, box_cols=64, swizzle_bytes=128),
+                 TensorMapArg("a", rows=m, cols=k, box_rows=plan.bm, box_cols=64, swizzle_bytes=128))
+    launches = [Launch(KERNEL, plan.grid, plan.block, dynamic, args)]
     functions = [KERNEL]
     if not plan.fuse:
         add_grid = max(1, min(_cdiv(_cdiv(m * n, 8), ADD_THREADS), 1024))

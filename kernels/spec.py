@@ -334,6 +334,12 @@ class KernelSpec(ABC):
         """(BLOCK_SIZE, MEMORY_PIPELINING) used when the task leaves them unset; ``shape`` (when
         known) lets a spec pick a tile that fills the GPU for that problem size."""
 
+    def same_family(self, limits: DeviceLimits, dtype: str, shape: dict[str, int] | None, block_size: str,
+                    other: str) -> bool:
+        """Whether knobs tuned with tile ``other`` may stand in for this kernel's own default tile
+        ``block_size`` (a kernel with several code paths keeps each path's knobs to itself)."""
+        return True
+
     def stages_for_schedule(self, limits: DeviceLimits, dtype: str, block_size: str,
                             shape: dict[str, int] | None, schedule: dict[str, Any]) -> int | None:
         """The MEMORY_PIPELINING a task without a stage count gets where its schedule choices change

@@ -28,6 +28,15 @@ H200 = DeviceLimits(compute_capability=(9, 0), sm_count=132, shared_memory_per_b
 A100 = DeviceLimits(compute_capability=(8, 0), sm_count=108, shared_memory_per_block_bytes=166912,
                     shared_memory_per_sm_bytes=167936, profile="a100")
 K_OF = {"16B": 4096, "4B": 4098, "2B": 4097}
+
+
+@pytest.fixture(autouse=True)
+def register_ring_default(request, monkeypatch):
+    """Most tests here check the register ring's rules: the decode path's default where bulk copies
+    do not apply (before Hopper, K % 8 != 0). They run with the TMA default off; the tests of the
+    w_bulk default (named test_tma_default_*) keep it."""
+    if not request.node.name.startswith("test_tma_default"):
+        monkeypatch.setattr(sk, "W_BULK_DEFAULT", 0)
 """K per load width: multiple of 8 (ALIGNED8), even (ALIGNED2), odd."""
 
 
@@ -37,10 +46,10 @@ def _compile_case(tile: str, stages: int, warps: int, split_k: int, dtype: str, 
     from kernels.nvrtc_check import compile_cubin
 
     k = K_OF[loads]
-    violations = sk.check(8, 4096, k, dtype, H200, tile, stages, warps, split_k, a_smem=a_smem)
+    violations = sk.check(8, 4096, k, dtype, H200, tile, stages, warps, split_k, a_smem=a_smem, w_bulk=0)
     if violations:
         return None
-    p = sk.plan(8, 4096, k, dtype, H200, block_size=tile, stages=stages, warps=warps, split_k=split_k, fuse=fuse,
+    p = sk.plan(8, 4096, k, dtype, H200, block_size=tile, stages=stages, warps=warps, split_k=split_k, fuse=fuse, w_bulk=0,
                 a_smem=a_smem)
     assert p.a_smem == a_smem
     build = sk.render(p, 8, 4096, k, dtype)
@@ -61,7 +70,8 @@ def _covering() -> list[tuple[str, int, int, int, str, str, bool]]:
     for i, tile in enumerate(sk.TILES):
         warps = sk.WARPS_OPTIONS[i % 2]
         k = K_OF[loads[i % 3]]
-        fits = [s for s in sk.STAGE_OPTIONS if not sk.check(8, 4096, k, "bf16", H200, tile, s, warps, 1, a_smem=0)]
+        fits = [s for s in sk.STAGE_OPTIONS
+                if not sk.check(8, 4096, k, "bf16", H200, tile, s, warps, 1, a_smem=0, w_bulk=0)]
         stage = max(fits) if i % 2 else sk.STAGE_OPTIONS[i // 2 % len(sk.STAGE_OPTIONS)]
         cases.append((tile, stage if stage in fits else min(fits), warps, (1, 4)[i // 2 % 2],
                       sk.DTYPES[i // 4 % 2], loads[i % 3], i % 5 != 2))
@@ -757,7 +767,7 @@ def test_bulk_rows_are_padded_so_ldmatrix_phases_hit_distinct_bank_groups():
 
 def test_bulk_knobs_plan_and_check():
     # off by default (measured slower than the register ring at the decode class shapes: ADR-0003)
-    assert sk.W_BULK_DEFAULT is False and sk.plan(16, 8192, 8192, "bf16", H200).w_bulk == 0
+    assert sk.W_BULK_DEFAULT == 0 and sk.plan(16, 8192, 8192, "bf16", H200).w_bulk == 0
     # bulk_k implies w_bulk; the plan fits the device and passes its own check
     p = sk.plan(16, 8192, 8192, "bf16", H200, bulk_k=512)
     assert (p.w_bulk, p.bulk_k, p.a_smem) == (1, 512, 0)
@@ -795,3 +805,102 @@ def test_bulk_schedule_fills_the_gpu_and_prefers_more_bytes_in_flight():
     # 132 small CTAs (one per SM at any depth): a deeper ring carries more bytes over the latency
     t = [sk.bulk_cost_us(8, 2112, 4096, 8, 16, s, 4, 1, 64, H200, 4e12) for s in (2, 4, 8)]
     assert t[0] > t[1] > t[2]
+
+
+# --- W by TMA boxes (schedule.w_bulk 2), the default on Hopper where K % 8 == 0 ------------------
+def test_tma_default_on_hopper_where_rows_are_aligned():
+    for m, n, k in ((1, 4096, 4096), (16, 8192, 8192), (33, 4100, 4104), (64, 4096, 14336)):
+        p = sk.plan(m, n, k, "bf16", H200)
+        assert (p.w_bulk, p.bulk_k, p.a_smem) == (2, sk.DEFAULT_BULK_K, 0), (m, n, k)
+        bn, warps = sk.TMA_NARROW if p.bm <= sk.TMA_NARROW_BM else sk.TMA_WIDE
+        assert (p.bn, p.warps) == (bn, warps)
+        assert not sk.check(m, n, k, "bf16", H200, p.block_size, p.stages, p.warps, p.split_k)  # check agrees
+        ctas = p.grid[0] * p.grid[1] * p.grid[2]
+        assert ctas >= sk.TMA_FILL * H200.sm_count or p.split_k == max(s for s in sk.SPLIT_K_OPTIONS
+                                                                         if s <= -(-k // p.bulk_k))
+        assert p.info()["loads"] == "tensor-map boxes"
+    # where bulk copies cannot build, the register ring as before
+    assert sk.plan(16, 8192, 8196, "bf16", H200).w_bulk == 0
+    assert sk.plan(16, 8192, 8192, "bf16", A100).w_bulk == 0
+    # the ring keeps 2 CTAs per SM where it can
+    p = sk.plan(16, 8192, 8192, "bf16", H200)
+    assert sk._bulk_resident(p.bm, p.bn, p.warps, p.stages, p.bulk_k, H200, 2) >= sk.TMA_MIN_RESIDENT
+
+
+def test_tma_default_render_passes_tensor_maps_over_w_and_a():
+    p = sk.plan(5, 1000, 2056, "fp16", H200)
+    b = sk.render(p, 5, 1000, 2056, "fp16")
+    maps = [a for a in b.launches[0].args if not isinstance(a, (str, int))]
+    assert [(t.buffer, t.rows, t.cols, t.box_rows, t.box_cols, t.swizzle_bytes) for t in maps] == [
+        ("w", 1000, 2056, p.bn, 64, 128), ("a", 5, 2056, p.bm, 64, 128)]
+    assert "#define W_BULK 2\n" in b.source
+    assert b.launches[0].shared_mem_bytes == sk.bulk_smem(p.bm, p.bn, p.warps, p.stages, p.bulk_k, 2)
+
+
+def _swz_expr() -> str:
+    body = _kernel_text()
+    fn = body[body.index("unsigned swz(int row, int box_rows, int k)"):]
+    return re.search(r"return \(unsigned\)\((.+?)\);\n", fn, re.S).group(1)
+
+
+def test_tma_ldmatrix_addresses_follow_the_128_byte_swizzle():
+    """The kernel's chunk address (``swz`` in the source) against the hardware rule for a box with
+    128-byte rows written by TMA with SWIZZLE_128B from a 1024-byte aligned base: bits 4-6 of the
+    byte offset are XORed with bits 7-9. And the 8 rows an ldmatrix phase reads at one k fall in 8
+    different 16-byte bank groups."""
+    expr = _swz_expr()
+    for box_rows in (8, 16, 64, 128):
+        for k in range(0, 256, 8):
+            groups = set()
+            for row in range(box_rows):
+                got = eval(expr, {}, {"row": row, "box_rows": box_rows, "k": k})
+                logical = ((k // 64) * box_rows + row) * 128 + (k % 64) * 2
+                assert got == logical ^ (((logical >> 7) & 7) << 4), (box_rows, k, row)
+                if row < 8:
+                    groups.add((got >> 4) & 7)
+            assert len(groups) == 8
+
+
+def _tma_covering() -> list[tuple[str, int, int, int, int, str, bool]]:
+    """w_bulk 2: every BM, BN and bulk_k, each dtype fused and not, split-K 1 and 4, 4 and 8 warps,
+    each at the deepest ring that fits the H200."""
+    cases = []
+    for i, bk in enumerate(sk.BULK_K_OPTIONS):
+        for j, bm in enumerate(sk.BM_OPTIONS):
+            if (i + j) % 2 == 0:
+                continue
+            bn = sk.BN_OPTIONS[(i + j // 2) % len(sk.BN_OPTIONS)]
+            warps = sk.WARPS_OPTIONS[j % 2]
+            fits = sk.bulk_stages_that_fit(bm, bn, warps, bk, H200, 2)
+            if fits:
+                cases.append((f"{bm}x{bn}", fits[-1], warps, (1, 4)[i % 2], bk, sk.DTYPES[j // 2 % 2], bool(i % 2)))
+    return cases
+
+
+TMA_COVER = _tma_covering()
+
+
+def test_tma_covering_set_covers_every_knob_value():
+    assert {c[0].split("x")[0] for c in TMA_COVER} == {str(b) for b in sk.BM_OPTIONS}
+    assert {c[0].split("x")[1] for c in TMA_COVER} == {str(b) for b in sk.BN_OPTIONS}
+    assert {c[4] for c in TMA_COVER} == set(sk.BULK_K_OPTIONS)
+    assert {c[5] for c in TMA_COVER} == set(sk.DTYPES) and {c[6] for c in TMA_COVER} == {True, False}
+    assert {c[2] for c in TMA_COVER} == set(sk.WARPS_OPTIONS) and {c[3] for c in TMA_COVER} == {1, 4}
+
+
+@pytest.mark.parametrize("tile,stages,warps,split_k,bulk_k,dtype,fuse", TMA_COVER,
+                         ids=["-".join(map(str, c)) for c in TMA_COVER])
+def test_tma_covering_set_compiles_without_spills(tile, stages, warps, split_k, bulk_k, dtype, fuse):
+    pytest.importorskip("cupy")
+    from kernels.nvrtc_check import compile_cubin
+
+    m, n, k = 33, 4100, 4104
+    assert not sk.check(m, n, k, dtype, H200, tile, stages, warps, split_k, w_bulk=2, bulk_k=bulk_k)
+    p = sk.plan(m, n, k, dtype, H200, block_size=tile, stages=stages, warps=warps, split_k=split_k, fuse=fuse,
+                w_bulk=2, bulk_k=bulk_k)
+    b = sk.render(p, m, n, k, dtype)
+    report = compile_cubin(b.source, "sm_90a", b.options)
+    assert report.ok, report.log
+    f = report.functions[sk.KERNEL]
+    assert (f.stack_frame_bytes, f.spill_store_bytes, f.spill_load_bytes) == (0, 0, 0), report.log
+    assert b.launches[0].shared_mem_bytes + f.static_smem_bytes <= H200.shared_memory_per_block_bytes
