@@ -41,7 +41,9 @@ Any N, K >= 1: K % 8 != 0 builds the vectors from 4-byte (K even) or 2-byte load
 ``ALIGNED2``; base pointers 16-byte aligned, as CuPy allocates). Fusion off runs the GEMM without R
 and then ``skinny_residual_add``.
 
-Defaults (``plan``): BM the fewest tokens >= M; 4 warps; a_smem 1 where BM >= ``A_SMEM_MIN_BM``, K %
+Defaults (``plan``): BM the fewest tokens >= M. Where bulk copies apply (compute capability >= 9.0,
+K % 8 == 0): w_bulk 2 with ``tma_schedule``'s tile, warps, ring and split-K. Elsewhere the register
+ring: 4 warps; a_smem 1 where BM >= ``A_SMEM_MIN_BM``, K %
 8 == 0 and its registers and shared memory fit (``default_a_smem``), else 0. With a_smem 0: BN
 (widest of 64, 32, 16 with BN >= BM / 2) and split-K (least) so that the grid has about 2 CTAs per
 SM (``CTAS_PER_SM`` x limits.sm_count) while each warp keeps >= ``MIN_WARP_CHUNKS`` chunks of K and
