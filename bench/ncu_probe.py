@@ -119,7 +119,7 @@ def main() -> int:
             bs, st = sm90.default_knobs(limits, dt, shape)
             bs, st = over.pop("block", bs), over.pop("stages", st)
             build = sm90.build(SimpleNamespace(shape=shape, dtype=dt), limits, bs, st, **over)
-            run = Runner(build, bufs, dt, False)
+            run = Runner(build, bufs, dt)
             if over.get("fuse") is False:
                 run.calls = run.calls[:1]  # the GEMM kernel only
             print(f"{name}: {bs} s{st} {build.info['consumers']}, {build.info['schedule']}, "

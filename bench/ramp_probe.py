@@ -94,7 +94,7 @@ def main() -> int:
     for dt in dtypes:
         bufs = make_inputs(m, n, k, dt, seed=3)
         bs, st = sm90.default_knobs(limits, dt, shape)
-        run = Runner(sm90.build(SimpleNamespace(shape=shape, dtype=dt), limits, bs, st), bufs, dt, False)
+        run = Runner(sm90.build(SimpleNamespace(shape=shape, dtype=dt), limits, bs, st), bufs, dt)
         bufs["out"].fill(0xFFFF)
         run()
         c = compare(bufs["out"], reference(bufs, dt), dt)

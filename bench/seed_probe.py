@@ -1,12 +1,11 @@
-"""Where fp16's few percent at the seed go: the mbarrier polling and the data's switching (GPU machine).
+"""Where fp16's few percent at the seed go: the data's switching (GPU machine).
 
-    python3 bench/seed_probe.py [--m-list 8192] [--suspend 0,20000] [--data normal,ints] [--rounds 5]
+    python3 bench/seed_probe.py [--m-list 8192] [--data normal,ints] [--rounds 5]
 
 For each M (N = K = 2560) and dtype (bf16, fp16), on each ``--data`` set (``normal``: N(0,1), as the
 issue times; ``ints``: integers in [-2, 2], exact in both dtypes, whose mantissas switch far less
 in the tensor cores' multipliers), times
-- the engine's default build with each ``--suspend`` value as the mbarrier try_wait's suspend-time
-  hint in ns (``kernels.sm90.constants.MBAR_SUSPEND_NS``; 0 = the hint off, the shipped kernel), and
+- the engine's default build, and
 - cuBLAS gemmEx with the residual in place (beta=1, R restored before each run),
 as the issue times them (10 warm-ups + 100 launches after ``--idle`` s of rest, shuffled, median of
 ``--rounds`` runs), and beside each, from ``--energy-s`` s of back-to-back launches right after the timing, the energy
@@ -43,7 +42,6 @@ from sm90_gemm import (  # noqa: E402
 
 from engine import energy, nvml  # noqa: E402
 from kernels import gemm_residual_sm90 as sm90  # noqa: E402
-from kernels.sm90 import constants  # noqa: E402
 
 ITERS = 100
 
@@ -62,7 +60,6 @@ def int_inputs(m: int, n: int, k: int, dtype: str, seed: int) -> dict[str, cp.nd
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--m-list", default="8192")
-    ap.add_argument("--suspend", default="0,20000", help="suspend-time hints in ns, comma-separated; 0 = off")
     ap.add_argument("--data", default="normal,ints")
     ap.add_argument("--dtypes", default="bf16,fp16")
     ap.add_argument("--rounds", type=int, default=5)
@@ -73,11 +70,10 @@ def main() -> int:
     args = ap.parse_args()
     try:
         ms = [int(x) for x in args.m_list.split(",")]
-        hints = [int(x) for x in args.suspend.split(",")]
-        if not ms or min(ms) < 1 or not hints or min(hints) < 0:
+        if not ms or min(ms) < 1:
             raise ValueError
     except ValueError:
-        ap.error(f"--m-list {args.m_list!r} / --suspend {args.suspend!r}: positive M, hints >= 0")
+        ap.error(f"--m-list {args.m_list!r}: positive M")
     datas = args.data.split(",")
     if not set(datas) <= {"normal", "ints"}:
         ap.error(f"--data {args.data!r}: normal and/or ints")
@@ -98,20 +94,15 @@ def main() -> int:
             for data in datas:
                 bufs = (make_inputs if data == "normal" else int_inputs)(m, 2560, 2560, dt, seed=3)
                 ref = reference(bufs, dt)
-                for h in hints:
-                    constants.MBAR_SUSPEND_NS = h
-                    try:
-                        b = sm90.build(SimpleNamespace(shape=shape, dtype=dt), limits, bs, st)
-                    finally:
-                        constants.MBAR_SUSPEND_NS = 0
-                    run = Runner(b, bufs, dt, False)
-                    bufs["out"].fill(0xFFFF)
-                    run()
-                    c = compare(bufs["out"], ref, dt)
-                    nm = f"ours {data} hint {h}"
-                    print(f"check {dt} M={m} {nm} ({bs} s{st}): {'ok' if c['ok'] else 'WRONG'} {c}", flush=True)
-                    bad += not c["ok"]
-                    runs[nm] = run
+                b = sm90.build(SimpleNamespace(shape=shape, dtype=dt), limits, bs, st)
+                run = Runner(b, bufs, dt)
+                bufs["out"].fill(0xFFFF)
+                run()
+                c = compare(bufs["out"], ref, dt)
+                nm = f"ours {data}"
+                print(f"check {dt} M={m} {nm} ({bs} s{st}): {'ok' if c['ok'] else 'WRONG'} {c}", flush=True)
+                bad += not c["ok"]
+                runs[nm] = run
                 c = cp.array(bufs["r"])
                 runs[f"cuBLAS b1 {data}"] = cublas_gemm(bufs, c, dt, 1.0)
                 resets[f"cuBLAS b1 {data}"] = (c, bufs["r"])

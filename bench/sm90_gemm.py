@@ -98,7 +98,7 @@ _modules: dict[str, cp.RawModule] = {}
 class Runner:
     """One compiled configuration bound to one set of buffers."""
 
-    def __init__(self, build, bufs: dict[str, cp.ndarray], dtype: str, tmap_global: bool):
+    def __init__(self, build, bufs: dict[str, cp.ndarray], dtype: str):
         key = build.source_sha256
         if key not in _modules:
             _modules[key] = cp.RawModule(code=build.source, options=build.options)
@@ -106,7 +106,6 @@ class Runner:
         for b in build.scratch:  # e.g. the 3xTF32 split: shared by every build on these buffers
             if b.name not in bufs or bufs[b.name].shape != b.shape:
                 bufs[b.name] = cp.empty(b.shape, dtype=cp.float32)
-        self.keep = []
         self.calls = []
         for launch in build.launches:
             fn = mod.get_function(launch.function)
@@ -118,12 +117,7 @@ class Runner:
             for a in launch.args:
                 if isinstance(a, TensorMapArg):
                     desc = tensormap.encode(a, bufs[a.buffer].data.ptr, dtype)
-                    if tmap_global:
-                        dev = tensormap.to_device(desc)
-                        self.keep.append(dev)
-                        args.append(dev.data.ptr)
-                    else:
-                        args.append(tensormap.as_kernel_arg(desc))
+                    args.append(tensormap.as_kernel_arg(desc))
                 elif isinstance(a, str):
                     args.append(bufs[a])
                 else:
@@ -325,13 +319,10 @@ class Variant(NamedTuple):
     cluster: Any = None
     split_hi: bool | None = None
     promote: int | None = None
-    tmap_global: bool = False
     raster_m: bool | None = None
-    w_first: bool = False
     raster_group: int | None = None
     epi_ring: bool | None = None
     epi_shared: bool | None = None
-    r_issue_kb: int | None = None
     grid: int | None = None  # CTAs launched (whole clusters), the tiles spread over them
     tail_shift: bool | None = None  # partial last tiles moved back to end at M, N (session 16)
     dp_tiles: int | None = None  # with it: schedule (grid or every SM, dp_tiles), stream-K past them
@@ -357,9 +348,9 @@ def build_variant(limits: DeviceLimits, m: int, n: int, k: int, v: tuple,
     task = SimpleNamespace(shape={"m": m, "n": n, "k": k}, dtype=v.dtype)
     return sm90.build(task, limits, v.tile, v.stages, fuse=v.fuse, streamk=v.streamk,
                       schedule=schedule, pingpong=v.pingpong, cluster=v.cluster,
-                      split_hi=v.split_hi, promote=v.promote, tmap_global=v.tmap_global,
-                      raster_m=v.raster_m, w_first=v.w_first, raster_group=v.raster_group,
-                      epi_ring=v.epi_ring, epi_shared=v.epi_shared, r_issue_kb=v.r_issue_kb,
+                      split_hi=v.split_hi, promote=v.promote,
+                      raster_m=v.raster_m, raster_group=v.raster_group,
+                      epi_ring=v.epi_ring, epi_shared=v.epi_shared,
                       tail_shift=v.tail_shift, half_tail=v.half_tail)
 
 
@@ -504,12 +495,12 @@ def fp32_mode(args, limits, report, failures, forced_checks, timed, get, out_dir
         errs[name] = compare(out, ref, "fp32")
 
     for name, v in FP32_TIMED.items():
-        runs[name] = Runner(build(m, n, k, v), bufs, "fp32", False)
+        runs[name] = Runner(build(m, n, k, v), bufs, "fp32")
         measure_err(name, runs[name], bufs["out"])
     bs, st = PORTABLE_SPEC.default_knobs(limits, "fp32", shape)
     ffma = PORTABLE_SPEC.build(TaskSpec(kernel="gemm_residual_mma", dtype="fp32", shape=shape,
                                         block_size=bs, memory_pipelining=st), limits)
-    runs[f"FFMA {bs} s{st}"] = Runner(ffma, bufs, "fp32", False)
+    runs[f"FFMA {bs} s{st}"] = Runner(ffma, bufs, "fp32")
     measure_err(f"FFMA {bs} s{st}", runs[f"FFMA {bs} s{st}"], bufs["out"])
     c1 = bufs["r"].copy()
     b1 = cublas_gemm(bufs, c1, "fp32", 1.0)
@@ -684,7 +675,7 @@ def duel_mode(args, limits, report, failures, verify, get, out_dir, build) -> in
             v = for_dtype(v, dt)
             if v[3]:
                 verify(m, n, k, v, label="duel")
-            runs[name] = Runner(build(m, n, k, v), bufs, dt, False)
+            runs[name] = Runner(build(m, n, k, v), bufs, dt)
         c = cp.empty_like(bufs["r"])
         runs["cuBLAS GEMM only (b=0)"] = cublas_gemm(bufs, c, dt, 0.0)
         per = alternate(runs, args.rounds, sampler, tag=f"{dt} ")
@@ -715,7 +706,7 @@ def msweep_alt_mode(args, limits, report, failures, verify, get, out_dir, build)
         verify(m, n, k, v, label="msweep-alt")
         b = build(m, n, k, v)
         name = f"M={m} {bs} s{st} {b.info['consumers'].split(' ')[0]} {b.info['schedule']}"
-        runs[name] = Runner(b, get(m, n, k, "bf16")[0], "bf16", False)
+        runs[name] = Runner(b, get(m, n, k, "bf16")[0], "bf16")
         flops[name] = 2 * m * n * k
     per = alternate(runs, args.rounds, sampler, tag="alt ")
     lines = [f"default builds, bf16, N = K = 2560, {args.rounds} alternating rounds x 20 launches"]
@@ -883,7 +874,7 @@ def pp160_mode(args, limits, report, failures, verify, forced_checks, get, out_d
         for name, v in PP160_DUEL.items():
             v = for_dtype(v, dt)
             verify(m, n, k, v, label="duel")
-            runs[name] = Runner(build(m, n, k, v), bufs, dt, False)
+            runs[name] = Runner(build(m, n, k, v), bufs, dt)
         runs["cuBLAS GEMM only (b=0)"] = cublas_gemm(bufs, cp.empty_like(bufs["r"]), dt, 0.0)
         per = alternate(runs, args.rounds, sampler, tag=f"{dt} ")
         lines.append(f"seed {dt} ({args.rounds} rounds x 20 launches, alternating)")
@@ -905,7 +896,7 @@ def pp160_mode(args, limits, report, failures, verify, forced_checks, get, out_d
         runs = {}
         for name, v in cands.items():
             verify(m, n, k, v, label="sweep")
-            runs[name] = Runner(build(m, n, k, v), bufs, dt, False)
+            runs[name] = Runner(build(m, n, k, v), bufs, dt)
         per = alternate(runs, sweep_rounds, sampler, tag=f"M{m} ")
         rows = alternation_rows(per, sampler, tag=f"M{m} ")
         lines.append(f"M={m}: " + "; ".join(f"{nm} {med:.4f} ({ratio:.3f})"
@@ -951,23 +942,12 @@ COLD_DUEL = {  # name: variant (tile, stages, dtype, fuse, streamk, pingpong, cl
     # shared buffer (cooperative, one buffer)
     "coop 128x128 s6": ("128x128", 6, "{dt}", True, True, False, 1),
     "coop 128x160 s5": ("128x160", 5, "{dt}", True, True, False, 1),
-    # when the producer stages each item's R (the default: after k-block STAGES of the item); the
-    # shared buffer stages it later and was slower (v27): is it the timing?
-    "pp 128x128 s5 cl2, R at k-block 0": Variant("128x128", 5, "{dt}", True, False, True, 2, r_issue_kb=0),
-    "pp 128x128 s5 cl2, R at k-block 16": Variant("128x128", 5, "{dt}", True, False, True, 2,
-                                                  r_issue_kb=16),
-    # (session 13, call 4: k-block 0 +2.9 %, 16 +3.4 % against the default's 5 in bf16; around 5,
-    # call 5: 4 level, 3 and 6-8 slower, NOTES-sm90 v28)
-    **{f"pp 128x128 s5 cl2, R at k-block {kb}": Variant("128x128", 5, "{dt}", True, False, True, 2,
-                                                        r_issue_kb=kb) for kb in (3, 4, 6, 7, 8)},
+    # (when the producer stages each item's R: after k-block STAGES of the item; k-block 0 +2.9 %,
+    # 16 +3.4 %, 4 level, 3 and 6-8 slower in bf16, NOTES-sm90 v28)
     # (R's two chunks one per k-block from k-block 4 or 5: 0.4-1.3 % slower, v28, removed again)
     # 128 CTAs instead of 132: 1280 tiles = 5 full rounds of 256 consumers (132 CTAs also take 5,
     # the last 85 % full); 4 idle SMs, 3 % less L2 traffic at a time (v29)
     "pp 128x128 s5 cl2, grid 128": Variant("128x128", 5, "{dt}", True, False, True, 2, grid=128),
-    # the two-wave cooperative default at M = 2048 (128x160 s5, groups of 4 M blocks): is v28's
-    # optimum (R after k-block STAGES) the same there? (--cold-duel --m-list 2048 --only coop.s5,.R)
-    **{f"128x160 coop s5, R at k-block {kb}": Variant("128x160", 5, "{dt}", True, None, False, 1,
-                                                      r_issue_kb=kb) for kb in (3, 4, 6, 7)},
     # cuBLAS's big tiles (session 14, v31): cooperative, the 80 KB epilogue tile staged in the ring
     # and its slots returned after each store (the ring goes on), 4 stages (3: no room beside the
     # tile's two slots, released at once); 128x320's consumers split N; 2 stages fit a buffer
@@ -1015,7 +995,7 @@ def cold_duel_mode(args, limits, report, failures, verify, get, out_dir, build) 
             v = for_dtype(v, dt)
             verify(m, n, k, v, label="cold duel")
             b = build(m, n, k, v)
-            runs[name] = Runner(b, bufs, dt, False)
+            runs[name] = Runner(b, bufs, dt)
             runs[name]()  # compile and load outside the timed runs
             if runs[name].grid != b.info["grid"]:
                 print(f"{dt} {name}: grid {b.info['grid']} -> {runs[name].grid} "
@@ -1086,7 +1066,7 @@ def cold_sweep_mode(args, limits, report, failures, verify, get, out_dir, build)
         runs = {}
         for name, v in cands.items():
             verify(m, n, k, v, label="cold sweep")
-            runs[name] = Runner(build(m, n, k, v), bufs, dt, False)
+            runs[name] = Runner(build(m, n, k, v), bufs, dt)
             runs[name]()
         c1 = bufs["r"].copy()
         runs["cuBLAS beta=1"] = cublas_gemm(bufs, c1, dt, 1.0)
@@ -1158,7 +1138,7 @@ def torch_scan_mode(args, limits, report, failures, verify, get, forget, out_dir
             runs = {}
             for nm, cv in cands.items():
                 if verify(m, n, k, cv, label=f"torch scan {nm}"):
-                    runs[nm] = Runner(build(m, n, k, cv), bufs, dt, False)
+                    runs[nm] = Runner(build(m, n, k, cv), bufs, dt)
             tfn = torch_matmul_add_fn(m, n, k, dt)
             if tfn is not None:
                 runs["torch"] = tfn
@@ -1274,17 +1254,9 @@ SMALL_M = {  # name: variant (see ``Variant``); the narrow and 128x160 rows with
     "64x80 s11 (planned)": Variant("64x80", 11, "{dt}", True, True, False, 1, raster_m=False),
     "coop 128x80 s7 data-parallel": Variant("128x80", 7, "{dt}", True, False, False, 1, raster_m=False),
     "coop 128x80 s7 cl2": ("128x80", 7, "{dt}", True, False, False, 2),
-    # the narrow defaults with their tensor maps in global memory (a 16-byte pointer each instead
-    # of 128 bytes by value: 6 maps are 768 bytes of kernel parameters per launch)
-    "64x80 s8 dp, maps in global": Variant("64x80", 8, "{dt}", True, False, False, 1, tmap_global=True,
-                                           raster_m=False),
-    "coop 128x80 s7 dp, maps in global": Variant("128x80", 7, "{dt}", True, False, False, 1,
-                                                 tmap_global=True, raster_m=False),
-    # tile order and load order (session 11, v22): M-fastest tiles put the CTAs that share a W tile
-    # side by side, as cuBLAS's grid does; W's box issued before A's
+    # tile order (session 11, v22): M-fastest tiles put the CTAs that share a W tile side by side,
+    # as cuBLAS's grid does
     "64x80 s8 dp, M-fastest": Variant("64x80", 8, "{dt}", True, False, False, 1, raster_m=True),
-    "64x80 s8 dp, W first": Variant("64x80", 8, "{dt}", True, False, False, 1, raster_m=False,
-                                    w_first=True),
     "64x80 s8 cl2 M-fastest": Variant("64x80", 8, "{dt}", True, False, False, 2, raster_m=True),
     "coop 128x80 s7 dp, M-fastest": Variant("128x80", 7, "{dt}", True, False, False, 1, raster_m=True),
     # the wide one-wave defaults (N = K = 2560: M = 1024 128x160, M = 1571 128x256) in the same order
@@ -1382,7 +1354,7 @@ def small_m_mode(args, limits, report, failures, verify, get, out_dir, build) ->
                 del cands[name]
                 continue
             b = build(m, n, k, v, sch)
-            runners = [Runner(b, s, dt, variant(v).tmap_global) for s in sets]
+            runners = [Runner(b, s, dt) for s in sets]
             ours[name] = (runners[0], b.info)
             launches[name] = lambda i, rs=runners: rs[i % len(rs)]()
         c1 = bufs0["r"].copy()
@@ -1650,7 +1622,7 @@ def main() -> int:
         bufs, ref = get(m, n, k, v[2])
         b = build(m, n, k, v, schedule)
         bufs["out"].fill(cp.nan if v[2] in F32 else 0xFFFF)  # NaN-poisoned
-        Runner(b, bufs, v[2], variant(v).tmap_global)()
+        Runner(b, bufs, v[2])()
         cp.cuda.runtime.deviceSynchronize()
         c = compare(bufs["out"], ref, v[2])
         c.update(variant=v, shape=(m, n, k), schedule=schedule or "auto", label=label,
@@ -1664,7 +1636,7 @@ def main() -> int:
     def timed(m, n, k, v, schedule=None):
         bufs, ref = get(m, n, k, v[2])
         b = build(m, n, k, v, schedule)
-        run = Runner(b, bufs, v[2], variant(v).tmap_global)
+        run = Runner(b, bufs, v[2])
         t = time_fn(run, iters=args.iters)["median_ms"]
         c = compare(bufs["out"], ref, v[2])  # after 110 launches: workspace left clean?
         if not c["ok"]:

@@ -37,7 +37,6 @@ from sm90_gemm import (  # noqa: E402
 )
 
 from kernels import gemm_residual_sm90 as sm90  # noqa: E402
-from kernels.sm90 import constants  # noqa: E402
 
 
 def fit_rows(m: int, n: int, r: int | str, sms: int) -> int:
@@ -55,8 +54,6 @@ def main() -> int:
     ap.add_argument("--m-list", default="2400,2500,2560")
     ap.add_argument("--n", type=int, default=2560, help="the timed shapes' N (K stays 2560)")
     ap.add_argument("--rows", default="fit", help="comma-separated; \"\" for none")
-    ap.add_argument("--share-rows", type=int, default=sm90.MC_SHARE_ROWS,
-                    help="multicast share granularity (8: whole swizzle atoms; 4 lets 200:2x1 run)")
     ap.add_argument("--stages", type=int, default=4)
     ap.add_argument("--orders", default="default",
                     help="tile orders of the timed swapped builds: default (the build's), m (the problem's M "
@@ -89,9 +86,8 @@ def main() -> int:
         ap.error(f"--orders {args.orders!r}: default, m, n")
     if not set(args.dtypes.split(",")) <= {"bf16", "fp16"}:
         ap.error(f"--dtypes {args.dtypes!r}: the swapped tiles take bf16, fp16")
-    if args.rounds < 1 or args.share_rows not in (4, 8):
-        ap.error(f"--rounds {args.rounds} / --share-rows {args.share_rows}: rounds >= 1, share rows 4 or 8")
-    constants.MC_SHARE_ROWS = args.share_rows
+    if args.rounds < 1:
+        ap.error(f"--rounds {args.rounds}: rounds >= 1")
     limits = limits_of_device()
     bad = 0
     for dt in args.dtypes.split(","):
@@ -106,7 +102,7 @@ def main() -> int:
                     b = sm90.build(SimpleNamespace(shape=dict(zip("mnk", shape, strict=True)), dtype=dt), limits,
                                    f"{r}x128", st, cluster=cl, fuse=fuse)
                     bufs["out"].fill(0xFFFF)
-                    Runner(b, bufs, dt, False)()
+                    Runner(b, bufs, dt)()
                     c = compare(bufs["out"], ref, dt)
                     print(f"check {dt} {shape} swapped rows {r} s{st} cluster {cl} fuse {fuse}: "
                           f"{'ok' if c['ok'] else 'WRONG'} {c}", flush=True)
@@ -118,12 +114,12 @@ def main() -> int:
             ref = reference(bufs, dt)
             bs, st = sm90.default_knobs(limits, dt, shape)
             runs = {f"default {bs} s{st}": Runner(sm90.build(SimpleNamespace(shape=shape, dtype=dt), limits, bs, st),
-                                                  bufs, dt, False)}
+                                                  bufs, dt)}
             if args.pre_swap:
                 pb, pst = sm90._base_knobs(limits, dt, shape)
                 pb, pst = sm90._fit_tile(limits, dt, shape, pb, pst) or (pb, pst)
                 runs.setdefault(f"pre-swap {pb} s{pst}", Runner(
-                    sm90.build(SimpleNamespace(shape=shape, dtype=dt), limits, pb, pst), bufs, dt, False))
+                    sm90.build(SimpleNamespace(shape=shape, dtype=dt), limits, pb, pst), bufs, dt))
             for r, cl, st in rows:
                 r = fit_rows(m, n, r, limits.sm_count)
                 if st not in sm90.pipelining_options(limits, dt, f"{r}x128", shape):
@@ -132,7 +128,7 @@ def main() -> int:
                     b = sm90.build(SimpleNamespace(shape=shape, dtype=dt), limits, f"{r}x128", st, cluster=cl,
                                    **orders[o])
                     runs[f"swapped {r}x128 s{st}{f' cl{cl[0]}x{cl[1]}' if cl != (1, 1) else ''}"
-                         f"{'' if o == 'default' else ' ' + b.info['tile_order']}"] = Runner(b, bufs, dt, False)
+                         f"{'' if o == 'default' else ' ' + b.info['tile_order']}"] = Runner(b, bufs, dt)
             for nm, run in runs.items():
                 bufs["out"].fill(0xFFFF)
                 run()

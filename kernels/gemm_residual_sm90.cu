@@ -192,11 +192,11 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                 const unsigned ebuf = epi + (EPI_SHARED ? 0 : eb * EPI_BYTES);
                 const unsigned rfb = rfull_bar + 8 * eb;
                 (void)ebuf;
-                // the k-block after which the producer stages the next residual tile: by default the
-                // stage count, when the ring has just filled with this item's first k-blocks, so the
-                // R load delays the next ones while the most are buffered (each k-block earlier or
-                // later measured slower: ADR-0007)
-                const int r_issue_kb = kb0 + (kb1 - kb0 - 1 < R_ISSUE_KB ? kb1 - kb0 - 1 : R_ISSUE_KB);
+                // the k-block after which the producer stages the next residual tile: the stage
+                // count, when the ring has just filled with this item's first k-blocks, so the R load
+                // delays the next ones while the most are buffered (each k-block earlier or later
+                // measured slower: ADR-0007)
+                const int r_issue_kb = kb0 + (kb1 - kb0 - 1 < STAGES ? kb1 - kb0 - 1 : STAGES);
 #if EPI_SHARED
                 // the shared buffer is free once the previous item's store has read it (the other
                 // consumer's barrier; the first item has no previous)
@@ -238,7 +238,7 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                     // this CTA's share of the A rows, into every CTA of its cluster row
                     tma_load_2d_mc(sa + rn * A_PART_BYTES, am, kx, m0 + (int)rn * (BM / NC), fb,
                                    (unsigned short)(((1u << MC) + 1u) << rm));
-#elif !W_FIRST
+#else
                     tma_load_2d(sa, am, kx, m0, fb);
 #endif
 #if MC > 1
@@ -251,9 +251,6 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
 #if W_BOXES > 1
                     tma_load_2d(sa + A_TILE_BYTES + (BN / 2) * 128, wm, kx, n0 + BN / 2, fb);
 #endif
-#endif
-#if NC == 1 && W_FIRST
-                    tma_load_2d(sa, am, kx, m0, fb);  // measurement option: W's box issued first
 #endif
                     if (++stage == STAGES) {
                         stage = 0;

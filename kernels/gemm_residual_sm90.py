@@ -96,7 +96,6 @@ from kernels.sm90.codegen import (  # noqa: F401
 )
 from kernels.sm90.constants import (  # noqa: F401
     CLUSTER_DTYPES,
-    MBAR_SUSPEND_NS,
     MC_SHARE_ROWS,
     PROMOTE_DEFAULT,
     SPLIT_HI_DEFAULT,

@@ -4,22 +4,16 @@ The encoding calls ``cuTensorMapEncodeTiled`` from the driver library (``libcuda
 ctypes; it needs no context and no CuPy, so this module imports neither at the top and can be
 imported (not called) on machines without a driver.
 
-How the descriptor reaches a kernel launched through CuPy (``RawKernel``/``RawModule``):
-
-- **By value (default).** CuPy 14 passes a NumPy structured/void scalar as a by-value struct
-  argument: its ``CScalar`` copies the scalar's bytes and hands the driver a pointer to them, and
-  ``cuLaunchKernel`` copies ``sizeof(param)`` bytes into the parameter buffer, laid out by the
-  kernel's own metadata. So the kernel declares ``const __grid_constant__ TmaDesc tmap`` (a
-  64-byte-aligned 128-byte struct) and the host passes ``as_kernel_arg(bytes)``, a
-  ``numpy.void`` of 128 bytes (dtype from ``cupy.make_aligned_dtype(..., alignment=64)`` where
-  available). Checked on the CPU: ``cupy._core._scalar.CScalar(numpy.void)`` holds the exact
-  128 bytes. On the H200 (CuPy 14.2, driver 580) ``bench/sm90_gemm.py`` verified it: the
-  kernel's output matches the float64 reference (a wrong descriptor would fail).
-- **By pointer (fallback).** Copy the 128 bytes into a 64-byte-aligned device allocation
-  (``cupy`` allocations are 256-byte aligned) and pass its address; the kernel then declares
-  ``const TmaDesc*`` (``TMAP_GLOBAL=1`` in ``kernels/gemm_residual_sm90.cu``). The copy must
-  finish before the launch (same stream, or a synchronised copy); no tensormap proxy fence is
-  needed because the kernel boundary orders it. Also verified on the H200 (same bench).
+How the descriptor reaches a kernel launched through CuPy (``RawKernel``/``RawModule``): by value.
+CuPy 14 passes a NumPy structured/void scalar as a by-value struct argument: its ``CScalar`` copies
+the scalar's bytes and hands the driver a pointer to them, and ``cuLaunchKernel`` copies
+``sizeof(param)`` bytes into the parameter buffer, laid out by the kernel's own metadata. So the
+kernel declares ``const __grid_constant__ TmaDesc tmap`` (a 64-byte-aligned 128-byte struct) and
+the host passes ``as_kernel_arg(bytes)``, a ``numpy.void`` of 128 bytes (dtype from
+``cupy.make_aligned_dtype(..., alignment=64)`` where available). Checked on the CPU:
+``cupy._core._scalar.CScalar(numpy.void)`` holds the exact 128 bytes. On the H200 (CuPy 14.2,
+driver 580) ``bench/sm90_gemm.py`` verified it: the kernel's output matches the float64 reference
+(a wrong descriptor would fail).
 """
 
 from __future__ import annotations
@@ -146,13 +140,3 @@ def as_kernel_arg(desc: bytes) -> Any:
         dt = base
     return np.frombuffer(bytes(desc), dtype=dt)[0]
 
-
-def to_device(desc: bytes) -> Any:
-    """The fallback: the descriptor copied into device memory; pass ``.data.ptr`` (kernel built
-    with ``TMAP_GLOBAL=1``). Keep the returned array alive as long as launches use it."""
-    import cupy
-    import numpy as np
-
-    buf = cupy.empty(TENSOR_MAP_BYTES, dtype=cupy.uint8)  # CuPy allocations are 256 B aligned
-    buf.set(np.frombuffer(bytes(desc), dtype=np.uint8))
-    return buf

@@ -34,12 +34,12 @@ spec's ``source_files``, which key its tuned entries)."""
 
 
 def render_source(block_size: str, stages: int, dtype: str, fuse: bool = True,
-           tmap_global: bool = False, streamk: bool = STREAMK_DEFAULT,
+           streamk: bool = STREAMK_DEFAULT,
            pingpong: bool = False, cluster: Any = 1,
            split_hi: bool = SPLIT_HI_DEFAULT, promote: int | None = None) -> str:
     """The CUDA source for one configuration: #defines of integers, then the template."""
-    return _source(defines(block_size, stages, dtype, fuse, tmap_global, streamk, pingpong,
-                           cluster, split_hi, promote))
+    return _source(defines(block_size, stages, dtype, fuse, streamk=streamk, pingpong=pingpong,
+                           cluster=cluster, split_hi=split_hi, promote=promote))
 
 
 def _source(consts: dict[str, int]) -> str:
@@ -156,7 +156,6 @@ def render(p: Sm90Plan, limits: DeviceLimits) -> Build:
         "epilogue_tile": ("in the ring's freed slots" + (", returned after each store" if p.epi_ring_reuse else "")
                           if p.epi_ring
                           else "one buffer shared by both consumers" if p.epi_shared else "own buffer"),
-        "tensor_maps": "by pointer (global)" if p.tmap_global else "by value (__grid_constant__)",
         "tile_order": (f"groups of {p.raster_group} M blocks" if p.raster_group
                        else "M-fastest" if p.raster_m else "N-fastest"),
         "tail": ("last tiles moved back to end at M, N" if p.tail_shift

@@ -1,9 +1,9 @@
 // Hopper GEMM + residual (gemm_residual_sm90.cu): the configuration. The Python spec prepends the
 // knobs as #defines of validated integers:
 //   BM, BN, BK (64 16-bit or 32 fp32 elements: 128 bytes), STAGES, NUM_CONSUMERS, DT (0 bf16,
-//   1 fp16, 2 tf32, 3 fp32 by 3xTF32), FUSE, TMAP_GLOBAL, STREAMK, WS_TILES,
-//   PINGPONG, CLUSTER, CLUSTER_N, SPLIT_HI (DT 3); where set, SPLIT_N, EPI_RING, EPI_RING_REUSE,
-//   EPI_SHARED and the measurement options below.
+//   1 fp16, 2 tf32, 3 fp32 by 3xTF32), FUSE, STREAMK, WS_TILES,
+//   PINGPONG, CLUSTER, CLUSTER_N, SPLIT_HI and PROMOTE (DT 3); where set, SPLIT_N, SWAP_AB, RASTER_M,
+//   RASTER_GROUP, TAIL_SHIFT, HALF_TAIL, EPI_RING, EPI_RING_REUSE and EPI_SHARED.
 // Here: their defaults where unset, the combinations the kernel refuses, and the geometry every
 // other part derives from them (each consumer warpgroup's share of the tile, slot and box sizes).
 
@@ -129,11 +129,6 @@
 #ifndef EPI_SHARED
 #define EPI_SHARED 0
 #endif
-// The k-block of each item after which the producer stages its R (measurement option; the default,
-// STAGES, measured best: ADR-0007)
-#ifndef R_ISSUE_KB
-#define R_ISSUE_KB STAGES
-#endif
 #if EPI_SHARED && !PINGPONG
 #error "EPI_SHARED: ping-pong consumers"
 #endif
@@ -154,10 +149,7 @@
 #if MC > 1 && (BN / MC) > 256
 #error "a CTA's multicast share of W must fit one TMA box (<= 256 rows)"
 #endif
-#ifndef MC_SHARE_ROWS
-#define MC_SHARE_ROWS 8  // a probe may set 4 (gemm_residual_sm90.MC_SHARE_ROWS) to test mid-atom parts
-#endif
-#if (BN / MC) % MC_SHARE_ROWS != 0 || (BM / NC) % MC_SHARE_ROWS != 0
+#if (BN / MC) % 8 != 0 || (BM / NC) % 8 != 0
 #error "a multicast part must hold whole 8-row swizzle atoms (1024-byte aligned in the slot)"
 #endif
 

@@ -30,11 +30,7 @@ CLUSTER_DTYPES = ("bf16", "fp16", "tf32")
 ping-pong cluster build (the producer warpgroup keeps 40), and clusters measured no gain anyway."""
 MC_SHARE_ROWS = 8
 """A multicast box's rows are a multiple of this (one 128-byte swizzle atom is 8 rows: each CTA's
-share then starts on an atom). Probes may lower it to test a share that starts mid-atom."""
-MBAR_SUSPEND_NS = 0
-"""A measurement option (0: off, the default): the mbarrier try_wait's suspend-time hint in ns
-(``MBAR_SUSPEND_NS`` in the kernel), so that a waiting thread sleeps longer before it polls again.
-Probes set it to test whether the polling's issue slots and power cost time (ADR-0007)."""
+share then starts on an atom)."""
 SPLIT_HI_DEFAULT = False
 """fp32: False reads each operand's high part as the tensor cores see x itself (low 13 bits
 ignored) and writes only the low parts; True also writes hi = tf32(x) rounded to nearest."""
@@ -46,20 +42,16 @@ size trades accuracy against time (ADR-0007). ``promote_fits`` says where it app
 
 
 def defines(block_size: str, stages: int, dtype: str, fuse: bool,
-            tmap_global: bool = False, streamk: bool = STREAMK_DEFAULT,
-            pingpong: bool = False, cluster: Any = 1,
+            streamk: bool = STREAMK_DEFAULT, pingpong: bool = False, cluster: Any = 1,
             split_hi: bool = SPLIT_HI_DEFAULT, promote: int | None = None,
-            raster_m: bool = False, w_first: bool = False, raster_group: int = 0,
-            epi_ring: bool = False, epi_shared: bool = False,
-            r_issue_kb: int | None = None, epi_ring_reuse: bool = False,
+            raster_m: bool = False, raster_group: int = 0,
+            epi_ring: bool = False, epi_shared: bool = False, epi_ring_reuse: bool = False,
             tail_shift: bool = False, half_tail: bool = False) -> dict[str, int]:
     """The compile-time constants of one configuration (validated integers only). ``cluster``: see
     ``cluster_shape``; ``promote`` (fp32 only; default ``PROMOTE_DEFAULT`` where ``promote_fits``,
-    else 0). Measurement options (defined only when set): ``raster_m`` numbers the tiles M-fastest
-    (adjacent CTAs share a W tile), ``w_first`` issues W's TMA box before A's, ``raster_group`` = G
-    numbers them in groups of G M blocks, M-fastest inside a group (``build`` chooses both by
-    default: ``use_raster_m``, ``use_raster_group``); ``r_issue_kb`` the k-block of each item after
-    which the producer stages its R (default: the stage count; measured best, ADR-0007).
+    else 0). Defined only when set: ``raster_m`` numbers the tiles M-fastest (adjacent CTAs share a
+    W tile), ``raster_group`` = G numbers them in groups of G M blocks, M-fastest inside a group
+    (``build`` chooses both by default: ``use_raster_m``, ``use_raster_group``).
     ``epi_ring`` / ``epi_shared``: the epilogue tile in the ring's freed slots / one buffer for
     both ping-pong consumers; ``epi_ring_reuse`` (with ``epi_ring``, where a CTA may get a second
     tile): the ring goes on after each epilogue, its slots returned once the store has read them.
@@ -70,8 +62,9 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
     data-parallel whatever ``streamk`` and ``pingpong`` say (what ``_build_swapped`` compiles)."""
     if swapped(block_size):
         rows = parse_block_size(block_size, dtype)[0]
-        return {"SWAP_AB": 1, **defines(f"128x{rows}", stages, dtype, fuse, tmap_global, False, False, cluster,
-                                        split_hi, promote, raster_m, w_first, raster_group)}
+        return {"SWAP_AB": 1, **defines(f"128x{rows}", stages, dtype, fuse, streamk=False, pingpong=False,
+                                        cluster=cluster, split_hi=split_hi, promote=promote,
+                                        raster_m=raster_m, raster_group=raster_group)}
     bm, bn, consumers = parse_block_size(block_size, dtype)
     cm, cn = cluster_shape(cluster)
     if cm * cn > 1 and streamk:
@@ -91,21 +84,14 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
     if not 1 <= slots <= MAX_STAGES:
         raise ValueError(f"stages {stages}: must be 0 (off) or 2..{MAX_STAGES}")
     out = {"BM": bm, "BN": bn, "BK": bk_of(dtype), "STAGES": slots, "NUM_CONSUMERS": consumers,
-           "DT": DT_CODE[_dtype(dtype)], "FUSE": int(bool(fuse)),
-           "TMAP_GLOBAL": int(bool(tmap_global)), "STREAMK": int(bool(streamk)),
+           "DT": DT_CODE[_dtype(dtype)], "FUSE": int(bool(fuse)), "STREAMK": int(bool(streamk)),
            "WS_TILES": model.WS_TILES, "PINGPONG": int(bool(pingpong)), "CLUSTER": cm}
-    if MC_SHARE_ROWS != 8:
-        out["MC_SHARE_ROWS"] = int(MC_SHARE_ROWS)
-    if MBAR_SUSPEND_NS:
-        out["MBAR_SUSPEND_NS"] = int(MBAR_SUSPEND_NS)
     if _tile_name(block_size) in SPLIT_N_TILES:
         out["SPLIT_N"] = 1
     if cn > 1:
         out["CLUSTER_N"] = cn
     if raster_m:
         out["RASTER_M"] = 1
-    if w_first:
-        out["W_FIRST"] = 1
     if tail_shift:
         out["TAIL_SHIFT"] = 1
     if half_tail:
@@ -128,10 +114,6 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
         if not pingpong:
             raise ValueError("epi_shared: ping-pong consumers")
         out["EPI_SHARED"] = 1
-    if r_issue_kb is not None:
-        if int(r_issue_kb) < 0 or epi_ring:
-            raise ValueError("r_issue_kb: a k-block index >= 0, with an epilogue buffer (not epi_ring)")
-        out["R_ISSUE_KB"] = int(r_issue_kb)
     if raster_group:
         if raster_m or int(raster_group) < 1:
             raise ValueError("raster_group: a positive group of M blocks, instead of raster_m")

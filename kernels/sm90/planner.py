@@ -132,9 +132,6 @@ class Sm90Plan:
     tail_shift: bool
     split_hi: bool
     promote: int | None
-    tmap_global: bool = False
-    w_first: bool = False
-    r_issue_kb: int | None = None
     swapped_rows: int = 0
     k_pad: int = 0
     """K padded to whole 16-byte rows (``k_padded``) where the problem's K is not; 0: no padding."""
@@ -163,12 +160,12 @@ class Sm90Plan:
 
 
 def plan(task: Any, limits: DeviceLimits, block_size: str, stages: int,
-         fuse: bool | None = None, tmap_global: bool = False, streamk: bool | None = None,
+         fuse: bool | None = None, streamk: bool | None = None,
          schedule: tuple[int, int] | None = None, pingpong: bool | None = None,
          cluster: Any = None, split_hi: bool | None = None,
-         promote: int | None = None, raster_m: bool | None = None, w_first: bool = False,
+         promote: int | None = None, raster_m: bool | None = None,
          raster_group: int | None = None, epi_ring: bool | None = None,
-         epi_shared: bool | None = None, r_issue_kb: int | None = None,
+         epi_shared: bool | None = None,
          tail_shift: bool | None = None, half_tail: bool | None = None,
          _swapped: bool = False) -> Sm90Plan:
     """Decide one configuration: every argument left None is the engine's choice for these knobs
@@ -181,7 +178,7 @@ def plan(task: Any, limits: DeviceLimits, block_size: str, stages: int,
     ``cluster_shape``'s (data-parallel only).
     fp32 (3xTF32) first launches ``tf32_split`` on A and W into scratch buffers (``Build.scratch``:
     a_lo, w_lo, and with ``split_hi``, default ``SPLIT_HI_DEFAULT``, a_hi, w_hi); ``promote``
-    see ``defines``, as ``w_first`` (a measurement option), ``raster_m`` and ``raster_group`` (the
+    see ``defines``, as ``raster_m`` and ``raster_group`` (the
     tile order; defaults ``use_raster_m``, ``use_raster_group``; an explicit ``raster_m=True``
     numbers M-fastest, not grouped). ``epi_ring`` (default: exactly where the stage count fits only
     without an epilogue buffer, 16-bit cooperative) stages the epilogue tile in the ring and makes
@@ -275,8 +272,7 @@ def plan(task: Any, limits: DeviceLimits, block_size: str, stages: int,
                  streamk=bool(streamk), grid=int(grid), dp_tiles=int(dp_tiles), half_tail=bool(half_tail),
                  epi_ring=bool(epi_ring), epi_ring_reuse=bool(epi_ring_reuse), raster_m=bool(raster_m),
                  raster_group=int(raster_group), tail_shift=bool(tail_shift), split_hi=bool(split_hi),
-                 promote=promote, tmap_global=bool(tmap_global), w_first=bool(w_first),
-                 r_issue_kb=r_issue_kb, k_pad=kp if kp != k else 0)
+                 promote=promote, k_pad=kp if kp != k else 0)
     defines_of(p)  # every combination the kernel cannot compile is refused here, not at render
     smem = smem_bytes(p.block_size, p.stages, dtype, p.pingpong, p.epi_ring, p.epi_shared)
     if smem > limits.shared_memory_per_block_bytes:  # would fail at launch (the knob checks refuse it first)
@@ -288,9 +284,10 @@ def plan(task: Any, limits: DeviceLimits, block_size: str, stages: int,
 
 def defines_of(p: Sm90Plan) -> dict[str, int]:
     """``defines`` for a plan (kernel frame)."""
-    return defines(p.block_size, p.stages, p.dtype, p.fuse, p.tmap_global, p.streamk, p.pingpong,
-                   p.cluster, p.split_hi, p.promote, p.raster_m, p.w_first, p.raster_group, p.epi_ring,
-                   p.epi_shared, p.r_issue_kb, p.epi_ring_reuse, p.tail_shift, p.half_tail)
+    return defines(p.block_size, p.stages, p.dtype, p.fuse, streamk=p.streamk, pingpong=p.pingpong,
+                   cluster=p.cluster, split_hi=p.split_hi, promote=p.promote, raster_m=p.raster_m,
+                   raster_group=p.raster_group, epi_ring=p.epi_ring, epi_shared=p.epi_shared,
+                   epi_ring_reuse=p.epi_ring_reuse, tail_shift=p.tail_shift, half_tail=p.half_tail)
 
 
 def _plan_swapped(task: Any, limits: DeviceLimits, block_size: str, stages: int,

@@ -6,13 +6,9 @@ struct __align__(64) TmaDesc {
     unsigned long long v[16];
 };
 
-#if TMAP_GLOBAL
-#define TMAP_PARAM(name) const TmaDesc* __restrict__ name
-#define TMAP_ADDR(name) ((unsigned long long)(name))
-#else
+// A tensor map is a kernel parameter passed by value (engine.backends.tensormap.as_kernel_arg).
 #define TMAP_PARAM(name) const __grid_constant__ TmaDesc name
 #define TMAP_ADDR(name) ((unsigned long long)(&name))
-#endif
 
 __device__ __forceinline__ unsigned smem_u32(const void* p) {
     unsigned long long a;
@@ -33,20 +29,10 @@ __device__ __forceinline__ void mbar_arrive(unsigned bar) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
 }
 
-// MBAR_SUSPEND_NS (a measurement option): the try_wait's suspend-time hint, so that a waiting
-// thread sleeps up to that long for the phase instead of the system's default before it polls again.
+// Wait for the phase of `parity` (try_wait without a suspend-time hint: the system's default).
 __device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
     unsigned done;
     do {
-#ifdef MBAR_SUSPEND_NS
-        asm volatile(
-            "{\n.reg .pred p;\n"
-            "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\n"
-            "selp.u32 %0, 1, 0, p;\n}\n"
-            : "=r"(done)
-            : "r"(bar), "r"(parity), "n"(MBAR_SUSPEND_NS)
-            : "memory");
-#else
         asm volatile(
             "{\n.reg .pred p;\n"
             "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
@@ -54,7 +40,6 @@ __device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
             : "=r"(done)
             : "r"(bar), "r"(parity)
             : "memory");
-#endif
     } while (!done);
 }
 

@@ -102,9 +102,6 @@ __device__ __forceinline__ bool sched_next(Sched& s, int dp_tiles, int num_kb, i
 #ifndef RASTER_M
 #define RASTER_M 0
 #endif
-#ifndef W_FIRST
-#define W_FIRST 0
-#endif
 __device__ __forceinline__ void tile_origin(int tile, int num_nb, unsigned rm, unsigned rn, int& m0,
                                             int& n0) {
 #if RASTER_M

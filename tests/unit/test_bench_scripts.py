@@ -42,8 +42,8 @@ def test_swap_probe_bad_arguments_exit_2_naming_the_flag(argv, needle):
     assert needle in refused("swap_probe.py", *argv)
 
 
-@pytest.mark.parametrize("argv,needle", [(["--m-list", "0"], "--m-list"), (["--suspend", "-1"], "--suspend"),
-                                         (["--suspend", "soon"], "--suspend"), (["--data", "uniform"], "--data"),
+@pytest.mark.parametrize("argv,needle", [(["--m-list", "0"], "--m-list"), (["--m-list", "soon"], "--m-list"),
+                                         (["--data", "uniform"], "--data"),
                                          (["--dtypes", "tf32"], "--dtypes"), (["--rounds", "0"], "--rounds"),
                                          (["--energy-s", "0"], "--energy-s"),
                                          (["--energy-s", "100"], "--energy-s")])
@@ -159,10 +159,7 @@ def test_sm90_gemm_small_m_candidates_build_as_labelled(sm90_script):
                 info = b.info
                 assert ("#define EPI_RING 1" in b.source) == ("R in ring" in name), name
                 assert (info["epilogue_tile"] == "own buffer") == ("R in ring" not in name), name
-                assert info["tensor_maps"].startswith(
-                    "by pointer" if "maps in global" in name else "by value"), name
                 assert ("#define RASTER_M 1" in b.source) == ("M-fastest" in name), name
-                assert ("#define W_FIRST 1" in b.source) == ("W first" in name), name
                 assert info["tile"].startswith(bs) and info["stages"] == st, name
                 assert info["consumers"] == "cooperative", name
                 label = next((w[2:] for w in name.split() if w.startswith("cl")), "")

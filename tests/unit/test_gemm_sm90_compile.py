@@ -271,38 +271,6 @@ def test_shared_epilogue_buffer(monkeypatch: pytest.MonkeyPatch) -> None:
     assert sm90.default_knobs(H200, "bf16", task.shape) == ("128x128", 6)
 
 
-def test_residual_issue_kblock_option() -> None:
-    """``r_issue_kb`` (measurement option): the k-block after which the producer stages each item's
-    R; defined only when set (the default build's source carries no R_ISSUE_KB), refused negative
-    or with the epilogue tile in the ring (staged after the last k-block)."""
-    from types import SimpleNamespace
-
-    task = SimpleNamespace(shape={"m": 8192, "n": 2560, "k": 2560}, dtype="fp16", fusion=True)
-    assert "R_ISSUE_KB" not in sm90.build(task, H200, "128x128", 5).source.split("\n#ifndef")[0]
-    assert "#define R_ISSUE_KB 4\n" in sm90.build(task, H200, "128x128", 5, r_issue_kb=4).source
-    with pytest.raises(ValueError, match="r_issue_kb"):
-        sm90.defines("128x128", 5, "fp16", True, r_issue_kb=-1)
-    with pytest.raises(ValueError, match="r_issue_kb"):
-        sm90.defines("128x256", 4, "fp16", True, streamk=False, epi_ring=True, r_issue_kb=2)
-
-
-def test_mbar_suspend_measurement_option(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``MBAR_SUSPEND_NS`` (measurement option, ADR-0007): off by default (no define, the
-    try_wait without a hint); set, the seed's default build carries it as the try_wait's
-    suspend-time hint and still compiles without spills."""
-    task = SimpleNamespace(shape={"m": 8192, "n": 2560, "k": 2560}, dtype="fp16", fusion=True)
-    bs, st = sm90.default_knobs(H200, "fp16", task.shape)
-    assert sm90.MBAR_SUSPEND_NS == 0
-    assert "MBAR_SUSPEND_NS" not in sm90.build(task, H200, bs, st).source.split("\n#ifndef")[0]
-    monkeypatch.setattr(constants, "MBAR_SUSPEND_NS", 20000)
-    source = sm90.build(task, H200, bs, st).source
-    assert "#define MBAR_SUSPEND_NS 20000\n" in source
-    log, cubin = _compile(source)
-    assert cubin[:4] == b"\x7fELF"
-    frames = re.findall(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", log)
-    assert frames and all(f == ("0", "0", "0") for f in frames), log
-
-
 def test_cluster_build() -> None:
     """2x1 clusters: W's TMA box is half the tile (each CTA multicasts its half), the grid is whole
     clusters of whole tile pairs, data-parallel only; refused with stream-K or other sizes."""
