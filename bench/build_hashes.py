@@ -10,6 +10,8 @@ moved), ``--cubins`` fingerprints each build by its compiled cubins instead: eve
 input (source, arch, options, as the CUDA backend's ``compile_inputs`` makes them) is compiled once
 by NVRTC (no GPU needed) in a pool of ``--jobs`` processes. ``--functions`` keeps only the builds
 that launch one of the named kernels (e.g. ``gemm_residual_sm90``: the Hopper family alone).
+``--schedules`` adds, for the kernels with schedule choices, every combination of their choices on
+each tile at a few shapes (``SCHEDULE_SHAPES``).
 
     python bench/build_hashes.py --cubins --functions gemm_residual_sm90 --out before.json
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import json
 import sys
 from concurrent.futures import ProcessPoolExecutor
@@ -33,6 +36,8 @@ from kernels.spec import DeviceLimits  # noqa: E402
 
 M_LIST = (1, 7, 64, 256, 512, 777, 1024, 1571, 1700, 2048, 2083, 2400, 2500, 3000, 4096, 5000, 7976, 8192)
 NK_LIST = ((2560, 2560), (4096, 4096), (1024, 2560), (5120, 5120), (4096, 14336), (2600, 704))
+SCHEDULE_SHAPES = ({"m": 777, "n": 2560, "k": 2560}, {"m": 4096, "n": 2560, "k": 2560},
+                   {"m": 2500, "n": 2600, "k": 704})
 
 
 def digest(build) -> str:
@@ -42,7 +47,7 @@ def digest(build) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def cases(profile: str):
+def cases(profile: str, schedules: bool = False):
     prof = load_profiles().get(profile)
     limits = DeviceLimits.from_profile(prof)
     for name in kernel_names():
@@ -66,13 +71,28 @@ def cases(profile: str):
                             continue
                         yield limits, spec, TaskSpec(kernel=name, shape=shape, dtype=dtype, block_size=bs,
                                                      memory_pipelining=st, fusion=fusion, backend="sim")
+            if not schedules or set(spec.dims) != {"m", "n", "k"}:
+                continue
+            for shape in SCHEDULE_SHAPES:
+                for bs in tiles:
+                    plain = TaskSpec(kernel=name, shape=shape, dtype=dtype, block_size=bs, backend="sim")
+                    stages = spec.stages_for(limits, dtype, bs, shape)
+                    if spec.check(plain.model_copy(update={"memory_pipelining": stages}), limits):
+                        continue  # the tile does not serve this shape (e.g. the decode path's at M > 64)
+                    knobs = spec.schedule_knobs(limits, dtype, shape, bs)
+                    for combo in itertools.product(*(k.values for k in knobs)) if knobs else ():
+                        yield limits, spec, TaskSpec(kernel=name, shape=shape, dtype=dtype, block_size=bs,
+                                                     memory_pipelining=stages, backend="sim",
+                                                     schedule=dict(zip((k.name for k in knobs), combo, strict=True)))
 
 
-def resolved_builds(profile: str, functions: frozenset[str] = frozenset()):
+def resolved_builds(profile: str, functions: frozenset[str] = frozenset(), schedules: bool = False):
     """(key, knobs text, limits, build or the refusal text) for every case of ``cases``; with
     ``functions``, only the builds that launch one of them."""
-    for limits, spec, task in cases(profile):
+    for limits, spec, task in cases(profile, schedules):
         key = f"{profile}|{task.kernel}|{task.dtype.value}|{task.shape}|{task.block_size}|{task.memory_pipelining}|{task.fusion}"
+        if task.schedule:
+            key += f"|{sorted(task.schedule.items())}"
         shape = spec.normalize_shape(task.shape)
         bs, st = spec.default_knobs(limits, task.dtype.value, shape)
         t = task.model_copy(update={"shape": shape, "block_size": task.block_size or bs,
@@ -93,9 +113,9 @@ def resolved_builds(profile: str, functions: frozenset[str] = frozenset()):
             yield key, knobs, limits, build
 
 
-def fingerprints(profile: str, functions: frozenset[str] = frozenset()) -> dict[str, str]:
+def fingerprints(profile: str, functions: frozenset[str] = frozenset(), schedules: bool = False) -> dict[str, str]:
     out: dict[str, str] = {}
-    for key, knobs, _, build in resolved_builds(profile, functions):
+    for key, knobs, _, build in resolved_builds(profile, functions, schedules):
         out[key] = build if isinstance(build, str) else f"{knobs} " + digest(build)
     return out
 
@@ -111,7 +131,8 @@ def _cubin_digest(inputs: tuple[str, str, tuple[str, ...]]) -> str:
     return hashlib.sha256(report.cubin).hexdigest()
 
 
-def cubin_fingerprints(profiles: list[str], functions: frozenset[str], jobs: int) -> tuple[dict[str, str], int]:
+def cubin_fingerprints(profiles: list[str], functions: frozenset[str], jobs: int,
+                       schedules: bool = False) -> tuple[dict[str, str], int]:
     """Key -> the knobs and the digest of the build's cubin (refusals as ``fingerprints``), and the
     number of distinct cubins compiled."""
     from engine.backends.cuda import compile_inputs
@@ -119,7 +140,7 @@ def cubin_fingerprints(profiles: list[str], functions: frozenset[str], jobs: int
     out: dict[str, str] = {}
     pending: dict[str, tuple[str, tuple[str, str, tuple[str, ...]]]] = {}
     for profile in profiles:
-        for key, knobs, limits, build in resolved_builds(profile, functions):
+        for key, knobs, limits, build in resolved_builds(profile, functions, schedules):
             if isinstance(build, str):
                 out[key] = build
                 continue
@@ -143,17 +164,19 @@ def main() -> int:
     ap.add_argument("--functions", default="",
                     help="comma-separated kernel names: only the builds that launch one of them")
     ap.add_argument("--jobs", type=int, default=2, help="NVRTC processes for --cubins")
+    ap.add_argument("--schedules", action="store_true",
+                    help="also every combination of the schedule choices on each tile (SCHEDULE_SHAPES)")
     args = ap.parse_args()
     profiles = args.profiles.split(",")
     functions = frozenset(f for f in args.functions.split(",") if f)
     got: dict[str, str] = {}
     if args.cubins:
-        got, compiled = cubin_fingerprints(profiles, functions, args.jobs)
+        got, compiled = cubin_fingerprints(profiles, functions, args.jobs, args.schedules)
         print(f"{compiled} distinct cubins compiled, "
               f"{sum('compile error' in v for v in got.values())} cases failed to compile")
     else:
         for p in profiles:
-            got.update(fingerprints(p, functions))
+            got.update(fingerprints(p, functions, args.schedules))
     print(f"{len(got)} cases, {sum(v.startswith(('violation', 'error')) for v in got.values())} refused")
     if args.out:
         args.out.write_text(json.dumps(got, indent=1, sort_keys=True))
