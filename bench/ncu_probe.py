@@ -44,11 +44,9 @@ CASES = {  # name: (m, n, k, dtype[, build overrides]); "cublas" = cuBLAS gemmEx
     "seed-fp16-cublas": (8192, 2560, 2560, "fp16", "cublas"),
     "seed-bf16-cublas-b1": (8192, 2560, 2560, "bf16", "cublas-b1"),
     "seed-fp16-cublas-b1": (8192, 2560, 2560, "fp16", "cublas-b1"),
-    # the narrow defaults against their clustered forms (W multicast 2x1, A multicast 1x2):
-    # multicast gained nothing on them (NOTES-sm90 v17, v18) while cuBLAS uses it there
+    # the narrow defaults against their clustered form (W multicast 2x1): multicast gained nothing
+    # on them (NOTES-sm90 v17, v18) while cuBLAS uses it there
     "m256-bf16-cl2": (256, 2560, 2560, "bf16", {"cluster": 2, "streamk": False}),
-    "m256-bf16-cl1x2": (256, 2560, 2560, "bf16", {"cluster": (1, 2), "streamk": False}),
-    "m512-bf16-cl1x2": (512, 2560, 2560, "bf16", {"cluster": (1, 2), "streamk": False}),
     "m256-bf16-cublas-b1": (256, 2560, 2560, "bf16", "cublas-b1"),
     "m512-bf16-cublas-b1": (512, 2560, 2560, "bf16", "cublas-b1"),
     # M = 1571, where ours trails cuBLAS beta=1 most (one wave of 128x256; NOTES-sm90 v24)

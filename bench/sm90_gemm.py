@@ -921,9 +921,7 @@ COLD_DUEL = {  # name: variant (tile, stages, dtype, fuse, streamk, pingpong, cl
     "pp 128x160 s4 cl2": ("128x160", 4, "{dt}", True, False, True, 2),
     "coop 128x256 s3": ("128x256", 3, "{dt}", True, True, False, 1),
     "coop 128x256 s3 cl2": ("128x256", 3, "{dt}", True, False, False, 2),
-    "pp 128x128 s5 cl1x2": ("128x128", 5, "{dt}", True, False, True, (1, 2)),
-    "pp 128x128 s5 cl2x2": ("128x128", 5, "{dt}", True, False, True, (2, 2)),
-    "coop 128x256 s3 cl2x2": ("128x256", 3, "{dt}", True, False, False, (2, 2)),
+    # (1x2 and 2x2 clusters, A multicast: slower everywhere, NOTES-sm90 v18)
     # (the grouped tile order, groups of 2, 4, 8 cluster pairs on the default: 2-5 % slower,
     # NOTES-sm90 v23)
     # the two ping-pong consumers sharing one epilogue buffer: one stage more in the same shared

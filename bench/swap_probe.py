@@ -4,8 +4,8 @@
 
 For each M (N = ``--n``, K = 2560; bf16 and fp16): the engine's default build, and the swapped build of each
 ``--rows`` (the tile's side along M, a multiple of 8 from 136 to 200; ``fit`` / ``fitR`` the rows
-that fill 2 / R rounds, ``fit_rows``; ``:CMxCN`` a cluster in the kernel's frame, 2x1 sharing A's box
-between CTAs along N, 1x2 W's along M; ``@S`` S stages instead of ``--stages``), first checked
+that fill 2 / R rounds, ``fit_rows``; ``:2x1`` a cluster in the kernel's frame, sharing A's box
+between CTAs along N; ``@S`` S stages instead of ``--stages``), first checked
 against the float64 reference at M and at odd shapes (M past a tile, short K), then timed as the issue times them (10
 warm-ups + 100 launches after ``--idle`` s of rest, shuffled, median of ``--rounds`` runs) beside
 cuBLAS gemmEx with the residual in place (beta=1). Exits 1 if any build is wrong.
@@ -75,12 +75,12 @@ def main() -> int:
                 int(r[3:] or 2)
             rows.append((r if r.startswith("fit") else int(r), (cm, cn), int(st or args.stages)))
         if (not ms or min(ms) < 1 or args.n < 1 or any(not isinstance(r, str) and f"{r}x128" not in sm90.SWAP_TILES
-                                         or cl[0] not in (1, 2) or cl[1] not in (1, 2) or st < 0
+                                         or cl[0] not in (1, 2) or cl[1] != 1 or st < 0
                                          for r, cl, st in rows)):
             raise ValueError
     except ValueError:
         ap.error(f"--m-list {args.m_list!r} / --n {args.n} / --rows {args.rows!r}: positive M and N; rows a multiple of 8 from 136 "
-                 "to 200 or fit / fitR, each optionally :CMxCN and @S")
+                 "to 200 or fit / fitR, each optionally :2x1 and @S")
     orders = {"default": {}, "m": {"raster_m": False, "raster_group": 0}, "n": {"raster_m": True}}
     if not args.orders or not set(args.orders.split(",")) <= set(orders):
         ap.error(f"--orders {args.orders!r}: default, m, n")

@@ -32,17 +32,14 @@
 // barrier of item i-1 (the ordered "tensor-core turn"). Otherwise (cooperative) each consumer owns
 // BM/NUM_CONSUMERS rows of every tile and both run the epilogue together.
 //
-// CLUSTER x CLUSTER_N clusters (CM x CN, each 1 or 2; __cluster_dims__(CM * CN)): the CTAs of a
-// cluster run a CM x CN block of adjacent tiles. CTA rank r sits at row rm = r % CM, column
-// rn = r / CM. The CTAs of one column (same rn) share their W tile: each loads BN/CM of its rows
-// and multicasts them into the slots of that column (TMA .multicast::cluster); the CTAs of one row
-// (same rm) share their A tile the same way (BM/CN rows each). So W's L2->SM traffic divides by
-// CM and A's by CN. A slot is refilled only when every CTA it was written into has released it:
-// each consumer warp arrives on the empty barrier of every CTA in its row and its column (remote
-// arrive through mapa; CM + CN - 1 CTAs, itself included). All CTAs of a cluster walk the same
-// sequence of tile blocks (data-parallel only: no stream-K); a block reaching past M or N holds
-// tiles wholly outside (TMA zero-fills their loads and clips their stores). A cluster barrier after
-// the mbarrier init and one before exit keep remote arrivals inside the peers' lifetime.
+// CLUSTER == 2: the CTAs run in 2x1 clusters (__cluster_dims__) on vertically adjacent tiles that
+// share their W tile: CTA rank rm loads BN/2 of its rows and multicasts them into both CTAs' slots
+// (TMA .multicast::cluster), so W's L2->SM traffic halves. A slot is refilled only when the
+// consumers of both CTAs have released it: each consumer warp arrives on the empty barrier of both
+// CTAs (remote arrive through mapa). Both CTAs walk the same sequence of tile pairs (data-parallel
+// only: no stream-K); an odd last M tile pairs with a tile wholly past M (TMA zero-fills its loads
+// and clips its store). A cluster barrier after the mbarrier init and one before exit keep remote
+// arrivals inside the peer's lifetime.
 //
 // HALF_TAIL (unclustered data-parallel ping-pong, 128-row tiles, 16-bit data): the tiles past the
 // first dp_tiles (the last round's, where it is at most half full) run as two 64-row halves each,
@@ -97,28 +94,16 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
 
     const int num_m = (M + BM - 1) / BM;
     const int num_n = (N + BN - 1) / BN;
-    // tile blocks across N, this CTA's row and column in its cluster: literal constants where they
-    // are (no cluster, or one row or column), so the unclustered and 2x1 builds compile to the
-    // same code as before 2D clusters existed (a folded-away variable still reorders NVRTC's
-    // registers: the fp32 producer's cubin changed)
-#if NC > 1
-    const int num_nb = (num_n + NC - 1) / NC;
-#define NUM_NB num_nb
-#else
-#define NUM_NB num_n
-#endif
-    const int num_tiles = ((num_m + MC - 1) / MC) * NUM_NB;           // schedule tiles
-#if CL > 1
-    const unsigned rank = cluster_rank();
-    const unsigned rm = NC == 1 ? rank : MC == 1 ? 0u : rank % MC;
-    const unsigned rn = MC == 1 ? rank : NC == 1 ? 0u : rank / MC;
+    const int num_tiles = ((num_m + MC - 1) / MC) * num_n;  // schedule tiles
+    // this CTA's rank in its cluster: a literal 0 without one. The unused `rank` stays there: NVRTC's
+    // register assignment depends on it (without it the fp32 builds compile to other cubins)
+#if MC > 1
+    const unsigned rm = cluster_rank();
 #define CTA_RM rm
-#define CTA_RN rn
 #else
     const unsigned rank = 0;
     (void)rank;
 #define CTA_RM 0u
-#define CTA_RN 0u
 #endif
 #if DT == 3
     const int kb_k = (K + BK - 1) / BK;  // k-blocks of one product; three products
@@ -143,7 +128,7 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(full_bar + 8 * s, 1);
             // lane 0 of each warp using it, in every CTA of the cluster
-            mbar_init(empty_bar + 8 * s, (TILE_THREADS / 128) * 4 * (MC + NC - 1));
+            mbar_init(empty_bar + 8 * s, (TILE_THREADS / 128) * 4 * MC);
         }
         for (int e = 0; e < EPI_BARS; ++e) {
             mbar_init(rfull_bar + 8 * e, 1);
@@ -155,7 +140,7 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
 #endif
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
-#if CL > 1
+#if MC > 1
     cluster_sync();  // the peer's barriers are initialised before any multicast or remote arrive
 #else
     __syncthreads();
@@ -234,18 +219,11 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
 #endif
                     const unsigned long long wm = w_map;
 #endif
-#if NC > 1
-                    // this CTA's share of the A rows, into every CTA of its cluster row
-                    tma_load_2d_mc(sa + rn * A_PART_BYTES, am, kx, m0 + (int)rn * (BM / NC), fb,
-                                   (unsigned short)(((1u << MC) + 1u) << rm));
-#else
                     tma_load_2d(sa, am, kx, m0, fb);
-#endif
 #if MC > 1
-                    // this CTA's share of the W rows, into every CTA of its cluster column
+                    // this CTA's share of the W rows, into every CTA of its cluster
                     tma_load_2d_mc(sa + A_TILE_BYTES + rm * B_PART_BYTES, wm, kx,
-                                   n0 + (int)rm * (BN / MC), fb,
-                                   (unsigned short)(((1u << MC) - 1u) << (MC * rn)));
+                                   n0 + (int)rm * (BN / MC), fb, (unsigned short)((1u << MC) - 1u));
 #else
                     tma_load_2d(sa + A_TILE_BYTES, wm, kx, n0, fb);
 #if W_BOXES > 1
@@ -426,17 +404,17 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
                     wgmma_commit();
 #if STAGES == 1
                     wgmma_wait<0>();
-                    release_slot(empty_bar + 8 * stage, lane, CTA_RM, CTA_RN);
+                    release_slot(empty_bar + 8 * stage, lane);
 #else
                     wgmma_wait<1>();
-                    if (kb > g0) release_slot(empty_bar + 8 * prev_stage, lane, CTA_RM, CTA_RN);
+                    if (kb > g0) release_slot(empty_bar + 8 * prev_stage, lane);
 #endif
                     if (kb == kb0 && storer && store_pending) {
                         // the previous tile's TMA store has long finished reading shared memory
                         asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
 #if EPI_RING_REUSE
                         // the previous tile's slots in the ring (EPI_RING_DEFER)
-                        release_epi_slots(empty_bar, ring_pending, CTA_RM, CTA_RN);
+                        release_epi_slots(empty_bar, ring_pending);
 #else
                         mbar_arrive(reb);
 #endif
@@ -462,7 +440,7 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
 #endif
 #if STAGES > 1
                 wgmma_wait<0>();
-                release_slot(empty_bar + 8 * prev_stage, lane, CTA_RM, CTA_RN);
+                release_slot(empty_bar + 8 * prev_stage, lane);
 #endif
 #pragma unroll
                 for (int mi = 0; mi < M_ITERS; ++mi) {
@@ -532,7 +510,7 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
             // follow the producer past the slots it acquired: those skipped to reach adjacent ones
             // (nothing was staged there: free them now), then the epilogue tile's
             if (ring_first != stage) {
-                for (int s2 = stage; s2 < STAGES; ++s2) release_slot(empty_bar + 8 * s2, lane, CTA_RM, CTA_RN);
+                for (int s2 = stage; s2 < STAGES; ++s2) release_slot(empty_bar + 8 * s2, lane);
                 stage = 0;
                 phase ^= 1u;
             }
@@ -744,7 +722,7 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
 #elif EPI_RING_REUSE && !EPI_RING_DEFER
                 // no room beside the epilogue tile's slots for the next tile: free them now
                 asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
-                release_epi_slots(empty_bar, ring_first, CTA_RM, CTA_RN);
+                release_epi_slots(empty_bar, ring_first);
 #else
                 store_pending = true;
 #if EPI_RING_REUSE
@@ -755,7 +733,7 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
         }
         if (storer) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
     }
-#if CL > 1
+#if MC > 1
     cluster_sync();  // no CTA leaves while its peer may still arrive on its barriers
 #endif
 }

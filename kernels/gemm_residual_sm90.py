@@ -10,9 +10,7 @@ the epilogue and the result rounded once. Tiles 128x256, 128x128, 256x128 and 12
 and 128x208 (``FIT_TILES``) that fit N into fewer blocks where the others leave a round nearly empty
 (``FIT_GAIN``); optional 2x1 clusters with
 TMA multicast of W (``build(cluster=2)``; the default only for 16-bit ping-pong 128x128,
-``use_cluster``), and for measurements 1x2 / 2x2 clusters that also multicast A
-(``build(cluster=(cm, cn))``, 16-bit; slower everywhere on the H200: ADR-0007). Module-level
-functions, so that the ``gemm_residual`` spec can delegate to them:
+``use_cluster``). Module-level functions, so that the ``gemm_residual`` spec can delegate to them:
 
 - ``supported(limits, dtype, shape)``: cc 9.0 and bf16/fp16/tf32/fp32 (and N, K multiples of 8).
 - ``block_size_options`` / ``pipelining_options`` / ``smem_bytes`` / ``check``.

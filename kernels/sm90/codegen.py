@@ -86,7 +86,7 @@ def render(p: Sm90Plan, limits: DeviceLimits) -> Build:
     if p.k_pad:  # the GEMM reads the padded copies (``k_padded``)
         a_hi, w_hi, k = "a_pad", "w_pad", p.k_pad
     maps = (
-        TensorMapArg(a_hi, rows=m, cols=k, box_rows=bm // cn, box_cols=bk, swizzle_bytes=128),
+        TensorMapArg(a_hi, rows=m, cols=k, box_rows=bm, box_cols=bk, swizzle_bytes=128),
         # a TMA box has at most 256 rows: an unclustered 320-row W tile loads as two of 160
         TensorMapArg(w_hi, rows=n, cols=k, box_rows=bn // cm if bn // cm <= 256 else bn // cm // 2,
                      box_cols=bk, swizzle_bytes=128),

@@ -2,7 +2,7 @@
 // knobs as #defines of validated integers:
 //   BM, BN, BK (64 16-bit or 32 fp32 elements: 128 bytes), STAGES, NUM_CONSUMERS, DT (0 bf16,
 //   1 fp16, 2 tf32, 3 fp32 by 3xTF32), FUSE, STREAMK, WS_TILES,
-//   PINGPONG, CLUSTER, CLUSTER_N, SPLIT_HI and PROMOTE (DT 3); where set, SPLIT_N, SWAP_AB, RASTER_M,
+//   PINGPONG, CLUSTER, SPLIT_HI and PROMOTE (DT 3); where set, SPLIT_N, SWAP_AB, RASTER_M,
 //   RASTER_GROUP, TAIL_SHIFT, HALF_TAIL, EPI_RING, EPI_RING_REUSE and EPI_SHARED.
 // Here: their defaults where unset, the combinations the kernel refuses, and the geometry every
 // other part derives from them (each consumer warpgroup's share of the tile, slot and box sizes).
@@ -22,16 +22,11 @@
 #ifndef CLUSTER
 #define CLUSTER 1
 #endif
-#ifndef CLUSTER_N
-#define CLUSTER_N 1
+#define MC CLUSTER  // CTAs per cluster (M-neighbours): each W k-block is multicast to all of them
+#if CLUSTER != 1 && CLUSTER != 2
+#error "CLUSTER must be 1 or 2"
 #endif
-#define MC CLUSTER      // CTAs a W k-block is multicast to (one cluster column)
-#define NC CLUSTER_N    // CTAs an A k-block is multicast to (one cluster row)
-#define CL (MC * NC)    // CTAs per cluster
-#if (CLUSTER != 1 && CLUSTER != 2) || (CLUSTER_N != 1 && CLUSTER_N != 2)
-#error "CLUSTER and CLUSTER_N must be 1 or 2"
-#endif
-#if CL > 1 && STREAMK
+#if MC > 1 && STREAMK
 #error "the cluster schedule is data-parallel only (STREAMK 0)"
 #endif
 #ifndef HALF_TAIL
@@ -132,7 +127,7 @@
 #if EPI_SHARED && !PINGPONG
 #error "EPI_SHARED: ping-pong consumers"
 #endif
-#if HALF_TAIL && (!PINGPONG || CL > 1 || STREAMK || ELEM != 2 || BM != 128 || EPI_SHARED)
+#if HALF_TAIL && (!PINGPONG || MC > 1 || STREAMK || ELEM != 2 || BM != 128 || EPI_SHARED)
 #error "HALF_TAIL: unclustered data-parallel ping-pong 128-row tiles with 16-bit data, two epilogue buffers"
 #endif
 #define EPI_BUFS (EPI_BARS - EPI_SHARED)  // epilogue buffers in shared memory
@@ -143,13 +138,12 @@
 #define B_TILE_BYTES (BN * BK * ELEM)
 #define STAGE_BYTES (A_TILE_BYTES + B_TILE_BYTES)
 #define B_PART_BYTES (B_TILE_BYTES / MC)   // the W rows one CTA loads (and multicasts)
-#define A_PART_BYTES (A_TILE_BYTES / NC)   // the A rows one CTA loads (and multicasts)
 // a TMA box has at most 256 rows: an unclustered 320-row W tile is loaded as two boxes of 160
 #define W_BOXES ((BN / MC) > 256 ? 2 : 1)
 #if MC > 1 && (BN / MC) > 256
 #error "a CTA's multicast share of W must fit one TMA box (<= 256 rows)"
 #endif
-#if (BN / MC) % 8 != 0 || (BM / NC) % 8 != 0
+#if (BN / MC) % 8 != 0
 #error "a multicast part must hold whole 8-row swizzle atoms (1024-byte aligned in the slot)"
 #endif
 

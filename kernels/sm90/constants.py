@@ -71,9 +71,7 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
         raise ValueError("the cluster schedule is data-parallel only (streamk=False)")
     if cm * cn > 1 and _dtype(dtype) not in CLUSTER_DTYPES:
         raise ValueError(f"the cluster schedule takes {', '.join(CLUSTER_DTYPES)}")
-    if cn > 1 and ITEMSIZE[_dtype(dtype)] != 2:
-        raise ValueError("A multicast (cluster 1x2, 2x2) is built and GPU-tested for bf16 and fp16 only")
-    if (bn // cm) % MC_SHARE_ROWS or (bm // cn) % MC_SHARE_ROWS:
+    if (bn // cm) % MC_SHARE_ROWS:
         raise ValueError(f"cluster {cm}x{cn} on {block_size}: each CTA's multicast share must be a "
                          f"multiple of {MC_SHARE_ROWS} rows")
     if pingpong and _tile_name(block_size) not in PINGPONG_TILES:
@@ -88,8 +86,6 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
            "WS_TILES": model.WS_TILES, "PINGPONG": int(bool(pingpong)), "CLUSTER": cm}
     if _tile_name(block_size) in SPLIT_N_TILES:
         out["SPLIT_N"] = 1
-    if cn > 1:
-        out["CLUSTER_N"] = cn
     if raster_m:
         out["RASTER_M"] = 1
     if tail_shift:

@@ -129,9 +129,9 @@ __device__ __forceinline__ int epi_ring_first(int stage) {
 }
 #if EPI_RING_REUSE
 // The storer frees the EPI_RING_SLOTS slots from `first` on, once the TMA store has read them.
-__device__ __forceinline__ void release_epi_slots(unsigned empty_bar, int first, unsigned rm, unsigned rn) {
+__device__ __forceinline__ void release_epi_slots(unsigned empty_bar, int first) {
 #pragma unroll
-    for (int i = 0; i < EPI_RING_SLOTS; ++i) release_slot_all(empty_bar + 8 * (first + i), rm, rn);
+    for (int i = 0; i < EPI_RING_SLOTS; ++i) release_slot_all(empty_bar + 8 * (first + i));
 }
 #endif
 #endif

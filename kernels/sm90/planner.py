@@ -174,8 +174,7 @@ def plan(task: Any, limits: DeviceLimits, block_size: str, stages: int,
     (default ``STREAMK_DEFAULT``) compiles the stream-K tail in; ``schedule`` = (grid, dp_tiles)
     overrides ``plan_schedule`` (benchmarks; any value is correct, the kernel clamps it);
     ``pingpong`` (default ``use_pingpong``) picks the consumer schedule; ``cluster`` (default
-    ``use_cluster``) 2 runs 2x1 clusters sharing W by TMA multicast, (cm, cn) any of
-    ``cluster_shape``'s (data-parallel only).
+    ``use_cluster``) 2 runs 2x1 clusters sharing W by TMA multicast (data-parallel only).
     fp32 (3xTF32) first launches ``tf32_split`` on A and W into scratch buffers (``Build.scratch``:
     a_lo, w_lo, and with ``split_hi``, default ``SPLIT_HI_DEFAULT``, a_hi, w_hi); ``promote``
     see ``defines``, as ``raster_m`` and ``raster_group`` (the
@@ -220,10 +219,10 @@ def plan(task: Any, limits: DeviceLimits, block_size: str, stages: int,
     if split_hi is None:
         split_hi = SPLIT_HI_DEFAULT
     tiles = -(-m // bm) * -(-n // bn)
-    blocks = tiles  # the schedule's units: tiles, or with a cluster blocks of cm x cn tiles
+    blocks = tiles  # the schedule's units: tiles, or with a cluster blocks of cm tiles along M
     if cluster > 1:
-        # whole clusters; the kernel's tile unit is a block of cm x cn tiles
-        blocks = groups = _cdiv(m, bm * cm) * _cdiv(_cdiv(n, bn), cn)
+        # whole clusters; the kernel's tile unit is a block of cm tiles
+        blocks = groups = _cdiv(m, bm * cm) * _cdiv(n, bn)
         if schedule is not None:
             groups = min(groups, max(1, int(schedule[0]) // cluster))
         grid = cluster * max(1, min(groups, limits.sm_count // cluster))

@@ -1,6 +1,6 @@
 // Hopper GEMM + residual: PTX wrappers of the pipeline (sm_90a): tensor-map parameters, mbarriers,
 // TMA loads (multicast in a cluster), cluster rank and barrier, and a consumer's release of a ring
-// slot to the producer (in every CTA that writes into it).
+// slot to the producer (in every CTA of its cluster, which all write into it).
 
 struct __align__(64) TmaDesc {
     unsigned long long v[16];
@@ -65,7 +65,7 @@ __device__ __forceinline__ void tma_load_2d(unsigned dst, unsigned long long tma
         : "memory");
 }
 
-#if CL > 1
+#if MC > 1
 // The same TMA load, written to the same shared-memory offset of every CTA in `mask` and
 // completing bytes on each one's mbarrier at `bar`'s offset.
 __device__ __forceinline__ void tma_load_2d_mc(unsigned dst, unsigned long long tmap, int c0, int c1,
@@ -101,45 +101,32 @@ __device__ __forceinline__ void cluster_sync() {
 }
 #endif
 
-// A consumer warp frees a pipeline slot: lane 0 arrives; with a cluster, lane r for each CTA r
-// that writes into this CTA's slots (the same cluster row rm or column rn as this one).
-__device__ __forceinline__ void release_slot(unsigned bar, int lane, unsigned rm, unsigned rn) {
-#if CL > 1
-#if MC == 1 || NC == 1
-    (void)rm;
-    (void)rn;
-    if (lane < CL) mbar_arrive_cluster(bar, (unsigned)lane);  // one row or column: every CTA
+// A consumer warp frees a pipeline slot: lane 0 arrives; with a cluster, lane r for CTA r (every
+// CTA of the cluster writes its share of W into this CTA's slots).
+__device__ __forceinline__ void release_slot(unsigned bar, int lane) {
+#if MC > 1
+    if (lane < MC) mbar_arrive_cluster(bar, (unsigned)lane);
 #else
-    if (lane < CL && ((unsigned)lane % MC == rm || (unsigned)lane / MC == rn))
-        mbar_arrive_cluster(bar, (unsigned)lane);
-#endif
-#else
-    (void)rm;
-    (void)rn;
     if (lane == 0) mbar_arrive(bar);
 #endif
 }
 
 #if EPI_RING_REUSE
 // One thread frees a pipeline slot for all the tile's consumer warps: an arrival count of
-// TILE_THREADS / 32 on the slot's empty barrier in this CTA and, with a cluster, in every CTA that
-// writes into this slot (the same cluster row or column), as release_slot's warps would.
-__device__ __forceinline__ void release_slot_all(unsigned bar, unsigned rm, unsigned rn) {
-#if CL > 1
+// TILE_THREADS / 32 on the slot's empty barrier in this CTA and, with a cluster, in every CTA of
+// the cluster, as release_slot's warps would.
+__device__ __forceinline__ void release_slot_all(unsigned bar) {
+#if MC > 1
 #pragma unroll
-    for (unsigned r = 0; r < CL; ++r) {
-        if (MC == 1 || NC == 1 || r % MC == rm || r / MC == rn) {
-            asm volatile(
-                "{\n.reg .b32 ra;\n"
-                "mapa.shared::cluster.u32 ra, %0, %1;\n"
-                "mbarrier.arrive.shared::cluster.b64 _, [ra], %2;\n}\n" ::"r"(bar),
-                "r"(r), "n"(TILE_THREADS / 32)
-                : "memory");
-        }
+    for (unsigned r = 0; r < MC; ++r) {
+        asm volatile(
+            "{\n.reg .b32 ra;\n"
+            "mapa.shared::cluster.u32 ra, %0, %1;\n"
+            "mbarrier.arrive.shared::cluster.b64 _, [ra], %2;\n}\n" ::"r"(bar),
+            "r"(r), "n"(TILE_THREADS / 32)
+            : "memory");
     }
 #else
-    (void)rm;
-    (void)rn;
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "n"(TILE_THREADS / 32)
                  : "memory");
 #endif

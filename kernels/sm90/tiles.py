@@ -171,21 +171,18 @@ def k_padded(k: int, dtype: str) -> int:
 
 
 def cluster_shape(cluster: Any) -> tuple[int, int]:
-    """A ``cluster`` argument as (CTAs along M sharing W, CTAs along N sharing A): an int c is the
-    c x 1 cluster (W multicast only), a pair (cm, cn) itself; each 1 or 2."""
+    """A ``cluster`` argument as (CTAs along M sharing W, CTAs along N): an int c, 1 (none) or 2
+    (2x1, W multicast), or the pair (c, 1). The kernel multicasts W only, so a cluster spans M."""
     cm, cn = (cluster, 1) if isinstance(cluster, int) else tuple(cluster)
-    if cm not in (1, 2) or cn not in (1, 2):
-        raise ValueError(f"cluster {cluster}: 1 (none), 2 (2x1, W multicast), or a pair (cm, cn) "
-                         "of 1 or 2 (1x2: A multicast; 2x2: both)")
+    if cm not in (1, 2) or cn != 1:
+        raise ValueError(f"cluster {cluster}: 1 (none) or 2 (2x1, W multicast between the CTAs of "
+                         "neighbouring M tiles)")
     return int(cm), int(cn)
 
 
 def cluster_label(cm: int, cn: int) -> str:
     """How ``info`` and the bench tables name a cluster shape."""
-    if cm * cn == 1:
-        return "none"
-    what = " and ".join(x for x, c in (("W", cm), ("A", cn)) if c > 1)
-    return f"{cm}x{cn}, {what} multicast"
+    return "none" if cm * cn == 1 else f"{cm}x{cn}, W multicast"
 
 
 def _cdiv(a: int, b: int) -> int:
