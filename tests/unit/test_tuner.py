@@ -202,14 +202,17 @@ def test_cli_refuses_bad_shapes_files(tmp_path, capsys, text, why):
 
 def test_defaults_come_from_the_nearest_tuned_shape_where_one_is_near(tmp_path, monkeypatch):
     """A profile's table of tuned defaults lends its knobs to shapes of the same class (decode or
-    not, N and K within 2x); elsewhere, or where the knobs do not fit, the kernel's own rules."""
+    not, N and K within 2x) whose default builds the same code path; elsewhere, or where the knobs
+    do not fit, the kernel's own rules."""
     import engine.tuned_defaults as td
 
     (tmp_path / "h200.toml").write_text(
         'version = 1\n[[entry]]\nkernel = "gemm_residual"\ndtype = "bf16"\nshape = "k=4096,m=4096,n=4096"\n'
         'fusion = true\nblock_size = "128x256"\nmemory_pipelining = 4\n'
         '[[entry]]\nkernel = "gemm_residual"\ndtype = "bf16"\nshape = "k=4096,m=1,n=4096"\n'
-        'fusion = true\nblock_size = "8x16"\nmemory_pipelining = 6\n[entry.schedule]\nsplit_k = 1\n')
+        'fusion = true\nblock_size = "8x16"\nmemory_pipelining = 6\n[entry.schedule]\nsplit_k = 1\n'
+        '[[entry]]\nkernel = "gemm_residual"\ndtype = "bf16"\nshape = "k=5120,m=32,n=5120"\n'
+        'fusion = true\nblock_size = "64x80"\nmemory_pipelining = 12\n')
     monkeypatch.setattr(td, "TABLE_DIR", tmp_path)
     td.table.cache_clear()
     monkeypatch.setattr(td.nearest, "__defaults__", (tmp_path,))
@@ -225,6 +228,12 @@ def test_defaults_come_from_the_nearest_tuned_shape_where_one_is_near(tmp_path, 
         assert own.task.block_size == "128x128" and not own.default_from
         other_dtype = plan(sim_task(shape={"m": 3000, "n": 3584, "k": 5000}, dtype="fp16"), H200)
         assert other_dtype.source_label == "default"
+        # M = 16 runs the decode path: the M = 32 shape's wgmma tile (another path) is not lent,
+        # though it is the nearest decode-side shape
+        other_path = plan(sim_task(shape={"m": 16, "n": 8192, "k": 8192}), H200)
+        assert other_path.source_label == "default" and other_path.schedule.get("w_bulk") == 2
+        same_path = plan(sim_task(shape={"m": 48, "n": 4096, "k": 4096}), H200)
+        assert same_path.task.block_size == "64x80" and same_path.default_from
     finally:
         td.table.cache_clear()
 
