@@ -163,8 +163,8 @@ class PortableGemmResidualSpec(GemmResidualSpec):
 
 class AutoGemmResidualSpec(GemmResidualSpec):
     name = "gemm_residual"
-    source_files = (*GemmResidualSpec.source_files, "gemm_residual_auto.py", "gemm_residual_sm90.py",
-                    "gemm_residual_sm90.cu", "pad_rows16.cuh", "gemm_residual_skinny.py", "gemm_residual_skinny.cu")
+    source_files = (*GemmResidualSpec.source_files, "gemm_residual_auto.py", *sm90.SOURCE_FILES,
+                    "gemm_residual_skinny.py", "gemm_residual_skinny.cu")
     title = "GEMM + residual add (attention output projection), Hopper wgmma path on 9.0"
 
     @staticmethod
