@@ -1,8 +1,8 @@
 """SOL Cockpit's headless engine.
 
 Importing this package is cheap and side-effect free: it never loads textual, cupy or pynvml.
-The CUDA backend (``engine.backends.cuda``) is the only module that imports cupy, and the NVML
-sampler (``engine.nvml``) the only one that imports pynvml; both are imported on demand.
+The CUDA backend (``engine.backends.cuda`` and its ``cuda_*`` modules) is all that imports cupy,
+and ``engine.nvml`` the only module that imports pynvml; both are imported on demand.
 
 The names below are the engine's public surface: the cockpit (``tui/``) imports only these, from
 ``engine`` itself (``tests/unit/test_import_hygiene.py`` enforces it). Each is loaded on first use

@@ -21,7 +21,7 @@ def _child(payload: dict[str, Any], conn: Any) -> None:
         conn.send({"type": "event", "event": LogEvent(message=msg).model_dump(mode="json")})
 
     try:
-        from engine.backends.cuda import measure_ceilings
+        from engine.backends.cuda_ceilings import measure_ceilings
 
         res = {"ok": True, **measure_ceilings(payload["device"], log)}
     except BaseException as exc:

@@ -11,7 +11,7 @@ counter about every half millisecond meanwhile. Power is taken edge to edge: fro
 short warm phase to the first step seen after the requested window, so the steps do not bias it.
 Time per launch is the median over the window's batches (CUDA events); energy per launch is power
 x time per launch. Pure logic over two small interfaces (the load and the board reader), so it is
-tested without a GPU; ``engine.backends.cuda`` supplies CuPy and NVML.
+tested without a GPU; ``engine.backends.cuda_observers`` supplies CuPy and NVML.
 """
 
 from __future__ import annotations

@@ -15,20 +15,18 @@ import cupy as cp
 from cupy.cuda import runtime
 
 from engine.backends.base import RunFailure
-from engine.backends.cuda import (
-    _BITS,
-    _CUDA_ERRORS,
-    _STORAGE,
-    QueuedTimer,
+from engine.backends.cuda_convert import BITS, STORAGE, to_f64
+from engine.backends.cuda_stages import (
+    CUDA_ERRORS,
     bind_launches,
     compile_cubin,
     compile_inputs,
     device_limits,
     load_build,
     make_inputs,
-    to_f64,
 )
 from engine.backends.cuda_support import POISON_BITS
+from engine.backends.cuda_timer import QueuedTimer
 from engine.verify import compare, merge
 from kernels import get_spec
 
@@ -48,7 +46,7 @@ class CudaSoak:
         try:
             cp.cuda.Device(task.device).use()
             self.limits, self.props = device_limits(task.device, profile.name)
-        except _CUDA_ERRORS as exc:
+        except CUDA_ERRORS as exc:
             raise RunFailure("launch_error", f"cannot open GPU {task.device}: {exc}", "device") from None
         self.pci = runtime.deviceGetPCIBusId(task.device)
         self.nvml_index: int | None = None
@@ -66,7 +64,7 @@ class CudaSoak:
         """``fn(*args)``, a CUDA error turned into a RunFailure naming the stage (matched by the rules)."""
         try:
             return fn(*args)
-        except _CUDA_ERRORS as exc:
+        except CUDA_ERRORS as exc:
             raise RunFailure("launch_error", f"{type(exc).__name__}: {exc} (during the soak's {stage})",
                              "cuda_error") from None
         except cp.cuda.memory.OutOfMemoryError as exc:
@@ -95,7 +93,7 @@ class CudaSoak:
         em.start("inputs")
         l2 = int(self.props.get("l2CacheSize", 0)) or int(self.profile.l2_mb * 2**20)
         self.sets, self.outs, in_bytes = make_inputs(spec, task, self.dtype, l2)
-        self.outs.update({b.name: cp.empty(b.shape, dtype=_STORAGE[b.dtype]) for b in build.scratch})
+        self.outs.update({b.name: cp.empty(b.shape, dtype=STORAGE[b.dtype]) for b in build.scratch})
         self.refs = spec.reference_outputs(cp, {k: to_f64(v, self.dtype) for k, v in self.sets[0].items()})
         self.run_once = bind_launches(build, funcs, grids, self.sets, self.outs, self.dtype)
         cp.cuda.Device().synchronize()
@@ -163,7 +161,7 @@ class CudaSoak:
         return self._cuda("verification", self._verify)
 
     def _verify(self) -> Any:
-        bits = _BITS[self.dtype]
+        bits = BITS[self.dtype]
         for name in self.spec.outputs:
             self.outs[name].view(bits).fill(POISON_BITS[self.dtype])
         self.run_once(0)

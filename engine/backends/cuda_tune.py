@@ -18,21 +18,19 @@ import cupy as cp
 
 from engine.backends.base import RunFailure
 from engine.backends.compile_pool import CompilePool
-from engine.backends.cuda import (
-    _BITS,
-    _CUDA_ERRORS,
-    Blas,
+from engine.backends.cuda_blas import Blas
+from engine.backends.cuda_convert import BITS, native_view, to_f64
+from engine.backends.cuda_stages import (
+    CUDA_ERRORS,
     bind_launches,
     compile_cubin,
     compile_inputs,
     device_limits,
     load_build,
     make_inputs,
-    native_view,
-    queued_timer,
-    to_f64,
 )
 from engine.backends.cuda_support import FAULT_MODES, NAN_BITS, POISON_BITS
+from engine.backends.cuda_timer import queued_timer
 from engine.timing import timing_stats
 from engine.verify import compare, merge
 from kernels import get_spec
@@ -198,10 +196,10 @@ class CudaTrials:
     # --- one candidate -------------------------------------------------------------------------
     def _poison(self) -> None:
         for name in self.spec.outputs:
-            self.outs[name].view(_BITS[self.dtype]).fill(POISON_BITS[self.dtype])
+            self.outs[name].view(BITS[self.dtype]).fill(POISON_BITS[self.dtype])
 
     def _verify(self, outs: dict[str, Any]) -> Any:
-        bits = _BITS[self.dtype]
+        bits = BITS[self.dtype]
         parts = {}
         for name in self.spec.outputs:
             out = outs[name]
@@ -236,12 +234,12 @@ class CudaTrials:
             self._poison()
             run_once(0)
             if fault == "nan":
-                self.outs[self.spec.output].view(_BITS[self.dtype])[..., ::97] = NAN_BITS[self.dtype]
+                self.outs[self.spec.output].view(BITS[self.dtype])[..., ::97] = NAN_BITS[self.dtype]
             cp.cuda.Device().synchronize()
             c = self._verify(self.outs)
         except RunFailure as exc:
             return replace(start, status="launch_error", reason=exc.message[:400])
-        except _CUDA_ERRORS as exc:
+        except CUDA_ERRORS as exc:
             self.broken = True
             return replace(start, status="launch_error", reason=f"{type(exc).__name__}: {exc}"[:400])
         except cp.cuda.memory.OutOfMemoryError as exc:
@@ -265,6 +263,6 @@ def _precompile(source: str, arch: str, options: list[str]) -> bool:
 
 
 def _storage(dtype: str) -> Any:
-    from engine.backends.cuda import _STORAGE
+    from engine.backends.cuda_convert import STORAGE
 
-    return _STORAGE[dtype]
+    return STORAGE[dtype]

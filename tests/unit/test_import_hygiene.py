@@ -41,6 +41,13 @@ ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
 
 CUPY_ALLOWED = {
     "engine/backends/cuda.py",        # the CUDA backend (runs only in the engine process)
+    "engine/backends/cuda_convert.py",    # its dtype conversions
+    "engine/backends/cuda_blas.py",       # its cuBLAS wrapper (peers, ceilings, bench)
+    "engine/backends/cuda_timer.py",      # its timer (CUDA events, hold kernel, rest)
+    "engine/backends/cuda_observers.py",  # its NVML sampling, validity and energy
+    "engine/backends/cuda_stages.py",     # its compile, load, inputs and verify stages
+    "engine/backends/cuda_peers.py",      # its peers
+    "engine/backends/cuda_ceilings.py",   # the ceilings `tui calibrate` measures
     "engine/backends/tensormap.py",   # its TMA descriptor helper, imported by it alone
     "engine/backends/cuda_tune.py",   # the tune's trials on the GPU (runs only in the engine process)
     "engine/backends/cuda_soak.py",   # the soak's windows on the GPU (runs only in the engine process)

@@ -52,7 +52,7 @@ def _fake_cp(log: _Log, done_after_hold: bool = False) -> Any:
 
 @pytest.fixture
 def timer_mod(monkeypatch):
-    from engine.backends import cuda
+    from engine.backends import cuda_timer as cuda
 
     log = _Log()
     monkeypatch.setattr(cuda, "cp", _fake_cp(log))
@@ -92,7 +92,7 @@ def test_held_chunk_makes_its_events_before_the_hold(timer_mod):
 
 
 def test_an_expired_hold_is_counted_and_named(monkeypatch):
-    from engine.backends import cuda
+    from engine.backends import cuda_timer as cuda
 
     log = _Log()
     monkeypatch.setattr(cuda, "cp", _fake_cp(log, done_after_hold=True))

@@ -37,7 +37,7 @@ def test_rest_leaves_the_simulated_timings_alone():
 
 def test_rest_sleeps_and_says_so(monkeypatch):
     pytest.importorskip("cupy")
-    from engine.backends import cuda
+    from engine.backends import cuda_timer as cuda
 
     slept, said = [], []
     monkeypatch.setattr(cuda.time, "sleep", slept.append)

@@ -1,0 +1,67 @@
+"""The peers of a run (cuBLAS, CuPy's own ops): each prepared, rested, warmed up and timed on the
+same rotating input sets as ours, then verified."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import cupy as cp
+
+from engine.backends.cuda_blas import Blas
+from engine.backends.cuda_convert import BITS, native_view
+from engine.backends.cuda_stages import verify_outputs
+from engine.backends.cuda_support import POISON_BITS
+from engine.backends.cuda_timer import QueuedTimer, fair_rest_s, rest
+from engine.result import PeerResult
+from engine.timing import timing_stats
+
+
+def time_peers(task: Any, spec: Any, sets: list[dict[str, Any]], outs: dict[str, Any], dtype: str,
+               em: Any, timer: QueuedTimer) -> list[PeerResult]:
+    """Each peer: ``prepare``, rest, warm-ups, timed launches rotating over the same input sets
+    as ours (inputs smaller than the L2 would otherwise stay cached for the peers only), then
+    verified on set 0."""
+    blas = Blas(dtype)
+    inputs = sets[0]
+    natives = [{k: native_view(v, dtype) for k, v in st.items()} for st in sets]
+    native = natives[0]
+    nouts = {k: native_view(v, dtype) for k, v in outs.items()}
+    results = []
+    iters = task.iterations  # the same launch count as ours: a fair comparison or none
+    for p in spec.peers(task):
+        if dtype not in p.dtypes:
+            continue
+        pr = PeerResult(name=p.name, label=p.label, baseline=p.baseline)
+        try:
+            if any(v is None for v in (*native.values(), *nouts.values())):
+                # cuBLAS works on raw pointers; only CuPy's own ops need its bfloat16 dtype
+                if "cupy" in p.name:
+                    raise RuntimeError("CuPy has no bfloat16 dtype here (install ml_dtypes)")
+                rot, o = sets, outs
+            else:
+                rot, o = natives, nouts
+            ins = rot[0]
+            if p.prepare is not None:
+                p.prepare(cp, blas, ins, o)
+            rest(fair_rest_s(task), em, p.name)
+
+            def launch(i: int, p: Any = p, rot: Any = rot, o: Any = o) -> None:
+                p.run(cp, blas, rot[i % len(rot)], o)
+
+            probed = timer.warm(launch, max(3, task.warmup), 3)  # ours: task.warmup, at least 3 probes
+            # queued back to back between events, as ours are (a sync after every launch would
+            # let the GPU idle between them: another regime than ours)
+            pr.timing = timing_stats(timer.run(p.name, launch, iters, probed, iters))
+            if p.verify and task.verify:
+                for name in spec.outputs:
+                    outs[name].view(BITS[dtype]).fill(POISON_BITS[dtype])
+                if p.prepare is not None:
+                    p.prepare(cp, blas, ins, o)
+                p.run(cp, blas, ins, o)
+                cp.cuda.Device().synchronize()
+                pr.correct = verify_outputs(spec, inputs, outs, dtype).correct
+        except Exception as exc:  # a failing peer is reported, never fatal to our run
+            pr.error = f"{type(exc).__name__}: {exc}"
+            em.info(f"peer {p.name} failed: {pr.error}", "warning")
+        results.append(pr)
+    return results
