@@ -1,6 +1,6 @@
 """Check and time the skinny (decode) GEMM + residual against cuBLAS (GPU machine).
 
-    PYTHONPATH=$PWD python3 bench/skinny_probe.py [--shapes 1x4096x4096,8x4096x777] [--dtypes bf16,fp16]
+    python3 -m bench.skinny_probe [--shapes 1x4096x4096,8x4096x777] [--dtypes bf16,fp16]
         [--out DIR] [--iters 100] [--warmup 10] [--jobs 16]
 
 For each shape MxNxK and dtype: the default plan and a modest list of knob combinations (tiles
@@ -29,13 +29,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from engine.backends import tensormap  # noqa: E402
-from kernels import gemm_residual_skinny as sk  # noqa: E402
-from kernels.spec import DeviceLimits, TensorMapArg  # noqa: E402
+from engine.backends import tensormap
+from kernels import gemm_residual_skinny as sk
+from kernels.spec import DeviceLimits, TensorMapArg
 
 DEFAULT_NK = ((4096, 4096), (5120, 5120), (2560, 2560), (8192, 8192), (4096, 14336), (4096, 777))
 DEFAULT_SHAPES = ",".join(f"{m}x{n}x{k}" for m in (1, 4, 8, 16, 32, 64) for n, k in DEFAULT_NK)
@@ -206,35 +202,20 @@ class Bench:
         return float(self.cp.abs(got - self.ref).max()) / self.scale
 
     def time(self, run) -> float:
-        """Median ms of single launches (``run(i)`` runs on input set i), after the warm-ups."""
-        cp = self.cp
-        for i in range(self.warmup):
-            run(i % len(self.sets))
-        pairs = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(self.iters)]
-        for i, (start, stop) in enumerate(pairs):
-            start.record()
-            run(i % len(self.sets))
-            stop.record()
-        pairs[-1][1].synchronize()
-        return statistics.median(cp.cuda.get_elapsed_time(a, b) for a, b in pairs)
+        """Median ms of single launches (``run(i)`` runs on input set i), after the warm-ups
+        (``engine.backends.cuda_timer.launch_times``)."""
+        from engine.backends.cuda_timer import launch_times
+
+        n = len(self.sets)
+        return statistics.median(launch_times(lambda i: run(i % n), self.warmup, self.iters))
 
     def cublas_ms(self) -> float:
-        cp = self.cp
-        from cupy.cuda import cublas, runtime
+        """cuBLAS gemmEx beta = 1 (the engine's ``Blas``) into a copy of R per input set."""
+        from engine.backends.cuda_blas import Blas
 
-        t = runtime.CUDA_R_16BF if self.dtype == "bf16" else runtime.CUDA_R_16F
-        cs = [r.copy() for _, _, r in self.sets]
-        one = np.array(1.0, np.float32)
-        handle = cp.cuda.device.get_cublas_handle()
-        cublas.setStream(handle, cp.cuda.get_current_stream().ptr)
-        cublas.setPointerMode(handle, cublas.CUBLAS_POINTER_MODE_HOST)
-
-        def run(i: int) -> None:
-            a, w, _ = self.sets[i]
-            cublas.gemmEx(handle, cublas.CUBLAS_OP_T, cublas.CUBLAS_OP_N, self.n, self.m, self.k, one.ctypes.data,
-                          w.data.ptr, t, self.k, a.data.ptr, t, self.k, one.ctypes.data, cs[i].data.ptr, t, self.n,
-                          cublas.CUBLAS_COMPUTE_32F, cublas.CUBLAS_GEMM_DEFAULT)
-        return self.time(run)
+        blas = Blas(self.dtype)
+        calls = [blas.bind(a, w, r.copy(), 1.0, 1.0) for a, w, r in self.sets]
+        return self.time(lambda i: calls[i]())
 
 
 def run_plan(cp, bench: Bench, p: sk.SkinnyPlan, cubin: bytes, tmp: Path) -> tuple[float, float, float]:
