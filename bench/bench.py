@@ -1,6 +1,6 @@
 """The benchmark script: run on the GPU machine, print a table of ours vs peers and % of SOL.
 
-    python3 bench/bench.py [--sections seed,msweep,msweep-fp16,knobs,membound] [--iterations 100] [--rest 3] [--json OUT.json]
+    python3 -m bench.bench [--sections seed,msweep,msweep-fp16,knobs,membound] [--iterations 100] [--rest 3] [--json OUT.json]
 
 Every figure is a median of CUDA-event timings after the warm-up, on N(0,1) data, measured by the
 same CUDA backend the cockpit uses (kernel, cuBLAS and CuPy peers on the same inputs in the same
@@ -21,15 +21,13 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from engine.backends.base import Emitter, RunContext  # noqa: E402
-from engine.profiles import load_profiles  # noqa: E402
-from engine.runner import prepare  # noqa: E402
-from engine.sol import solexec_score  # noqa: E402
-from engine.task import REST_MAX_S, TaskSpec  # noqa: E402
-from kernels import get_spec, kernel_names  # noqa: E402
-from kernels.spec import DeviceLimits  # noqa: E402
+from engine.backends.base import Emitter, RunContext
+from engine.profiles import load_profiles
+from engine.runner import prepare
+from engine.sol import solexec_score
+from engine.task import REST_MAX_S, TaskSpec
+from kernels import get_spec, kernel_names
+from kernels.spec import DeviceLimits
 
 SEED = {"m": 8192, "n": 2560, "k": 2560}
 SWEEP_M = (256, 512, 1024, 1571, 2048, 2400, 2500, 3000, 4096, 5000, 7976, 8192)
@@ -93,8 +91,8 @@ def torch_peers(kernel: str, shape: dict, dtype: str, iters: int, rest_s: float 
         sizes = ((m, n), (n,))
     else:
         return {}
-    from engine.backends.cuda import queued_timer, time_queued
     from engine.backends.cuda_support import input_sets
+    from engine.backends.cuda_timer import queued_timer, time_queued
 
     # input sets rotated as the engine rotates ours (inputs smaller than the L2 would stay cached)
     in_bytes = sum(math.prod(sz) for sz in sizes) * torch.tensor([], dtype=dt).element_size()

@@ -2,8 +2,8 @@
 for a refactor that must not change a kernel. Two runs that print the same digest rendered the same
 sources, launches and scratch buffers, so NVRTC compiles the same cubins.
 
-    python bench/build_hashes.py --out before.json   # on the old tree
-    python bench/build_hashes.py --compare before.json   # on the new one: exit 1 on any difference
+    python -m bench.build_hashes --out before.json   # on the old tree
+    python -m bench.build_hashes --compare before.json   # on the new one: exit 1 on any difference
 
 Where the source text may change but the kernels must not (a template split into headers, comments
 moved), ``--cubins`` fingerprints each build by its compiled cubins instead: every distinct compile
@@ -13,7 +13,7 @@ that launch one of the named kernels (e.g. ``gemm_residual_sm90``: the Hopper fa
 ``--schedules`` adds, for the kernels with schedule choices, every combination of their choices on
 each tile at a few shapes (``SCHEDULE_SHAPES``).
 
-    python bench/build_hashes.py --cubins --functions gemm_residual_sm90 --out before.json
+    python -m bench.build_hashes --cubins --functions gemm_residual_sm90 --out before.json
 """
 
 from __future__ import annotations
@@ -27,12 +27,10 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from engine.profiles import load_profiles  # noqa: E402
-from engine.task import TaskSpec  # noqa: E402
-from kernels import get_spec, kernel_names  # noqa: E402
-from kernels.spec import DeviceLimits  # noqa: E402
+from engine.profiles import load_profiles
+from engine.task import TaskSpec
+from kernels import get_spec, kernel_names
+from kernels.spec import DeviceLimits
 
 M_LIST = (1, 7, 64, 256, 512, 777, 1024, 1571, 1700, 2048, 2083, 2400, 2500, 3000, 4096, 5000, 7976, 8192)
 NK_LIST = ((2560, 2560), (4096, 4096), (1024, 2560), (5120, 5120), (4096, 14336), (2600, 704))

@@ -2,7 +2,7 @@
 ``engine.tuned_defaults``) from `tui tune --json` outputs: one entry per tuned shape, the best
 correct trial's knobs with its time, the default's and cuBLAS beta=1's beside it for the record.
 
-    python bench/defaults_table.py --profile h200 tune.json [more.json ...] > profiles/tuned/h200.toml
+    python -m bench.defaults_table --profile h200 tune.json [more.json ...] > profiles/tuned/h200.toml
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Power and energy per launch of the seed-shape defaults, from NVML (GPU machine).
 
-    python3 bench/energy_probe.py [--seconds 2] [--passes 2] [--shape 8192,2560,2560]
+    python3 -m bench.energy_probe [--seconds 2] [--passes 2] [--shape 8192,2560,2560]
 
 Asks whether the fp16 seed time is set by the board's power cap: at the cap, time per launch is
 energy per launch divided by the capped power, so fp16 should draw the same watts as bf16 and
@@ -22,19 +22,15 @@ import dataclasses
 import json
 import os
 import statistics
-import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # sm90_gemm, beside this file
+import cupy as cp
 
-import cupy as cp  # noqa: E402
-from sm90_gemm import Runner, compare, cublas_gemm, limits_of_device, make_inputs, reference  # noqa: E402
-
-from engine import energy, nvml  # noqa: E402
-from kernels import gemm_residual_sm90 as sm90  # noqa: E402
+from bench.sm90.gemm import Runner, compare, cublas_gemm, limits_of_device, make_inputs, reference
+from engine import energy, nvml
+from kernels import gemm_residual_sm90 as sm90
 
 TILES = {  # --tiles: other builds of ours, (tile, stages, ping-pong, cluster[, source prefix])
     "pp 128x128 s5 cl2": ("128x128", 5, True, 2),

@@ -1,7 +1,7 @@
 """fp32 FFMA variants side by side on one GPU: compile, verify against float64, time (CUDA events).
 
 Usage (device machine, wheels installed as bench/gpu_session.sh does):
-    python3 bench/fp32_variants.py [--iters 50] [--only NAME,NAME] [--orig PATH] [--waves]
+    python3 -m bench.fp32_variants [--iters 50] [--only NAME,NAME] [--orig PATH] [--waves]
 (--orig: an older kernel file, e.g. `git show f5bd3c5:kernels/gemm_residual_fp32.cu > orig.cu`.)
 Offline, no GPU: `--sass [--nvrtc libnvrtc.so.13 --cuobjdump PATH]` prints each variant's interior-loop
 SASS statistics; pass the NVRTC of the device's version (13.0: the nvidia-cuda-nvrtc 13.0.88 wheel), whose
@@ -21,18 +21,15 @@ import argparse
 import math
 import os
 import re
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import cupy as cp
+import numpy as np
+from cupy.cuda import driver
 
-import cupy as cp  # noqa: E402
-import numpy as np  # noqa: E402
-from cupy.cuda import driver  # noqa: E402
-
-from kernels.gemm_residual import SPEC  # noqa: E402
-from kernels.nvrtc_check import compile_cubin, complete_elf  # noqa: E402
+from kernels.gemm_residual import SPEC
+from kernels.nvrtc_check import compile_cubin, complete_elf
 
 SEED = (8192, 2560, 2560)
 EDGES = [(777, 1000, 1000), (1571, 2560, 1016), (333, 1048, 1040), (129, 264, 2048)]

@@ -17,10 +17,10 @@ for step in "$@"; do
     tune-each)
       bash bench/tune_each.sh ${TUNE_SHAPES:-bench/tune_heldout.toml} ${TUNE_BUDGET:-60} "$OUT/tune.jsonl" 2>&1 | tail -${TUNE_TAIL:-40} ;;
     skinny)
-      timeout ${SKINNY_TIMEOUT:-300} python3 bench/skinny_probe.py --out "$OUT" ${SKINNY_ARGS:-} 2>&1 | tee "$OUT/skinny.txt" | tail -${SKINNY_TAIL:-80} ;;
+      timeout ${SKINNY_TIMEOUT:-300} python3 -m bench.skinny_probe --out "$OUT" ${SKINNY_ARGS:-} 2>&1 | tee "$OUT/skinny.txt" | tail -${SKINNY_TAIL:-80} ;;
     tune)
       timeout ${TUNE_TIMEOUT:-400} python3 -m tui.main tune --backend cuda --profile h200 --json ${TUNE_ARGS:-} > "$OUT/tune.json" 2> "$OUT/tune.err"; echo "tune rc=$?"
-      python3 bench/tune_summary.py "$OUT/tune.json" ${TUNE_TORCH:---torch} 2>&1 | tail -${TUNE_TAIL:-40} ;;
+      python3 -m bench.tune_summary "$OUT/tune.json" ${TUNE_TORCH:---torch} 2>&1 | tail -${TUNE_TAIL:-40} ;;
     facts)
       nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv
       python3 -c "import cupy, ml_dtypes; p=cupy.cuda.runtime.getDeviceProperties(0); print('L2', p['l2CacheSize'], 'smemOptin', p['sharedMemPerBlockOptin'], 'cupy', cupy.__version__)" ;;
@@ -35,47 +35,48 @@ for step in "$@"; do
       tui check > "$OUT/check.txt" 2>&1; echo "check rc=$?"; cat "$OUT/check.txt" | tail -60
       tui checklist > "$OUT/checklist.txt" 2>&1; cat "$OUT/checklist.txt" ;;
     bench)
-      timeout ${BENCH_TIMEOUT:-300} python3 bench/bench.py ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.txt" | tail -60 ;;
+      timeout ${BENCH_TIMEOUT:-300} python3 -m bench.bench ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.txt" | tail -60 ;;
     calibrate)
       tui calibrate --profile h200 > "$OUT/calibrate.txt" 2>&1; echo "calibrate rc=$?"; cat "$OUT/calibrate.txt"
       tui bench --backend cuda --no-peers 2>&1 | grep -E "measured|T_SOL|ours" ;;
     sm90)
-      OUT="$OUT" timeout ${SM90_TIMEOUT:-300} python3 bench/sm90_gemm.py ${SM90_ARGS:---quick} 2>&1 | tail -60 ;;
+      if [ -z "${SM90_ARGS:-}" ]; then echo "sm90: SM90_ARGS names the mode (python -m bench.sm90_gemm --help)"; continue; fi
+      OUT="$OUT" timeout ${SM90_TIMEOUT:-300} python3 -m bench.sm90_gemm ${SM90_ARGS} 2>&1 | tail -60 ;;
     ncu)
       NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
       timeout ${NCU_TIMEOUT:-400} "$NCU" --clock-control none -k regex:gemm_residual_sm90 --section SpeedOfLight \
         --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section WarpStateStats --section LaunchStats \
-        python3 bench/ncu_probe.py ${NCU_CASES:+--cases "$NCU_CASES"} > "$OUT/ncu.txt" 2>&1; echo "ncu rc=$?"
+        python3 -m bench.ncu_probe ${NCU_CASES:+--cases "$NCU_CASES"} > "$OUT/ncu.txt" 2>&1; echo "ncu rc=$?"
       grep -E "^[a-z0-9]+-(bf16|fp16|fp32):|SM Frequency|Elapsed Cycles|Duration|SM Active Cycles|Compute \(SM\) Throughput|L2 Cache Throughput|DRAM Throughput" "$OUT/ncu.txt" ;;
     ncu-metrics)
       NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
       timeout ${NCU_TIMEOUT:-400} "$NCU" --clock-control none -k "regex:gemm|xmma|sm90|cutlass" --section SpeedOfLight \
         --section LaunchStats --section InstructionStats \
         --metrics gpc__cycles_elapsed.max,lts__t_bytes.sum,dram__bytes.sum,smsp__inst_executed.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,sm__cycles_active.avg \
-        python3 bench/ncu_probe.py --launches 1 ${NCU_CASES:+--cases "$NCU_CASES"} > "$OUT/ncu-metrics.txt" 2>&1; echo "ncu rc=$?"
+        python3 -m bench.ncu_probe --launches 1 ${NCU_CASES:+--cases "$NCU_CASES"} > "$OUT/ncu-metrics.txt" 2>&1; echo "ncu rc=$?"
       grep -E "^seed|^m[0-9]+-|  [a-z_0-9]+.*\(|SM Frequency|Duration|gpc__cycles|lts__t_bytes|dram__bytes|smsp__inst_executed.sum|lsu_wavefronts|sm__cycles_active|Grid Size|Cluster Size|Registers Per|Shared Memory Config|Dynamic Shared|Block Size|Executed Instructions  " "$OUT/ncu-metrics.txt" | head -150 ;;
     ncu-source)
       # the full set with PC sampling, one launch per case; the per-SASS-line stall samples of
       # every profiled kernel as CSV (gzipped), the warp-state and scheduler sections as text
       NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
       timeout ${NCU_TIMEOUT:-300} "$NCU" --clock-control none -k "regex:gemm|nvjet|sm90" --set full -f -o "$OUT/src" \
-        python3 bench/ncu_probe.py --launches 1 ${NCU_CASES:+--cases "$NCU_CASES"} > "$OUT/ncu-src.log" 2>&1; echo "ncu rc=$?"
+        python3 -m bench.ncu_probe --launches 1 ${NCU_CASES:+--cases "$NCU_CASES"} > "$OUT/ncu-src.log" 2>&1; echo "ncu rc=$?"
       "$NCU" -i "$OUT/src.ncu-rep" --page source --print-source sass --csv > "$OUT/src-sass.csv" 2> "$OUT/src-sass.err"; echo "source rc=$?"
       "$NCU" -i "$OUT/src.ncu-rep" --page details --section WarpStateStats --section SchedulerStats --section SpeedOfLight \
         --section MemoryWorkloadAnalysis --section LaunchStats > "$OUT/src-details.txt" 2>&1
       gzip -f "$OUT/src-sass.csv"; tail -5 "$OUT/ncu-src.log"; head -c 600 "$OUT/src-sass.err"
-      python3 bench/sass_hot.py "$OUT/src-sass.csv.gz" --top ${SASS_TOP:-10} | tee "$OUT/src-hot.txt"
+      python3 -m bench.sass_hot "$OUT/src-sass.csv.gz" --top ${SASS_TOP:-10} | tee "$OUT/src-hot.txt"
       grep -E "^  [a-zA-Z_0-9]+.*\(|Duration|Stall|Warp Cycles Per Issued|Issued Warp|No Eligible|Active Warps|L2 Cache Throughput|Mem Busy" "$OUT/src-details.txt" | head -80 ;;
     membound-hints)
-      OUT="$OUT" timeout ${HINTS_TIMEOUT:-240} python3 bench/membound_hints.py ${HINTS_ARGS:-} 2>&1 | tail -40 ;;
+      OUT="$OUT" timeout ${HINTS_TIMEOUT:-240} python3 -m bench.membound_hints ${HINTS_ARGS:-} 2>&1 | tail -40 ;;
     membound-bulk)
-      OUT="$OUT" timeout ${BULK_TIMEOUT:-240} python3 bench/membound_bulk.py ${BULK_ARGS:-} 2>&1 | tail -60 ;;
+      OUT="$OUT" timeout ${BULK_TIMEOUT:-240} python3 -m bench.membound_bulk ${BULK_ARGS:-} 2>&1 | tail -60 ;;
     energy)
-      timeout ${ENERGY_TIMEOUT:-200} python3 bench/energy_probe.py ${ENERGY_ARGS:-} 2>&1 | tail -30 ;;
+      timeout ${ENERGY_TIMEOUT:-200} python3 -m bench.energy_probe ${ENERGY_ARGS:-} 2>&1 | tail -30 ;;
     ramp)
-      OUT="$OUT" timeout ${RAMP_TIMEOUT:-240} python3 bench/ramp_probe.py ${RAMP_ARGS:-} 2>&1 | tail -14 ;;
+      OUT="$OUT" timeout ${RAMP_TIMEOUT:-240} python3 -m bench.ramp_probe ${RAMP_ARGS:-} 2>&1 | tail -14 ;;
     swap)
-      timeout ${SWAP_TIMEOUT:-300} python3 bench/swap_probe.py ${SWAP_ARGS:-} 2>&1 | tail -30 ;;
+      timeout ${SWAP_TIMEOUT:-300} python3 -m bench.swap_probe ${SWAP_ARGS:-} 2>&1 | tail -30 ;;
     energy-cli)
       for dt in ${ENERGY_DTYPES:-bf16 fp16}; do
         tui bench --backend cuda --dtype "$dt" --no-peers --energy ${ENERGY_S:-2} > "$OUT/energy-cli-$dt.txt" 2>&1; echo "$dt rc=$?"

@@ -1,6 +1,6 @@
 """add_rmsnorm's rows through the TMA engine: bulk-copy loads into a shared-memory ring (GPU machine).
 
-    python3 bench/membound_bulk.py [--rounds 15] [--dtypes bf16,fp16,fp32]
+    python3 -m bench.membound_bulk [--rounds 15] [--dtypes bf16,fp16,fp32]
 
 Hopper's path of add_rmsnorm (``AR_BULK`` in kernels/add_rmsnorm.cu, the engine's default on
 compute capability >= 9.0): thread 0 copies whole rows of x and r into a ring of S shared-memory
@@ -29,16 +29,13 @@ from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import cupy as cp
 
-import cupy as cp  # noqa: E402
-from membound_hints import Launcher, device_copy, make_buffers, shuffled  # noqa: E402
-from sm90_gemm import limits_of_device  # noqa: E402
-
-from kernels.add_rmsnorm import BULK_STATIC_SMEM, RESERVED_SMEM, SPEC, ring_bytes, vpt_for  # noqa: E402
-from kernels.rowwise import threads_per_sm  # noqa: E402
-from kernels.spec import Build, Launch  # noqa: E402
+from bench.membound_hints import Launcher, device_copy, make_buffers, shuffled
+from bench.sm90.gemm import limits_of_device
+from kernels.add_rmsnorm import BULK_STATIC_SMEM, RESERVED_SMEM, SPEC, ring_bytes, vpt_for
+from kernels.rowwise import threads_per_sm
+from kernels.spec import Build, Launch
 
 SHAPES = ({"m": 32768, "n": 4096}, {"m": 8192, "n": 2560})
 VARIANTS = [  # (threads, blocks per SM, slots)

@@ -1,6 +1,6 @@
 """Cache hints on the memory-bound kernels' streamed loads and stores (GPU machine).
 
-    python3 bench/membound_hints.py [--rounds 20] [--dtype bf16]
+    python3 -m bench.membound_hints [--rounds 20] [--dtype bf16]
 
 add_rmsnorm ([32768, 4096] and [8192, 2560]) and bias_gelu ([8192, 10240]) with their default
 knobs, built with load / store hint pairs LD/ST (kernels/vec16.cuh: streamed loads 0 plain,
@@ -30,15 +30,12 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # sm90_gemm, beside this file
+import cupy as cp
+import numpy as np
 
-import cupy as cp  # noqa: E402
-import numpy as np  # noqa: E402
-from sm90_gemm import limits_of_device, time_fn  # noqa: E402
-
-from kernels.add_rmsnorm import AddRmsNormSpec  # noqa: E402
-from kernels.bias_gelu import BiasGeluSpec  # noqa: E402
+from bench.sm90.gemm import limits_of_device, time_fn
+from kernels.add_rmsnorm import AddRmsNormSpec
+from kernels.bias_gelu import BiasGeluSpec
 
 HINTS = [None, (0, 0), (0, 1), (1, 1), (2, 1), (0, 2), (2, 2), None]
 """(load hint, store hint) pairs (``variant_source``); None = the build as the engine compiles it."""
@@ -128,7 +125,7 @@ def device_copy(src: cp.ndarray, dst: cp.ndarray):
 
 def shuffled(runs: dict, rounds: int, warm: int = 10, seed: int = 0, round_warmup: int = 5,
              iters: int = 20) -> dict:
-    """Like sm90_gemm.alternate (20 launches per candidate per round, name -> the rounds'
+    """Like bench.sm90.report.alternate (20 launches per candidate per round, name -> the rounds'
     medians), but each round runs the candidates in a fresh random order, so that no candidate
     always follows the same one (a fixed order put the 134-268 MB copy right before the first)."""
     names = list(runs)

@@ -1,7 +1,7 @@
 """Launch the default gemm_residual configurations for Nsight Compute to profile (GPU machine).
 
     ncu --clock-control none -k regex:gemm_residual_sm90 --section SpeedOfLight ... \
-        python3 bench/ncu_probe.py [--cases seed-bf16,seed-fp16,m256-bf16] [--launches 2]
+        python3 -m bench.ncu_probe [--cases seed-bf16,seed-fp16,m256-bf16] [--launches 2]
 
 Each case builds the Hopper path with the engine's default knobs for its shape (as `tui bench`
 would), fills N(0,1) inputs and launches it `--launches` times, synchronising after each; nothing
@@ -13,16 +13,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from types import SimpleNamespace
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # sm90_gemm, beside this file
+import cupy as cp
 
-import cupy as cp  # noqa: E402
-from sm90_gemm import Runner, cublas_gemm, limits_of_device, make_inputs  # noqa: E402
-
-from kernels import gemm_residual_sm90 as sm90  # noqa: E402
+from bench.sm90.gemm import Runner, cublas_gemm, limits_of_device, make_inputs
+from kernels import gemm_residual_sm90 as sm90
 
 CASES = {  # name: (m, n, k, dtype[, build overrides]); "cublas" = cuBLAS gemmEx GEMM alone,
     # "cublas-b1" = cuBLAS gemmEx adding into a copy of R in place (beta=1), the peer that beats

@@ -1,6 +1,6 @@
 """How the seed-shape time moves from a rested card to a busy one (GPU machine).
 
-    python3 bench/ramp_probe.py [--rests 0.3,2,5] [--rounds 2] [--launches 400] [--shape 8192,2560,2560]
+    python3 -m bench.ramp_probe [--rests 0.3,2,5] [--rounds 2] [--launches 400] [--shape 8192,2560,2560]
 
 The issue times "10 warm-ups, then the median of 100 launches"; the figure it gives for our fp16
 seed has read 0.147-0.154 ms across sessions with the same cubin. This probe asks where in a run
@@ -25,16 +25,12 @@ import json
 import os
 import random
 import statistics
-import sys
 import time
-from pathlib import Path
 from types import SimpleNamespace
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # sm90_gemm, beside this file
+import cupy as cp
 
-import cupy as cp  # noqa: E402
-from sm90_gemm import (  # noqa: E402
+from bench.sm90.gemm import (
     Runner,
     compare,
     cublas_gemm,
@@ -42,11 +38,10 @@ from sm90_gemm import (  # noqa: E402
     limits_of_device,
     make_inputs,
     reference,
-    write_table,
 )
-
-from engine import nvml  # noqa: E402
-from kernels import gemm_residual_sm90 as sm90  # noqa: E402
+from bench.sm90.report import write_table
+from engine import nvml
+from kernels import gemm_residual_sm90 as sm90
 
 WINDOW = 100
 """Launches per window: the issue's timed run."""

@@ -4,7 +4,7 @@ and their main stall reasons, and the share of samples on barrier waits (SYNCS .
 HGMMA and its waits (WARPGROUP.DEPBAR / ARRIVES), and on everything else
 (a branch right after a try-wait counts as the wait: it stalls on the try-wait's result).
 
-    python3 bench/sass_hot.py out/src-sass.csv.gz [--top 12]
+    python3 -m bench.sass_hot out/src-sass.csv.gz [--top 12]
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Where fp16's few percent at the seed go: the data's switching (GPU machine).
 
-    python3 bench/seed_probe.py [--m-list 8192] [--data normal,ints] [--rounds 5]
+    python3 -m bench.seed_probe [--m-list 8192] [--data normal,ints] [--rounds 5]
 
 For each M (N = K = 2560) and dtype (bf16, fp16), on each ``--data`` set (``normal``: N(0,1), as the
 issue times; ``ints``: integers in [-2, 2], exact in both dtypes, whose mantissas switch far less
@@ -20,16 +20,12 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
-import sys
 import time
-from pathlib import Path
 from types import SimpleNamespace
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import cupy as cp
 
-import cupy as cp  # noqa: E402
-from sm90_gemm import (  # noqa: E402
+from bench.sm90.gemm import (
     Runner,
     compare,
     cublas_gemm,
@@ -39,9 +35,8 @@ from sm90_gemm import (  # noqa: E402
     reference,
     to_bits,
 )
-
-from engine import energy, nvml  # noqa: E402
-from kernels import gemm_residual_sm90 as sm90  # noqa: E402
+from engine import energy, nvml
+from kernels import gemm_residual_sm90 as sm90
 
 ITERS = 100
 

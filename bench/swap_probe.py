@@ -1,6 +1,6 @@
 """Check and time the swapped-operand tiles (``SWAP_TILES``, R x 128; GPU machine).
 
-    python3 bench/swap_probe.py [--m-list 2400,2500,2560] [--n 2560] [--rows fit,200,200:2x1,fit@5] [--rounds 3]
+    python3 -m bench.swap_probe [--m-list 2400,2500,2560] [--n 2560] [--rows fit,200,200:2x1,fit@5] [--rounds 3]
 
 For each M (N = ``--n``, K = 2560; bf16 and fp16): the engine's default build, and the swapped build of each
 ``--rows`` (the tile's side along M, a multiple of 8 from 136 to 200; ``fit`` / ``fitR`` the rows
@@ -16,16 +16,12 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
-import sys
 import time
-from pathlib import Path
 from types import SimpleNamespace
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import cupy as cp
 
-import cupy as cp  # noqa: E402
-from sm90_gemm import (  # noqa: E402
+from bench.sm90.gemm import (
     Runner,
     compare,
     cublas_gemm,
@@ -35,8 +31,7 @@ from sm90_gemm import (  # noqa: E402
     time_fn,
     torch_matmul_add_fn,
 )
-
-from kernels import gemm_residual_sm90 as sm90  # noqa: E402
+from kernels import gemm_residual_sm90 as sm90
 
 
 def fit_rows(m: int, n: int, r: int | str, sms: int) -> int:

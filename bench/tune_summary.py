@@ -2,7 +2,7 @@
 peers and the ratios the tuning issue's targets are written in (ours / cuBLAS beta=1, ours /
 unfused), plus the tune's time.
 
-    python bench/tune_summary.py tune.json [more.json ...] [--torch]
+    python -m bench.tune_summary tune.json [more.json ...] [--torch]
 
 ``--torch`` (on the GPU machine) also times torch's own paths per shape, addmm and matmul + add,
 with CUDA events after a 1 s rest (median of 100 launches after 10 warm-ups): the framework a user

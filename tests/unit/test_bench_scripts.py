@@ -12,8 +12,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def refused(script: str, *argv: str) -> str:
-    """Run bench/SCRIPT as ``__main__`` with ARGV, in this process (a fresh interpreter per case
-    cost half a second each); it must exit 2 (argparse's usage error) before touching a GPU, with no
+    """Run ``python -m bench.SCRIPT`` with ARGV, in this process (a fresh interpreter per case cost
+    half a second each); it must exit 2 (argparse's usage error) before touching a GPU, with no
     traceback. Returns its stderr."""
     import contextlib
     import io
@@ -21,14 +21,14 @@ def refused(script: str, *argv: str) -> str:
 
     pytest.importorskip("cupy")
     err = io.StringIO()
-    saved_argv, saved_path = sys.argv, list(sys.path)
-    sys.argv = [str(ROOT / "bench" / script), *argv]
+    saved_argv = sys.argv
+    sys.argv = [f"bench/{script}.py", *argv]
     try:
         with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()), \
                 pytest.raises(SystemExit) as stop:
-            runpy.run_path(sys.argv[0], run_name="__main__")
+            runpy.run_module(f"bench.{script}", run_name="__main__", alter_sys=True)
     finally:
-        sys.argv, sys.path[:] = saved_argv, saved_path
+        sys.argv = saved_argv
     assert stop.value.code == 2, err.getvalue()
     return err.getvalue()
 
@@ -39,7 +39,7 @@ def refused(script: str, *argv: str) -> str:
                                          (["--dtypes", "tf32"], "--dtypes"),
                                          (["--rounds", "0"], "--rounds")])
 def test_swap_probe_bad_arguments_exit_2_naming_the_flag(argv, needle):
-    assert needle in refused("swap_probe.py", *argv)
+    assert needle in refused("swap_probe", *argv)
 
 
 @pytest.mark.parametrize("argv,needle", [(["--m-list", "0"], "--m-list"), (["--m-list", "soon"], "--m-list"),
@@ -48,11 +48,11 @@ def test_swap_probe_bad_arguments_exit_2_naming_the_flag(argv, needle):
                                          (["--energy-s", "0"], "--energy-s"),
                                          (["--energy-s", "100"], "--energy-s")])
 def test_seed_probe_bad_arguments_exit_2_naming_the_flag(argv, needle):
-    assert needle in refused("seed_probe.py", *argv)
+    assert needle in refused("seed_probe", *argv)
 
 
 def test_ncu_probe_unknown_case_exits_2_naming_the_flag():
-    err = refused("ncu_probe.py", "--cases", "seed-bf16,bogus")
+    err = refused("ncu_probe", "--cases", "seed-bf16,bogus")
     assert "--cases" in err and "bogus" in err and "seed-fp16" in err
 
 
@@ -61,7 +61,7 @@ def test_ncu_probe_unknown_case_exits_2_naming_the_flag():
                                          (["--seconds", "0"], "--seconds")])
 def test_energy_probe_bad_arguments_exit_2_naming_the_flag(argv, needle):
     pytest.importorskip("pynvml")
-    assert needle in refused("energy_probe.py", *argv)
+    assert needle in refused("energy_probe", *argv)
 
 
 @pytest.mark.parametrize("argv,needle", [(["--rests", "2,soon"], "--rests"), (["--rests", "-1"], "--rests"),
@@ -70,12 +70,12 @@ def test_energy_probe_bad_arguments_exit_2_naming_the_flag(argv, needle):
                                          (["--dtypes", "bf16,tf32"], "--dtypes")])
 def test_ramp_probe_bad_arguments_exit_2_naming_the_flag(argv, needle):
     pytest.importorskip("pynvml")
-    assert needle in refused("ramp_probe.py", *argv)
+    assert needle in refused("ramp_probe", *argv)
 
 
 @pytest.mark.parametrize("value", ["7976,x", "0,8192"])
 def test_sm90_gemm_bad_m_list_exits_2_naming_the_flag(value):
-    err = refused("sm90_gemm.py", "--msweep-alt", "--m-list", value)
+    err = refused("sm90_gemm", "--msweep-alt", "--m-list", value)
     assert "--m-list" in err and value in err
 
 
@@ -85,27 +85,27 @@ def test_sm90_gemm_bad_m_list_exits_2_naming_the_flag(value):
                                          (["--round-warmup", "-1"], "--round-warmup"),
                                          (["--rounds", "x"], "--rounds")])
 def test_membound_hints_bad_arguments_exit_2_naming_the_flag(argv, needle):
-    assert needle in refused("membound_hints.py", *argv)
+    assert needle in refused("membound_hints", *argv)
 
 
 @pytest.mark.parametrize("argv,needle", [(["--rounds", "0"], "--rounds"), (["--iters", "0"], "--iters"),
                                          (["--dtypes", "bf16,fp8"], "--dtypes")])
 def test_membound_bulk_bad_arguments_exit_2_naming_the_flag(argv, needle):
-    assert needle in refused("membound_bulk.py", *argv)
+    assert needle in refused("membound_bulk", *argv)
 
 
 @pytest.mark.parametrize("argv,needle", [(["--cold-duel", "--idle", "-1"], "--idle"),
                                          (["--cold-duel", "--idle", "soon"], "--idle"),
                                          (["--duel", "--rounds", "0"], "--rounds"),
-                                         (["--pp160", "--iters", "0"], "--iters")])
+                                         (["--tail-bits", "--iters", "0"], "--iters")])
 def test_sm90_gemm_bad_numbers_exit_2_naming_the_flag(argv, needle):
-    assert needle in refused("sm90_gemm.py", *argv)
+    assert needle in refused("sm90_gemm", *argv)
 
 
 def test_sm90_gemm_bad_sweep_dtype_and_bench_rest_exit_2_naming_the_flag():
-    assert "--sweep-dtype" in refused("sm90_gemm.py", "--cold-duel", "--m-list", "256", "--sweep-dtype", "fp8")
-    assert "--rest" in refused("bench.py", "--rest", "61")
-    assert "msweep-fp8" in refused("bench.py", "--sections", "seed,msweep-fp8")
+    assert "--sweep-dtype" in refused("sm90_gemm", "--cold-duel", "--m-list", "256", "--sweep-dtype", "fp8")
+    assert "--rest" in refused("bench", "--rest", "61")
+    assert "msweep-fp8" in refused("bench", "--sections", "seed,msweep-fp8")
 
 
 @pytest.mark.parametrize("argv,needle", [(["--small-m", "--idle", "-1"], "--idle"),
@@ -116,20 +116,24 @@ def test_sm90_gemm_bad_sweep_dtype_and_bench_rest_exit_2_naming_the_flag():
                                          (["--small-m", "--orders", "2,x"], "--orders"),
                                          (["--small-m", "--orders", "0,4"], "--orders")])
 def test_sm90_gemm_small_m_bad_arguments_exit_2_naming_the_flag(argv, needle):
-    assert needle in refused("sm90_gemm.py", *argv)
+    assert needle in refused("sm90_gemm", *argv)
 
 
 @pytest.fixture(scope="module")
 def sm90_script():
-    """bench/sm90_gemm.py as a module (it imports CuPy, but builds need no GPU) and H200 limits."""
+    """The names of ``python -m bench.sm90_gemm``'s modules that the tests below use (they import
+    CuPy, but builds need no GPU) and H200 limits."""
     pytest.importorskip("cupy")
-    import importlib.util
+    from types import SimpleNamespace
 
+    from bench.sm90 import args, cold_duel, gemm, report, small_m, variants
     from kernels.spec import DeviceLimits
 
-    spec = importlib.util.spec_from_file_location("sm90_gemm_script", ROOT / "bench" / "sm90_gemm.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = SimpleNamespace(SEED=gemm.SEED, SMALL_M=small_m.SMALL_M, COLD_DUEL=cold_duel.COLD_DUEL,
+                          variant=variants.variant, for_dtype=variants.for_dtype,
+                          build_variant=variants.build_variant, engine_default=variants.engine_default,
+                          cluster_tag=variants.cluster_tag, write_table=report.write_table,
+                          knob_list=args.knob_list, also_label=args.also_label)
     h200 = DeviceLimits(compute_capability=(9, 0), sm_count=132, shared_memory_per_block_bytes=232448,
                         shared_memory_per_sm_bytes=233472, profile="h200")
     return mod, h200
@@ -177,7 +181,7 @@ def test_sm90_gemm_small_m_candidates_build_as_labelled(sm90_script):
 
 
 def test_sass_hot_summarises_each_kernel(tmp_path: Path):
-    """bench/sass_hot.py reads ncu's per-SASS-line CSV (kernels one after another, each with its
+    """bench.sass_hot reads ncu's per-SASS-line CSV (kernels one after another, each with its
     header, gzipped or not) and attributes a retry branch after a try-wait to the barrier wait."""
     import gzip
 
@@ -200,8 +204,8 @@ def test_sass_hot_summarises_each_kernel(tmp_path: Path):
     path = tmp_path / "src-sass.csv.gz"
     with gzip.open(path, "wt") as f:
         f.write(text)
-    out = subprocess.run([sys.executable, str(ROOT / "bench" / "sass_hot.py"), str(path), "--top", "2"],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run([sys.executable, "-m", "bench.sass_hot", str(path), "--top", "2"],
+                         capture_output=True, text=True, check=True, cwd=ROOT).stdout
     ours, peer = out.split("== ")[1:]
     assert ours.startswith("ours: 100 samples, 4 SASS lines")
     assert "barrier wait 65.0 %" in ours and "wgmma 30.0 %" in ours and "other 5.0 %" in ours
@@ -245,8 +249,8 @@ def test_sass_hot_bad_input_exits_2_naming_it(tmp_path: Path, make, argv, needle
         path.write_bytes(make)
     elif make is not None:
         path.write_text(make)
-    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "sass_hot.py"), str(path), *argv],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([sys.executable, "-m", "bench.sass_hot", str(path), *argv],
+                          capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert proc.returncode == 2, proc.stderr
     assert needle in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
 
@@ -263,7 +267,7 @@ def test_write_table_creates_its_output_folder(sm90_script, tmp_path, capsys):
 
 
 def test_big_tile_rows_build_as_the_engine_would(sm90_script):
-    """The cold duel's session-14 rows build: the wide tiles and 128x256 with the epilogue tile in
+    """The cold duel's big-tile rows build: the wide tiles and 128x256 with the epilogue tile in
     the ring, reused at the seed (several tiles a CTA), clustered or not, and the rows named "ring"
     are exactly those with epi_ring set (the odd-shape checks key on it)."""
     mod, h200 = sm90_script
@@ -280,14 +284,12 @@ def test_big_tile_rows_build_as_the_engine_would(sm90_script):
 def test_bench_rows_score_each_kernel_against_its_own_baseline():
     """The SOL-ExecBench score of a memory-bound row is against torch's add + rms_norm (or
     bias + gelu), falling back to the CuPy peer; a GEMM row's against torch matmul + add."""
-    import importlib.util
+    import importlib
     from types import SimpleNamespace
 
     from engine.sol import solexec_score
 
-    spec_ = importlib.util.spec_from_file_location("bench_main", ROOT / "bench" / "bench.py")
-    bench = importlib.util.module_from_spec(spec_)
-    spec_.loader.exec_module(bench)
+    bench = importlib.import_module("bench.bench")
 
     def res(kernel, peers):
         return SimpleNamespace(
@@ -308,19 +310,12 @@ def test_bench_rows_score_each_kernel_against_its_own_baseline():
 
 
 def test_membound_bulk_variant_builds_what_the_engine_builds():
-    """bench/membound_bulk.py's variant (256 threads x 4 blocks, 3 slots) at [32768, 4096] bf16 is
+    """bench.membound_bulk's variant (256 threads x 4 blocks, 3 slots) at [32768, 4096] bf16 is
     the engine's own Hopper build: the same source, grid, block and ring."""
-    import importlib.util
     from types import SimpleNamespace
 
     pytest.importorskip("cupy")
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        spec_ = importlib.util.spec_from_file_location("membound_bulk", ROOT / "bench" / "membound_bulk.py")
-        mb = importlib.util.module_from_spec(spec_)
-        spec_.loader.exec_module(mb)
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
+    from bench import membound_bulk as mb
     from kernels.add_rmsnorm import SPEC
     from kernels.spec import DeviceLimits
 
@@ -339,7 +334,7 @@ def test_membound_bulk_variant_builds_what_the_engine_builds():
                                    "128x160:4:dp:sk264", "128x160:4,256x1:2", "128x128:5:cl1:cl2",
                                    "128x128:5:cl3", "128x128:5:whole:halves", "128x128:5:half"])
 def test_sm90_gemm_bad_also_exits_2_naming_the_flag(value):
-    err = refused("sm90_gemm.py", "--cold-duel", "--m-list", "2500", "--also", value)
+    err = refused("sm90_gemm", "--cold-duel", "--m-list", "2500", "--also", value)
     assert "--also" in err and "TILE:STAGES" in err
 
 
@@ -383,7 +378,7 @@ def test_sm90_gemm_also_cluster_options_build_that_cluster(sm90_script):
 
 @pytest.mark.parametrize("value", ["fp32", "", "bf16,tf32"])
 def test_sm90_gemm_bad_scan_dtypes_exit_2_naming_the_flag(value):
-    err = refused("sm90_gemm.py", "--torch-scan", "--scan-dtypes", value)
+    err = refused("sm90_gemm", "--torch-scan", "--scan-dtypes", value)
     assert "--scan-dtypes" in err and "bf16 and/or fp16" in err
 
 
@@ -392,13 +387,8 @@ def test_swap_probe_fit_rows_are_swapped_tiles_that_fill_the_rounds():
     N / 128 column blocks, at any M and N: never an unswapped tile (such as 128x128 at the small
     check shapes, timed under the swapped label)."""
     pytest.importorskip("cupy")
-    import importlib.util
-
+    from bench import swap_probe as probe
     from kernels import gemm_residual_sm90 as sm90
-
-    spec = importlib.util.spec_from_file_location("swap_probe", ROOT / "bench" / "swap_probe.py")
-    probe = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(probe)
     assert [probe.fit_rows(m, 2560, "fit", 132) for m in (1700, 2083, 2200, 2500)] == [136, 168, 176, 200]
     assert probe.fit_rows(3000, 2560, "fit3", 132) == 160 and probe.fit_rows(2083, 2560, 192, 132) == 192
     for m in (1, 333, 1000, 9000):
