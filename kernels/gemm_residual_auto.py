@@ -241,8 +241,15 @@ class AutoGemmResidualSpec(GemmResidualSpec):
     def same_family(self, limits: DeviceLimits, dtype: str, shape: dict[str, int] | None, block_size: str,
                     other: str) -> bool:
         """Both tiles build the same path (decode, Hopper or portable) for this shape: a default lent
-        from a tuned shape must not carry one path's knobs across to another's."""
-        return self._path(limits, dtype, shape, block_size) == self._path(limits, dtype, shape, other)
+        from a tuned shape must not carry one path's knobs across to another's. On the decode path
+        the lent tile must also hold the tokens in no more CTA rows than the path's own (each row
+        of CTAs streams W again: an 8-token tile lent from M = 8 to M = 16 reads W twice)."""
+        path = self._path(limits, dtype, shape, block_size)
+        if path != self._path(limits, dtype, shape, other):
+            return False
+        if path == "skinny":
+            return sk.parse_block_size(other)[0] >= sk.parse_block_size(block_size)[0]
+        return True
 
     def stages_for_schedule(self, limits: DeviceLimits, dtype: str, block_size: str,
                             shape: dict[str, int] | None, schedule: dict[str, Any]) -> int | None:
