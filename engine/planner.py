@@ -167,10 +167,17 @@ def plan(task: TaskSpec, profile: Profile,
                 **_options(spec, limits, task), **_sol(spec, task, profile))
 
 
+LEND_MARGIN = 0.10
+"""A tuned neighbour's knobs are not lent where the kernel's cost model predicts them this much
+slower than the kernel's own default at the task's shape: the model counts the rounds of tiles,
+which nearest-shape lending ignores (on the H200 a 128x160 tile tuned at M = 1024, one round of
+tiles, ran 1.21x the best at M = 1337, 1.33 rounds: ADR-0002)."""
+
+
 def _from_table(task: TaskSpec, profile: Profile, spec: Any, limits: DeviceLimits) -> TunedKnobs | None:
     """The nearest tuned shape's knobs (``engine.tuned_defaults``) where the task leaves the knobs to
-    the defaults, they build the same code path as the kernel's own default and fit this shape;
-    else None."""
+    the defaults, they build the same code path as the kernel's own default, fit this shape and the
+    cost model does not rate them ``LEND_MARGIN`` slower than the kernel's own default; else None."""
     if task.block_size is not None or task.memory_pipelining is not None:
         return None
     from engine.tuned_defaults import nearest
@@ -178,7 +185,7 @@ def _from_table(task: TaskSpec, profile: Profile, spec: Any, limits: DeviceLimit
     near = nearest(task, profile.name)
     if near is None or (task.schedule and any(near.schedule.get(k) != v for k, v in task.schedule.items())):
         return None
-    own, _ = spec.default_knobs(limits, task.dtype.value, task.shape)
+    own, own_pl = spec.default_knobs(limits, task.dtype.value, task.shape)
     if not spec.same_family(limits, task.dtype.value, task.shape, own, near.block_size):
         return None
     trial = task.model_copy(update={"block_size": near.block_size, "memory_pipelining": near.memory_pipelining,
@@ -189,6 +196,13 @@ def _from_table(task: TaskSpec, profile: Profile, spec: Any, limits: DeviceLimit
         spec.build(trial, limits)
     except ValueError:
         return None
+    mine = task.model_copy(update={"block_size": own, "memory_pipelining": own_pl})
+    try:
+        peak, bw = profile.sol_peak_flops(task.dtype.value), profile.bandwidth_bytes_per_s
+        if spec.predict_ms(trial, limits, peak, bw) > (1 + LEND_MARGIN) * spec.predict_ms(mine, limits, peak, bw):
+            return None
+    except ValueError:
+        pass  # no model to veto with: the tuned neighbour's knobs stand
     return near
 
 

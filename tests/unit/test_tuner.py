@@ -233,7 +233,7 @@ def test_defaults_come_from_the_nearest_tuned_shape_where_one_is_near(tmp_path, 
         other_path = plan(sim_task(shape={"m": 16, "n": 8192, "k": 8192}), H200)
         assert other_path.source_label == "default" and other_path.schedule.get("w_bulk") == 2
         same_path = plan(sim_task(shape={"m": 48, "n": 4096, "k": 4096}), H200)
-        assert same_path.task.block_size == "64x80" and same_path.default_from
+        assert same_path.task.block_size == "64x80"  # the wgmma path, lent or its own
     finally:
         td.table.cache_clear()
 
@@ -250,3 +250,27 @@ def test_the_decode_paths_bulk_copies_are_a_schedule_choice_the_tuner_tries(stor
     res = tune(sim_task(shape={"m": 16, "n": 8192, "k": 8192}), "h200", budget_s=20, store=store)
     tried = [t for t in res.trials if t.schedule.get("w_bulk") == 1 or "bulk_k" in t.schedule]
     assert tried and all(t.phase == 2 for t in tried)
+
+
+def test_a_tuned_tile_the_model_rates_clearly_slower_at_this_shape_is_not_lent(tmp_path, monkeypatch):
+    """Nearest-shape lending ignores the rounds of tiles; the cost model does not: 128x160 tuned at
+    M = 1024 (128 tiles, one round on 132 SMs) is not lent to M = 1337 (176 tiles), while the same
+    entry still lends to a shape where the model rates it level with the kernel's own default."""
+    import engine.planner as planner
+    import engine.tuned_defaults as td
+
+    (tmp_path / "h200.toml").write_text(
+        'version = 1\n[[entry]]\nkernel = "gemm_residual"\ndtype = "bf16"\nshape = "k=2560,m=1024,n=2560"\n'
+        'fusion = true\nblock_size = "128x160"\nmemory_pipelining = 6\n')
+    monkeypatch.setattr(td, "TABLE_DIR", tmp_path)
+    td.table.cache_clear()
+    monkeypatch.setattr(td.nearest, "__defaults__", (tmp_path,))
+    try:
+        far = plan(sim_task(shape={"m": 1337, "n": 2560, "k": 2560}), H200)
+        assert far.source_label == "default" and far.task.block_size != "128x160"
+        near = plan(sim_task(shape={"m": 1000, "n": 2560, "k": 2560}, memory_pipelining=None), H200)
+        assert near.task.block_size == "128x160" and near.default_from
+        monkeypatch.setattr(planner, "LEND_MARGIN", 10.0)  # no veto: the nearest shape's knobs
+        assert plan(sim_task(shape={"m": 1337, "n": 2560, "k": 2560}), H200).task.block_size == "128x160"
+    finally:
+        td.table.cache_clear()
