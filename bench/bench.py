@@ -6,7 +6,7 @@ Every figure is a median of CUDA-event timings after the warm-up, on N(0,1) data
 same CUDA backend the cockpit uses (kernel, cuBLAS and CuPy peers on the same inputs in the same
 run); torch peers are timed here on their own N(0,1) inputs of the same shapes. Performance lives
 here, not in timed tests. With --rest S the GPU idles S seconds before ours and before each peer:
-run back to back, whatever is timed second meets a warmer card (session 6: cuBLAS's GEMM alone
+run back to back, whatever is timed second meets a warmer card (ADR-0004: cuBLAS's GEMM alone
 0.1415 ms rested, 0.159-0.179 right after ours)."""
 
 from __future__ import annotations
@@ -31,10 +31,10 @@ from kernels.spec import DeviceLimits
 
 SEED = {"m": 8192, "n": 2560, "k": 2560}
 SWEEP_M = (256, 512, 1024, 1571, 2048, 2400, 2500, 3000, 4096, 5000, 7976, 8192)
-"""The issue's M range (256 to 8192) with M no tile divides (1571, 3000, 5000, 7976). 3000 and 5000
-joined in session 16, where the clustered 128x128 default had left its last round nearly empty
-(NOTES-sm90 v33); 2400 and 2500 in session 17, the M where ours had been slower than or level with
-torch matmul + add (v36, v37). The mean score over M is not comparable across those sessions."""
+"""The issue's M range (256 to 8192) with M no tile divides (1571, 3000, 5000, 7976): 3000 and 5000
+where a clustered 128x128 default leaves its last round of tiles nearly empty, 2400 and 2500 where
+ours had been slower than or level with torch matmul + add (ADR-0007). A mean score over M is only
+comparable between runs over the same list."""
 
 
 def _compile(task_json: str) -> str:

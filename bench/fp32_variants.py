@@ -5,7 +5,7 @@ Usage (device machine, wheels installed as bench/gpu_session.sh does):
 (--orig: an older kernel file, e.g. `git show f5bd3c5:kernels/gemm_residual_fp32.cu > orig.cu`.)
 Offline, no GPU: `--sass [--nvrtc libnvrtc.so.13 --cuobjdump PATH]` prints each variant's interior-loop
 SASS statistics; pass the NVRTC of the device's version (13.0: the nvidia-cuda-nvrtc 13.0.88 wheel), whose
-register-file read count ranked the FFMA orders' times (docs/notes/NOTES-fp32.md).
+register-file read count ranked the FFMA orders' times (ADR-0008).
 
 Each variant is the rendered fp32 source (kernels/gemm_residual.py) for a tile, stage count and
 extra #defines (GR_TN outputs per thread along N, GR_KUNROLL k steps per unrolled body). For each:
@@ -133,7 +133,7 @@ def timeit(call, iters: int, warm: int = 5) -> list[float]:
     return ts
 
 
-# ---- offline SASS statistics (--sass; no GPU): what ranked the FFMA orders (docs/notes/NOTES-fp32.md) ----
+# ---- offline SASS statistics (--sass; no GPU): what ranked the FFMA orders (ADR-0008) ----
 _INS = re.compile(r"\s*/\*([0-9a-f]{4,})\*/\s+(.*?);")
 
 

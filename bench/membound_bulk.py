@@ -14,9 +14,8 @@ timed in alternation (``membound_hints.shuffled``: a fresh random order each rou
 ms, effective GB/s (the spec's bytes_moved) and the median per-round ratio to the engine's build;
 table and JSON to $OUT when set.
 
-Session 15, call 1 measured a first version with a mode 2 (both outputs written back over the slot
-and stored by bulk copies): level with or slower than storing from registers, so it was removed
-(docs/notes/NOTES-membound.md, measurement 3).
+A variant that also wrote both outputs back over the slot and stored them by bulk copies measured
+level with or slower than storing from registers, so it is not offered (ADR-0006).
 """
 
 from __future__ import annotations

@@ -15,9 +15,9 @@ build is timed twice, as two modules (a check on the method: they must agree). P
 median ms and effective GB/s per candidate (the spec's bytes_moved) and the median per-round
 ratio to the default; JSON and the table to $OUT when set.
 
-Since session 15 the engine builds add_rmsnorm on Hopper as the TMA bulk ring: its rows arrive by
-bulk copies, so the load hints leave that build unchanged (the store hints still apply); the
-session-6 measurements in docs/notes/NOTES-membound.md were made on the register path.
+The engine builds add_rmsnorm on Hopper as the TMA bulk ring (ADR-0006): its rows arrive by bulk
+copies, so the load hints leave that build unchanged (the store hints still apply); the hints'
+first measurements were made on the register path.
 """
 
 from __future__ import annotations

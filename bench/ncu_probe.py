@@ -22,7 +22,7 @@ from kernels import gemm_residual_sm90 as sm90
 
 CASES = {  # name: (m, n, k, dtype[, build overrides]); "cublas" = cuBLAS gemmEx GEMM alone,
     # "cublas-b1" = cuBLAS gemmEx adding into a copy of R in place (beta=1), the peer that beats
-    # ours at small M (docs/notes/NOTES.md, session 7)
+    # ours at small M
     "seed-bf16": (8192, 2560, 2560, "bf16"),
     "seed-fp16": (8192, 2560, 2560, "fp16"),
     "seed-fp32": (8192, 2560, 2560, "fp32"),
@@ -41,18 +41,18 @@ CASES = {  # name: (m, n, k, dtype[, build overrides]); "cublas" = cuBLAS gemmEx
     "seed-bf16-cublas-b1": (8192, 2560, 2560, "bf16", "cublas-b1"),
     "seed-fp16-cublas-b1": (8192, 2560, 2560, "fp16", "cublas-b1"),
     # the narrow defaults against their clustered form (W multicast 2x1): multicast gained nothing
-    # on them (NOTES-sm90 v17, v18) while cuBLAS uses it there
+    # on them (ADR-0007) while cuBLAS uses it there
     "m256-bf16-cl2": (256, 2560, 2560, "bf16", {"cluster": 2, "streamk": False}),
     "m256-bf16-cublas-b1": (256, 2560, 2560, "bf16", "cublas-b1"),
     "m512-bf16-cublas-b1": (512, 2560, 2560, "bf16", "cublas-b1"),
-    # M = 1571, where ours trails cuBLAS beta=1 most (one wave of 128x256; NOTES-sm90 v24)
+    # M = 1571, where ours trails cuBLAS beta=1 most (one wave of 128x256)
     "m1571-bf16": (1571, 2560, 2560, "bf16"),
     "m1571-bf16-cublas-b1": (1571, 2560, 2560, "bf16", "cublas-b1"),
     "m1571-bf16-cublas": (1571, 2560, 2560, "bf16", "cublas"),
-    # the other M where ours trails cuBLAS beta=1 by 4-5 % after session 12
+    # the other M where ours trails cuBLAS beta=1 by 4-5 %
     "m2048-bf16": (2048, 2560, 2560, "bf16"),
     "m2048-bf16-cublas-b1": (2048, 2560, 2560, "bf16", "cublas-b1"),
-    # M = 2400-3000, where ours trails cuBLAS beta=1 by 7-18 % after session 17: which kernel,
+    # M = 2400-3000, where ours trails cuBLAS beta=1 by 7-18 % on the hand-fitted defaults: which kernel,
     # tile, grid and cluster does cuBLAS run there?
     "m2400-bf16": (2400, 2560, 2560, "bf16"),
     "m2400-bf16-cublas-b1": (2400, 2560, 2560, "bf16", "cublas-b1"),
@@ -60,13 +60,13 @@ CASES = {  # name: (m, n, k, dtype[, build overrides]); "cublas" = cuBLAS gemmEx
     "m2500-bf16-cublas-b1": (2500, 2560, 2560, "bf16", "cublas-b1"),
     "m3000-bf16": (3000, 2560, 2560, "bf16"),
     "m3000-bf16-cublas-b1": (3000, 2560, 2560, "bf16", "cublas-b1"),
-    # the swapped defaults (R x 128, out^T = W A^T; session 20), 7-8 % behind cuBLAS beta=1 there
+    # the swapped defaults (R x 128, out^T = W A^T), 7-8 % behind cuBLAS beta=1 there
     "m2083-bf16": (2083, 2560, 2560, "bf16"),
     "m2083-bf16-cublas-b1": (2083, 2560, 2560, "bf16", "cublas-b1"),
     "m7976-bf16": (7976, 2560, 2560, "bf16"),
     "m7976-bf16-cublas-b1": (7976, 2560, 2560, "bf16", "cublas-b1"),
     # around 7976: one M tile fewer (7936: the last cluster pair full), one more full tile and a
-    # wholly empty partner (8064): which of the partial tile and the empty one costs (session 16)
+    # wholly empty partner (8064): which of the partial tile and the empty one costs
     "m7936-bf16": (7936, 2560, 2560, "bf16"),
     "m8064-bf16": (8064, 2560, 2560, "bf16"),
     "m7937-bf16": (7937, 2560, 2560, "bf16"),
@@ -75,7 +75,7 @@ CASES = {  # name: (m, n, k, dtype[, build overrides]); "cublas" = cuBLAS gemmEx
     "m7976-bf16-shift": (7976, 2560, 2560, "bf16", {"tail_shift": True}),
     "m8000-bf16-shift": (8000, 2560, 2560, "bf16", {"tail_shift": True}),
     # the two ping-pong consumers on one shared epilogue buffer, at the default's depth and one
-    # deeper: slower than the default in the cold duel (NOTES-sm90 v27), where from?
+    # deeper: slower than the default in the cold duel (ADR-0007), where from?
     "seed-bf16-pp5": (8192, 2560, 2560, "bf16", {"block": "128x128", "stages": 5, "pingpong": True,
                                                  "cluster": 2, "streamk": False, "epi_shared": False}),
     "seed-bf16-pp5-shared": (8192, 2560, 2560, "bf16", {"block": "128x128", "stages": 5, "pingpong": True,

@@ -20,7 +20,7 @@ from bench.sm90.variants import Variant, for_dtype, variant
 COLD_DUEL = {  # name: variant (tile, stages, dtype, fuse, streamk, pingpong, cluster)
     "pp 128x128 s5 no cluster": ("128x128", 5, "{dt}", True, True, True, 1),
     "pp 128x128 s5 cl2 (default)": ("128x128", 5, "{dt}", True, False, True, 2),
-    # the tile that reaches past M moved back to end at M (TAIL_SHIFT; session 16: M = 7976 took
+    # the tile that reaches past M moved back to end at M (TAIL_SHIFT; ADR-0007: M = 7976 took
     # 2.5 % more cycles than 8192 under Nsight Compute, 8064 with a wholly empty tile did not)
     "pp 128x128 s5 cl2, tail shifted": Variant("128x128", 5, "{dt}", True, False, True, 2,
                                                tail_shift=True),
@@ -28,11 +28,11 @@ COLD_DUEL = {  # name: variant (tile, stages, dtype, fuse, streamk, pingpong, cl
     "pp 128x160 s4 cl2": ("128x160", 4, "{dt}", True, False, True, 2),
     "coop 128x256 s3": ("128x256", 3, "{dt}", True, True, False, 1),
     "coop 128x256 s3 cl2": ("128x256", 3, "{dt}", True, False, False, 2),
-    # (1x2 and 2x2 clusters, A multicast: slower everywhere, NOTES-sm90 v18)
+    # (1x2 and 2x2 clusters, A multicast: slower everywhere (ADR-0007))
     # (the grouped tile order, groups of 2, 4, 8 cluster pairs on the default: 2-5 % slower,
-    # NOTES-sm90 v23)
+    # ADR-0007)
     # the two ping-pong consumers sharing one epilogue buffer: one stage more in the same shared
-    # memory (session 13, v27)
+    # memory (ADR-0007)
     "pp 128x128 s6 cl2, shared epilogue": Variant("128x128", 6, "{dt}", True, False, True, 2,
                                                   epi_shared=True),
     "pp 128x128 s6, shared epilogue": Variant("128x128", 6, "{dt}", True, False, True, 1,
@@ -48,12 +48,12 @@ COLD_DUEL = {  # name: variant (tile, stages, dtype, fuse, streamk, pingpong, cl
     "coop 128x128 s6": ("128x128", 6, "{dt}", True, True, False, 1),
     "coop 128x160 s5": ("128x160", 5, "{dt}", True, True, False, 1),
     # (when the producer stages each item's R: after k-block STAGES of the item; k-block 0 +2.9 %,
-    # 16 +3.4 %, 4 level, 3 and 6-8 slower in bf16, NOTES-sm90 v28)
-    # (R's two chunks one per k-block from k-block 4 or 5: 0.4-1.3 % slower, v28, removed again)
+    # 16 +3.4 %, 4 level, 3 and 6-8 slower in bf16 (ADR-0007))
+    # (R's two chunks one per k-block from k-block 4 or 5: 0.4-1.3 % slower, removed again)
     # 128 CTAs instead of 132: 1280 tiles = 5 full rounds of 256 consumers (132 CTAs also take 5,
-    # the last 85 % full); 4 idle SMs, 3 % less L2 traffic at a time (v29)
+    # the last 85 % full); 4 idle SMs, 3 % less L2 traffic at a time (ADR-0007)
     "pp 128x128 s5 cl2, grid 128": Variant("128x128", 5, "{dt}", True, False, True, 2, grid=128),
-    # cuBLAS's big tiles (session 14, v31): cooperative, the 80 KB epilogue tile staged in the ring
+    # cuBLAS's big tiles (ADR-0007): cooperative, the 80 KB epilogue tile staged in the ring
     # and its slots returned after each store (the ring goes on), 4 stages (3: no room beside the
     # tile's two slots, released at once); 128x320's consumers split N; 2 stages fit a buffer
     **{f"coop {t} s{st} ring" + (" cl2" if c > 1 else ""):

@@ -37,7 +37,7 @@ SMALL_M = {  # name: variant (see ``Variant``); the narrow and 128x160 rows with
     "64x80 s11 (planned)": Variant("64x80", 11, "{dt}", True, True, False, 1, raster_m=False),
     "coop 128x80 s7 data-parallel": Variant("128x80", 7, "{dt}", True, False, False, 1, raster_m=False),
     "coop 128x80 s7 cl2": ("128x80", 7, "{dt}", True, False, False, 2),
-    # tile order (session 11, v22): M-fastest tiles put the CTAs that share a W tile side by side,
+    # tile order (ADR-0007): M-fastest tiles put the CTAs that share a W tile side by side,
     # as cuBLAS's grid does
     "64x80 s8 dp, M-fastest": Variant("64x80", 8, "{dt}", True, False, False, 1, raster_m=True),
     "64x80 s8 cl2 M-fastest": Variant("64x80", 8, "{dt}", True, False, False, 2, raster_m=True),
@@ -46,7 +46,7 @@ SMALL_M = {  # name: variant (see ``Variant``); the narrow and 128x160 rows with
     "coop 128x160 s5 dp, M-fastest": Variant("128x160", 5, "{dt}", True, False, False, 1, raster_m=True),
     "coop 128x256 s3 dp, M-fastest": Variant("128x256", 3, "{dt}", True, False, False, 1, raster_m=True),
     # the epilogue tile staged in the ring's freed slots (one tile per CTA): its shared memory goes
-    # to the ring, one stage more than the defaults' (session 12, v26; rows skipped where a CTA
+    # to the ring, one stage more than the defaults' (ADR-0007; rows skipped where a CTA
     # would get two tiles)
     "coop 128x256 s3 dp, R in ring": Variant("128x256", 3, "{dt}", True, False, False, 1, epi_ring=True),
     "coop 128x256 s4 dp, R in ring": Variant("128x256", 4, "{dt}", True, False, False, 1, epi_ring=True),
@@ -56,9 +56,9 @@ SMALL_M = {  # name: variant (see ``Variant``); the narrow and 128x160 rows with
                                                        raster_m=True, epi_ring=True),
     "64x80 s12 dp, M-fastest, R in ring": Variant("64x80", 12, "{dt}", True, False, False, 1,
                                                   raster_m=True, epi_ring=True),
-    # (1x2 and 2x2 clusters, A multicast, build(cluster=(1, 2)): slower everywhere, NOTES-sm90 v18,
-    # 128x256 in 1x2 at M = 1571 too (one wave of 130 CTAs): 4-5 % slower, v24;
-    # two consumers splitting 64x80's k-blocks: level, v19, removed again)
+    # (1x2 and 2x2 clusters, A multicast, build(cluster=(1, 2)): slower everywhere (ADR-0007),
+    # 128x256 in 1x2 at M = 1571 too (one wave of 130 CTAs): 4-5 % slower;
+    # two consumers splitting 64x80's k-blocks: level, removed again)
 }
 
 

@@ -1,5 +1,5 @@
 """Code says what is, not how it got there: no session numbers, lab-notebook citations or dated
-measurements in engine/, kernels/, tui/ or tests/. A choice that needs its evidence cites a decision
+measurements in engine/, kernels/, tui/, tests/ or bench/. A choice that needs its evidence cites a decision
 record under docs/decisions/ (``ADR-0007``); the lab notebooks live in their own folder under docs/."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SCANNED_DIRS = ("engine", "kernels", "tui", "tests")
+SCANNED_DIRS = ("engine", "kernels", "tui", "tests", "bench")
 PROSE_DATE_DIRS = ("engine", "kernels", "tui")
 """Where an ISO date in a comment or docstring is history; in tests, timestamps are data."""
 SUFFIXES = (".py", ".cu", ".cuh", ".toml", ".tcss")
