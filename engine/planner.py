@@ -132,7 +132,7 @@ def plan(task: TaskSpec, profile: Profile,
         bs, pl = spec.default_knobs(limits, dtype, shape)
     except ValueError as exc:
         return _refused(task, profile, limits, spec, [Violation("block_size", None, str(exc))], source)
-    near = _from_table(task, profile, spec, limits) if entry is None else None
+    near = _from_table(task, profile, spec, limits, (bs, pl)) if entry is None else None
     if near is not None:
         bs, pl = near.block_size, near.memory_pipelining
         if near.schedule and not task.schedule:
@@ -174,10 +174,12 @@ which nearest-shape lending ignores (on the H200 a 128x160 tile tuned at M = 102
 tiles, ran 1.21x the best at M = 1337, 1.33 rounds: ADR-0002)."""
 
 
-def _from_table(task: TaskSpec, profile: Profile, spec: Any, limits: DeviceLimits) -> TunedKnobs | None:
+def _from_table(task: TaskSpec, profile: Profile, spec: Any, limits: DeviceLimits,
+                own_knobs: tuple[Any, Any]) -> TunedKnobs | None:
     """The nearest tuned shape's knobs (``engine.tuned_defaults``) where the task leaves the knobs to
     the defaults, they build the same code path as the kernel's own default, fit this shape and the
-    cost model does not rate them ``LEND_MARGIN`` slower than the kernel's own default; else None."""
+    cost model does not rate them ``LEND_MARGIN`` slower than the kernel's own default ``own_knobs``
+    (BLOCK_SIZE, MEMORY_PIPELINING); else None."""
     if task.block_size is not None or task.memory_pipelining is not None:
         return None
     from engine.tuned_defaults import nearest
@@ -185,7 +187,7 @@ def _from_table(task: TaskSpec, profile: Profile, spec: Any, limits: DeviceLimit
     near = nearest(task, profile.name)
     if near is None or (task.schedule and any(near.schedule.get(k) != v for k, v in task.schedule.items())):
         return None
-    own, own_pl = spec.default_knobs(limits, task.dtype.value, task.shape)
+    own, own_pl = own_knobs
     if not spec.same_family(limits, task.dtype.value, task.shape, own, near.block_size):
         return None
     trial = task.model_copy(update={"block_size": near.block_size, "memory_pipelining": near.memory_pipelining,

@@ -435,13 +435,8 @@ def _smem_schedule(m: int, n: int, k: int, bm: int, warps: int, sm_count: int,
     return None if best is None else (best[3], best[1])
 
 
-DEFAULT_BN_BULK = (128, 64, 32, 16)
-"""BN tried for the w_bulk 1 default (``bulk_schedule``)."""
 BULK_LATENCY_S = 1.0e-6
 """DRAM latency under load that the bulk ring's bytes in flight must cover (``bulk_cost_us``)."""
-BULK_PLAN_BANDWIDTH = 4.0e12
-"""The DRAM bandwidth ``plan`` gives ``bulk_schedule`` when not told the device's: about what the
-H200 streams (a decode GEMM's W at 3.0-3.7 TB/s, a device copy at 4.1)."""
 BULK_SM_SHARE = 1.0
 """The most one SM streams in ``bulk_cost_us``, as a multiple of its even share of the DRAM
 bandwidth: a grid on fewer than 1 / BULK_SM_SHARE of the SMs cannot reach the bandwidth (on the
@@ -462,7 +457,8 @@ def _bulk_resident(bm: int, bn: int, warps: int, stages: int, bulk_k: int, limit
 
 def bulk_cost_us(m: int, n: int, k: int, bm: int, bn: int, stages: int, warps: int, split_k: int,
                  bulk_k: int, limits: DeviceLimits, bandwidth_bytes_per_s: float, mode: int = 1) -> float:
-    """A predicted time in microseconds for w_bulk 1 (a prior, not a measurement): W, A, R and out
+    """A predicted time in microseconds for a w_bulk ring (the tuner's prior, not a measurement, and
+    not what picks the default: ``tma_schedule`` does): W, A, R and out
     from DRAM in waves of resident CTAs, each wave at the bandwidth or at what its bytes in flight
     (``stages`` slots of BN rows of bulk_k elements per CTA) carry over ``BULK_LATENCY_S`` or what
     its SMs can stream (``BULK_SM_SHARE``), whichever is lowest; A's reads from L2 once per CTA; the split-K partials written and read back plus the
@@ -484,31 +480,6 @@ def bulk_cost_us(m: int, n: int, k: int, bm: int, bn: int, stages: int, warps: i
     return t * 1e6 + 2.0 + (1.0 if split_k > 1 else 0.0)
 
 
-def bulk_schedule(m: int, n: int, k: int, bm: int, warps: int, limits: DeviceLimits,
-                  bandwidth_bytes_per_s: float, bn: int | None = None, stages: int | None = None,
-                  split_k: int | None = None, bulk_k: int | None = None,
-                  mode: int = 1) -> tuple[int, int, int, int] | None:
-    """(BN, split_k, stages, bulk_k) for w_bulk 1: the unset knobs that minimise ``bulk_cost_us``
-    among ``DEFAULT_BN_BULK`` x ``SPLIT_K_OPTIONS`` (at most one slot of K per split) x the stages
-    that fit x ``DEFAULT_BULK_K`` (ties: less split-K, fewer stages, the wider tile); None where
-    nothing fits."""
-    best: tuple[tuple[float, int, int, int], tuple[int, int, int, int]] | None = None
-    bk = bulk_k or DEFAULT_BULK_K
-    for b in (bn,) if bn else DEFAULT_BN_BULK:
-        fits = bulk_stages_that_fit(bm, b, warps, bk, limits, mode)
-        for st in (stages,) if stages else fits:
-            if st not in fits:
-                continue
-            for sp in (split_k,) if split_k else SPLIT_K_OPTIONS:
-                if sp > _cdiv(k, bk) and not split_k:
-                    continue
-                t = bulk_cost_us(m, n, k, bm, b, st, warps, sp, bk, limits, bandwidth_bytes_per_s, mode)
-                key = (round(t, 3), sp, st, -b)
-                if best is None or key < best[0]:
-                    best = (key, (b, sp, st, bk))
-    return None if best is None else best[1]
-
-
 TMA_NARROW_BM = 16
 """Up to this BM the w_bulk 2 default takes ``TMA_NARROW`` (BN, warps), above it ``TMA_WIDE``."""
 TMA_NARROW = (16, 4)
@@ -524,8 +495,9 @@ TMA_MIN_RESIDENT = 2
 
 def tma_schedule(m: int, n: int, k: int, bm: int, limits: DeviceLimits, bn: int | None = None,
                  stages: int | None = None, split_k: int | None = None, bulk_k: int | None = None,
-                 warps: int | None = None) -> tuple[int, tuple[int, int, int, int] | None]:
-    """(warps, (BN, split_k, stages, bulk_k)) for w_bulk 2, the knobs given kept: BN and warps by
+                 warps: int | None = None, mode: int = 2) -> tuple[int, tuple[int, int, int, int] | None]:
+    """(warps, (BN, split_k, stages, bulk_k)) for a shared-memory ring (w_bulk ``mode``, the
+    shared memory counted as that mode lays it out), the knobs given kept: BN and warps by
     BM (``TMA_NARROW``/``TMA_WIDE``), ``DEFAULT_BULK_K``, the least split-K (at most one slot of K
     per split) that busies ``TMA_FILL`` of the SMs in one wave of resident CTAs, else the least
     that busies them, and the deepest ring that keeps ``TMA_MIN_RESIDENT`` CTAs per SM and the grid
@@ -536,7 +508,7 @@ def tma_schedule(m: int, n: int, k: int, bm: int, limits: DeviceLimits, bn: int 
     warps = warps or nw
     bn = bn or nb
     bk = bulk_k or DEFAULT_BULK_K
-    fit = bulk_stages_that_fit(bm, bn, warps, bk, limits, 2)
+    fit = bulk_stages_that_fit(bm, bn, warps, bk, limits, mode)
     if stages is not None and stages not in fit:
         return warps, None
     if not fit:
@@ -547,14 +519,14 @@ def tma_schedule(m: int, n: int, k: int, bm: int, limits: DeviceLimits, bn: int 
 
     def grid(st: int) -> tuple[int, int, int]:
         """(split-K, CTAs, resident CTA slots) at ring depth st."""
-        slots = limits.sm_count * _bulk_resident(bm, bn, warps, st, bk, limits, 2)
+        slots = limits.sm_count * _bulk_resident(bm, bn, warps, st, bk, limits, mode)
         ctas = {s: _cdiv(n, bn) * _cdiv(m, bm) * s for s in splits}
         sp = next((s for s in splits if busy <= ctas[s] <= slots),
                   next((s for s in splits if ctas[s] >= busy), splits[-1]))
         return sp, ctas[sp], slots
 
     if stages is None:
-        deep = [st for st in fit if _bulk_resident(bm, bn, warps, st, bk, limits, 2) >= TMA_MIN_RESIDENT]
+        deep = [st for st in fit if _bulk_resident(bm, bn, warps, st, bk, limits, mode) >= TMA_MIN_RESIDENT]
         one_wave = [st for st in deep if grid(st)[1] <= grid(st)[2]]
         stages = max(one_wave or deep or fit)
     split_k = grid(stages)[0]
@@ -564,7 +536,7 @@ def tma_schedule(m: int, n: int, k: int, bm: int, limits: DeviceLimits, bn: int 
 def plan(m: int, n: int, k: int, dtype: str, limits: DeviceLimits, block_size: str | None = None,
          stages: int | None = None, warps: int | None = None, split_k: int | None = None,
          fuse: bool = True, a_smem: int | None = None, w_bulk: int | None = None,
-         bulk_k: int | None = None, bandwidth_bytes_per_s: float | None = None) -> SkinnyPlan:
+         bulk_k: int | None = None) -> SkinnyPlan:
     """Resolve every unset knob from the hardware (``default_bm``, ``default_schedule`` against
     limits.sm_count, ``default_stages``, ``default_a_smem``) and the launch geometry; ValueError
     naming the knob for a value this path cannot run (``check`` lists every problem). a_smem None
@@ -604,11 +576,7 @@ def plan(m: int, n: int, k: int, dtype: str, limits: DeviceLimits, block_size: s
                              f"cc {limits.compute_capability[0]}.{limits.compute_capability[1]})")
         if a_smem == 1:
             raise ValueError(f"schedule.a_smem={a_smem}: with schedule.w_bulk = 1 A comes through the ring (a_smem 0)")
-        if w_bulk == 2:
-            warps, picked = tma_schedule(m, n, k, bm, limits, bn_req, stages, split_k, bulk_k, warps_req)
-        else:
-            picked = bulk_schedule(m, n, k, bm, warps, limits, bandwidth_bytes_per_s or BULK_PLAN_BANDWIDTH, bn_req,
-                                   stages, split_k, bulk_k, w_bulk)
+        warps, picked = tma_schedule(m, n, k, bm, limits, bn_req, stages, split_k, bulk_k, warps_req, w_bulk)
         if picked is None:
             raise ValueError(f"memory_pipelining={stages}: no ring of {bm}x{bn_req or 'any'} with bulk_k "
                              f"{bulk_k or DEFAULT_BULK_K} fits {limits.shared_memory_per_block_bytes} bytes of "
@@ -715,14 +683,7 @@ def _bulk_violations(m: int, n: int, k: int, bm: int, bn: int, stages: int, warp
                              f"a ring of {stages} slots of {bm}x{bn} with bulk_k {bulk_k} needs {smem} bytes of "
                              f"shared memory; fits: {', '.join(map(str, fits)) or 'none'}",
                              f"{limits.shared_memory_per_block_bytes} bytes per block"))
-    if 32 * (warps + 1) > limits.max_threads_per_block:
-        out.append(Violation("schedule.warps", warps, "too many threads per block (one more warp copies)",
-                             f"{limits.max_threads_per_block} threads"))
-    tiles = _cdiv(n, bn) * _cdiv(m, bm)
-    if split_k > 1 and tiles > COUNTERS:
-        out.append(Violation("block_size", f"{bm}x{bn}", f"{tiles} output tiles need split-K counters",
-                             f"{COUNTERS} counters"))
-    return out
+    return out + _launch_violations(m, n, bm, bn, warps, split_k, limits, producer=True)
 
 
 def _geometry_violations(m: int, n: int, k: int, bm: int, bn: int, stages: int, warps: int,
@@ -744,8 +705,17 @@ def _geometry_violations(m: int, n: int, k: int, bm: int, bn: int, stages: int, 
                              else "block_size", a_smem if a_smem else f"{bm}x{bn}",
                              f"{smem} bytes of static shared memory for {bm}x{bn}",
                              f"{_smem_limit(limits)} bytes per block"))
-    if 32 * warps > limits.max_threads_per_block:
-        out.append(Violation("schedule.warps", warps, "too many threads per block",
+    return out + _launch_violations(m, n, bm, bn, warps, split_k, limits)
+
+
+def _launch_violations(m: int, n: int, bm: int, bn: int, warps: int, split_k: int,
+                       limits: DeviceLimits, producer: bool = False) -> list[Violation]:
+    """Threads per block (``warps`` consumer warps, and a producer warp with a w_bulk ring) and the
+    split-K arrival counters, for either way W travels."""
+    out: list[Violation] = []
+    if 32 * (warps + producer) > limits.max_threads_per_block:
+        out.append(Violation("schedule.warps", warps,
+                             "too many threads per block" + (" (one more warp copies)" if producer else ""),
                              f"{limits.max_threads_per_block} threads"))
     tiles = _cdiv(n, bn) * _cdiv(m, bm)
     if split_k > 1 and tiles > COUNTERS:

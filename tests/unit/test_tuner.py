@@ -246,6 +246,11 @@ def test_the_decode_paths_bulk_copies_are_a_schedule_choice_the_tuner_tries(stor
     # where bulk copies cannot build (K % 8 != 0): refused on the knob, with the fix
     p = plan(sim_task(shape={"m": 16, "n": 8192, "k": 8196}, schedule={"w_bulk": 1}), H200)
     assert not p.ok and p.violations[0].field == "schedule.w_bulk"
+    # malformed values name the knob and what it takes
+    for sched, field in (({"w_bulk": 3}, "schedule.w_bulk"), ({"bulk_k": 100}, "schedule.bulk_k"),
+                         ({"w_bulk": 0, "bulk_k": 128}, "schedule.bulk_k")):
+        p = plan(sim_task(shape={"m": 16, "n": 8192, "k": 8192}, schedule=sched), H200)
+        assert not p.ok and p.violations[0].field == field, (sched, p.violations)
     # the tune's second phase tries it around the fastest (tile, stages)
     res = tune(sim_task(shape={"m": 16, "n": 8192, "k": 8192}), "h200", budget_s=20, store=store)
     tried = [t for t in res.trials if t.schedule.get("w_bulk") == 1 or "bulk_k" in t.schedule]
