@@ -200,42 +200,52 @@ def test_cli_refuses_bad_shapes_files(tmp_path, capsys, text, why):
     assert why in capsys.readouterr().err
 
 
-def test_defaults_come_from_the_nearest_tuned_shape_where_one_is_near(tmp_path, monkeypatch):
+def _entry(shape: str, block_size: str, stages: int, schedule: str = "") -> str:
+    """One [[entry]] of a table of tuned defaults (bf16, fused gemm_residual)."""
+    return (f'[[entry]]\nkernel = "gemm_residual"\ndtype = "bf16"\nshape = "{shape}"\nfusion = true\n'
+            f'block_size = "{block_size}"\nmemory_pipelining = {stages}\n' + schedule)
+
+
+@pytest.fixture
+def tuned_table(tmp_path, monkeypatch):
+    """Writes the h200 table of tuned defaults the planner reads (entries from ``_entry``) for one test."""
+    import engine.tuned_defaults as td
+
+    monkeypatch.setattr(td, "TABLE_DIR", tmp_path)
+    monkeypatch.setattr(td.nearest, "__defaults__", (tmp_path,))
+
+    def write(*entries: str) -> None:
+        (tmp_path / "h200.toml").write_text("version = 1\n" + "".join(entries))
+        td.table.cache_clear()
+
+    yield write
+    td.table.cache_clear()
+
+
+def test_defaults_come_from_the_nearest_tuned_shape_where_one_is_near(tuned_table):
     """A profile's table of tuned defaults lends its knobs to shapes of the same class (decode or
     not, N and K within 2x) whose default builds the same code path; elsewhere, or where the knobs
     do not fit, the kernel's own rules."""
-    import engine.tuned_defaults as td
-
-    (tmp_path / "h200.toml").write_text(
-        'version = 1\n[[entry]]\nkernel = "gemm_residual"\ndtype = "bf16"\nshape = "k=4096,m=4096,n=4096"\n'
-        'fusion = true\nblock_size = "128x256"\nmemory_pipelining = 4\n'
-        '[[entry]]\nkernel = "gemm_residual"\ndtype = "bf16"\nshape = "k=4096,m=1,n=4096"\n'
-        'fusion = true\nblock_size = "8x16"\nmemory_pipelining = 6\n[entry.schedule]\nsplit_k = 1\n'
-        '[[entry]]\nkernel = "gemm_residual"\ndtype = "bf16"\nshape = "k=5120,m=32,n=5120"\n'
-        'fusion = true\nblock_size = "64x80"\nmemory_pipelining = 12\n')
-    monkeypatch.setattr(td, "TABLE_DIR", tmp_path)
-    td.table.cache_clear()
-    monkeypatch.setattr(td.nearest, "__defaults__", (tmp_path,))
-    try:
-        near = plan(sim_task(shape={"m": 3000, "n": 3584, "k": 5000}), H200)
-        assert (near.task.block_size, near.task.memory_pipelining) == ("128x256", 4)
-        assert near.source_label == "default (tuned at 4096x4096x4096 on h200)"
-        decode = plan(sim_task(shape={"m": 4, "n": 5120, "k": 3000}), H200)
-        assert decode.task.block_size == "8x16" and decode.task.schedule == {"split_k": 1}
-        far = plan(sim_task(shape={"m": 3000, "n": 10240, "k": 4096}), H200)  # N more than 2x away
-        assert far.source_label == "default"
-        own = plan(sim_task(shape={"m": 3000, "n": 3584, "k": 5000}, block_size="128x128"), H200)
-        assert own.task.block_size == "128x128" and not own.default_from
-        other_dtype = plan(sim_task(shape={"m": 3000, "n": 3584, "k": 5000}, dtype="fp16"), H200)
-        assert other_dtype.source_label == "default"
-        # M = 16 runs the decode path: the M = 32 shape's wgmma tile (another path) is not lent,
-        # though it is the nearest decode-side shape
-        other_path = plan(sim_task(shape={"m": 16, "n": 8192, "k": 8192}), H200)
-        assert other_path.source_label == "default" and other_path.schedule.get("w_bulk") == 2
-        same_path = plan(sim_task(shape={"m": 48, "n": 4096, "k": 4096}), H200)
-        assert same_path.task.block_size == "64x80"  # the wgmma path, lent or its own
-    finally:
-        td.table.cache_clear()
+    tuned_table(_entry("k=4096,m=4096,n=4096", "128x256", 4),
+                _entry("k=4096,m=1,n=4096", "8x16", 6, "[entry.schedule]\nsplit_k = 1\n"),
+                _entry("k=5120,m=32,n=5120", "64x80", 12))
+    near = plan(sim_task(shape={"m": 3000, "n": 3584, "k": 5000}), H200)
+    assert (near.task.block_size, near.task.memory_pipelining) == ("128x256", 4)
+    assert near.source_label == "default (tuned at 4096x4096x4096 on h200)"
+    decode = plan(sim_task(shape={"m": 4, "n": 5120, "k": 3000}), H200)
+    assert decode.task.block_size == "8x16" and decode.task.schedule == {"split_k": 1}
+    far = plan(sim_task(shape={"m": 3000, "n": 10240, "k": 4096}), H200)  # N more than 2x away
+    assert far.source_label == "default"
+    own = plan(sim_task(shape={"m": 3000, "n": 3584, "k": 5000}, block_size="128x128"), H200)
+    assert own.task.block_size == "128x128" and not own.default_from
+    other_dtype = plan(sim_task(shape={"m": 3000, "n": 3584, "k": 5000}, dtype="fp16"), H200)
+    assert other_dtype.source_label == "default"
+    # M = 16 runs the decode path: the M = 32 shape's wgmma tile (another path) is not lent,
+    # though it is the nearest decode-side shape
+    other_path = plan(sim_task(shape={"m": 16, "n": 8192, "k": 8192}), H200)
+    assert other_path.source_label == "default" and other_path.schedule.get("w_bulk") == 2
+    same_path = plan(sim_task(shape={"m": 48, "n": 4096, "k": 4096}), H200)
+    assert same_path.task.block_size == "64x80"  # the wgmma path, lent or its own
 
 
 def test_the_decode_paths_bulk_copies_are_a_schedule_choice_the_tuner_tries(store):
@@ -257,25 +267,16 @@ def test_the_decode_paths_bulk_copies_are_a_schedule_choice_the_tuner_tries(stor
     assert tried and all(t.phase == 2 for t in tried)
 
 
-def test_a_tuned_tile_the_model_rates_clearly_slower_at_this_shape_is_not_lent(tmp_path, monkeypatch):
+def test_a_tuned_tile_the_model_rates_clearly_slower_at_this_shape_is_not_lent(tuned_table, monkeypatch):
     """Nearest-shape lending ignores the rounds of tiles; the cost model does not: 128x160 tuned at
     M = 1024 (128 tiles, one round on 132 SMs) is not lent to M = 1337 (176 tiles), while the same
     entry still lends to a shape where the model rates it level with the kernel's own default."""
     import engine.planner as planner
-    import engine.tuned_defaults as td
 
-    (tmp_path / "h200.toml").write_text(
-        'version = 1\n[[entry]]\nkernel = "gemm_residual"\ndtype = "bf16"\nshape = "k=2560,m=1024,n=2560"\n'
-        'fusion = true\nblock_size = "128x160"\nmemory_pipelining = 6\n')
-    monkeypatch.setattr(td, "TABLE_DIR", tmp_path)
-    td.table.cache_clear()
-    monkeypatch.setattr(td.nearest, "__defaults__", (tmp_path,))
-    try:
-        far = plan(sim_task(shape={"m": 1337, "n": 2560, "k": 2560}), H200)
-        assert far.source_label == "default" and far.task.block_size != "128x160"
-        near = plan(sim_task(shape={"m": 1000, "n": 2560, "k": 2560}, memory_pipelining=None), H200)
-        assert near.task.block_size == "128x160" and near.default_from
-        monkeypatch.setattr(planner, "LEND_MARGIN", 10.0)  # no veto: the nearest shape's knobs
-        assert plan(sim_task(shape={"m": 1337, "n": 2560, "k": 2560}), H200).task.block_size == "128x160"
-    finally:
-        td.table.cache_clear()
+    tuned_table(_entry("k=2560,m=1024,n=2560", "128x160", 6))
+    far = plan(sim_task(shape={"m": 1337, "n": 2560, "k": 2560}), H200)
+    assert far.source_label == "default" and far.task.block_size != "128x160"
+    near = plan(sim_task(shape={"m": 1000, "n": 2560, "k": 2560}, memory_pipelining=None), H200)
+    assert near.task.block_size == "128x160" and near.default_from
+    monkeypatch.setattr(planner, "LEND_MARGIN", 10.0)  # no veto: the nearest shape's knobs
+    assert plan(sim_task(shape={"m": 1337, "n": 2560, "k": 2560}), H200).task.block_size == "128x160"
