@@ -35,7 +35,8 @@ _EXPORTS: dict[str, str] = {
     "tune": "engine.tuner", "TuneResult": "engine.tuner", "Trial": "engine.tuner", "TuningCache": "engine.tuning_cache",
     "tuned_lookup": "engine.tuning_cache", "baseline_marks": "engine.baseline",
     # results, profiles, errors
-    "RunResult": "engine.result", "RunStatus": "engine.result", "ResultStore": "engine.store",
+    "RunResult": "engine.result", "RunStatus": "engine.result", "RecordedTask": "engine.recorded_task",
+    "ResultStore": "engine.store",
     "ProfileSet": "engine.profiles", "load_profiles": "engine.profiles", "BUILTIN_DIR": "engine.profiles",
     "CockpitError": "engine.errors", "InputError": "engine.errors", "sol_figures": "engine.sol",
     "config_dir": "engine.paths",
