@@ -134,7 +134,7 @@ def row(label: str, res, torch_ms: dict[str, float]) -> dict:
     sol = res.sol or {}
     peers = {p.name: (p.timing.median_ms if p.timing else None) for p in res.peers}
     peers.update(torch_ms)
-    kernel = res.task.get("kernel", "gemm_residual")
+    kernel = res.task.kernel or "gemm_residual"
     torch_base, cupy_base = BASELINES.get(kernel, BASELINES["gemm_residual"])
     base = torch_ms.get(torch_base) or peers.get(cupy_base)
     t = res.timing.median_ms if res.timing else None
@@ -144,8 +144,8 @@ def row(label: str, res, torch_ms: dict[str, float]) -> dict:
         "score_vs_torch": solexec_score(t, base, sol["t_sol_ms"]) if t and base else None,
         "correct": res.correctness.correct if res.correctness else None,
         "max_rel_err": res.correctness.max_rel_err if res.correctness else None,
-        "knobs": f"{res.task.get('block_size')}/{res.task.get('memory_pipelining') or 'off'}/"
-                 f"{'fused' if res.task.get('fusion') else 'unfused'}",
+        "knobs": f"{res.task.block_size}/{res.task.memory_pipelining or 'off'}/"
+                 f"{'fused' if res.task.fusion else 'unfused'}",
         "path": res.launch.get("info", {}).get("path") if res.launch else None,
         "peers": peers, "error": (res.error or "")[:160] or None,
     }
@@ -238,7 +238,7 @@ def main() -> int:
         out = []
         for label, task in rows:
             res = run(task)
-            tp = (torch_peers(task.kernel, res.task["shape"], res.task["dtype"], it, args.rest)
+            tp = (torch_peers(task.kernel, res.task.shape, res.task.dtype, it, args.rest)
                   if task.peers else {})
             out.append(row(label, res, tp))
         results[title] = out

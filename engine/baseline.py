@@ -246,7 +246,7 @@ class Baselines:
                              "can be a baseline", fix="pick an ok run from tui history")
         t = res.task
         return self._put({
-            "kernel": t.get("kernel", ""), "shape": shape_text(t.get("shape")), "dtype": str(t.get("dtype")),
+            "kernel": t.kernel or "", "shape": shape_text(t.shape), "dtype": str(t.dtype),
             "gpu": gpu_model(res.fingerprint.gpu_name, res.profile, res.simulated),
             "median_ms": res.timing.median_ms, "tolerance_pct": tolerance_pct, "run_id": run_id, "source": "run",
             "simulated": int(res.simulated), "fingerprint": fingerprint_of(res), "set_at": _now(),

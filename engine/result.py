@@ -7,6 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from engine.recorded_task import RecordedTask
+
 
 class RunStatus(str, enum.Enum):
     ok = "ok"
@@ -90,7 +92,8 @@ class RunResult(BaseModel):
     run_id: int | None = None
     status: RunStatus
     simulated: bool
-    task: dict[str, Any]
+    task: RecordedTask
+    """The task as run, written back exactly as it was stored (``engine.recorded_task``)."""
     profile: str
     error: str | None = None
     error_kind: str | None = None
@@ -135,7 +138,7 @@ class RunResult(BaseModel):
         """The rest before each timed implementation: what the run applied (the task's, or the fair
         rest a run with peers takes), else the task's (0 for results saved before either)."""
         applied = self.validity.get("rest_applied_s")
-        return float(applied if applied is not None else (self.task.get("rest_s") or 0))
+        return float(applied if applied is not None else (self.task.rest_s or 0))
 
     @property
     def peers_caveat(self) -> str | None:
@@ -184,10 +187,10 @@ class RunResult(BaseModel):
             "status": self.status.value,
             "simulated": self.simulated,
             "run_id": self.run_id,
-            "kernel": self.task.get("kernel"),
-            "shape": self.task.get("shape"),
-            "dtype": self.task.get("dtype"),
-            "knobs": {k: self.task.get(k) for k in ("block_size", "memory_pipelining", "fusion")},
+            "kernel": self.task.kernel,
+            "shape": self.task.shape,
+            "dtype": self.task.dtype,
+            "knobs": self.task.knobs,
             "profile": self.profile,
             "t_sol_ms": sol.get("t_sol_ms"),
             "time_ms": None if t is None else {"median": t.median_ms, "p10": t.p10_ms, "p90": t.p90_ms},

@@ -19,6 +19,7 @@ from engine.events import Event
 from engine.planner import Plan, PlanError, plan
 from engine.process import run_in_engine_process
 from engine.profiles import Profile, ProfileSet, load_profiles
+from engine.recorded_task import RecordedTask
 from engine.result import RunResult, RunStatus
 from engine.task import TaskSpec
 from kernels import get_spec
@@ -103,7 +104,7 @@ def prepare(task: TaskSpec, profile_name: str | None = None, profiles: ProfileSe
 
 def _failed(prep: PreparedRun, status: RunStatus, error: str, kind: str, started: str, t0: float,
             log: list[str]) -> RunResult:
-    return RunResult(status=status, simulated=prep.simulated, task=prep.task.model_dump(mode="json"),
+    return RunResult(status=status, simulated=prep.simulated, task=RecordedTask.of(prep.task),
                      profile=prep.profile.name, error=error, error_kind=kind, log=log, started_at=started,
                      wall_s=time.monotonic() - t0,
                      fingerprint=base_fingerprint(prep.profile, prep.backend, None))
@@ -157,7 +158,7 @@ def attach_measured_sol(result: RunResult, profile: Profile, profiles: ProfileSe
     measured = measured_for(profiles or load_profiles(), profile)
     if measured is None:
         return
-    dtype = result.task.get("dtype", "bf16")
+    dtype = result.task.dtype or "bf16"
     fig = sol_figures(sol["flops"], sol["bytes"], measured.sol_peak_flops(dtype), measured.bandwidth_bytes_per_s,
                       result.timing.median_ms)
     result.sol_measured, result.measured_profile = fig.to_dict(), measured.name

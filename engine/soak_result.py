@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.recorded_task import RecordedTask
 from engine.result import Correctness, Fingerprint, RunResult, RunStatus
 
 STATUS = {"hang": RunStatus.timeout, "timeout": RunStatus.timeout, "crashed": RunStatus.crashed,
@@ -39,7 +40,7 @@ def soak_run_result(prep: Any, summary: Any, child: dict[str, Any], log: list[st
         sol = sol_figures(spec.flops(shape), spec.bytes_moved(shape, dtype), peak_flops_for(prep.profile, dtype),
                           prep.profile.bandwidth_bytes_per_s, timing.median_ms).to_dict()
     return RunResult(
-        status=soak_status(summary), simulated=prep.simulated, task=prep.task.model_dump(mode="json"),
+        status=soak_status(summary), simulated=prep.simulated, task=RecordedTask.of(prep.task),
         profile=prep.profile.name, error=summary.error, error_kind=summary.error_kind, timing=timing, sol=sol,
         correctness=correctness, validity={"soak": summary.model_dump(mode="json")}, fingerprint=fp,
         log=list(child.get("log") or log), matched_rules=[summary.rule] if summary.rule else [],

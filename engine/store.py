@@ -113,10 +113,9 @@ class ResultStore:
         sol = result.sol or {}
         row = (
             result.started_at or _now(), result.fingerprint.host or socket.gethostname(),
-            t.get("kernel", ""), result.profile, result.fingerprint.backend or t.get("backend", ""),
-            int(result.simulated), result.status.value, t.get("dtype"), json.dumps(t.get("shape")),
-            t.get("block_size"), t.get("memory_pipelining"),
-            None if t.get("fusion") is None else int(t["fusion"]),
+            t.kernel or "", result.profile, result.fingerprint.backend or t.backend or "",
+            int(result.simulated), result.status.value, t.dtype, json.dumps(t.shape),
+            t.block_size, t.memory_pipelining, None if t.fusion is None else int(t.fusion),
             result.timing.median_ms if result.timing else None, sol.get("tflops"), sol.get("gbps"),
             sol.get("sol_pct"), None if result.correctness is None else int(result.correctness.correct),
             result.fingerprint.gpu_name, result.fingerprint.kernel_source_sha256,

@@ -8,6 +8,7 @@ from typing import Any
 
 from engine import __version__
 from engine.energy import per_work
+from engine.recorded_task import RecordedTask
 from engine.result import Correctness, Fingerprint, PeerResult, RunResult, RunStatus, Timing
 from engine.sol import sol_figures, solexec_score
 from engine.task import TaskSpec
@@ -80,7 +81,7 @@ def finish(
     if status is RunStatus.incorrect and correctness is not None:
         error = mismatch_text(correctness)
     return RunResult(
-        status=status, simulated=simulated, task=task.model_dump(mode="json") | {"shape": shape},
+        status=status, simulated=simulated, task=RecordedTask.of(task, shape=shape),
         profile=profile.name, error=error, error_kind="incorrect" if error else None, timing=timing,
         sol=fig.to_dict(), correctness=correctness, peers=peers, solexec_score=score,
         baseline_ms=baseline_ms,

@@ -142,11 +142,11 @@ def print_result(res: RunResult, notices: list[str], knobs_from: str = "default"
     if res.simulated:
         con.print("[reverse bold yellow] SIMULATED [/] timings come from the roofline model, not from a GPU")
     t = res.task
-    con.print(f"[bold]{t.get('kernel')}[/] shape={'x'.join(str(v) for v in (t.get('shape') or {}).values())} "
-              f"dtype={t.get('dtype')} "
-              f"BLOCK_SIZE={t.get('block_size')} MEMORY_PIPELINING={t.get('memory_pipelining') or 'off'} "
-              f"fusion={'on' if t.get('fusion') else 'off'} profile={res.profile}"
-              + (f" schedule={','.join(f'{k}={v}' for k, v in sorted(t['schedule'].items()))}" if t.get("schedule") else "")
+    con.print(f"[bold]{t.kernel}[/] shape={'x'.join(str(v) for v in (t.shape or {}).values())} "
+              f"dtype={t.dtype} "
+              f"BLOCK_SIZE={t.block_size} MEMORY_PIPELINING={t.memory_pipelining or 'off'} "
+              f"fusion={'on' if t.fusion else 'off'} profile={res.profile}"
+              + (f" schedule={','.join(f'{k}={v}' for k, v in sorted(t.schedule.items()))}" if t.schedule else "")
               + f" (knobs: {knobs_from})")
     if res.status.value != "ok" and res.timing is None:
         con.print(f"[red]status: {res.status.value}[/]  {res.error}")

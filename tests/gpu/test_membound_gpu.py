@@ -83,8 +83,8 @@ def test_every_knob_combination_correct(kernel, dtype):
 def _line(res, **extra):
     t = res.task
     peers = {p.name: (round(p.timing.median_ms, 4) if p.timing else p.error, p.correct) for p in res.peers}
-    return json.dumps({"kernel": t["kernel"], "shape": t["shape"], "dtype": t["dtype"], "bs": t["block_size"],
-                       "st": t["memory_pipelining"], "fusion": t["fusion"], "ms": round(res.timing.median_ms, 4),
+    return json.dumps({"kernel": t.kernel, "shape": t.shape, "dtype": t.dtype, "bs": t.block_size,
+                       "st": t.memory_pipelining, "fusion": t.fusion, "ms": round(res.timing.median_ms, 4),
                        "gbps": round(res.sol["gbps"]), "ok": res.status.value, "peers": peers,
                        "score": res.solexec_score, "info": res.launch.get("info", {}).get("path"), **extra})
 

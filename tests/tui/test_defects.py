@@ -89,7 +89,7 @@ async def test_run_refuses_an_invalid_form_with_the_forms_error(make):
         await pilot.pause()
         await pilot.press("escape", "4", "r")
         await wait_for_run(pilot, app)
-        assert app.last_result.ok and app.last_result.task["shape"]["m"] == 1024
+        assert app.last_result.ok and app.last_result.task.shape["m"] == 1024
 
 
 async def test_a_task_set_elsewhere_replaces_the_invalid_form(make):

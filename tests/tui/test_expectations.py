@@ -158,6 +158,7 @@ async def test_history_compare_without_marks_takes_the_previous_run_of_the_same_
 def test_tuned_column_reads_where_the_knobs_came_from():
     from types import SimpleNamespace
 
+    from engine import RecordedTask
     from tui.widgets.history_rows import history_row, row_cells
 
     rec = SimpleNamespace(id=1, created_at=None, status="ok", kernel="gemm_residual", shape={"m": 1}, dtype="bf16",
@@ -169,7 +170,7 @@ def test_tuned_column_reads_where_the_knobs_came_from():
     assert cells["tuned"] == "-" and cells["iterations"] == "-" and cells["pipe"] == "-" and cells["when"] == "-"
     for source, shown in (("tuned 2025-05-14 (burst)", "yes"), ("default (tuned at 8192x2560x2560)", "no"),
                           ("task", "no")):
-        result = SimpleNamespace(task={"iterations": 9}, knobs_from=source)
+        result = SimpleNamespace(task=RecordedTask(iterations=9), knobs_from=source)
         assert str(row_cells(history_row(rec, result), False)[13]) == shown, source
 
 

@@ -54,15 +54,15 @@ async def test_the_knobs_shown_are_the_knobs_that_run(make):
         await pilot.press("r")
         await wait_for_run(pilot, app)
         ran = app.last_result.task
-        assert f"BLOCK_SIZE={ran['block_size']} MEMORY_PIPELINING={ran['memory_pipelining']}" in before
+        assert f"BLOCK_SIZE={ran.block_size} MEMORY_PIPELINING={ran.memory_pipelining}" in before
         small = with_fields(app.task_spec, shape={"m": 1024, "n": 2560, "k": 2560})
         app.task_spec = small
         await pilot.pause()
         await pilot.press("r")
         await wait_for_run(pilot, app, runs=2)
         ran = app.last_result.task
-        assert (ran["block_size"], ran["memory_pipelining"]) == ("128x160", 6)  # h200, M = 1024
-        assert f"BLOCK_SIZE={ran['block_size']} MEMORY_PIPELINING={ran['memory_pipelining']}" in text_of(app, "#run-task")
+        assert (ran.block_size, ran.memory_pipelining) == ("128x160", 6)  # h200, M = 1024
+        assert f"BLOCK_SIZE={ran.block_size} MEMORY_PIPELINING={ran.memory_pipelining}" in text_of(app, "#run-task")
 
 
 async def test_injected_fault_shows_the_rule_and_the_next_run_works(make, monkeypatch):

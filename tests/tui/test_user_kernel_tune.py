@@ -50,4 +50,4 @@ async def test_tune_screen_shows_a_user_kernels_knobs(make, tmp_path):
         await pilot.press("r")
         await wait_for_run(pilot, app)
         res = app.last_result
-        assert res.ok and res.simulated and res.task["kernel"] == "scaled_matmul"
+        assert res.ok and res.simulated and res.task.kernel == "scaled_matmul"

@@ -287,13 +287,14 @@ def test_bench_rows_score_each_kernel_against_its_own_baseline():
     import importlib
     from types import SimpleNamespace
 
+    from engine.recorded_task import RecordedTask
     from engine.sol import solexec_score
 
     bench = importlib.import_module("bench.bench")
 
     def res(kernel, peers):
         return SimpleNamespace(
-            task={"kernel": kernel, "block_size": "256", "memory_pipelining": 3, "fusion": True},
+            task=RecordedTask(kernel=kernel, block_size="256", memory_pipelining=3, fusion=True),
             sol={"t_sol_ms": 0.2237, "gbps": 3851.0, "sol_pct": 80.2, "tflops": None}, status=SimpleNamespace(value="ok"),
             peers=[SimpleNamespace(name=n, timing=SimpleNamespace(median_ms=t)) for n, t in peers.items()],
             timing=SimpleNamespace(median_ms=0.2788), correctness=SimpleNamespace(correct=True, max_rel_err=0.0),

@@ -7,6 +7,7 @@ import pytest
 
 from engine.errors import InputError
 from engine.recorded_task import RecordedTask
+from engine.result import RunResult, RunStatus
 from engine.task import TaskSpec
 
 LEGACY_TASK = ('{"kernel":"gemm_residual","shape":{"m":8192,"n":2560,"k":2560},"dtype":"bf16","block_size":"128x128",'
@@ -21,7 +22,7 @@ allows, a field it no longer has (split_k), a rest written as an integer and a v
 field takes (verify)."""
 
 
-def test_a_record_of_a_task_is_its_json_form_in_its_order():
+def test_a_new_result_records_the_task_as_task_spec_dumps_it():
     task = TaskSpec(kernel="add_rmsnorm", block_size="256", rest_s=2.0)
     dumped = task.model_dump(mode="json")
     rec = RecordedTask.of(task)
@@ -29,6 +30,9 @@ def test_a_record_of_a_task_is_its_json_form_in_its_order():
     assert (rec.kernel, rec.shape, rec.dtype, rec.rest_s) == ("add_rmsnorm", task.shape, "bf16", 2.0)
     assert rec.knobs == {"block_size": "256", "memory_pipelining": None, "fusion": True}
     assert rec.to_task() == task
+    res = RunResult(status=RunStatus.ok, simulated=True, task=rec, profile="h200")
+    assert f'"task":{json.dumps(dumped, separators=(",", ":"))},' in res.model_dump_json()
+    assert RunResult.model_validate_json(res.model_dump_json()) == res
 
 
 def test_a_recorded_shape_replaces_the_tasks_in_its_place():

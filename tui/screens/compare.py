@@ -13,6 +13,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from engine import RecordedTask
 from tui.widgets.format import fmt, fmt_delta_pct, fmt_ms, fmt_shape, fmt_value
 from tui.widgets.run_report import pipe_text
 
@@ -29,9 +30,9 @@ COMPARE_FIELDS = (
 """(path in the run's summary, label, lower is better: True/False, None = not a figure)."""
 
 
-def _get(summary: dict[str, Any], task: dict[str, Any], path: str) -> Any:
+def _get(summary: dict[str, Any], task: RecordedTask, path: str) -> Any:
     if path.startswith("task."):
-        return task.get(path[5:])
+        return getattr(task, path[5:])
     d: Any = summary
     for part in path.split("."):
         if not isinstance(d, dict):

@@ -16,7 +16,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.widgets import ProgressBar, Static
 
-from engine import CockpitError, RunResult, RunStatus, prepare, run_prepared, tuned_lookup
+from engine import CockpitError, RecordedTask, RunResult, RunStatus, prepare, run_prepared, tuned_lookup
 from tui import diagnostics
 from tui.screens.base import WIDE_COLUMNS, CockpitScreen
 from tui.widgets.roofline import RooflinePlot, roofline_data
@@ -43,13 +43,13 @@ def previous_run(store: Any, result: RunResult) -> RunResult | None:
     previous" compares with, from this session or an earlier one."""
     task = result.task
     try:
-        records = store.list(kernel=task.get("kernel"), profile=result.profile, limit=200)
+        records = store.list(kernel=task.kernel, profile=result.profile, limit=200)
     except CockpitError:
         return None
     for r in records:
         if result.run_id is not None and r.id >= result.run_id:
             continue
-        if (r.shape, r.dtype, r.simulated) != (task.get("shape"), task.get("dtype"), result.simulated):
+        if (r.shape, r.dtype, r.simulated) != (task.shape, task.dtype, result.simulated):
             continue
         if r.median_ms is None:
             continue
@@ -245,7 +245,7 @@ class RunScreen(CockpitScreen):
 
             msg = exc.message if isinstance(exc, CockpitError) else f"{type(exc).__name__}: {exc}"
             result = RunResult(status=RunStatus.crashed, simulated=prep.simulated,
-                               task=prep.task.model_dump(mode="json"), profile=prep.profile.name,
+                               task=RecordedTask.of(prep.task), profile=prep.profile.name,
                                error=f"the run could not complete: {msg}", error_kind="crashed")
         self.post_message(self.Finished(result, previous_run(store, result)))
 

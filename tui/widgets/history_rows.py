@@ -35,12 +35,12 @@ def history_row(record: Any, result: Any = None, mark: dict[str, Any] | None = N
     ``tuned``: whether the knobs came from this GPU's tuning cache (the plan's source label starts
     'tuned'); None while the result does not record it (``RunResult.knobs_from``, requested).
     ``mark``: the run against its baseline (``engine.baseline.marks``), None without one."""
-    task = getattr(result, "task", None) or {}
     knobs_from = getattr(result, "knobs_from", None)
+    iterations = None if result is None else result.task.iterations
     return {
         "id": record.id, "created_at": record.created_at, "status": record.status, "kernel": record.kernel,
         "shape": record.shape, "dtype": record.dtype, "block_size": record.block_size,
-        "pipe": record.memory_pipelining, "iterations": task.get("iterations"), "median_ms": record.median_ms,
+        "pipe": record.memory_pipelining, "iterations": iterations, "median_ms": record.median_ms,
         "sol_pct": record.sol_pct, "profile": record.profile, "simulated": record.simulated,
         "tuned": None if knobs_from is None else str(knobs_from).startswith("tuned"),
         "baseline_ratio": (mark or {}).get("ratio"), "regression": bool((mark or {}).get("regression")),

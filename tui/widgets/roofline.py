@@ -63,7 +63,7 @@ def roofline_data(result: RunResult, profile: Any = None) -> tuple[list[Roof], l
     flops, nbytes = sol.get("flops"), sol.get("bytes")
     if not flops or not nbytes or result.timing is None:
         return [], []
-    dtype = str(result.task.get("dtype") or "bf16")
+    dtype = result.task.dtype or "bf16"
     roofs: list[Roof] = []
     sheet = None
     if profile is not None and profile.name == result.profile:

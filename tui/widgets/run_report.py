@@ -9,7 +9,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from engine import PlanError, RunResult, format_pipelining, plan
+from engine import PlanError, RecordedTask, RunResult, format_pipelining, plan
 from tui.widgets.format import NA, fmt, fmt_delta_pct, fmt_ms, fmt_shape, fmt_value
 
 
@@ -112,16 +112,16 @@ def pipe_text(stages: int | None) -> str:
     return "-" if stages is None else format_pipelining(stages)
 
 
-def task_identity(task: dict[str, Any]) -> tuple[Any, ...]:
+def task_identity(task: RecordedTask) -> tuple[Any, ...]:
     """What makes two runs comparable: the same kernel, shape and dtype."""
-    return task.get("kernel"), task.get("shape"), task.get("dtype")
+    return task.kernel, task.shape, task.dtype
 
 
 def comparison_table(new: RunResult, old: RunResult | None) -> Table | Text:
     """The change from the previous run of the same kernel, shape and dtype (``old``): the knobs
     that differ and the headline figures."""
     if old is None:
-        what = f"{new.task.get('kernel', 'this kernel')} {fmt_shape(new.task.get('shape'))} {new.task.get('dtype', '')}"
+        what = f"{new.task.kernel or 'this kernel'} {fmt_shape(new.task.shape)} {new.task.dtype or ''}"
         return Text(f"No earlier stored run of {what.strip()} on {new.profile} to compare with: "
                     "change a knob (3 Tune) and run again.", style="dim")
     t = Table(box=None, pad_edge=False, header_style="bold", title_justify="left")
@@ -129,12 +129,14 @@ def comparison_table(new: RunResult, old: RunResult | None) -> Table | Text:
     t.add_column(f"#{old.run_id}" if old.run_id else "previous", justify="right", no_wrap=True)
     t.add_column(f"#{new.run_id}" if new.run_id else "this", justify="right", no_wrap=True)
     t.add_column("change", no_wrap=True)
-    for key, label in (("block_size", "BLOCK_SIZE"), ("memory_pipelining", "MEMORY_PIPELINING"),
-                       ("schedule", "schedule"), ("fusion", "fusion"), ("iterations", "iterations")):
-        a, b = old.task.get(key), new.task.get(key)
-        if key == "schedule" and not a and not b:
+    o, n = old.task, new.task
+    knobs: tuple[tuple[str, Any, Any], ...] = (
+        ("BLOCK_SIZE", o.block_size, n.block_size), ("MEMORY_PIPELINING", o.memory_pipelining, n.memory_pipelining),
+        ("schedule", o.schedule, n.schedule), ("fusion", o.fusion, n.fusion), ("iterations", o.iterations, n.iterations))
+    for label, a, b in knobs:
+        if label == "schedule" and not a and not b:
             continue
-        sa, sb = (pipe_text(a), pipe_text(b)) if key == "memory_pipelining" else (fmt_value(a), fmt_value(b))
+        sa, sb = (pipe_text(a), pipe_text(b)) if label == "MEMORY_PIPELINING" else (fmt_value(a), fmt_value(b))
         t.add_row(label, sa, sb, "changed" if a != b else "", style="yellow" if a != b else "")
     om, nm = (old.timing.median_ms if old.timing else None), (new.timing.median_ms if new.timing else None)
     t.add_row("median", fmt_ms(om), fmt_ms(nm), fmt_delta_pct(nm, om))
