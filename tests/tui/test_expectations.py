@@ -155,6 +155,23 @@ async def test_history_compare_without_marks_takes_the_previous_run_of_the_same_
         assert any("No earlier run" in n.message for n in app._notifications)
 
 
+async def test_history_lists_and_compares_runs_saved_before_rest_s_and_with_refused_knobs(make):
+    """Saved results survive: a run stored before rest_s existed and one whose task today's rules
+    refuse (``engine.recorded_task``) are listed and compared like any other."""
+    from tests.unit.test_recorded_task import LEGACY_TASK, REFUSED_TASK, stored_with_task
+
+    app = make(start_mode="history")
+    stored_with_task(app.store, LEGACY_TASK)
+    stored_with_task(app.store, REFUSED_TASK)
+    async with app.run_test(size=(120, 40)) as pilot:
+        table = app.screen.query_one("#hist-table", DataTable)
+        await wait_until(pilot, lambda: table.row_count == 2)
+        assert column_values(table, "iterations") == ["0", "100"]
+        await pilot.press("c")
+        compare = text_of(app, "#compare-table")
+        assert "#1" in compare and "#2" in compare and "fp8" in compare and "96x96" in compare
+
+
 def test_tuned_column_reads_where_the_knobs_came_from():
     from types import SimpleNamespace
 

@@ -7,8 +7,10 @@ import pytest
 
 from engine.errors import InputError
 from engine.recorded_task import RecordedTask
-from engine.result import RunResult, RunStatus
+from engine.result import PeerResult, RunResult, RunStatus
+from engine.store import ResultStore
 from engine.task import TaskSpec
+from engine.timing import timing_stats
 
 LEGACY_TASK = ('{"kernel":"gemm_residual","shape":{"m":8192,"n":2560,"k":2560},"dtype":"bf16","block_size":"128x128",'
                '"memory_pipelining":4,"fusion":true,"warmup":10,"iterations":100,"device":0,"backend":"cuda",'
@@ -20,6 +22,22 @@ REFUSED_TASK = ('{"kernel":"gemm_residual","shape":{"m":8192,"n":2560,"k":2560},
 """A task today's TaskSpec refuses: a dtype, a stage count and an iteration count it no longer
 allows, a field it no longer has (split_k), a rest written as an integer and a value of no type the
 field takes (verify)."""
+
+
+def stored_with_task(store: ResultStore, task_json: str) -> tuple[int, str]:
+    """A real run's result stored with ``task_json`` as its task, as an older version wrote it."""
+    peer = PeerResult(name="cublas_gemm", label="cuBLAS GEMM", timing=timing_stats([0.17, 0.18]))
+    res = RunResult(status=RunStatus.ok, simulated=False, task=RecordedTask.of(TaskSpec(backend="cuda")),
+                    profile="h200", timing=timing_stats([0.15, 0.16]), peers=[peer], sol={"sol_pct": 50.0},
+                    started_at="2025-05-14T13:02:00+00:00")
+    run_id = store.save(res)
+    text = res.model_dump_json()
+    now = json.dumps(res.task.model_dump(mode="json"), separators=(",", ":"))
+    assert text.count(now) == 1
+    text = text.replace(now, task_json)
+    with store.transaction() as conn:
+        conn.execute("UPDATE runs SET result_json = ? WHERE id = ?", (text, run_id))
+    return run_id, text
 
 
 def test_a_new_result_records_the_task_as_task_spec_dumps_it():
@@ -75,3 +93,26 @@ def test_a_record_today_refuses_reads_as_recorded_and_runs_again_only_with_a_nam
     for field in ("dtype='fp8'", "memory_pipelining=1", "iterations=0", "verify='sometimes'", "split_k: unknown field"):
         assert field in err.value.message, field
 
+
+def test_a_result_saved_before_rest_s_reads_as_no_rest_and_is_written_back_as_stored(tmp_path):
+    store = ResultStore(tmp_path / "r.sqlite")
+    run_id, stored = stored_with_task(store, LEGACY_TASK)
+    res = store.get(run_id)
+    assert res is not None and res.model_dump_json() == stored
+    assert res.task == RecordedTask.model_validate_json(LEGACY_TASK) and res.task.rest_s is None
+    assert res.rest_s == 0.0 and res.summary_json()["rest_s"] == 0.0  # no rest was taken then
+    assert res.peers_caveat is not None and res.timing_note is None
+    assert res.summary_json()["knobs"] == {"block_size": "128x128", "memory_pipelining": 4, "fusion": True}
+
+
+def test_a_result_whose_task_today_refuses_still_reads_and_is_written_back_as_stored(tmp_path):
+    store = ResultStore(tmp_path / "r.sqlite")
+    run_id, stored = stored_with_task(store, REFUSED_TASK)
+    res = store.get(run_id)
+    assert res is not None and res.model_dump_json() == stored
+    assert res.task == RecordedTask.model_validate_json(REFUSED_TASK)
+    assert res.rest_s == 3.0 and res.summary_json()["dtype"] == "fp8" and res.summary_json()["knobs"] == {
+        "block_size": "96x96", "memory_pipelining": 1, "fusion": True}
+    assert [r.id for r in store.list()] == [run_id]
+    with pytest.raises(InputError, match="split_k"):
+        res.task.to_task()
