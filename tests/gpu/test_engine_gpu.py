@@ -400,7 +400,7 @@ def _engine_out_with(monkeypatch, task: TaskSpec, **flags):
     """The engine's run of ``task`` with the Hopper path's flags set (e.g. HALF_TAIL_DEFAULT), each on
     the ``kernels.sm90`` module that defines and reads it: the result and a copy of the output its
     verify step checked."""
-    from engine.backends.cuda import CudaBackend
+    from engine.backends import cuda as cuda_backend
     from kernels.sm90 import choices, model
 
     owners = {"TAIL_SHIFT_DEFAULT": choices, "HALF_TAIL_DEFAULT": choices, "STREAMK_DEFAULT": model}
@@ -408,13 +408,13 @@ def _engine_out_with(monkeypatch, task: TaskSpec, **flags):
         for name, value in flags.items():
             mp.setattr(owners[name], name, value)
         seen = {}
-        verify = CudaBackend._verify
+        verify = cuda_backend.verify_outputs
 
         def spy(spec, inputs, outs, dtype):
             seen["out"] = outs[spec.output].copy()
             return verify(spec, inputs, outs, dtype)
 
-        mp.setattr(CudaBackend, "_verify", staticmethod(spy))
+        mp.setattr(cuda_backend, "verify_outputs", spy)
         return _backend_run(task), seen["out"]
 
 
