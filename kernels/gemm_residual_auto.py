@@ -72,6 +72,12 @@ cap: the 8192^3 fit above is the capped case (the seed's 128x128 kept 0.75 of th
 8192^3's 0.55 for 2 ms)."""
 SHORT_MS = 0.2
 LONG_MS = 1.0
+STREAMK_TAIL_SCALE = 1.15
+STREAMK_TAIL_FIXED = 0.5
+"""A stream-K tail's rounds: ``STREAMK_TAIL_FIXED`` + its share of a round x ``STREAMK_TAIL_SCALE``.
+The fixed half round (partials through the workspace, the finishing CTA's read-back, operands no
+longer shared in L2 by CTAs at different K) is fitted to the tuned table shapes' trials and checked
+on held-out ones (ADR-0002: without it, stream-K builds ran 1.15-1.46x their prediction, medians)."""
 
 
 def _skinny_cost_us(p: sk.SkinnyPlan, shape: dict[str, int], dtype: str, bandwidth: float,
@@ -106,7 +112,8 @@ def sm90_predict_ms(p: Any, limits: DeviceLimits, peak_flops: float, bandwidth: 
     tile_s = max(mma_s, l2_s) * depth + (0.3 if p.pingpong else 1.0) * epi_s
     tiles = p.tiles
     if p.dp_tiles < tiles and not p.half_tail:  # stream-K: the tail's K spread over the grid
-        rounds = -(-p.dp_tiles // max(1, p.grid)) + (tiles - p.dp_tiles) / max(1, p.grid) * 1.15
+        rounds = (-(-p.dp_tiles // max(1, p.grid))
+                  + STREAMK_TAIL_FIXED + (tiles - p.dp_tiles) / max(1, p.grid) * STREAMK_TAIL_SCALE)
     else:
         rounds = sm90.tile_rounds(p.m, p.n, bm, bn, sms, p.cluster, p.half_tail)
     busy = rounds * tile_s
