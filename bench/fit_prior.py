@@ -96,7 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     train = [r for p in args.train for r in trials(p)]
     check = [r for p in args.check for r in trials(p)]
-    print("data-parallel trials, today's model: train median %.3f mean|e| %.3f n %d" % errors(train, "off"))
+    med, mae, n = errors(train, "off")
+    print(f"data-parallel trials, today's model: train median {med:+.3f} mean|e| {mae:.3f} n {n}")
     scale, fixed = fit(train, check, out=sys.stdout)
     print(f"training pick: STREAMK_TAIL_SCALE = {scale}, STREAMK_TAIL_FIXED = {fixed}")
     return 0

@@ -2,8 +2,8 @@
 
 from pathlib import Path
 
-from bench.fit_prior import errors, fit, trials
 import kernels.gemm_residual_auto as auto
+from bench.fit_prior import errors, fit, trials
 
 DATA = Path(__file__).resolve().parents[2] / "docs" / "data"
 
