@@ -27,7 +27,7 @@ _EXPORTS: dict[str, str] = {
     # running
     "prepare": "engine.runner", "run_prepared": "engine.runner", "resolve_profile": "engine.runner",
     "PreparedRun": "engine.runner", "choose_backend": "engine.backends.select",
-    "BackendChoice": "engine.backends.select", "start_resource_tracker": "engine.process",
+    "BackendChoice": "engine.backends.select", "start_engine_server": "engine.process",
     "STAGES": "engine.events",
     "run_soak": "engine.soak", "SoakOptions": "engine.soak", "SoakEvent": "engine.events",
     "parse_duration": "engine.soak", "parse_percent": "engine.soak", "sim_device_count": "engine.multi_device",

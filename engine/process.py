@@ -1,14 +1,18 @@
-"""The engine process: one spawned child per GPU job, watched by the caller.
+"""The engine process: one child per GPU job, watched by the caller.
 
 The child reports over a pipe: {"type": "event", "event": {...}} while it works, then exactly one
 {"type": "result", "result": {...}}. The caller enforces a wall-clock timeout and a cancel by
 killing the child, and notices a child that dies without a result (a segfault, a kill). The caller
 never imports cupy, so it never holds a CUDA context that a fault could poison.
 
+Children are forked from a server process (multiprocessing's "forkserver") that has imported the
+engine's modules once and never touches CUDA: each job starts from a clean, pre-imported process
+instead of a fresh interpreter (ADR-0009). The caller itself is never forked.
+
 The child dies with its caller (a parent-death signal), so a caller killed by any signal, SIGKILL
-included, leaves no engine process behind holding the GPU and the terminal. Children start with
-a safe import path (``PYTHONSAFEPATH``): run inside an untrusted checkout, no module from the
-current directory (a ``json.py``, a ``multiprocessing/``) is imported by them."""
+included, leaves no engine process behind holding the GPU and the terminal. The server and the
+children start with a safe import path (``PYTHONSAFEPATH``): run inside an untrusted checkout, no
+module from the current directory (a ``json.py``, a ``multiprocessing/``) is imported by them."""
 
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ import contextlib
 import multiprocessing as mp
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -41,23 +46,50 @@ class ProcessOutcome:
 PR_SET_PDEATHSIG = 1
 _env_lock = threading.Lock()
 
+PRELOAD = ("engine.runner", "engine.worker", "engine.backends.sim", "engine.tuner", "engine.tune_worker",
+           "engine.backends.sim_tune", "engine.soak", "engine.soak_worker", "engine.backends.sim_soak",
+           "engine.calibrate")
+"""What the engine server imports before it forks anything: the modules of the entry points and
+the simulated backend. Never cupy, pynvml or an ``engine.backends.cuda*`` module: CUDA state does
+not survive a fork, so the server must not hold any (tests/unit/test_engine_server.py)."""
+
 
 @contextlib.contextmanager
-def safe_import_path() -> Iterator[None]:
+def _environment(**values: str) -> Iterator[None]:
+    """These environment variables set for the processes started inside the block."""
+    with _env_lock:
+        before = {name: os.environ.get(name) for name in values}
+        os.environ.update(values)
+        try:
+            yield
+        finally:
+            for name, value in before.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+
+
+def safe_import_path() -> contextlib.AbstractContextManager[None]:
     """Python processes started inside this block do not put the current directory (or the
     script's) first on sys.path. multiprocessing starts its children as ``python -c ...``, which
     would otherwise import ``multiprocessing`` itself, and then everything else, from the caller's
     current directory; its command line cannot take ``-P``, the environment can."""
+    return _environment(PYTHONSAFEPATH="1")
+
+
+def _server_environment() -> contextlib.AbstractContextManager[None]:
+    """A safe import path, and the caller's own (absolute) entries of sys.path ahead of the
+    interpreter's: the server imports PRELOAD from where the caller imports the engine (a
+    checkout, not an older copy installed in site-packages)."""
+    path = os.pathsep.join(p for p in sys.path if os.path.isabs(p))
+    return _environment(PYTHONSAFEPATH="1", PYTHONPATH=path)
+
+
+def _environment_now() -> dict[str, str]:
+    """The caller's environment for a child, as a spawned child would have inherited it."""
     with _env_lock:
-        before = os.environ.get("PYTHONSAFEPATH")
-        os.environ["PYTHONSAFEPATH"] = "1"
-        try:
-            yield
-        finally:
-            if before is None:
-                os.environ.pop("PYTHONSAFEPATH", None)
-            else:
-                os.environ["PYTHONSAFEPATH"] = before
+        return {**os.environ, "PYTHONSAFEPATH": "1"}
 
 
 def die_with_parent(parent_pid: int | None = None) -> None:
@@ -76,7 +108,7 @@ def die_with_parent(parent_pid: int | None = None) -> None:
 
 def start_resource_tracker() -> None:
     """Start multiprocessing's resource tracker while stderr is still a real file descriptor: a
-    caller that later replaces sys.stderr (Textual captures it) would otherwise make the spawn
+    caller that later replaces sys.stderr (Textual captures it) would otherwise make the start
     fail with 'bad value(s) in fds_to_keep'. Idempotent. The tracker exits when the last holder
     of its pipe (the caller and its engine processes) is gone."""
     try:
@@ -88,11 +120,48 @@ def start_resource_tracker() -> None:
         pass
 
 
-def _engine_main(entry: Callable[[dict[str, Any], Any], None], parent_pid: int, payload: dict[str, Any],
-                 conn: Any) -> None:
-    """The engine process's first code: bound to its caller's life, and deaf to the terminal's
-    Ctrl-C (the caller decides: it kills the process, at once)."""
+def start_engine_server() -> int | None:
+    """Start the engine server (and the resource tracker) unless it runs: call it before Textual
+    captures stderr, and a first job need not wait for the imports. Idempotent; returns the
+    server's pid (None where it could not start: the job then says why). The server exits when
+    the caller does (its end of the server's "alive" pipe closes)."""
+    start_resource_tracker()
+    from multiprocessing import forkserver
+
+    try:
+        mp.get_context("forkserver").set_forkserver_preload(list(PRELOAD))
+        with _server_environment():
+            forkserver.ensure_running()
+    except Exception:
+        return None
+    # multiprocessing keeps the pid private; the child checks it is still the server's child
+    return getattr(forkserver._forkserver, "_forkserver_pid", None)
+
+
+def _leave_server_alive_pipe() -> None:
+    """Close this child's copy of the server's "alive" pipe. While any holder lives the server does
+    not exit, and a child that outlived its caller would keep it up, and the server the child (its
+    parent-death signal): a caller killed by SIGKILL would leave both behind."""
+    from multiprocessing import forkserver
+
+    server: Any = forkserver._forkserver  # multiprocessing keeps the pipe's fd private
+    fd = getattr(server, "_forkserver_alive_fd", None)
+    if fd is not None:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+        server._forkserver_alive_fd = None
+
+
+def _engine_main(entry: Callable[[dict[str, Any], Any], None], parent_pid: int | None, payload: dict[str, Any],
+                 conn: Any, env: dict[str, str] | None = None) -> None:
+    """The engine process's first code: bound to the server's life (which is bound to the
+    caller's), with the caller's environment of now (the server's is that of its start), and deaf
+    to the terminal's Ctrl-C (the caller decides: it kills the process, at once)."""
     die_with_parent(parent_pid)
+    _leave_server_alive_pipe()
+    if env is not None:
+        os.environ.clear()
+        os.environ.update(env)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     entry(payload, conn)
 
@@ -112,17 +181,18 @@ def run_in_engine_process(entry: Callable[[dict[str, Any], Any], None], payload:
                           timeout_s: float, on_event: Callable[[Event], None] | None = None,
                           cancel: threading.Event | None = None, name: str = "sol-engine",
                           stall_s: float | None = None, daemon: bool = True) -> ProcessOutcome:
-    """Run ``entry(payload, conn)`` in a spawned process and wait for its result, the timeout, a
-    cancel, or its death. ``entry`` must be a module-level function (spawn pickles it by name).
+    """Run ``entry(payload, conn)`` in an engine process and wait for its result, the timeout, a
+    cancel, or its death. ``entry`` must be a module-level function (it is pickled by name).
     ``stall_s``: kill it (status ``stalled``) when it sends nothing for that long (a hung kernel in
     a tune, whose overall timeout is long). ``daemon=False`` lets the child start processes of its
     own (a tune's compile pool); it is killed on every way out of here all the same."""
-    ctx = mp.get_context("spawn")
-    start_resource_tracker()
+    ctx = mp.get_context("forkserver")
+    server_pid = start_engine_server()
     recv_conn, send_conn = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_engine_main, args=(entry, os.getpid(), payload, send_conn), daemon=daemon, name=name)
+    proc = ctx.Process(target=_engine_main, args=(entry, server_pid, payload, send_conn, _environment_now()),
+                       daemon=daemon, name=name)
     t0 = time.monotonic()
-    with safe_import_path():
+    with _server_environment():  # a server that died meanwhile is started again as above
         proc.start()
     send_conn.close()
     out = ProcessOutcome(status="running")

@@ -1,4 +1,4 @@
-"""Running a task: validate in the calling process, execute in a spawned engine process.
+"""Running a task: validate in the calling process, execute in an engine process.
 
 The calling process (the cockpit or the CLI) never creates a CUDA context. A CUDA fault poisons
 only the engine process; a hung kernel is killed at the wall-clock timeout; a cancel kills it too.
@@ -112,7 +112,7 @@ def _failed(prep: PreparedRun, status: RunStatus, error: str, kind: str, started
 
 def run_prepared(prep: PreparedRun, on_event: Callable[[Event], None] | None = None,
                  cancel: threading.Event | None = None, store: Any = None) -> RunResult:
-    """Run in a spawned engine process; block until it finishes, times out or is cancelled.
+    """Run in an engine process; block until it finishes, times out or is cancelled.
     Safe to call from a worker thread. Saves the result in ``store`` when given."""
     payload = {"task": prep.task.model_dump(mode="json"), "profile": prep.profile.model_dump(mode="json"),
                "backend": prep.backend}

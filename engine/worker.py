@@ -1,5 +1,6 @@
-"""The engine process: runs one task and reports over a pipe. Started with multiprocessing's
-"spawn" method (never fork: a forked child would inherit a CUDA context's broken state).
+"""The engine process: runs one task and reports over a pipe. Forked from the engine server, a
+process that has imported the engine and never touched CUDA (engine.process, ADR-0009); never
+forked from the caller or from any process that may hold a CUDA context, whose state a fork breaks.
 
 Messages to the parent are dicts: {"type": "event", "event": {...}} while running, then exactly one
 {"type": "result", "result": {...}}. If the process dies before that (a segfault, a kill), the

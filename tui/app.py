@@ -30,7 +30,7 @@ from engine import (
     resolve_task,
     sim_device_count,
     simulated_sampler,
-    start_resource_tracker,
+    start_engine_server,
 )
 from tui.cli_options import NAV, SCREENS, THEMES, combine, parse_args
 from tui.preferences import Preferences, PreferencesFile
@@ -90,8 +90,8 @@ class CockpitApp(App):
         """``task``: a saved task (used without ``task_file``); ``preferences``: the file read at
         start, written when the cockpit quits (None: nothing is remembered)."""
         super().__init__()
-        # Before Textual captures stderr: afterwards the engine's spawn could not start it.
-        start_resource_tracker()
+        # Before Textual captures stderr: afterwards the resource tracker could not start.
+        start_engine_server()
         self.animation_level = "none"
         self.theme = TEXTUAL_THEMES.get(theme, theme)
         self.start_mode = start_mode if start_mode in self.MODES else "checklist"

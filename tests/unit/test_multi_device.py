@@ -24,8 +24,8 @@ from engine.multi_device import (
 from tests.unit.test_checks_support import FakeDevice, FakeNvml, healthy_answers, make_ctx
 
 
-def child_pids() -> list[int]:
-    """This process's children, multiprocessing's resource tracker left out (it outlives every run)."""
+def _children(pid: int) -> list[tuple[int, bytes]]:
+    """(pid, command line) of the live children of ``pid``."""
     out = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -35,8 +35,20 @@ def child_pids() -> list[int]:
             cmd = (entry / "cmdline").read_bytes()
         except (OSError, IndexError, ValueError):
             continue
-        if ppid == os.getpid() and b"resource_tracker" not in cmd:
-            out.append(int(entry.name))
+        if ppid == pid:
+            out.append((int(entry.name), cmd))
+    return out
+
+
+def child_pids() -> list[int]:
+    """This process's children and the engine server's (the engine processes are forked from it);
+    multiprocessing's resource tracker and the engine server left out (they outlive every run)."""
+    out = []
+    for pid, cmd in _children(os.getpid()):
+        if b"multiprocessing.forkserver" in cmd:
+            out += [p for p, _ in _children(pid)]
+        elif b"resource_tracker" not in cmd:
+            out.append(pid)
     return out
 
 
