@@ -57,10 +57,14 @@ def round_to(x: np.ndarray, dtype: str) -> np.ndarray:
     x = np.asarray(x, dtype=np.float32)
     if dtype == "fp16":
         return x.astype(np.float16).astype(np.float32)
-    if dtype == "bf16":
-        u = x.view(np.uint32).astype(np.uint64)
-        rounded = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
-        return rounded.astype(np.uint32).view(np.float32)
+    if dtype == "bf16":  # round to nearest even on the bits; the carry out of bit 31 is masked off
+        u = x.view(np.uint32)
+        rounded = u >> np.uint32(16)
+        rounded &= np.uint32(1)
+        rounded += np.uint32(0x7FFF)
+        rounded += u
+        rounded &= np.uint32(0xFFFF0000)
+        return rounded.view(np.float32)
     return x
 
 
