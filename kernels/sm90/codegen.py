@@ -3,7 +3,9 @@ the launches with their tensor maps, and the scratch buffers (``render``); no de
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
+from pathlib import PurePosixPath
 from typing import Any
 
 from kernels.sm90.constants import SPLIT_HI_DEFAULT, defines
@@ -45,11 +47,22 @@ def render_source(block_size: str, stages: int, dtype: str, fuse: bool = True,
 def _source(consts: dict[str, int]) -> str:
     """``defines``' constants as #defines of integers, the shared 16-bit conversions
     (``vec16.cuh``, VEC_DTYPE 0 bf16, 1 fp16, 2 fp32 data), then the kernel template: ``HEADERS``,
-    ``SOURCE_FILE`` and ``TRAILERS`` concatenated."""
+    ``SOURCE_FILE`` and ``TRAILERS`` concatenated, their #includes inlined (``_inlined``)."""
     head = "".join(f"#define {k} {int(v)}\n" for k, v in consts.items())
     return (head + vec16_source(min(int(consts["DT"]), 2))
-            + "".join((KERNEL_DIR / name).read_text(encoding="utf-8")
-                      for name in (*HEADERS, SOURCE_FILE, *TRAILERS)))
+            + "".join(_inlined(name) for name in (*HEADERS, SOURCE_FILE, *TRAILERS)))
+
+
+_INCLUDE = re.compile(r'^#include "([\w./]+)"[^\n]*\n', re.M)
+
+
+def _inlined(name: str) -> str:
+    """The text of ``name`` (under kernels/) with each ``#include "file"`` line replaced by that
+    file's text (its name relative to the including file, where the preprocessor looks first),
+    recursively: a part of the kernel can stand once where several places use it, and NVRTC still
+    gets one source, the same tokens in the same order as one file would give it."""
+    folder = PurePosixPath(name).parent
+    return _INCLUDE.sub(lambda m: _inlined(str(folder / m[1])), (KERNEL_DIR / name).read_text(encoding="utf-8"))
 
 
 HALF_TAIL_OPTIONS = ("--device-as-default-execution-space",)
