@@ -104,6 +104,9 @@ __device__ __forceinline__ void st_shared_f2(unsigned addr, float a, float b) {
 #ifndef EPI_RING
 #define EPI_RING 0
 #endif
+#if EPI_RING_REUSE && !EPI_RING
+#error "EPI_RING_REUSE: with EPI_RING"
+#endif
 #if EPI_RING
 #define EPI_RING_SLOTS ((EPI_BYTES + STAGE_BYTES - 1) / STAGE_BYTES)
 #if PINGPONG || STREAMK || EPI_RING_SLOTS > STAGES
