@@ -82,6 +82,13 @@ CASES = {  # name: (m, n, k, dtype[, build overrides]); "cublas" = cuBLAS gemmEx
                                                         "cluster": 2, "streamk": False, "epi_shared": True}),
     "seed-bf16-pp6-shared": (8192, 2560, 2560, "bf16", {"block": "128x128", "stages": 6, "pingpong": True,
                                                         "cluster": 2, "streamk": False, "epi_shared": True}),
+    # held-out shapes where ours trails cuBLAS beta=1 most: one round of 110 128x256 tiles on 132
+    # SMs (1337), and 3072x3584; the stream-K form of 1337 (all 110 tiles' K over the whole grid)
+    "m1337-bf16": (1337, 2560, 2560, "bf16"),
+    "m1337-bf16-cublas-b1": (1337, 2560, 2560, "bf16", "cublas-b1"),
+    "m1337-bf16-sk": (1337, 2560, 2560, "bf16", {"block": "128x256", "stages": 3, "streamk": True,
+                                                 "schedule": (132, 0)}),
+    "p3072x3584-bf16-cublas-b1": (3072, 3584, 3584, "bf16", "cublas-b1"),
 }
 """Overrides: fuse=False launches only the GEMM kernel (no residual read, like cuBLAS's GEMM alone);
 the rest are ``gemm_residual_sm90.build`` arguments."""
