@@ -41,7 +41,9 @@ ping-pong (each consumer
 warpgroup owns whole tiles, alternately, with its own epilogue buffer, so one warpgroup's
 epilogue overlaps the other's main loop). Ping-pong needs the whole tile in one warpgroup's
 registers (<= 160 fp32 accumulators per thread: the 128x128 and 128x160 tiles) and two epilogue
-buffers (128x160: at most 4 stages beside them).
+buffers (128x160: at most 4 stages beside them). Each schedule is its own consumer body
+(``kernels/sm90/consumer_cooperative.cuh``, ``consumer_pingpong.cuh``); the codegen renders the
+plan's (``CONSUMERS``).
 
 The code lives in the package ``kernels.sm90``, a module per concern (``tiles``, ``smem``, ``model``,
 ``choices``, ``defaults``, ``constants``, ``planner``, ``codegen``); this module re-exports its names. A
@@ -78,6 +80,7 @@ from kernels.sm90.choices import (  # noqa: F401
 from kernels.sm90.codegen import (  # noqa: F401
     ADD_KERNEL,
     ADD_KERNEL_F32,
+    CONSUMERS,
     HALF_TAIL_OPTIONS,
     HEADERS,
     KERNEL,

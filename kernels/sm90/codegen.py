@@ -17,6 +17,9 @@ from kernels.spec import KERNEL_DIR, Buffer, Build, DeviceLimits, Launch, Tensor
 
 SOURCE_FILE = "gemm_residual_sm90.cu"
 """The GEMM kernel (under kernels/), between ``HEADERS`` and ``TRAILERS`` in every rendered source."""
+CONSUMERS = {False: "sm90/consumer_cooperative.cuh", True: "sm90/consumer_pingpong.cuh"}
+"""The consumer warpgroups' body of each schedule (the plan's ``pingpong``): the kernel's
+``#include CONSUMER_BODY`` renders as the plan's one."""
 HEADERS = ("sm90/config.cuh", "sm90/ptx.cuh", "sm90/wgmma.cuh", "sm90/epilogue.cuh", "sm90/scheduler.cuh")
 """The kernel's parts before it, in order: the checked configuration, the pipeline's PTX, the
 wgmma wrappers, the epilogue buffer, the tile scheduler."""
@@ -49,20 +52,26 @@ def _source(consts: dict[str, int]) -> str:
     (``vec16.cuh``, VEC_DTYPE 0 bf16, 1 fp16, 2 fp32 data), then the kernel template: ``HEADERS``,
     ``SOURCE_FILE`` and ``TRAILERS`` concatenated, their #includes inlined (``_inlined``)."""
     head = "".join(f"#define {k} {int(v)}\n" for k, v in consts.items())
+    body = CONSUMERS[bool(consts["PINGPONG"])]
     return (head + vec16_source(min(int(consts["DT"]), 2))
-            + "".join(_inlined(name) for name in (*HEADERS, SOURCE_FILE, *TRAILERS)))
+            + "".join(_inlined(name, body) for name in (*HEADERS, SOURCE_FILE, *TRAILERS)))
 
 
-_INCLUDE = re.compile(r'^#include "([\w./]+)"[^\n]*\n', re.M)
+_INCLUDE = re.compile(r'^#include (?:"([\w./]+)"|CONSUMER_BODY)[^\n]*\n', re.M)
 
 
-def _inlined(name: str) -> str:
+def _inlined(name: str, body: str) -> str:
     """The text of ``name`` (under kernels/) with each ``#include "file"`` line replaced by that
-    file's text (its name relative to the including file, where the preprocessor looks first),
+    file's text (its name relative to the including file, where the preprocessor looks first) and
+    ``#include CONSUMER_BODY`` by the text of ``body`` (the plan's schedule, ``CONSUMERS``),
     recursively: a part of the kernel can stand once where several places use it, and NVRTC still
     gets one source, the same tokens in the same order as one file would give it."""
     folder = PurePosixPath(name).parent
-    return _INCLUDE.sub(lambda m: _inlined(str(folder / m[1])), (KERNEL_DIR / name).read_text(encoding="utf-8"))
+
+    def one(m: re.Match[str]) -> str:
+        return _inlined(str(folder / m[1]) if m[1] else body, body)
+
+    return _INCLUDE.sub(one, (KERNEL_DIR / name).read_text(encoding="utf-8"))
 
 
 HALF_TAIL_OPTIONS = ("--device-as-default-execution-space",)

@@ -1,0 +1,51 @@
+"""The Hopper kernel's source is assembled from parts (kernels/sm90/codegen.py): each consumer
+schedule's body rendered where the kernel includes it, the fragments both bodies share inlined once,
+no #include left for NVRTC, and every part among the files that key tuned entries."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from kernels.sm90 import codegen
+from kernels.spec import KERNEL_DIR
+
+_INCLUDE = re.compile(r'^#include (?:"([\w./]+)"|CONSUMER_BODY)', re.M)
+
+
+def _parts() -> set[str]:
+    """Every file the rendered sources read, following the #includes from the kernel's files."""
+    seen: set[str] = set()
+    todo = [*codegen.HEADERS, codegen.SOURCE_FILE, *codegen.TRAILERS, *codegen.CONSUMERS.values()]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        folder = name.rpartition("/")[0]
+        text = (KERNEL_DIR / name).read_text(encoding="utf-8")
+        todo += [f"{folder}/{m[1]}" if folder else m[1] for m in _INCLUDE.finditer(text) if m[1]]
+    return seen
+
+
+def _body(name: str) -> str:
+    """A part's code: its text after the header comment."""
+    return (KERNEL_DIR / name).read_text(encoding="utf-8").split("\n\n", 1)[1]
+
+
+@pytest.mark.parametrize("pingpong", [False, True], ids=["cooperative", "pingpong"])
+def test_each_schedule_renders_its_own_body_with_the_shared_parts_once(pingpong: bool) -> None:
+    src = codegen.render_source("128x128", 4, "bf16", pingpong=pingpong)
+    assert not re.search(r"^\s*#\s*include", src, re.M)
+    mine, other = codegen.CONSUMERS[pingpong], codegen.CONSUMERS[not pingpong]
+    assert (KERNEL_DIR / mine).read_text(encoding="utf-8").splitlines()[0] in src
+    assert (KERNEL_DIR / other).read_text(encoding="utf-8").splitlines()[0] not in src
+    shared = _parts() - {mine, other, codegen.SOURCE_FILE, *codegen.HEADERS, *codegen.TRAILERS}
+    assert {"sm90/mainloop.cuh", "sm90/epilogue_write.cuh", "sm90/streamk_fixup.cuh"} <= shared
+    for name in shared:
+        assert src.count(_body(name)) == 1, name
+
+
+def test_every_part_the_source_reads_keys_the_tuned_entries() -> None:
+    assert _parts() <= set(codegen.SOURCE_FILES)
