@@ -48,10 +48,18 @@ _env_lock = threading.Lock()
 
 PRELOAD = ("engine.runner", "engine.worker", "engine.backends.sim", "engine.tuner", "engine.tune_worker",
            "engine.backends.sim_tune", "engine.soak", "engine.soak_worker", "engine.backends.sim_soak",
-           "engine.calibrate")
-"""What the engine server imports before it forks anything: the modules of the entry points and
-the simulated backend. Never cupy, pynvml or an ``engine.backends.cuda*`` module: CUDA state does
-not survive a fork, so the server must not hold any (tests/unit/test_engine_server.py)."""
+           "engine.calibrate", "numpy.random", "numpy.ma")
+"""What the engine server imports before it forks anything, with the built-in kernels' specs
+(``preload_modules``): the modules of the entry points and the simulated backend, and the parts of
+numpy it loads on first use. Never cupy, pynvml or an ``engine.backends.cuda*`` module: CUDA state
+does not survive a fork, so the server must not hold any (tests/unit/test_engine_server.py)."""
+
+
+def preload_modules() -> list[str]:
+    """PRELOAD and the modules of the built-in kernels' specs, which every job looks up."""
+    from kernels import builtin_modules
+
+    return [*PRELOAD, *builtin_modules()]
 
 
 @contextlib.contextmanager
@@ -80,7 +88,7 @@ def safe_import_path() -> contextlib.AbstractContextManager[None]:
 
 def _server_environment() -> contextlib.AbstractContextManager[None]:
     """A safe import path, and the caller's own (absolute) entries of sys.path ahead of the
-    interpreter's: the server imports PRELOAD from where the caller imports the engine (a
+    interpreter's: the server imports its modules from where the caller imports the engine (a
     checkout, not an older copy installed in site-packages)."""
     path = os.pathsep.join(p for p in sys.path if os.path.isabs(p))
     return _environment(PYTHONSAFEPATH="1", PYTHONPATH=path)
@@ -129,7 +137,7 @@ def start_engine_server() -> int | None:
     from multiprocessing import forkserver
 
     try:
-        mp.get_context("forkserver").set_forkserver_preload(list(PRELOAD))
+        mp.get_context("forkserver").set_forkserver_preload(preload_modules())
         with _server_environment():
             forkserver.ensure_running()
     except Exception:

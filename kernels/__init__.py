@@ -27,6 +27,11 @@ def builtin_names() -> list[str]:
     return list(_REGISTRY)
 
 
+def builtin_modules() -> list[str]:
+    """The modules that hold the built-in specs (``get_spec`` imports them on first use)."""
+    return sorted({module for module, _ in _REGISTRY.values()})
+
+
 def register_user(spec: KernelSpec) -> None:
     """Make a user kernel's spec known by its name (ValueError where a built-in has that name)."""
     if spec.name in _REGISTRY:

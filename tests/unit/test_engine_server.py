@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.process import PRELOAD, run_in_engine_process, start_engine_server
+from engine.process import preload_modules, run_in_engine_process, start_engine_server
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 
@@ -45,18 +45,18 @@ def _run(entry, payload=None):
 def test_the_server_holds_no_cuda_state_and_runs_no_thread():
     pid = start_engine_server()
     assert pid is not None and start_engine_server() == pid  # idempotent
-    assert _run(_report)["ppid"] == pid  # the server has imported PRELOAD before it forks
+    assert _run(_report)["ppid"] == pid  # the server has imported its modules before it forks
     maps = Path(f"/proc/{pid}/maps").read_text()
     assert not [lib for lib in CUDA_LIBRARIES if lib in maps], "the engine server loaded a CUDA library"
     assert len(list(Path(f"/proc/{pid}/task").iterdir())) == 1
-    for mod in PRELOAD:
+    for mod in preload_modules():
         assert not mod.startswith("engine.backends.cuda")
 
 
 def test_a_job_is_forked_from_the_server_with_the_engine_imported_and_no_cuda():
     res = _run(_report)
     assert res["ppid"] == start_engine_server()
-    assert set(PRELOAD) <= set(res["modules"])  # imported by the server, not by this job
+    assert set(preload_modules()) <= set(res["modules"])  # imported by the server, not by this job
     bad = [m for m in res["modules"] if m.split(".")[0] in CUDA_MODULES or m.startswith("engine.backends.cuda")]
     assert bad == []
     assert res["threads"] == 1
