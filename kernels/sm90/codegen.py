@@ -8,6 +8,7 @@ from dataclasses import replace
 from pathlib import PurePosixPath
 from typing import Any
 
+from kernels.sm90 import wgmma_table
 from kernels.sm90.constants import SPLIT_HI_DEFAULT, defines
 from kernels.sm90.model import STREAMK_DEFAULT
 from kernels.sm90.planner import Sm90Plan, defines_of, plan
@@ -63,7 +64,8 @@ _INCLUDE = re.compile(r'^#include (?:"([\w./]+)"|CONSUMER_BODY)[^\n]*\n', re.M)
 def _inlined(name: str, body: str) -> str:
     """The text of ``name`` (under kernels/) with each ``#include "file"`` line replaced by that
     file's text (its name relative to the including file, where the preprocessor looks first) and
-    ``#include CONSUMER_BODY`` by the text of ``body`` (the plan's schedule, ``CONSUMERS``),
+    ``#include CONSUMER_BODY`` by the text of ``body`` (the plan's schedule, ``CONSUMERS``), a
+    ``GENERATED`` name by its generator's text,
     recursively: a part of the kernel can stand once where several places use it, and NVRTC still
     gets one source, the same tokens in the same order as one file would give it."""
     folder = PurePosixPath(name).parent
@@ -71,7 +73,13 @@ def _inlined(name: str, body: str) -> str:
     def one(m: re.Match[str]) -> str:
         return _inlined(str(folder / m[1]) if m[1] else body, body)
 
+    if name in GENERATED:
+        return GENERATED[name]()
     return _INCLUDE.sub(one, (KERNEL_DIR / name).read_text(encoding="utf-8"))
+
+
+GENERATED = {"sm90/wgmma_table.cuh": wgmma_table.table}
+"""Parts the kernel includes that Python writes (no such file under kernels/)."""
 
 
 HALF_TAIL_OPTIONS = ("--device-as-default-execution-space",)

@@ -23,6 +23,8 @@ def _parts() -> set[str]:
         if name in seen:
             continue
         seen.add(name)
+        if name in codegen.GENERATED:
+            continue
         folder = name.rpartition("/")[0]
         text = (KERNEL_DIR / name).read_text(encoding="utf-8")
         todo += [f"{folder}/{m[1]}" if folder else m[1] for m in _INCLUDE.finditer(text) if m[1]]
@@ -41,11 +43,37 @@ def test_each_schedule_renders_its_own_body_with_the_shared_parts_once(pingpong:
     mine, other = codegen.CONSUMERS[pingpong], codegen.CONSUMERS[not pingpong]
     assert (KERNEL_DIR / mine).read_text(encoding="utf-8").splitlines()[0] in src
     assert (KERNEL_DIR / other).read_text(encoding="utf-8").splitlines()[0] not in src
-    shared = _parts() - {mine, other, codegen.SOURCE_FILE, *codegen.HEADERS, *codegen.TRAILERS}
+    shared = _parts() - {mine, other, codegen.SOURCE_FILE, *codegen.HEADERS, *codegen.TRAILERS,
+                         *codegen.GENERATED}
     assert {"sm90/mainloop.cuh", "sm90/epilogue_write.cuh", "sm90/streamk_fixup.cuh"} <= shared
     for name in shared:
         assert src.count(_body(name)) == 1, name
 
 
 def test_every_part_the_source_reads_keys_the_tuned_entries() -> None:
-    assert _parts() <= set(codegen.SOURCE_FILES)
+    """A file part by its name, a generated part by the module that writes it."""
+    generated = {f"sm90/{gen.__module__.rpartition('.')[2]}.py" for gen in codegen.GENERATED.values()}
+    assert (_parts() - set(codegen.GENERATED)) | generated <= set(codegen.SOURCE_FILES)
+    assert "sm90/wgmma_table.py" in generated
+
+
+def test_the_generated_wgmma_table_has_every_width_once() -> None:
+    """Each width's wrapper takes N / 2 accumulators named %0 .. %(N/2 - 1) in the template, the
+    widths every build uses are defined unconditionally and the others only for their WG_N, and
+    WGMMA is named exactly once per branch (the compile tests build every tile with it)."""
+    from kernels.sm90 import wgmma_table
+
+    text = wgmma_table.table()
+    lines = text.splitlines()
+    for n in (*wgmma_table.WIDTHS, *wgmma_table.BUILD_WIDTHS):
+        nacc = n // 2
+        acc = [ln for ln in lines if ln.startswith(f"#define WG_ACC_{nacc} ")]
+        regs = [ln for ln in lines if ln.startswith(f"#define WG_R{nacc} ")]
+        assert len(acc) == len(regs) == 1, n
+        assert acc[0].count('"+f"(d[') == nacc and f"d[{nacc - 1}]" in acc[0] and f"d[{nacc}]" not in acc[0]
+        assert regs[0].endswith(f'%{nacc - 1}"') and regs[0].count("%") == nacc
+        assert text.count(f"DEFINE_WGMMA({n}, {nacc}, {nacc}, {nacc + 1}, {nacc + 2},") == 1
+        guard = f"WG_N == {n}"
+        assert (guard in text) == (n != wgmma_table.DEFAULT_WIDTH)
+    assert text.count("#define WGMMA ") == len(wgmma_table.BUILD_WIDTHS) + len(wgmma_table.WIDTHS)
+    assert text.count("#else") == 1 and text.rstrip().endswith("#endif")
