@@ -218,9 +218,9 @@ def round_rows(m: int, n: int, rows: int, cols: int, sms: int, n_fastest: bool) 
     return min(mb, g) * rows + min(nb, -(-g // mb)) * cols
 
 
-def swap_n_fastest(m: int, n: int, rows: int, sms: int) -> bool:
-    """Whether a swapped tile of ``rows`` x 128 numbers the problem's N blocks fastest
+def swap_n_fastest(m: int, n: int, rows: int, sms: int, cols: int = 128) -> bool:
+    """Whether a swapped tile of ``rows`` x ``cols`` numbers the problem's N blocks fastest
     (``SWAP_ORDER_GAIN``): N-fastest where its round's footprint is clearly smaller, level or
     slower elsewhere (ADR-0007)."""
-    return (round_rows(m, n, rows, 128, sms, True)
-            <= SWAP_ORDER_GAIN * round_rows(m, n, rows, 128, sms, False))
+    return (round_rows(m, n, rows, cols, sms, True)
+            <= SWAP_ORDER_GAIN * round_rows(m, n, rows, cols, sms, False))

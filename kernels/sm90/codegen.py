@@ -220,7 +220,7 @@ def _render_swapped(p: Sm90Plan, limits: DeviceLimits) -> Build:
     nat = {"rows": m, "cols": n, "box_rows": rows, "box_cols": bk_of(dtype), "swizzle_bytes": 128}
     maps[2] = replace(maps[2], **nat)
     maps[3] = replace(maps[3], **nat)
-    maps[4], maps[5] = maps[2], maps[3]  # no tail chunk: 128 columns of N are two whole chunks
+    maps[4], maps[5] = maps[2], maps[3]  # no tail chunk: 128 or 256 columns of N are whole chunks
     launches = list(b.launches)
     launches[at] = replace(gemm, args=(*maps, *gemm.args[6:]))
     if p.k_pad:  # the inner build padded its own A (the problem's W) and W (the problem's A)
@@ -233,6 +233,7 @@ def _render_swapped(p: Sm90Plan, limits: DeviceLimits) -> Build:
     # the inner build names its tile order in the kernel's frame, where M and N trade places
     order = str(b.info.get("tile_order", ""))
     order = {"N-fastest": "M-fastest", "M-fastest": "N-fastest"}.get(order, order.replace(" M blocks", " N blocks"))
-    info = dict(b.info, tile=f"{rows}x128x{bk_of(dtype)} swapped (out^T = W A^T)", tile_order=order,
+    cols = parse_block_size(p.block_size, dtype)[0]
+    info = dict(b.info, tile=f"{rows}x{cols}x{bk_of(dtype)} swapped (out^T = W A^T)", tile_order=order,
                 tail="tiles past M, N clipped by TMA")
     return replace(b, source="#define SWAP_AB 1\n" + b.source, launches=tuple(launches), info=info)

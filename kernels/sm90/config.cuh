@@ -45,8 +45,8 @@
 #define SPLIT_N 0
 #endif
 #if BN != 80 && BN != 128 && BN != 144 && BN != 160 && BN != 192 && BN != 200 && BN != 208 && \
-    BN != 256 && !(BN == 320 && SPLIT_N) && !(SWAP_AB && BN % 8 == 0 && BN >= 128 && BN <= 200)
-#error "BN must be 80, 128, 144, 160, 192, 208 or 256 (320 with SPLIT_N; 128-200 in steps of 8 with SWAP_AB)"
+    BN != 256 && !(BN == 320 && SPLIT_N) && !(SWAP_AB && BN % 8 == 0 && BN >= 80 && BN <= 200)
+#error "BN must be 80, 128, 144, 160, 192, 208 or 256 (320 with SPLIT_N; 80-200 in steps of 8 with SWAP_AB)"
 #endif
 // 144, 192 and 208 (16-bit data): widths that fit N = 2560 into fewer N blocks (18, 14, 13) where a
 // round of 128-wide or 160-wide tiles would be left nearly empty (the FIT tiles of the Python module)
@@ -55,20 +55,25 @@
 #endif
 // SWAP_AB (the Python module's SWAP_TILES, ADR-0007): the kernel runs the transposed
 // product out^T = W A^T, so its M is the problem's N and its N the problem's M: tm_a maps W (BM = 128
-// rows of N a tile), tm_w maps A (BN rows of M, any width a wgmma takes), and the kernel's M, N
+// or 256 rows of N a tile), tm_w maps A (BN rows of M, any width a wgmma takes), and the kernel's M, N
 // arguments are the problem's N, M. R and out stay [M, N] row-major: the epilogue tile is R's natural
 // BN x BM box (BM / 64 chunks of BN rows x 128 bytes), which each thread reads and writes at its
-// accumulators' transposed positions. Cooperative, data-parallel, 16-bit data only; clusters as unswapped
+// accumulators' transposed positions. BM = 256 (R x 256 tiles): BN <= 120, each consumer thread's
+// 128 x BN / 128 accumulators. Cooperative, data-parallel, 16-bit data only; clusters as unswapped
 // (2x1 multicasts the kernel's W, here the problem's A; measured slower, so no default uses them).
 // SWAP_AB appears in #if lines above its default below: an undefined macro reads 0 there.
 #ifndef SWAP_AB
 #define SWAP_AB 0
 #endif
-#if SWAP_AB && (PINGPONG || STREAMK || ELEM != 2 || BM != 128 || SPLIT_N)
-#error "SWAP_AB: cooperative, data-parallel 128-row tiles, 16-bit data"
+#if SWAP_AB && (PINGPONG || STREAMK || ELEM != 2 || (BM != 128 && BM != 256) || SPLIT_N)
+#error "SWAP_AB: cooperative, data-parallel 128- or 256-row tiles, 16-bit data"
 #endif
-#if (BN == 200 || BN == 136 || BN == 152 || BN == 168 || BN == 176 || BN == 184) && !SWAP_AB
-#error "BN = 136, 152, 168, 176, 184, 200 (an 8-column tail) only with SWAP_AB (BN runs along the problem's M)"
+#if SWAP_AB && BM == 256 && BN > 120
+#error "SWAP_AB with BM = 256: BN <= 120 (accumulators per consumer thread)"
+#endif
+#if (BN == 200 || BN == 136 || BN == 152 || BN == 168 || BN == 176 || BN == 184 || BN == 88 || BN == 96 || \
+     BN == 104 || BN == 112 || BN == 120) && !SWAP_AB
+#error "BN = 88-120, 136, 152, 168, 176, 184, 200 (a tail other than 16 columns) only with SWAP_AB (BN runs along the problem's M)"
 #endif
 #if SPLIT_N && (ELEM != 2 || PINGPONG)
 #error "SPLIT_N: cooperative consumers, 16-bit data"

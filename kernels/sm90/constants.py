@@ -58,11 +58,11 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
     ``tail_shift``: a tile that reaches past M (N) and starts inside is moved back to end there.
     ``half_tail``: the tiles past the kernel's dp_tiles argument run as two 64-row halves each
     (unclustered data-parallel ping-pong, 128-row tiles, 16-bit data, two epilogue buffers).
-    A ``SWAP_TILES`` tile R x 128: ``SWAP_AB`` and the kernel's frame 128 x R, cooperative and
+    A ``SWAP_TILES`` tile R x C: ``SWAP_AB`` and the kernel's frame C x R, cooperative and
     data-parallel whatever ``streamk`` and ``pingpong`` say (what ``_build_swapped`` compiles)."""
     if swapped(block_size):
-        rows = parse_block_size(block_size, dtype)[0]
-        return {"SWAP_AB": 1, **defines(f"128x{rows}", stages, dtype, fuse, streamk=False, pingpong=False,
+        rows, cols, _ = parse_block_size(block_size, dtype)
+        return {"SWAP_AB": 1, **defines(f"{cols}x{rows}", stages, dtype, fuse, streamk=False, pingpong=False,
                                         cluster=cluster, split_hi=split_hi, promote=promote,
                                         raster_m=raster_m, raster_group=raster_group)}
     bm, bn, consumers = parse_block_size(block_size, dtype)

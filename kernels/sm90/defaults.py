@@ -9,7 +9,19 @@ from kernels.sm90 import model
 from kernels.sm90.choices import one_tile_per_cta, round_work, use_pingpong
 from kernels.sm90.model import plan_schedule, schedule_cost
 from kernels.sm90.smem import block_size_options, epi_shared_needed, pipelining_options, ring_stage_options
-from kernels.sm90.tiles import FIT_TILES, ITEMSIZE, SWAP_TILES, TILES, _cdiv, _dtype, _k16, _mnk, _tile_name
+from kernels.sm90.tiles import (
+    FIT_TILES,
+    ITEMSIZE,
+    SWAP_TILES,
+    TILES,
+    WIDE_SWAP_TILES,
+    _cdiv,
+    _dtype,
+    _k16,
+    _mnk,
+    _tile_name,
+    swapped,
+)
 from kernels.spec import DeviceLimits
 
 _TILE_STAGES = {"128x128": 4, "64x80": 8, **dict.fromkeys(SWAP_TILES, 4)}
@@ -84,11 +96,11 @@ round model over-states the gain about twofold (ADR-0007)."""
 
 def _cheaper_tile(limits: DeviceLimits, dtype: str, shape: dict[str, int] | None, block: str, stages: int,
                   candidates: tuple[str, ...], gain: float,
-                  rounds_ok: Callable[[float, float], bool]) -> tuple[str, int] | None:
-    """Of ``candidates`` (16-bit data, a known shape, ``block`` pipelined in two rounds or more), the
-    one whose data-parallel rounds at its default stages do the least work, at most ``gain`` of
-    ``block``'s at ``stages`` (``round_work``), where ``rounds_ok(its rounds, block's rounds)``:
-    (tile, stages), or None."""
+                  rounds_ok: Callable[[float, float], bool], min_rounds: int = 2) -> tuple[str, int] | None:
+    """Of ``candidates`` (16-bit data, a known shape, ``block`` pipelined in ``min_rounds`` rounds or
+    more), the one whose data-parallel rounds at its default stages do the least work, at most
+    ``gain`` of ``block``'s at ``stages`` (``round_work``), where ``rounds_ok(its rounds, block's
+    rounds)``: (tile, stages), or None."""
     if not shape or ITEMSIZE.get(_dtype(dtype), 2) != 2 or stages == 0:
         return None
     try:
@@ -96,7 +108,7 @@ def _cheaper_tile(limits: DeviceLimits, dtype: str, shape: dict[str, int] | None
     except ValueError:
         return None
     rounds, work = round_work(limits, dtype, block, stages, shape)
-    if rounds < 2:
+    if rounds < min_rounds:
         return None
     best = None
     offered = block_size_options(limits, dtype)
@@ -134,14 +146,33 @@ def _swap_tile(limits: DeviceLimits, dtype: str, shape: dict[str, int] | None,
                          lambda r, rounds: r == 2)
 
 
+WIDE_SWAP_GAIN = 0.9
+"""``default_knobs`` trades its pick for a swapped R x 256 tile (``WIDE_SWAP_TILES``) where that tile's
+data-parallel rounds, no more of them, do at most this fraction of the pick's work (``round_work``):
+where the rows along M cut M into as many blocks as a round of 256-wide column blocks has room for,
+as cuBLAS sizes its 104 x 256 tile at M = 1337, N = 2560 (one round of 130 tiles where 128-row
+tiles leave 22 SMs idle). Measured at the 14 shapes of N = K = 1024-8192 where it changes the pick:
+0.57-0.98x the pick's time, never slower (ADR-0007). ``_swap_tile`` offers these tiles too, for two
+rounds."""
+
+
+def _wide_swap_tile(limits: DeviceLimits, dtype: str, shape: dict[str, int] | None,
+                    block: str, stages: int) -> tuple[str, int] | None:
+    """The swapped R x 256 tile (and its stages) ``default_knobs`` takes instead of ``block`` at
+    ``stages`` for this shape (``WIDE_SWAP_GAIN``, in no more rounds, one round or more), or None."""
+    return _cheaper_tile(limits, dtype, shape, block, stages, WIDE_SWAP_TILES, WIDE_SWAP_GAIN,
+                         lambda r, rounds: r <= rounds, min_rounds=1)
+
+
 def default_knobs(limits: DeviceLimits, dtype: str,
                   shape: dict[str, int] | None = None) -> tuple[str, int]:
     """The knobs of ``_base_knobs``, or a ``FIT_TILES`` width where ``_fit_tile`` finds one whose
-    rounds do clearly less work, or a swapped tile where ``_swap_tile`` does (16-bit data, a known
-    shape)."""
+    rounds do clearly less work, or a swapped tile where ``_swap_tile`` does, or a swapped R x 256
+    tile where ``_wide_swap_tile`` does (16-bit data, a known shape)."""
     block, stages = _base_knobs(limits, dtype, shape)
     block, stages = _fit_tile(limits, dtype, shape, block, stages) or (block, stages)
-    return _swap_tile(limits, dtype, shape, block, stages) or (block, stages)
+    block, stages = _swap_tile(limits, dtype, shape, block, stages) or (block, stages)
+    return _wide_swap_tile(limits, dtype, shape, block, stages) or (block, stages)
 
 
 def _deepest_ring(limits: DeviceLimits, dtype: str, block: str, shape: dict[str, int] | None) -> int:
@@ -157,11 +188,13 @@ def default_stages(limits: DeviceLimits, dtype: str, block: str, shape: dict[str
     """The MEMORY_PIPELINING ``default_knobs`` gives ``block`` for this shape: the deepest ring where
     a CTA has one tile (``_deepest_ring``); for ping-pong the deepest count that fits (128x128: 5
     beside two epilogue buffers, 6 with the consumers sharing one, where ``EPI_SHARED_DEFAULT``);
-    cooperative 16-bit ``_TILE_STAGES`` (128x128 measured best at 4), else the deepest (tf32: 5)."""
+    cooperative 16-bit ``_TILE_STAGES`` (128x128 measured best at 4; the swapped tiles 4, R x 256
+    with the epilogue tile in the ring), else the deepest (tf32: 5)."""
     ring = _deepest_ring(limits, dtype, block, shape)
     if ring:
         return ring
-    fits = pipelining_options(limits, dtype, block)  # no shape: the counts beside a buffer
+    # no shape: the counts beside a buffer; a swapped tile's 4 stages may need the ring (R x 256)
+    fits = pipelining_options(limits, dtype, block, shape if swapped(block) else None)
     pp = [st for st in fits if st and use_pingpong(limits, block, st, dtype, shape)
           and (EPI_SHARED_DEFAULT or not epi_shared_needed(limits, block, st, dtype))]
     if pp:

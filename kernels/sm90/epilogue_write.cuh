@@ -44,10 +44,12 @@
             // each accumulator pair is (the problem's column n, rows m and m + 1), an 8 x 8 block of
             // them (8 n x 8 m) one matrix of ldmatrix / stmatrix .trans: this lane addresses row
             // m = 8 (j + mi / 2) + mr of matrix mi (half mi % 2 of the warp's 16 n, k-block pair j)
-            {
+            // of the consumer's 64-row slice it (M_ITERS of them)
+#pragma unroll
+            for (int it = 0; it < M_ITERS; ++it) {
                 const int mi = lane >> 3;
                 const int mr = lane & 7;
-                const int nb = row0 + warp * 16 + (mi & 1) * 8;  // the matrix's first n
+                const int nb = row0 + it * 64 + warp * 16 + (mi & 1) * 8;  // the matrix's first n
                 const unsigned ubase = ebuf + (nb / 64) * EPI_CHUNK_BYTES;
                 const int nu = (nb % 64) / 8;  // its 16-byte unit in a 128-byte row, before the swizzle
 #pragma unroll
@@ -58,8 +60,8 @@
                     float v[4][2];
 #pragma unroll
                     for (int i = 0; i < 4; ++i) {  // matrix i: half i % 2, block j + i / 2
-                        v[i][0] = ACC_OUT[0][(j + i / 2) * 4 + (i % 2) * 2];
-                        v[i][1] = ACC_OUT[0][(j + i / 2) * 4 + (i % 2) * 2 + 1];
+                        v[i][0] = ACC_OUT[it][(j + i / 2) * 4 + (i % 2) * 2];
+                        v[i][1] = ACC_OUT[it][(j + i / 2) * 4 + (i % 2) * 2 + 1];
                     }
 #if FUSE
                     ldsm_x4_trans(addr, q[0], q[1], q[2], q[3]);
@@ -80,8 +82,8 @@
                     constexpr int j = WG_N / 8 - 1;
                     const int m = 8 * j + mr;
                     const unsigned addr = ubase + m * 128 + ((nu ^ (m % 8)) << 4);
-                    float a0 = ACC_OUT[0][j * 4], a1 = ACC_OUT[0][j * 4 + 1];
-                    float b0 = ACC_OUT[0][j * 4 + 2], b1 = ACC_OUT[0][j * 4 + 3];
+                    float a0 = ACC_OUT[it][j * 4], a1 = ACC_OUT[it][j * 4 + 1];
+                    float b0 = ACC_OUT[it][j * 4 + 2], b1 = ACC_OUT[it][j * 4 + 3];
 #if FUSE
                     unsigned q0, q1;
                     ldsm_x2_trans(addr, q0, q1);

@@ -108,14 +108,14 @@ def check(task: Any, limits: DeviceLimits) -> list[Violation]:
 class Sm90Plan:
     """Every decision of one Hopper build, made once by ``plan``; ``render`` only writes it out.
     Sizes and the tile are in the kernel's frame: a swapped plan (``swapped_rows`` > 0, a problem
-    tile of R x 128 built as out^T = W A^T) holds the problem's N as ``m`` and its M as ``n``."""
+    tile of R x C built as out^T = W A^T) holds the problem's N as ``m`` and its M as ``n``."""
 
     m: int
     n: int
     k: int
     dtype: str
     block_size: str
-    """The kernel-frame tile name (a swapped R x 128 tile is 128xR here)."""
+    """The kernel-frame tile name (a swapped R x C tile is CxR here)."""
     stages: int
     fuse: bool
     pingpong: bool
@@ -141,7 +141,7 @@ class Sm90Plan:
         """The tile in the problem's frame (rows along M x columns along N x BK)."""
         bm, bn, _ = parse_block_size(self.block_size, self.dtype)
         if self.swapped_rows:
-            return Tile(self.swapped_rows, 128, bk_of(self.dtype))
+            return Tile(self.swapped_rows, bm, bk_of(self.dtype))
         return Tile(bm, bn, bk_of(self.dtype))
 
     @property
@@ -292,8 +292,8 @@ def defines_of(p: Sm90Plan) -> dict[str, int]:
 def _plan_swapped(task: Any, limits: DeviceLimits, block_size: str, stages: int,
                   fuse: bool | None, cluster: Any = 1, raster_m: bool | None = None,
                   raster_group: int | None = None, epi_ring: bool | None = None) -> Sm90Plan:
-    """A ``SWAP_TILES`` tile (R x 128) as the transposed product (``SWAP_AB``): the kernel computes
-    out^T = W A^T, its M the problem's N (128 rows of W a tile, the wgmma's A operand) and its N the
+    """A ``SWAP_TILES`` tile (R x C) as the transposed product (``SWAP_AB``): the kernel computes
+    out^T = W A^T, its M the problem's N (C rows of W a tile, the wgmma's A operand) and its N the
     problem's M (R rows of A, the wgmma's B operand); R and out keep their [M, N] layout, staged and
     stored as R x 64 boxes. Cooperative, data-parallel, 16-bit data; fusion off runs the GEMM-only
     kernel and then ``residual_add_inplace`` as unswapped; ``cluster`` as ``plan``'s in the kernel's
@@ -307,7 +307,7 @@ def _plan_swapped(task: Any, limits: DeviceLimits, block_size: str, stages: int,
     if fuse is None:
         fuse = bool(getattr(task, "fusion", True))
     rows, cols, _ = parse_block_size(block_size, dtype)
-    if raster_m is None and raster_group is None and swap_n_fastest(m, n, rows, limits.sm_count):
+    if raster_m is None and raster_group is None and swap_n_fastest(m, n, rows, limits.sm_count, cols):
         raster_m = True  # the kernel's M blocks (the problem's N blocks) fastest
     if epi_ring is None:  # as plan's: only where the stage count needs it
         epi_ring = stages in ring_stage_options(limits, dtype, block_size, task.shape)

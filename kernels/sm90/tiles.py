@@ -11,7 +11,11 @@ BK = 64
 """K per stage for 16-bit data: one 128-byte swizzle row (tf32: 32 fp32 elements, ``bk_of``)."""
 
 SWAP_ROWS = range(136, 201, 8)
-"""The swapped tiles' side along M (``SWAP_TILES``): every multiple of 8 from 136 to 200."""
+"""The swapped R x 128 tiles' side along M (``SWAP_TILES``): every multiple of 8 from 136 to 200."""
+SWAP_WIDE_ROWS = range(80, 121, 8)
+"""The swapped R x 256 tiles' side along M (``SWAP_TILES``): every multiple of 8 from 80 to 120
+(128 x 256 is the unswapped tile; more than 120 rows would hold more than 120 accumulators a
+consumer thread)."""
 TILES: dict[str, tuple[int, int, int]] = {
     # name: (BM, BN, consumer warpgroups)
     "128x256": (128, 256, 2),
@@ -25,8 +29,9 @@ TILES: dict[str, tuple[int, int, int]] = {
     "128x144": (128, 144, 2),
     "128x192": (128, 192, 2),
     "128x208": (128, 208, 2),
-    # swapped-operand tiles (``SWAP_TILES``): rows along M x 128 columns of N
+    # swapped-operand tiles (``SWAP_TILES``): rows along M x 128 or 256 columns of N
     **{f"{r}x128": (r, 128, 2) for r in SWAP_ROWS},
+    **{f"{r}x256": (r, 256, 2) for r in SWAP_WIDE_ROWS},
 }
 """Tile shapes, best default first. Each consumer warpgroup owns BM / consumers rows. The narrow
 tiles (N = 80: 2560 = 32 x 80) are for small M, where the wide ones leave most SMs idle or split K:
@@ -47,18 +52,22 @@ cuBLAS, which picks its tile's free side per shape (ADR-0007): where the tiles o
 the last round nearly empty, 13 x 20 M blocks of 128x208 fill two rounds of 132 (M = 2433-2560). 16-bit data only (their 16-column tail
 chunk, as the narrow tiles'); 128x144 runs ping-pong (144 accumulators per thread), the wider two
 cooperative."""
-SWAP_TILES = tuple(f"{r}x128" for r in SWAP_ROWS)
-"""Tiles of R rows along M (any multiple of 8 from 136 to 200) by 128 columns of N, built as the
-transposed product out^T = W A^T (``_build_swapped``, ``SWAP_AB`` in the kernel): the kernel's 128-row
-side runs along N (W as the wgmma's A operand) and its BN = R along M (A as its B operand, so any
-width a wgmma takes sizes the tile along M), as cuBLAS sizes its tiles to the shape (ADR-0007).
+SWAP_TILES = (*(f"{r}x128" for r in SWAP_ROWS), *(f"{r}x256" for r in SWAP_WIDE_ROWS))
+"""Tiles of R rows along M (a multiple of 8) by C = 128 or 256 columns of N, built as the transposed
+product out^T = W A^T (``_build_swapped``, ``SWAP_AB`` in the kernel): the kernel's C-row side runs
+along N (W as the wgmma's A operand, each consumer warpgroup C / 2 of its rows) and its BN = R along M
+(A as its B operand, so any width a wgmma takes sizes the tile along M), as cuBLAS sizes its tiles to
+the shape (ADR-0007): R x 128 for R from 136 to 200 (``SWAP_ROWS``), R x 256 for R from 80 to 120
+(``SWAP_WIDE_ROWS``: cuBLAS's 104 x 256 at M = 1337, N = 2560 runs 13 x 10 tiles, one round).
 Cooperative, unclustered, data-parallel, 16-bit data; R and out keep their [M, N] layout (the
 epilogue tile is R's natural R x 64 boxes, in its own buffer; for a shape, the deeper rings that fit
-only with it staged in the ring's freed slots are knobs too, ``ring_stage_options``: not faster,
-ADR-0007). ``default_knobs`` takes them at 4 stages where ``_swap_tile``
-finds 13 row blocks filling two rounds with clearly less work (``SWAP_GAIN``)."""
-_SWAP_KERNEL_TILES = {f"128x{r}": (128, r, 2) for r in SWAP_ROWS}
-"""The swapped tiles in the kernel's frame (128 x R): what ``_build_swapped`` renders; no knob."""
+only with it staged in the ring's freed slots are knobs too, ``ring_stage_options``). ``default_knobs``
+takes the R x 128 tiles at 4 stages where ``_swap_tile`` finds 13 row blocks filling two rounds with
+clearly less work (``SWAP_GAIN``)."""
+WIDE_SWAP_TILES = tuple(f"{r}x256" for r in SWAP_WIDE_ROWS)
+"""The swapped tiles with 256 columns of N (the kernel's 256 x R)."""
+_SWAP_KERNEL_TILES = {f"{TILES[t][1]}x{TILES[t][0]}": (TILES[t][1], TILES[t][0], 2) for t in SWAP_TILES}
+"""The swapped tiles in the kernel's frame (C x R): what ``_build_swapped`` renders; no knob."""
 SPLIT_N_TILES = ("128x320",)
 """Cooperative tiles whose two consumers split the columns (SPLIT_N): a consumer of 64 x 320 would
 need n320 wgmmas (n <= 256)."""
@@ -109,15 +118,15 @@ def swapped(block_size: str) -> bool:
 
 
 def kernel_frame_error(block_size: str) -> str | None:
-    """For a swapped tile written in the kernel's own frame (128 x R, not itself a tile), what to
+    """For a swapped tile written in the kernel's own frame (C x R, not itself a tile), what to
     write instead; else None. ``parse_block_size`` accepts the name for ``_build_swapped``'s inner
     build; ``check`` and ``build`` refuse it from anyone else with this message."""
     name = _tile_name(block_size)
     if name not in _SWAP_KERNEL_TILES or name in TILES:
         return None
-    rows = _SWAP_KERNEL_TILES[name][1]
-    return (f"{block_size} is the kernel's own frame of the swapped tile {rows}x128 (rows along M first): "
-            f"write {rows}x128, e.g. BLOCK_SIZE={rows}x128")
+    cols, rows, _ = _SWAP_KERNEL_TILES[name]
+    return (f"{block_size} is the kernel's own frame of the swapped tile {rows}x{cols} (rows along M "
+            f"first): write {rows}x{cols}, e.g. BLOCK_SIZE={rows}x{cols}")
 
 
 def parse_block_size(block_size: str, dtype: Any = None) -> tuple[int, int, int]:

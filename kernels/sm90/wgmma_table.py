@@ -10,7 +10,7 @@ from functools import cache
 
 WIDTHS = (256, 128, 160, 80)
 """Widths every build defines (the non-swapped tiles' and the split-N halves')."""
-BUILD_WIDTHS = (144, 192, 208, 200, 136, 152, 168, 176, 184)
+BUILD_WIDTHS = (144, 192, 208, 200, 136, 152, 168, 176, 184, 88, 96, 104, 112, 120)
 """Widths defined only where the build's ``WG_N`` is one (the fitted and swapped tiles)."""
 DEFAULT_WIDTH = 128
 """``WGMMA`` where ``WG_N`` names no other width."""

@@ -361,6 +361,32 @@ def test_swapped_tiles_correct(dtype):
     assert failures == []
 
 
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_wide_swapped_tiles_correct(dtype):
+    """The swapped R x 256 tiles (the kernel's 256 x R, two 64-row slices a consumer): the engine's
+    default where it takes them (M = 1337 at N = K = 2560: 104 x 256), every width,
+    with the epilogue tile in its own buffer and in the ring, the pipeline off, tiles past M and N (N =
+    2504: the kernel's last 256-row block clipped), short K, K not a multiple of 8, fusion off, a
+    single row: correct, every element written, reported as swapped."""
+    failures = []
+    for bs, st, shape, fusion in (
+            (None, None, (1337, 2560, 2560), True),  # the default there (_wide_swap_tile)
+            ("104x256", 4, (1337, 2560, 2560), True),
+            ("112x256", 4, (3072, 3584, 704), True),
+            ("80x256", 3, (1000, 2504, 520), True),
+            ("88x256", 5, (1763, 1032, 2560), False),
+            ("96x256", 0, (333, 1032, 72), True),
+            ("104x256", 3, (2000, 2504, 777), True),
+            ("112x256", 2, (586, 1000, 520), False),
+            ("120x256", 4, (6500, 1032, 704), True),
+            ("120x256", 3, (1, 264, 136), True)):
+        tile = (bs or "104x256").split("x")[0] + "x256x64 swapped"
+        if (wrong := _wrong(dtype, shape, bs, st, fusion, consumers="cooperative",
+                            tile=lambda t, tile=tile: (t or "").startswith(tile))) is not None:
+            failures.append(wrong)
+    assert failures == []
+
+
 def _engine_out(monkeypatch, task: TaskSpec, tail_shift: bool):
     """The engine's run of ``task`` with the Hopper path's tail shift on or off by default: the
     result and a copy of the output its verify step checked (the seed's first input set)."""

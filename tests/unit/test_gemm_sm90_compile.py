@@ -155,12 +155,16 @@ def test_sass_has_hgmma_and_tma(block_size: str, pingpong: bool, dtype: str, tmp
     assert proc.returncode == 0, proc.stderr
     sass = proc.stdout
     bm, bn, consumers = sm90.parse_block_size(block_size)
+    if sm90.swapped(block_size):  # the kernel's frame: C x R
+        bm, bn = bn, bm
+    # a consumer's rows and columns: split-N consumers own all rows of half the columns
+    wg_m, wg_n = (bm, bn // consumers) if block_size in sm90.SPLIT_N_TILES else (bm // (1 if pingpong else consumers), bn)
     kind = r"x8\.F32\.TF32" if dtype in ("tf32", "fp32") else r"x16\.F32\.BF16"
     hgmma = re.findall(r"HGMMA\.64x(\d+)" + kind, sass)
     assert hgmma, "no HGMMA: the kernel is not on the warpgroup-MMA path"
-    assert {int(n) for n in hgmma} == {bn}
+    assert {int(n) for n in hgmma} == {wg_n}
     # one HGMMA per k16 step per 64-row slab of a consumer warpgroup (ping-pong: the whole tile)
-    assert len(hgmma) == 4 * (bm // (1 if pingpong else consumers) // 64)  # 4 k-steps of 32 B
+    assert len(hgmma) == 4 * (wg_m // 64)  # 4 k-steps of 32 B
     assert "UTMALDG.2D" in sass
     assert "UTMASTG.2D" in sass
     # setmaxnreg moves registers from the producer to two consumer warpgroups; with one (64x80)
@@ -987,8 +991,11 @@ def test_fit_tiles_where_they_take_fewer_rounds() -> None:
                         (3400, ("128x144", 4)), (3712, ("128x144", 4))):
             shape = {"m": m, "n": 2560, "k": 2560}
             assert sm90._fit_tile(H200, dt, shape, *sm90._base_knobs(H200, dt, shape)) == want, (m, dt)
-            # up to M = 2600 a swapped tile then does less work still (_swap_tile)
-            assert sm90.default_knobs(H200, dt, shape) == (want if m > 2600 else sm90._swap_tile(H200, dt, shape, *want))
+            # a swapped tile may then do less work still (_swap_tile: up to M = 2600 R x 128, at 2650
+            # 104 x 256), else the fit width stays
+            swap = sm90._swap_tile(H200, dt, shape, *want)
+            assert sm90.default_knobs(H200, dt, shape) == (swap or want), (m, dt)
+            assert (swap is not None) == (m <= 2650), (m, dt, swap)
         for m in (1700, 2083, 2817, 3328, 3713, 7600, 8192):
             shape = {"m": m, "n": 2560, "k": 2560}
             assert sm90._fit_tile(H200, dt, shape, *sm90._base_knobs(H200, dt, shape)) is None, (m, dt)
@@ -1079,6 +1086,54 @@ def test_swapped_tiles_plan_the_transposed_product_and_compile(rows, dtype, stag
     assert off.launches[1].args == ("out", "r", 2560, m)
 
 
+WIDE_SWAP_CASES = [(r, st) for r in sm90.SWAP_WIDE_ROWS for st in (3, 4)]
+WIDE_ROWS_COMPILED = (80, 120)
+"""Wide swapped tiles the fast suite compiles: the narrowest and the widest (the most accumulators)."""
+
+
+@pytest.mark.parametrize("rows,stages", WIDE_SWAP_CASES)
+def test_wide_swapped_tiles_plan_the_transposed_product_and_compile(rows, stages) -> None:
+    """A swapped tile R x 256 is the kernel's 256 x R: W as the wgmma's A operand in 256-row boxes
+    (two 64-row slices a consumer), A as its B operand in R-row boxes, R and out in R x 64 boxes;
+    10 x 13 tiles in one round at M = 13 R - 5; from 104 rows 4 stages only with the epilogue tile in
+    the ring; compiles for sm_90a without spills."""
+    m = 13 * rows - 5
+    task = SimpleNamespace(shape={"m": m, "n": 2560, "k": 2560}, dtype="bf16")
+    assert stages in sm90.pipelining_options(H200, "bf16", f"{rows}x256", task.shape)
+    b = sm90.build(task, H200, f"{rows}x256", stages)
+    (gemm,) = b.launches
+    maps = [a for a in gemm.args if isinstance(a, sm90.TensorMapArg)]
+    assert [(a.buffer, a.rows, a.cols, a.box_rows) for a in maps[:4]] == [
+        ("w", 2560, 2560, 256), ("a", m, 2560, rows), ("r", m, 2560, rows), ("out", m, 2560, rows)]
+    assert list(gemm.args[len(maps):len(maps) + 3]) == [2560, m, 2560]
+    assert b.info["tile"].startswith(f"{rows}x256x64 swapped") and b.info["tiles"] == 130
+    ring = stages in sm90.ring_stage_options(H200, "bf16", f"{rows}x256", task.shape)
+    assert ring == (stages == 4 and rows >= 104)  # 80-96 rows: 4 stages fit beside the buffer
+    assert b.info["epilogue_tile"] == ("in the ring's freed slots" if ring else "own buffer")
+    assert "#define BM 256" in b.source and f"#define BN {rows}" in b.source
+    if rows in WIDE_ROWS_COMPILED:  # the rest differ in constants only: compiled by the slow test below
+        _compiles_for_sm90a(b)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("rows,stages", WIDE_SWAP_CASES)
+def test_every_wide_swapped_tile_compiles(rows, stages) -> None:
+    task = SimpleNamespace(shape={"m": 13 * rows - 5, "n": 2560, "k": 2560}, dtype="fp16")
+    _compiles_for_sm90a(sm90.build(task, H200, f"{rows}x256", stages))
+
+
+def test_wide_swapped_tiles_refuse_the_kernel_frame_and_fp32() -> None:
+    """The kernel's frame of a wide swapped tile (256 x R) is refused naming the knob to write;
+    fp32 data has no swapped tiles; the kernel refuses more than 120 rows (accumulators)."""
+    shape = {"m": 1337, "n": 2560, "k": 2560}
+    with pytest.raises(ValueError, match="write 104x256"):
+        sm90.build(SimpleNamespace(shape=shape, dtype="bf16"), H200, "256x104", 4)
+    assert "104x256" not in sm90.block_size_options(H200, "tf32")
+    src = sm90.build(SimpleNamespace(shape=shape, dtype="bf16"), H200, "120x256", 3).source
+    report = compile_cubin(src.replace("#define BN 120", "#define BN 128"), "sm_90a", ("-std=c++17",))
+    assert not report.ok and "BN <= 120" in report.log
+
+
 def test_swapped_tiles_are_16_bit_knobs_with_ring_staged_counts_and_a_clear_name() -> None:
     """The swapped tiles are knobs for 16-bit data only; for a shape they offer the deeper rings that
     fit only with the epilogue tile staged in the ring (168x128: 5 and 6; 200x128: 5), built with
@@ -1125,9 +1180,32 @@ def test_swapped_default_zones_at_the_issue_shape() -> None:
     assert pick(2300) == ("184x128", 4) and pick(2450, "fp16") == ("192x128", 4)
     assert pick(2500) == pick(2560) == pick(2600) == ("200x128", 4)
     for m in (1600, 1664, 2000, 2048, 2400, 2601, 3000, 8192):
-        assert not sm90.swapped(pick(m)[0]), m
+        assert pick(m)[0] not in sm90.SWAP_TILES[:len(sm90.SWAP_ROWS)], m  # no R x 128 tile
     assert not sm90.swapped(pick(2083, "tf32")[0])
     assert not sm90.swapped(sm90.default_knobs(H200, "bf16")[0])
+
+
+def test_wide_swapped_default_zones() -> None:
+    """``_wide_swap_tile`` takes an R x 256 tile where its data-parallel rounds, no more of them, do at
+    most WIDE_SWAP_GAIN of the pick's work (16-bit data): at N = K = 2560 M = 1025-1456, where 128-row
+    tiles leave a round part-empty (1337: 13 x 10 tiles of 104 x 256 in one round, as cuBLAS), at the
+    4 stages with the epilogue tile in the ring; not where the pick fills its
+    round (1024: 128x160), for tf32 or without a shape."""
+    def pick(m, n=2560, dtype="bf16"):
+        return sm90.default_knobs(H200, dtype, {"m": m, "n": n, "k": n})
+
+    assert sm90.WIDE_SWAP_TILES == ("80x256", "88x256", "96x256", "104x256", "112x256", "120x256")
+    assert pick(1025) == ("80x256", 4) and pick(1100) == ("88x256", 4) and pick(1200) == ("96x256", 4)
+    assert pick(1337) == ("104x256", 4) and pick(1400) == pick(1456) == ("112x256", 4)
+    assert pick(1024) == ("128x160", 6) and pick(1457)[0] not in sm90.SWAP_TILES
+    assert pick(3720) == ("96x256", 4) and pick(850, 8192) == ("112x256", 4)
+    shape = {"m": 1337, "n": 2560, "k": 2560}
+    assert sm90._wide_swap_tile(H200, "bf16", shape, *sm90._base_knobs(H200, "bf16", shape)) == ("104x256", 4)
+    assert pick(1337, dtype="tf32")[0] not in sm90.SWAP_TILES
+    assert sm90.default_knobs(H200, "bf16") == ("128x256", 3)
+    b = sm90.build(SimpleNamespace(shape=shape, dtype="bf16"), H200, *pick(1337))
+    assert b.info["tiles"] == 130 and b.info["epilogue_tile"] == "in the ring's freed slots"
+    assert b.info["tile"].startswith("104x256x64 swapped") and b.info["schedule"] == "data-parallel"
 
 
 def test_swapped_tile_order_follows_the_rounds_footprint() -> None:
