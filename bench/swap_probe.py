@@ -1,10 +1,11 @@
-"""Check and time the swapped-operand tiles (``SWAP_TILES``, R x 128; GPU machine).
+"""Check and time the swapped-operand tiles (``SWAP_TILES``, R x 128 and R x 256; GPU machine).
 
-    python3 -m bench.swap_probe [--m-list 2400,2500,2560] [--n 2560] [--rows fit,200,200:2x1,fit@5] [--rounds 3]
+    python3 -m bench.swap_probe [--m-list 2400,2500,2560] [--n 2560] [--k 2560] [--rows fit,200,104x256@5,200:2x1]
 
-For each M (N = ``--n``, K = 2560; bf16 and fp16): the engine's default build, and the swapped build of each
-``--rows`` (the tile's side along M, a multiple of 8 from 136 to 200; ``fit`` / ``fitR`` the rows
-that fill 2 / R rounds, ``fit_rows``; ``:2x1`` a cluster in the kernel's frame, sharing A's box
+For each M (N = ``--n``, K = ``--k``; bf16 and fp16): the engine's default build, and the swapped build of
+each ``--rows`` (the R x 128 tile's side along M, a multiple of 8 from 136 to 200, or a whole
+swapped tile R x C such as 104x256; ``fit`` / ``fitR`` the R x 128 rows that fill 2 / R rounds,
+``fit_rows``; ``:2x1`` a cluster in the kernel's frame, sharing A's box
 between CTAs along N; ``@S`` S stages instead of ``--stages``), first checked
 against the float64 reference at M and at odd shapes (M past a tile, short K), then timed as the issue times them (10
 warm-ups + 100 launches after ``--idle`` s of rest, shuffled, median of ``--rounds`` runs) beside
@@ -44,10 +45,27 @@ def fit_rows(m: int, n: int, r: int | str, sms: int) -> int:
     return min(sm90.SWAP_ROWS[-1], max(sm90.SWAP_ROWS[0], (-(-m // blocks) + 7) // 8 * 8))
 
 
+def tile_of(m: int, n: int, r: int | str, sms: int) -> str:
+    """The swapped tile a ``--rows`` item names at M, N: R x 128 for rows (``fit_rows``), else the
+    tile R x C it spells."""
+    if isinstance(r, str) and not r.startswith("fit"):
+        return r
+    return f"{fit_rows(m, n, r, sms)}x128"
+
+
+def _rows_item(r: str) -> int | str:
+    """A ``--rows`` item's tile part: fit / fitR, a whole tile R x C, or R (of R x 128)."""
+    if r.startswith("fit"):
+        int(r[3:] or 2)
+        return r
+    return r if "x" in r else int(r)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--m-list", default="2400,2500,2560")
-    ap.add_argument("--n", type=int, default=2560, help="the timed shapes' N (K stays 2560)")
+    ap.add_argument("--n", type=int, default=2560, help="the timed shapes' N")
+    ap.add_argument("--k", type=int, default=2560, help="the timed shapes' K")
     ap.add_argument("--rows", default="fit", help="comma-separated; \"\" for none")
     ap.add_argument("--stages", type=int, default=4)
     ap.add_argument("--orders", default="default",
@@ -58,6 +76,8 @@ def main() -> int:
     ap.add_argument("--dtypes", default="bf16,fp16")
     ap.add_argument("--pre-swap", action="store_true",
                     help="also time the default without the swapped tiles and torch matmul + add")
+    ap.add_argument("--pre-wide", action="store_true",
+                    help="also time the default without the swapped R x 256 tiles (``_wide_swap_tile``)")
     args = ap.parse_args()
     try:
         ms = [int(x) for x in args.m_list.split(",")]
@@ -66,16 +86,14 @@ def main() -> int:
             x, _, st = x.partition("@")
             r, _, cl = x.partition(":")
             cm, cn = (int(c) for c in cl.split("x")) if cl else (1, 1)
-            if r.startswith("fit"):
-                int(r[3:] or 2)
-            rows.append((r if r.startswith("fit") else int(r), (cm, cn), int(st or args.stages)))
-        if (not ms or min(ms) < 1 or args.n < 1 or any(not isinstance(r, str) and f"{r}x128" not in sm90.SWAP_TILES
-                                         or cl[0] not in (1, 2) or cl[1] != 1 or st < 0
-                                         for r, cl, st in rows)):
+            rows.append((_rows_item(r), (cm, cn), int(st or args.stages)))
+        if (not ms or min(ms) < 1 or args.n < 1 or args.k < 1
+                or any(not (isinstance(r, str) and r.startswith("fit")) and tile_of(1, 1, r, 1) not in sm90.SWAP_TILES
+                       or cl[0] not in (1, 2) or cl[1] != 1 or st < 0 for r, cl, st in rows)):
             raise ValueError
     except ValueError:
-        ap.error(f"--m-list {args.m_list!r} / --n {args.n} / --rows {args.rows!r}: positive M and N; rows a multiple of 8 from 136 "
-                 "to 200 or fit / fitR, each optionally :2x1 and @S")
+        ap.error(f"--m-list {args.m_list!r} / --n {args.n} / --k {args.k} / --rows {args.rows!r}: positive M, N, K; "
+                 "rows a multiple of 8 from 136 to 200, a swapped tile R x C, or fit / fitR, each optionally :2x1 and @S")
     orders = {"default": {}, "m": {"raster_m": False, "raster_group": 0}, "n": {"raster_m": True}}
     if not args.orders or not set(args.orders.split(",")) <= set(orders):
         ap.error(f"--orders {args.orders!r}: default, m, n")
@@ -90,22 +108,22 @@ def main() -> int:
             bufs = make_inputs(*shape, dt, seed=5)
             ref = reference(bufs, dt)
             for r, cl, st in rows:
-                r = fit_rows(shape[0], shape[1], r, limits.sm_count)
-                if st not in sm90.pipelining_options(limits, dt, f"{r}x128", dict(zip("mnk", shape, strict=True))):
+                tile = tile_of(shape[0], shape[1], r, limits.sm_count)
+                if st not in sm90.pipelining_options(limits, dt, tile, dict(zip("mnk", shape, strict=True))):
                     continue  # (the deeper counts with the epilogue tile in the ring: ring_stage_options)
                 for fuse in (True, False):
                     b = sm90.build(SimpleNamespace(shape=dict(zip("mnk", shape, strict=True)), dtype=dt), limits,
-                                   f"{r}x128", st, cluster=cl, fuse=fuse)
+                                   tile, st, cluster=cl, fuse=fuse)
                     bufs["out"].fill(0xFFFF)
                     Runner(b, bufs, dt)()
                     c = compare(bufs["out"], ref, dt)
-                    print(f"check {dt} {shape} swapped rows {r} s{st} cluster {cl} fuse {fuse}: "
+                    print(f"check {dt} {shape} swapped {tile} s{st} cluster {cl} fuse {fuse}: "
                           f"{'ok' if c['ok'] else 'WRONG'} {c}", flush=True)
                     bad += not c["ok"]
         for m in ms:
             n = args.n
-            shape = {"m": m, "n": n, "k": 2560}
-            bufs = make_inputs(m, n, 2560, dt, seed=3)
+            shape = {"m": m, "n": n, "k": args.k}
+            bufs = make_inputs(m, n, args.k, dt, seed=3)
             ref = reference(bufs, dt)
             bs, st = sm90.default_knobs(limits, dt, shape)
             runs = {f"default {bs} s{st}": Runner(sm90.build(SimpleNamespace(shape=shape, dtype=dt), limits, bs, st),
@@ -115,14 +133,20 @@ def main() -> int:
                 pb, pst = sm90._fit_tile(limits, dt, shape, pb, pst) or (pb, pst)
                 runs.setdefault(f"pre-swap {pb} s{pst}", Runner(
                     sm90.build(SimpleNamespace(shape=shape, dtype=dt), limits, pb, pst), bufs, dt))
+            if args.pre_wide:
+                pb, pst = sm90._base_knobs(limits, dt, shape)
+                pb, pst = sm90._fit_tile(limits, dt, shape, pb, pst) or (pb, pst)
+                pb, pst = sm90._swap_tile(limits, dt, shape, pb, pst) or (pb, pst)
+                runs.setdefault(f"pre-wide {pb} s{pst}", Runner(
+                    sm90.build(SimpleNamespace(shape=shape, dtype=dt), limits, pb, pst), bufs, dt))
             for r, cl, st in rows:
-                r = fit_rows(m, n, r, limits.sm_count)
-                if st not in sm90.pipelining_options(limits, dt, f"{r}x128", shape):
+                tile = tile_of(m, n, r, limits.sm_count)
+                if st not in sm90.pipelining_options(limits, dt, tile, shape):
                     continue
                 for o in args.orders.split(","):
-                    b = sm90.build(SimpleNamespace(shape=shape, dtype=dt), limits, f"{r}x128", st, cluster=cl,
+                    b = sm90.build(SimpleNamespace(shape=shape, dtype=dt), limits, tile, st, cluster=cl,
                                    **orders[o])
-                    runs[f"swapped {r}x128 s{st}{f' cl{cl[0]}x{cl[1]}' if cl != (1, 1) else ''}"
+                    runs[f"swapped {tile} s{st}{f' cl{cl[0]}x{cl[1]}' if cl != (1, 1) else ''}"
                          f"{'' if o == 'default' else ' ' + b.info['tile_order']}"] = Runner(b, bufs, dt)
             for nm, run in runs.items():
                 bufs["out"].fill(0xFFFF)
@@ -132,7 +156,7 @@ def main() -> int:
                     print(f"WRONG {dt} M={m} {nm}: {c}", flush=True)
                     bad += 1
             runs["cuBLAS beta=1"] = cublas_gemm(bufs, bufs["r"].copy(), dt, 1.0)
-            if args.pre_swap and (tfn := torch_matmul_add_fn(m, n, 2560, dt)) is not None:
+            if args.pre_swap and (tfn := torch_matmul_add_fn(m, n, args.k, dt)) is not None:
                 runs["torch mm+add"] = tfn
             per: dict[str, list[float]] = {nm: [] for nm in runs}
             names = list(runs)
