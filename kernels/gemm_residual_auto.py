@@ -141,7 +141,9 @@ def sm90_choices(schedule: dict[str, Any], task: Any, limits: DeviceLimits, bloc
         out["cluster"] = int(schedule["cluster"])
     raster = schedule.get("raster")
     if raster is not None:
-        out["raster_m"], out["raster_group"] = raster == "m", (sm90.RASTER_GROUP_DEFAULT if raster == "group" else 0)
+        # a swapped tile's kernel runs the problem's N as its M: its M-fastest order is the problem's N
+        m_fastest = raster == ("n" if sm90.swapped(block_size) else "m")
+        out["raster_m"], out["raster_group"] = m_fastest, (sm90.RASTER_GROUP_DEFAULT if raster == "group" else 0)
     split = schedule.get("split")
     if split == "off":
         out.update(streamk=False, half_tail=False)

@@ -356,3 +356,19 @@ def test_simulated_timings_carry_a_fixed_launch_cost():
     assert small.timing.median_ms > small.sol["t_sol_ms"] + SIM_LAUNCH_MS
     unfused = run(256, fusion=False, **knobs)
     assert unfused.timing.median_ms > small.timing.median_ms + 0.5 * SIM_LAUNCH_MS
+
+
+def test_raster_choice_on_a_swapped_tile_is_in_the_problems_frame():
+    """``schedule.raster`` names the order of the problem's blocks on every tile: on a swapped tile
+    (whose kernel runs the problem's N as its M) raster=n builds N-fastest, raster=m M-fastest, and
+    the plan reads back the choice, so the tuner's schedule variations of a swapped tile run."""
+    from engine.task import TaskSpec
+    from kernels.gemm_residual_auto import SPEC as AUTO
+
+    for bs, shape in (("104x256", (1337, 2560, 2560)), ("176x128", (3333, 2560, 2560))):
+        for raster, order in (("m", "M-fastest"), ("n", "N-fastest"), ("group", "groups of 4 N blocks")):
+            task = TaskSpec(shape=dict(zip("mnk", shape, strict=True)), dtype="bf16", block_size=bs,
+                            memory_pipelining=4, schedule={"raster": raster})
+            assert AUTO.check(task, H200) == [], (bs, raster)
+            assert AUTO.plan(task, H200).schedule["raster"] == raster
+            assert AUTO.build(task, H200).info["tile_order"] == order, (bs, raster)
