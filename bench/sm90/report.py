@@ -70,7 +70,8 @@ def make_sampler():
 def alternate(runs: dict, rounds: int, sampler, tag: str = "", warm: int = 10) -> dict:
     """Time every callable in ``runs`` for 20 launches per round, the candidates one after another
     in each of ``rounds`` rounds (so drift hits all alike): name -> the rounds' medians. The
-    sampler, if any, tags its samples ``tag + name`` meanwhile."""
+    sampler, if any, tags its samples ``tag + name`` meanwhile, and takes one more as each window
+    ends: 20 launches of a small shape end before its 10 ms interval comes round."""
     for fn in runs.values():
         for _ in range(warm):
             fn()
@@ -80,6 +81,8 @@ def alternate(runs: dict, rounds: int, sampler, tag: str = "", warm: int = 10) -
             if sampler:
                 sampler.tag = tag + nm
             per[nm].append(time_fn(fn, warmup=0, iters=20)["median_ms"])
+            if sampler:
+                sampler.snap()
     if sampler:
         sampler.tag = None
     return per

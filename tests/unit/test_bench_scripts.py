@@ -395,3 +395,24 @@ def test_swap_probe_fit_rows_are_swapped_tiles_that_fill_the_rounds():
     for m in (1, 333, 1000, 9000):
         for n in (264, 1032, 2600):
             assert f"{probe.fit_rows(m, n, 'fit', 132)}x128" in sm90.SWAP_TILES, (m, n)
+
+
+def test_alternation_reads_a_clock_for_windows_shorter_than_the_sampling_interval(monkeypatch):
+    """Each candidate's window of 20 launches ends with one sample under its tag, so a table of small
+    shapes (windows far under the sampler's 10 ms) still reads each candidate's SM clock."""
+    pytest.importorskip("cupy")
+    from bench.sm90 import report
+
+    class Sampler:  # the NVML sampler's interface, its interval never coming round
+        def __init__(self):
+            self.tag, self.samples = None, []
+
+        def snap(self):
+            self.samples.append({"sm_clock_mhz": 1980 if self.tag == "alt a" else 1755, "power_w": 300.0,
+                                 "tag": self.tag})
+
+    monkeypatch.setattr(report, "time_fn", lambda fn, warmup, iters: {"median_ms": 0.04})
+    sampler = Sampler()
+    per = report.alternate({"a": lambda: None, "b": lambda: None}, 3, sampler, tag="alt ", warm=0)
+    rows = {r[0]: r for r in report.alternation_rows(per, sampler, tag="alt ")}
+    assert rows["a"][4] == 1980 and rows["b"][4] == 1755 and sampler.tag is None
