@@ -105,18 +105,7 @@ residual_add(const uint4* __restrict__ x, const uint4* __restrict__ r, uint4* __
 // are stored from registers. A slot is refilled once every thread has read it (the reduction's
 // barrier); with one slot (MEMORY_PIPELINING off) only after the row's stores are issued, so the
 // block's own loads never overlap its work. Faster than the register path on the H200 (ADR-0006).
-__device__ __forceinline__ unsigned ar_smem_u32(const void* p) {
-    unsigned long long v;
-    asm("cvta.to.shared.u64 %0, %1;" : "=l"(v) : "l"(p));
-    return (unsigned)v;
-}
-__device__ __forceinline__ void ar_wait(unsigned bar, unsigned parity) {
-    unsigned done;
-    do {
-        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                     "selp.u32 %0, 1, 0, p;\n}\n" : "=r"(done) : "r"(bar), "r"(parity) : "memory");
-    } while (!done);
-}
+#include "mbarrier.cuh"
 __device__ __forceinline__ uint4 ar_lds(unsigned addr) {
     uint4 v;
     asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
@@ -127,12 +116,9 @@ __device__ __forceinline__ uint4 ar_lds(unsigned addr) {
 // completing bytes on the slot's barrier.
 __device__ __forceinline__ void ar_fill(unsigned dst, unsigned bar, const uint4* x, const uint4* r,
                                         size_t base, unsigned rb) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(2u * rb)
-                 : "memory");
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                 :: "r"(dst), "l"(x + base), "r"(rb), "r"(bar) : "memory");
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                 :: "r"(dst + rb), "l"(r + base), "r"(rb), "r"(bar) : "memory");
+    mbar_expect_tx(bar, 2u * rb);
+    bulk_copy(dst, x + base, rb, bar);
+    bulk_copy(dst + rb, r + base, rb, bar);
 }
 
 extern "C" __global__ void __launch_bounds__(AR_THREADS, AR_MINB)
@@ -147,12 +133,12 @@ add_rmsnorm(const uint4* __restrict__ a, const uint4* __restrict__ b, const uint
     const unsigned slot = (2u * rb + 127u) & ~127u;
     const float inv_n = 1.0f / (float)N;
     const int G = gridDim.x;
-    const unsigned ring = ar_smem_u32(ar_ring);
-    const unsigned bar0 = ar_smem_u32(full);
+    const unsigned ring = smem_u32(ar_ring);
+    const unsigned bar0 = smem_u32(full);
     if (tid == 0) {
 #pragma unroll
         for (int s = 0; s < AR_STAGES; ++s)
-            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(bar0 + 8 * s) : "memory");
+            mbar_init(bar0 + 8 * s, 1);
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
         // the first AR_STAGES rows of this block
         for (int i = 0; i < AR_STAGES; ++i) {
@@ -173,7 +159,7 @@ add_rmsnorm(const uint4* __restrict__ a, const uint4* __restrict__ b, const uint
     for (int row = blockIdx.x; row < M; row += G) {
         const unsigned xs = ring + s * slot;
         const size_t base = (size_t)row * (size_t)V;
-        ar_wait(bar0 + 8 * s, phase);
+        mbar_wait(bar0 + 8 * s, phase);
         float v[AR_VPT][AR_EPV];
         float sq = 0.f;
 #pragma unroll

@@ -142,7 +142,7 @@ def blocks_per_sm(dtype: str, threads: int, vpt: int, stages: int, fused: bool,
 class AddRmsNormSpec(KernelSpec):
     """Residual add + RMSNorm with both outputs written (fused or as two kernels)."""
 
-    source_files = ("add_rmsnorm.py", "add_rmsnorm.cu", "rowwise.py", "vec16.cuh")
+    source_files = ("add_rmsnorm.py", "add_rmsnorm.cu", "rowwise.py", "vec16.cuh", "mbarrier.cuh")
 
     name = "add_rmsnorm"
     title = "residual add + RMSNorm"

@@ -173,7 +173,7 @@ class PortableGemmResidualSpec(GemmResidualSpec):
 class AutoGemmResidualSpec(GemmResidualSpec):
     name = "gemm_residual"
     source_files = (*GemmResidualSpec.source_files, "gemm_residual_auto.py", *sm90.SOURCE_FILES,
-                    "gemm_residual_skinny.py", "gemm_residual_skinny.cu")
+                    "gemm_residual_skinny.py", "gemm_residual_skinny.cu", "mbarrier.cuh")
     title = "GEMM + residual add (attention output projection), Hopper wgmma path on 9.0"
 
     @staticmethod

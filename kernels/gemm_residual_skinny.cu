@@ -266,27 +266,10 @@ __device__ __forceinline__ void load_w(uint4 (&wv)[RPW][2], const unsigned short
 #endif
 
 #if W_BULK
-__device__ __forceinline__ unsigned smem_u32(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
-__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
-    unsigned done;
-    do {
-        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                     "selp.u32 %0, 1, 0, p;\n}\n" : "=r"(done) : "r"(bar), "r"(parity) : "memory");
-    } while (!done);
-}
-__device__ __forceinline__ void mbar_arrive(unsigned bar) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ void mbar_expect(unsigned bar, unsigned bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void bulk_copy(unsigned dst, const unsigned short* src, unsigned bytes, unsigned bar) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                 ::"r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
-}
+#include "mbarrier.cuh"
+// The decode path's shared addresses by the compiler's intrinsic, not mbarrier.cuh's smem_u32 (PTX
+// cvta): the two compile to different code around the ring's address arithmetic.
+__device__ __forceinline__ unsigned shared_addr(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
 __device__ __forceinline__ void ldsm_x4(unsigned addr, u32& r0, u32& r1, u32& r2, u32& r3) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
                  : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
@@ -322,7 +305,7 @@ __device__ __forceinline__ void bulk_produce(unsigned ring, unsigned full0, unsi
         const int s = i % STAGES;
         if (i >= STAGES) mbar_wait(empty0 + 8 * s, ((i / STAGES) - 1) & 1);
         const int k0 = (sb + i) * BULK_K;
-        mbar_expect(full0 + 8 * s, (unsigned)(SLOT_ELEMS * 2));
+        mbar_expect_tx(full0 + 8 * s, (unsigned)(SLOT_ELEMS * 2));
         const unsigned slot = ring + (unsigned)(s * SLOT_ELEMS * 2);
 #pragma unroll
         for (int j = 0; j < BULK_K / 64; ++j) {
@@ -346,7 +329,7 @@ __device__ __forceinline__ void bulk_produce(unsigned ring, unsigned full0, unsi
         if (i >= STAGES) mbar_wait(empty0 + 8 * s, ((i / STAGES) - 1) & 1);
         const int k0 = (sb + i) * BULK_K;
         const unsigned rb = (unsigned)min(BULK_K, K - k0) * 2u;
-        if (lane == 0) mbar_expect(full0 + 8 * s, rb * (unsigned)(nv + mv));
+        if (lane == 0) mbar_expect_tx(full0 + 8 * s, rb * (unsigned)(nv + mv));
         __syncwarp();
         const unsigned slot = ring + (unsigned)(s * SLOT_ELEMS * 2);
         for (int r = lane; r < nv + mv; r += 32) {
@@ -496,11 +479,11 @@ gemm_residual_skinny(const unsigned short* __restrict__ a, const unsigned short*
     const int ks = (K + BULK_K - 1) / BULK_K;
     const int sb = (int)((long long)blockIdx.y * ks / SPLIT_K);
     const int nit = (int)((long long)(blockIdx.y + 1) * ks / SPLIT_K) - sb;
-    const unsigned full0 = smem_u32(bars), empty0 = full0 + 8 * STAGES;
+    const unsigned full0 = shared_addr(bars), empty0 = full0 + 8 * STAGES;
 #if W_BULK == 2
-    const unsigned ring = (smem_u32(dsmem) + RED_FLOATS * 4 + 1023) & ~1023u;  // the swizzle's period
+    const unsigned ring = (shared_addr(dsmem) + RED_FLOATS * 4 + 1023) & ~1023u;  // the swizzle's period
 #else
-    const unsigned ring = smem_u32(dsmem + ((RED_FLOATS * 4 + 127) / 128) * 128);
+    const unsigned ring = shared_addr(dsmem + ((RED_FLOATS * 4 + 127) / 128) * 128);
 #endif
     if (threadIdx.x == 0) {
 #pragma unroll

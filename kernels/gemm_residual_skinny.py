@@ -88,13 +88,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from kernels.spec import (
-    KERNEL_DIR,
     Buffer,
     Build,
     DeviceLimits,
     Launch,
     TensorMapArg,
     Violation,
+    kernel_source,
     vec16_source,
 )
 
@@ -737,7 +737,7 @@ def source(plan: SkinnyPlan, dtype: str) -> str:
     """Defines, then vec16.cuh for the data type, then the template."""
     consts = defines(plan, dtype)
     head = "".join(f"#define {name} {int(value)}\n" for name, value in consts.items())
-    return head + vec16_source(consts["DT"]) + (KERNEL_DIR / SOURCE_FILE).read_text(encoding="utf-8")
+    return head + vec16_source(consts["DT"]) + kernel_source(SOURCE_FILE)
 
 
 def render(plan: SkinnyPlan, m: int, n: int, k: int, dtype: str) -> Build:

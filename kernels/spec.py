@@ -10,6 +10,8 @@ its peers. It does no I/O and imports neither cupy nor any UI; array work takes 
 from __future__ import annotations
 
 import hashlib
+import posixpath
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -229,6 +231,21 @@ def torch_view(x: Any) -> Any:
     return torch.from_dlpack(x)
 
 
+_INCLUDE_LINE = re.compile(r'^#include "([\w./]+)"[^\n]*\n', re.M)
+
+
+def kernel_source(name: str) -> str:
+    """The text of ``name`` (a path under kernels/) with each ``#include "file"`` line replaced by that
+    file's text (its path relative to the including file, where the preprocessor looks first),
+    recursively: a part several kernels use stands once, and NVRTC still gets one source."""
+    folder = posixpath.dirname(name)
+
+    def one(m: re.Match[str]) -> str:
+        return kernel_source(posixpath.normpath(posixpath.join(folder, m[1])))
+
+    return _INCLUDE_LINE.sub(one, (KERNEL_DIR / name).read_text(encoding="utf-8"))
+
+
 def vec16_source(dtype_code: int) -> str:
     """The shared 16-byte access and conversion helpers (``vec16.cuh``) for a kernel whose dtype
     code (0 bf16, 1 fp16, 2 fp32 data) is ``dtype_code``: its VEC_DTYPE #define, then the text."""
@@ -282,7 +299,8 @@ class KernelSpec(ABC):
                           dict(getattr(task, "schedule", {}) or {}))
 
     def read_source(self, filename: str) -> str:
-        return (KERNEL_DIR / filename).read_text(encoding="utf-8")
+        """A template's text, its ``#include "file"`` lines inlined (``kernel_source``)."""
+        return kernel_source(filename)
 
     def vec16(self, dtype_code: int) -> str:
         """``vec16_source`` for a kernel spec."""

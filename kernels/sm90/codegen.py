@@ -3,6 +3,7 @@ the launches with their tensor maps, and the scratch buffers (``render``); no de
 
 from __future__ import annotations
 
+import posixpath
 import re
 from dataclasses import replace
 from pathlib import PurePosixPath
@@ -32,7 +33,7 @@ ADD_KERNEL_F32 = "residual_add_inplace_f32"
 SPLIT_KERNEL = "tf32_split"
 PAD_KERNEL = "pad_rows16"
 PAD_SOURCE = "pad_rows16.cuh"
-SOURCE_FILES = ("gemm_residual_sm90.py", SOURCE_FILE, PAD_SOURCE,
+SOURCE_FILES = ("gemm_residual_sm90.py", SOURCE_FILE, PAD_SOURCE, "mbarrier.cuh",
                 *sorted(p.relative_to(KERNEL_DIR).as_posix() for p in (KERNEL_DIR / "sm90").iterdir()
                         if p.suffix in (".py", ".cuh")))
 """The files under kernels/ whose text decides what this path builds: its planner and templates (for a
@@ -71,7 +72,7 @@ def _inlined(name: str, body: str) -> str:
     folder = PurePosixPath(name).parent
 
     def one(m: re.Match[str]) -> str:
-        return _inlined(str(folder / m[1]) if m[1] else body, body)
+        return _inlined(posixpath.normpath(str(folder / m[1])) if m[1] else body, body)
 
     if name in GENERATED:
         return GENERATED[name]()

@@ -4,6 +4,7 @@ no #include left for NVRTC, and every part among the files that key tuned entrie
 
 from __future__ import annotations
 
+import posixpath
 import re
 
 import pytest
@@ -27,7 +28,7 @@ def _parts() -> set[str]:
             continue
         folder = name.rpartition("/")[0]
         text = (KERNEL_DIR / name).read_text(encoding="utf-8")
-        todo += [f"{folder}/{m[1]}" if folder else m[1] for m in _INCLUDE.finditer(text) if m[1]]
+        todo += [posixpath.normpath(f"{folder}/{m[1]}" if folder else m[1]) for m in _INCLUDE.finditer(text) if m[1]]
     return seen
 
 
@@ -77,3 +78,25 @@ def test_the_generated_wgmma_table_has_every_width_once() -> None:
         assert (guard in text) == (n != wgmma_table.DEFAULT_WIDTH)
     assert text.count("#define WGMMA ") == len(wgmma_table.BUILD_WIDTHS) + len(wgmma_table.WIDTHS)
     assert text.count("#else") == 1 and text.rstrip().endswith("#endif")
+
+
+def test_the_mbarrier_helpers_stand_once_in_every_kernel_that_uses_them() -> None:
+    """kernels/mbarrier.cuh is pasted where the Hopper GEMM, the decode path's W ring and
+    add_rmsnorm's row ring include it: each rendered source defines mbar_wait once and hands NVRTC
+    no #include; the file keys each spec's tuned entries."""
+    from engine.planner import plan
+    from engine.profiles import load_profiles
+    from engine.task import TaskSpec
+    from kernels import get_spec
+    from kernels.spec import DeviceLimits
+
+    profile = load_profiles().get("h200")
+    lim = DeviceLimits.from_profile(profile)
+    tasks = (TaskSpec(kernel="gemm_residual", shape={"m": 8192, "n": 2560, "k": 2560}),
+             TaskSpec(kernel="gemm_residual", shape={"m": 16, "n": 8192, "k": 8192}),
+             TaskSpec(kernel="add_rmsnorm"))
+    for task in tasks:
+        spec = get_spec(task.kernel)
+        src = spec.build(plan(task, profile).task, lim).source
+        assert src.count("void mbar_wait(") == 1 and "\n#include" not in src, task.shape
+        assert "mbarrier.cuh" in spec.source_files
