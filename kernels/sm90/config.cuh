@@ -71,9 +71,8 @@
 #if SWAP_AB && BM == 256 && BN > 120
 #error "SWAP_AB with BM = 256: BN <= 120 (accumulators per consumer thread)"
 #endif
-#if (BN == 200 || BN == 136 || BN == 152 || BN == 168 || BN == 176 || BN == 184 || BN == 88 || BN == 96 || \
-     BN == 104 || BN == 112 || BN == 120) && !SWAP_AB
-#error "BN = 88-120, 136, 152, 168, 176, 184, 200 (a tail other than 16 columns) only with SWAP_AB (BN runs along the problem's M)"
+#if (BN == 200 || BN == 136 || BN == 152 || BN == 168 || BN == 176 || BN == 184) && !SWAP_AB
+#error "BN = 136, 152, 168, 176, 184, 200 (an 8-column tail) only with SWAP_AB (BN runs along the problem's M)"
 #endif
 #if SPLIT_N && (ELEM != 2 || PINGPONG)
 #error "SPLIT_N: cooperative consumers, 16-bit data"
