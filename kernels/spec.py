@@ -13,7 +13,7 @@ import hashlib
 import posixpath
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -231,17 +231,25 @@ def torch_view(x: Any) -> Any:
     return torch.from_dlpack(x)
 
 
-_INCLUDE_LINE = re.compile(r'^#include "([\w./]+)"[^\n]*\n', re.M)
+_INCLUDE_LINE = re.compile(r'^#include (?:"([\w./]+)"|([A-Z_]+))[^\n]*\n', re.M)
 
 
-def kernel_source(name: str) -> str:
+def kernel_source(name: str, macros: Mapping[str, str] | None = None,
+                  generated: Mapping[str, Callable[[], str]] | None = None) -> str:
     """The text of ``name`` (a path under kernels/) with each ``#include "file"`` line replaced by that
-    file's text (its path relative to the including file, where the preprocessor looks first),
-    recursively: a part several kernels use stands once, and NVRTC still gets one source."""
+    file's text (its path relative to the including file, where the preprocessor looks first), each
+    ``#include MACRO`` named in ``macros`` by the text of the file it maps to, and a name in
+    ``generated`` by its generator's text, recursively: a part several kernels use stands once, and
+    NVRTC still gets one source, the same tokens in the same order as one file would give it."""
+    macros, generated = macros or {}, generated or {}
+    if name in generated:
+        return generated[name]()
     folder = posixpath.dirname(name)
 
     def one(m: re.Match[str]) -> str:
-        return kernel_source(posixpath.normpath(posixpath.join(folder, m[1])))
+        if m[2]:
+            return kernel_source(macros[m[2]], macros, generated) if m[2] in macros else m[0]
+        return kernel_source(posixpath.normpath(posixpath.join(folder, m[1])), macros, generated)
 
     return _INCLUDE_LINE.sub(one, (KERNEL_DIR / name).read_text(encoding="utf-8"))
 

@@ -3,10 +3,7 @@ the launches with their tensor maps, and the scratch buffers (``render``); no de
 
 from __future__ import annotations
 
-import posixpath
-import re
 from dataclasses import replace
-from pathlib import PurePosixPath
 from typing import Any
 
 from kernels.sm90 import wgmma_table
@@ -15,7 +12,16 @@ from kernels.sm90.model import STREAMK_DEFAULT
 from kernels.sm90.planner import Sm90Plan, defines_of, plan
 from kernels.sm90.smem import smem_bytes
 from kernels.sm90.tiles import ITEMSIZE, bk_of, cluster_label, parse_block_size, stage_count
-from kernels.spec import KERNEL_DIR, Buffer, Build, DeviceLimits, Launch, TensorMapArg, vec16_source
+from kernels.spec import (
+    KERNEL_DIR,
+    Buffer,
+    Build,
+    DeviceLimits,
+    Launch,
+    TensorMapArg,
+    kernel_source,
+    vec16_source,
+)
 
 SOURCE_FILE = "gemm_residual_sm90.cu"
 """The GEMM kernel (under kernels/), between ``HEADERS`` and ``TRAILERS`` in every rendered source."""
@@ -52,31 +58,14 @@ def render_source(block_size: str, stages: int, dtype: str, fuse: bool = True,
 def _source(consts: dict[str, int]) -> str:
     """``defines``' constants as #defines of integers, the shared 16-bit conversions
     (``vec16.cuh``, VEC_DTYPE 0 bf16, 1 fp16, 2 fp32 data), then the kernel template: ``HEADERS``,
-    ``SOURCE_FILE`` and ``TRAILERS`` concatenated, their #includes inlined (``_inlined``)."""
+    ``SOURCE_FILE`` and ``TRAILERS`` concatenated, their #includes inlined (``kernel_source``:
+    ``#include CONSUMER_BODY`` as the plan's schedule's body, ``CONSUMERS``; the ``GENERATED`` parts
+    by their generators)."""
     head = "".join(f"#define {k} {int(v)}\n" for k, v in consts.items())
     body = CONSUMERS[bool(consts["PINGPONG"])]
     return (head + vec16_source(min(int(consts["DT"]), 2))
-            + "".join(_inlined(name, body) for name in (*HEADERS, SOURCE_FILE, *TRAILERS)))
-
-
-_INCLUDE = re.compile(r'^#include (?:"([\w./]+)"|CONSUMER_BODY)[^\n]*\n', re.M)
-
-
-def _inlined(name: str, body: str) -> str:
-    """The text of ``name`` (under kernels/) with each ``#include "file"`` line replaced by that
-    file's text (its name relative to the including file, where the preprocessor looks first) and
-    ``#include CONSUMER_BODY`` by the text of ``body`` (the plan's schedule, ``CONSUMERS``), a
-    ``GENERATED`` name by its generator's text,
-    recursively: a part of the kernel can stand once where several places use it, and NVRTC still
-    gets one source, the same tokens in the same order as one file would give it."""
-    folder = PurePosixPath(name).parent
-
-    def one(m: re.Match[str]) -> str:
-        return _inlined(posixpath.normpath(str(folder / m[1])) if m[1] else body, body)
-
-    if name in GENERATED:
-        return GENERATED[name]()
-    return _INCLUDE.sub(one, (KERNEL_DIR / name).read_text(encoding="utf-8"))
+            + "".join(kernel_source(name, {"CONSUMER_BODY": body}, GENERATED)
+                      for name in (*HEADERS, SOURCE_FILE, *TRAILERS)))
 
 
 GENERATED = {"sm90/wgmma_table.cuh": wgmma_table.table}
