@@ -35,6 +35,9 @@ def refused(script: str, *argv: str) -> str:
 
 @pytest.mark.parametrize("argv,needle", [(["--rows", "130"], "--rows"), (["--rows", "fit,208"], "--rows"),
                                          (["--rows", "200:3x1"], "--rows"), (["--rows", "fitx"], "--rows"),
+                                         (["--rows", "104x200"], "--rows"), (["--rows", "128x256"], "--rows"),
+                                         (["--rows", "104x"], "--rows"), (["--rows", "104x256@x"], "--rows"),
+                                         (["--k", "0"], "--k"),
                                          (["--m-list", "0"], "--m-list"), (["--n", "0"], "--n"), (["--orders", "x"], "--orders"),
                                          (["--dtypes", "tf32"], "--dtypes"),
                                          (["--rounds", "0"], "--rounds")])
