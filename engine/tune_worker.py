@@ -23,6 +23,7 @@ def tune_main(payload: dict[str, Any], conn: Any) -> None:
         SCREEN_MIN,
         SCREEN_S,
         VARIATION_SEEDS,
+        VARIATION_SHARE,
         Candidate,
         Trial,
         variations,
@@ -55,6 +56,7 @@ def tune_main(payload: dict[str, Any], conn: Any) -> None:
 
         full = task.iterations
         screen_until = budget * (1.0 - CONFIRM_SHARE)
+        first_until = budget * (1.0 - CONFIRM_SHARE - VARIATION_SHARE)
 
         def screen_iters() -> int:
             """Launches for a screening: ``SCREEN_S`` of the default's (or the prior's) time."""
@@ -77,14 +79,14 @@ def tune_main(payload: dict[str, Any], conn: Any) -> None:
             send(TrialEvent(state="done", trial=trial.to_dict(), done=len(done), total=total, best_ms=best_ms()))
             return trial
 
-        def run(lst: list[Candidate]) -> bool:
-            """Screen ``lst`` in order until the screening's share of the budget is spent; False when
+        def run(lst: list[Candidate], until: float) -> bool:
+            """Screen ``lst`` in order until ``until`` seconds of the budget are spent; False when
             the process must restart (a candidate left the CUDA context unusable)."""
             bench.prefetch([c for c in lst if c.key not in done])
             for cand in lst:
                 if cand.key in done:
                     continue
-                if done and time.monotonic() - t0 >= screen_until:
+                if done and time.monotonic() - t0 >= until:
                     return True
                 is_default = cand.key == payload["default_key"]
                 one(cand, full if is_default else screen_iters())
@@ -107,7 +109,9 @@ def tune_main(payload: dict[str, Any], conn: Any) -> None:
                     return False
             return True
 
-        if run(candidates):
+        # tiles and stages first, then the schedule variations around the fastest of them, then
+        # what the first screening left, until the confirmations' share
+        if run(candidates, first_until):
             seeds = sorted((t for t in list(done.values()) if t.correct and not t.schedule),
                            key=lambda t: t.time_ms)[:VARIATION_SEEDS]
             extra, pruned = variations(task, profile, seeds, set(done) | {c.key for c in candidates})
@@ -116,7 +120,8 @@ def tune_main(payload: dict[str, Any], conn: Any) -> None:
                 send(TrialEvent(state="done", trial=t.to_dict(), done=len(done), total=total, best_ms=best_ms()))
             extra.sort(key=lambda c: (c.predicted_ms is None, c.predicted_ms or 0.0))
             candidates += extra
-            if not run(extra) or not confirm():
+            first = [c for c in candidates if c.phase == 1]
+            if not run(extra, screen_until) or not run(first, screen_until) or not confirm():
                 result["restart"] = True
         else:
             result["restart"] = True

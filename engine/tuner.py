@@ -44,6 +44,10 @@ SCREEN_MIN = 20
 CONFIRM_TOP = 3
 CONFIRM_SHARE = 0.15
 """The share of the budget kept for timing the fastest ``CONFIRM_TOP`` again with every launch."""
+VARIATION_SHARE = 0.25
+"""The share of the budget the first screening (tiles and stages in the prior's order) leaves for
+the schedule variations around its fastest; what they leave goes back to the first screening's
+remaining candidates (ADR-0002)."""
 SUSTAIN_HEAT_S = 8.0
 """Sustained regime: back-to-back launches before the first timing, to bring the board to its cap."""
 SUSTAIN_HOLD_S = 1.0
