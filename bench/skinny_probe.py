@@ -1,7 +1,7 @@
 """Check and time the skinny (decode) GEMM + residual against cuBLAS (GPU machine).
 
     python3 -m bench.skinny_probe [--shapes 1x4096x4096,8x4096x777] [--dtypes bf16,fp16]
-        [--out DIR] [--iters 100] [--warmup 10] [--jobs 16]
+        [--out DIR] [--iters 100] [--warmup 10] [--jobs 16] [--plans 16x16/4/4/1/128/2,...]
 
 For each shape MxNxK and dtype: the default plan and a modest list of knob combinations (tiles
 around the default's BM, stages, split-K, warps, A from global or shared memory (schedule.a_smem,
@@ -11,7 +11,8 @@ both where K % 8 == 0); pruned by ``check``) are compiled in parallel
 2e-2 for bf16, 5e-3 for fp16, nothing left unwritten), timed with CUDA events (``--warmup``
 launches, then the median of ``--iters`` single-launch timings, rotating enough input sets that
 W is not served from the 50 MB L2), checked once more after the timing (the split-K counters must
-have reset), and set beside cuBLAS gemmEx (beta = 1 into a copy of R). Prints a table per shape;
+have reset), and set beside cuBLAS gemmEx (beta = 1 into a copy of R). ``--plans`` replaces the
+list with the default and the given builds (tile/stages/warps/split_k/bulk_k/w_bulk each). Prints a table per shape;
 ``--out`` writes every row as JSON. Exits 1 if any build is wrong, 2 on malformed arguments.
 """
 
@@ -52,7 +53,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--bulk", choices=("with", "without", "only"), default="with",
                     help="W into a shared-memory ring (schedule.w_bulk) beside the register ring, not at all, or only")
     ap.add_argument("--bulk-modes", default="1,2", help="the w_bulk values to try: 1 row copies, 2 TMA boxes")
+    ap.add_argument("--plans", default=None,
+                    help="only the default and these builds: comma-separated BMxBN/stages/warps/split_k/bulk_k/w_bulk")
     args = ap.parse_args(argv)
+    if args.plans is not None:
+        try:
+            args.plans = [parse_plan(x) for x in args.plans.split(",")]
+        except ValueError:
+            ap.error(f"--plans: {args.plans!r} is not a comma-separated list of BMxBN/stages/warps/split_k/bulk_k/w_bulk")
     try:
         args.shapes = [tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",")]
     except ValueError:
@@ -73,6 +81,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         if getattr(args, flag) < 1:
             ap.error(f"--{flag}: must be >= 1")
     return args
+
+
+def parse_plan(text: str) -> dict:
+    """The knobs of one ``--plans`` entry, BMxBN/stages/warps/split_k/bulk_k/w_bulk (w_bulk 1 or 2)."""
+    tile, *nums = text.split("/")
+    sk.parse_block_size(tile)
+    st, warps, split, bk, mode = (int(x) for x in nums)
+    if mode not in (1, 2):
+        raise ValueError(text)
+    return dict(block_size=tile, stages=st, warps=warps, split_k=split, bulk_k=bk, w_bulk=mode)
+
+
+def listed(m: int, n: int, k: int, dtype: str, limits: DeviceLimits, knobs: list[dict]) -> list[sk.SkinnyPlan]:
+    """The default plan, then each of ``knobs`` that ``check`` accepts at this shape."""
+    plans = [sk.plan(m, n, k, dtype, limits)]
+    for kn in knobs:
+        if not sk.check(m, n, k, dtype, limits, kn["block_size"], kn["stages"], kn["warps"], kn["split_k"],
+                        w_bulk=kn["w_bulk"], bulk_k=kn["bulk_k"]):
+            plans.append(sk.plan(m, n, k, dtype, limits, **kn))
+    return _unique(plans)
 
 
 def bulk_variants(m: int, n: int, k: int, dtype: str, limits: DeviceLimits,
@@ -275,7 +303,12 @@ def main(args: argparse.Namespace) -> int:
                           sm_count=int(dev["multiProcessorCount"]),
                           shared_memory_per_block_bytes=int(dev["sharedMemPerBlockOptin"]),
                           shared_memory_per_sm_bytes=int(dev["sharedMemPerMultiprocessor"]))
-    todo = [(s, d, p) for s in args.shapes for d in args.dtypes for p in variants(*s, d, limits, args.bulk, args.bulk_modes)]
+    def builds(s, d):
+        if args.plans is not None:
+            return listed(*s, d, limits, args.plans)
+        return variants(*s, d, limits, args.bulk, args.bulk_modes)
+
+    todo = [(s, d, p) for s in args.shapes for d in args.dtypes for p in builds(s, d)]
     print(f"{len(todo)} runs; compiling ...", flush=True)
     built = compile_all([sk.source(p, d) for _, d, p in todo], limits.arch, args.jobs)
     rows, bad = [], 0

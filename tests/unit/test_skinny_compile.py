@@ -693,13 +693,26 @@ def test_a_smem_bank_check_catches_conflicting_layouts(layout):
                                          (["--shapes", "1x4096"], "--shapes"),
                                          (["--shapes", "1x0x8"], "--shapes"),
                                          (["--dtypes", "fp32"], "--dtypes"),
-                                         (["--iters", "0"], "--iters")])
+                                         (["--iters", "0"], "--iters"),
+                                         (["--plans", "16x16/4/4/1"], "--plans"),
+                                         (["--plans", "16x16/4/4/1/128/3"], "--plans"),
+                                         (["--plans", "16y16/4/4/1/128/2"], "--plans")])
 def test_probe_refuses_malformed_arguments(argv, needle):
     proc = subprocess.run([sys.executable, str(ROOT / "bench" / "skinny_probe.py"), *argv],
                           capture_output=True, text=True, timeout=120, cwd=ROOT,
                           env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
     assert proc.returncode == 2, proc.stderr
     assert needle in proc.stderr
+
+
+def test_probe_plans_are_the_default_and_the_listed_builds_that_check_accepts():
+    from bench import skinny_probe as sp
+
+    knobs = [sp.parse_plan(x) for x in ("16x32/4/8/1/128/2", "16x16/8/4/1/1024/2", "16x64/6/4/2/64/1")]
+    plans = sp.listed(16, 8192, 8192, "bf16", H200, knobs)
+    assert plans[0] == sk.plan(16, 8192, 8192, "bf16", H200)
+    assert [(p.block_size, p.stages, p.warps, p.split_k, p.bulk_k, p.w_bulk) for p in plans[1:]] == [
+        ("16x32", 4, 8, 1, 128, 2), ("16x64", 6, 4, 2, 64, 1)]  # bulk_k 1024 at 8 slots does not fit
 
 
 # --- W by bulk copies (schedule.w_bulk 1) -------------------------------------------------------
