@@ -60,11 +60,13 @@
 // and tokens past M are not copied: their slots keep stale values that feed only outputs that are
 // never stored. The warps' partial tiles, split-K and the epilogue are the same as above.
 // W_BULK = 2 moves the same slots as 2D TMA boxes instead (tensor maps `tw` over W and `ta` over A,
-// boxes of BN or BM rows x 64 elements, 128-byte swizzle): BULK_K / 64 boxes of each a slot, one
-// copy per box rather than per row, issued by lane 0. A box's 16-byte chunk c of row r lands at
-// chunk c ^ (r % 8) of its 128-byte row, which the ldmatrix addresses undo (8 rows at one k: 8
-// distinct chunks, no conflicts); rows, tokens and k past the matrix arrive as zeros, so no step is
-// masked. Slots start 1024-byte aligned (the swizzle's period).
+// boxes of BN rows, or min(BM, M) tokens, x 64 elements, 128-byte swizzle): BULK_K / 64 boxes of
+// each a slot, one copy per box rather than per row, issued by lane 0. A box's 16-byte chunk c of
+// row r lands at chunk c ^ (r % 8) of its 128-byte row, which the ldmatrix addresses undo (8 rows
+// at one k: 8 distinct chunks, no conflicts); rows, tokens and k past the matrix arrive as zeros,
+// so no step is masked (with M < BM the slot's token rows past M are not written: stale values
+// that feed only outputs that are never stored). Slots start 1024-byte aligned (the swizzle's
+// period).
 //
 // Defines (validated integers, prepended by kernels/gemm_residual_skinny.py): BM, BN, STAGES, WARPS,
 // SPLIT_K, DT (0 bf16, 1 fp16), FUSE, ALIGNED8, ALIGNED2, COUNTERS, A_SMEM, A_TILE (chunks per warp
@@ -297,15 +299,19 @@ __device__ __forceinline__ unsigned swz(int row, int box_rows, int k) {
 
 // The producer (lane 0 of the last warp): for each of the CTA's slots of K, once the consumers
 // released the ring slot, arm its full barrier with the slot's bytes (whole boxes, zeros past the
-// matrix included) and copy BULK_K / 64 boxes of W and of A.
+// matrix included) and copy BULK_K / 64 boxes of W and of A. A's boxes are min(BM, M) tokens (the
+// tensor map's box): with fewer tokens than BM no box row lies past M, whose zero fill costs the
+// copy engine time; the rows of the slot beyond them keep stale values that feed only outputs that
+// are never stored.
 __device__ __forceinline__ void bulk_produce(unsigned ring, unsigned full0, unsigned empty0, const TmaDesc* tw,
-                                             const TmaDesc* ta, int n0, int m0, int sb, int nit, int lane) {
+                                             const TmaDesc* ta, int n0, int m0, int sb, int nit, int M, int lane) {
     if (lane != 0) return;
+    const unsigned bytes = (unsigned)((BN + min(BM, M)) * BULK_K * 2);
     for (int i = 0; i < nit; ++i) {
         const int s = i % STAGES;
         if (i >= STAGES) mbar_wait(empty0 + 8 * s, ((i / STAGES) - 1) & 1);
         const int k0 = (sb + i) * BULK_K;
-        mbar_expect_tx(full0 + 8 * s, (unsigned)(SLOT_ELEMS * 2));
+        mbar_expect_tx(full0 + 8 * s, bytes);
         const unsigned slot = ring + (unsigned)(s * SLOT_ELEMS * 2);
 #pragma unroll
         for (int j = 0; j < BULK_K / 64; ++j) {
@@ -486,6 +492,11 @@ gemm_residual_skinny(const unsigned short* __restrict__ a, const unsigned short*
     const unsigned ring = shared_addr(dsmem + ((RED_FLOATS * 4 + 127) / 128) * 128);
 #endif
     if (threadIdx.x == 0) {
+#if W_BULK == 2
+        // the tensor maps into the copy engine's cache while the barriers are set up
+        asm volatile("prefetch.tensormap [%0];" ::"l"((unsigned long long)&tw) : "memory");
+        asm volatile("prefetch.tensormap [%0];" ::"l"((unsigned long long)&ta) : "memory");
+#endif
 #pragma unroll
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(full0 + 8 * s, 1);
@@ -496,7 +507,7 @@ gemm_residual_skinny(const unsigned short* __restrict__ a, const unsigned short*
     __syncthreads();
     if (warp == WARPS)
 #if W_BULK == 2
-        bulk_produce(ring, full0, empty0, &tw, &ta, n0, m0, sb, nit, lane);
+        bulk_produce(ring, full0, empty0, &tw, &ta, n0, m0, sb, nit, M, lane);
 #else
         bulk_produce(ring, full0, empty0, w, a, n0, min(BN, N - n0), m0, min(BM, M - m0), sb, nit, K, lane);
 #endif

@@ -750,7 +750,7 @@ def render(plan: SkinnyPlan, m: int, n: int, k: int, dtype: str) -> Build:
     args: tuple[str | int | TensorMapArg, ...] = ("a", "w", "r", "out", "ws", m, n, k)
     if plan.w_bulk == 2:
         args += (TensorMapArg("w", rows=n, cols=k, box_rows=plan.bn, box_cols=64, swizzle_bytes=128),
-                 TensorMapArg("a", rows=m, cols=k, box_rows=plan.bm, box_cols=64, swizzle_bytes=128))
+                 TensorMapArg("a", rows=m, cols=k, box_rows=min(plan.bm, m), box_cols=64, swizzle_bytes=128))
     launches = [Launch(KERNEL, plan.grid, plan.block, dynamic, args)]
     functions = [KERNEL]
     if not plan.fuse:

@@ -53,6 +53,10 @@ def test_decode_path_odd_shapes_and_schedules(dtype):
         ((5, 1000, 2056), "8x16", 8, {"w_bulk": 2, "bulk_k": 256}),
         ((16, 8192, 8192), None, None, {}),
         ((64, 2560, 2568), "64x32", 4, {"w_bulk": 2, "bulk_k": 64, "split_k": 3}),
+        # TMA boxes of A with fewer tokens than BM: the slot's rows past M stay stale
+        ((3, 1000, 2056), "16x16", 4, {"w_bulk": 2}),
+        ((12, 4096, 4096), "16x32", 4, {"w_bulk": 2, "split_k": 2}),
+        ((9, 2560, 2568), "64x16", 2, {"w_bulk": 2, "warps": 8}),
     ]
     bad = []
     for (m, n, k), bs, st, sched in cases:

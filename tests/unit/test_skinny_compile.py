@@ -845,9 +845,13 @@ def test_tma_default_render_passes_tensor_maps_over_w_and_a():
     b = sk.render(p, 5, 1000, 2056, "fp16")
     maps = [a for a in b.launches[0].args if not isinstance(a, (str, int))]
     assert [(t.buffer, t.rows, t.cols, t.box_rows, t.box_cols, t.swizzle_bytes) for t in maps] == [
-        ("w", 1000, 2056, p.bn, 64, 128), ("a", 5, 2056, p.bm, 64, 128)]
+        ("w", 1000, 2056, p.bn, 64, 128), ("a", 5, 2056, 5, 64, 128)]  # A's box: the 5 tokens, none past M
     assert "#define W_BULK 2\n" in b.source
     assert b.launches[0].shared_mem_bytes == sk.bulk_smem(p.bm, p.bn, p.warps, p.stages, p.bulk_k, 2)
+    # from BM tokens on, boxes of BM (the last M tile's rows past M arrive as zeros)
+    p = sk.plan(40, 1000, 2056, "fp16", H200, block_size="32x16")
+    maps = [a for a in sk.render(p, 40, 1000, 2056, "fp16").launches[0].args if not isinstance(a, (str, int))]
+    assert maps[1].box_rows == 32
 
 
 def _swz_expr() -> str:
