@@ -246,8 +246,8 @@ class Bench:
         return self.time(lambda i: calls[i]())
 
 
-def run_plan(cp, bench: Bench, p: sk.SkinnyPlan, cubin: bytes, tmp: Path) -> tuple[float, float, float]:
-    """(error first run, error after timing, median ms) of one plan."""
+def launcher(cp, bench: Bench, p: sk.SkinnyPlan, cubin: bytes, tmp: Path):
+    """``run(i)``: the plan's launches (from ``cubin``) on input set i into ``bench.out``."""
     path = tmp / f"{hashlib.sha1(cubin).hexdigest()}.cubin"
     path.write_bytes(cubin)
     mod = cp.RawModule(path=str(path))
@@ -276,6 +276,13 @@ def run_plan(cp, bench: Bench, p: sk.SkinnyPlan, cubin: bytes, tmp: Path) -> tup
                 maps[key] = tensormap.as_kernel_arg(tensormap.encode(x, bufs[x.buffer].data.ptr, bench.dtype))
             return maps[key]
         return cp.int32(x)
+
+    return run
+
+
+def run_plan(cp, bench: Bench, p: sk.SkinnyPlan, cubin: bytes, tmp: Path) -> tuple[float, float, float]:
+    """(error first run, error after timing, median ms) of one plan."""
+    run = launcher(cp, bench, p, cubin, tmp)
 
     def checked() -> float:
         bench.out.fill(0xFFFF)

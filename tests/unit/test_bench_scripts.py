@@ -45,6 +45,14 @@ def test_swap_probe_bad_arguments_exit_2_naming_the_flag(argv, needle):
     assert needle in refused("swap_probe", *argv)
 
 
+@pytest.mark.parametrize("argv,needle", [([], "--shape"), (["--shape", "65x4096x4096"], "--shape"),
+                                         (["--shape", "16x8192"], "--shape"), (["--shape", "0x8x8"], "--shape"),
+                                         (["--shape", "16x8192x8192", "--plans", "16x16"], "--plans"),
+                                         (["--shape", "16x8192x8192", "--dtype", "fp32"], "--dtype")])
+def test_launch_gap_bad_arguments_exit_2_naming_the_flag(argv, needle):
+    assert needle in refused("launch_gap", *argv)
+
+
 @pytest.mark.parametrize("argv,needle", [(["--m-list", "0"], "--m-list"), (["--m-list", "soon"], "--m-list"),
                                          (["--data", "uniform"], "--data"),
                                          (["--dtypes", "tf32"], "--dtypes"), (["--rounds", "0"], "--rounds"),
