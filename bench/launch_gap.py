@@ -49,14 +49,10 @@ def main(args: argparse.Namespace) -> int:
     import cupy as cp
 
     from engine.backends.cuda_blas import Blas
+    from engine.backends.cuda_stages import device_limits
     from engine.backends.cuda_timer import queued_timer, time_queued
-    from kernels.spec import DeviceLimits
 
-    dev = cp.cuda.runtime.getDeviceProperties(0)
-    limits = DeviceLimits(compute_capability=(int(dev["major"]), int(dev["minor"])),
-                          sm_count=int(dev["multiProcessorCount"]),
-                          shared_memory_per_block_bytes=int(dev["sharedMemPerBlockOptin"]),
-                          shared_memory_per_sm_bytes=int(dev["sharedMemPerMultiprocessor"]))
+    limits, _ = device_limits(0, "device")
     m, n, k = args.shape
     bench = sp.Bench(cp, m, n, k, args.dtype, 10, 100)
     plans = sp.listed(m, n, k, args.dtype, limits, args.plans)

@@ -305,11 +305,9 @@ def save(out: str | None, rows: list[dict]) -> None:
 def main(args: argparse.Namespace) -> int:
     import cupy as cp
 
-    dev = cp.cuda.runtime.getDeviceProperties(0)
-    limits = DeviceLimits(compute_capability=(int(dev["major"]), int(dev["minor"])),
-                          sm_count=int(dev["multiProcessorCount"]),
-                          shared_memory_per_block_bytes=int(dev["sharedMemPerBlockOptin"]),
-                          shared_memory_per_sm_bytes=int(dev["sharedMemPerMultiprocessor"]))
+    from engine.backends.cuda_stages import device_limits
+
+    limits, _ = device_limits(0, "device")
     def builds(s, d):
         if args.plans is not None:
             return listed(*s, d, limits, args.plans)
