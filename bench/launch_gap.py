@@ -5,8 +5,9 @@ the difference lies outside the kernel's work (launch, start-up, tail).
 
     python3 -m bench.launch_gap --shape 16x8192x8192 [--plans 16x16/4/4/1/128/2,...] [--dtype bf16]
 
-Builds as ``bench.skinny_probe --plans`` (the default plan first), each checked against the float64
-reference before it is timed. Exits 1 if a build is wrong, 2 on malformed arguments.
+Builds as ``bench.skinny_probe --plans`` (the default plan first), each launched plainly and with
+programmatic dependent launch ("pdl"), each checked against the float64 reference before it is
+timed. Exits 1 if a build is wrong, 2 on malformed arguments.
 """
 
 from __future__ import annotations
@@ -95,13 +96,13 @@ def main(args: argparse.Namespace) -> int:
     report("cuBLAS gemmEx beta=1", lambda i: calls[i]())
     bad = 0
     with tempfile.TemporaryDirectory() as tmp:
-        for p in plans:
-            run = sp.launcher(cp, bench, p, built[sk.source(p, args.dtype)][0], Path(tmp))
+        for p, dependent in ((p, d) for p in plans for d in (False, True)):
+            run = sp.launcher(cp, bench, p, built[sk.source(p, args.dtype)][0], Path(tmp), dependent)
             bench.out.fill(0xFFFF)
             run(0)
             cp.cuda.get_current_stream().synchronize()
             err = bench.error()
-            name = f"{p.block_size}/{p.stages}/{p.warps}/{p.split_k}/{p.bulk_k}"
+            name = f"{p.block_size}/{p.stages}/{p.warps}/{p.split_k}/{p.bulk_k}" + (" pdl" if dependent else "")
             if not err < sp.TOL[args.dtype]:
                 print(f"{name:>24} wrong (error {err:.3g})")
                 bad += 1

@@ -30,6 +30,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import numpy as np
+
 from engine.backends import tensormap
 from kernels import gemm_residual_skinny as sk
 from kernels.spec import DeviceLimits, TensorMapArg
@@ -246,8 +248,12 @@ class Bench:
         return self.time(lambda i: calls[i]())
 
 
-def launcher(cp, bench: Bench, p: sk.SkinnyPlan, cubin: bytes, tmp: Path):
-    """``run(i)``: the plan's launches (from ``cubin``) on input set i into ``bench.out``."""
+def launcher(cp, bench: Bench, p: sk.SkinnyPlan, cubin: bytes, tmp: Path, dependent: bool = True):
+    """``run(i)``: the plan's launches (from ``cubin``) on input set i into ``bench.out``, arguments
+    packed once per input set; launches the build marks ``pdl`` go through programmatic dependent
+    launch as the engine's do, unless ``dependent`` is False (``engine.backends.pdl``)."""
+    from engine.backends import pdl
+
     path = tmp / f"{hashlib.sha1(cubin).hexdigest()}.cubin"
     path.write_bytes(cubin)
     mod = cp.RawModule(path=str(path))
@@ -257,25 +263,29 @@ def launcher(cp, bench: Bench, p: sk.SkinnyPlan, cubin: bytes, tmp: Path):
     for fn, launch in fns:  # as the engine does: ask for any dynamic shared memory a launch takes
         if launch.shared_mem_bytes:
             fn.max_dynamic_shared_size_bytes = launch.shared_mem_bytes
+    cc = cp.cuda.Device().compute_capability  # e.g. "90"
+    dependent = dependent and pdl.enabled((int(cc[:-1]), int(cc[-1])))
 
-    def run(i: int) -> None:
-        a, w, r = bench.sets[i]
-        bufs = {"a": a, "w": w, "r": r, "out": bench.out, "ws": ws}
-        for fn, launch in fns:
-            fn(launch.grid, launch.block, tuple(arg(bufs, x, i) for x in launch.args),
-               shared_mem=launch.shared_mem_bytes)
-
-    maps: dict[tuple[int, int], object] = {}
-
-    def arg(bufs, x, i):
+    def arg(bufs, x):
         if isinstance(x, str):
             return bufs[x]
-        if isinstance(x, TensorMapArg):  # encoded once per input set and map
-            key = (i, id(x))
-            if key not in maps:
-                maps[key] = tensormap.as_kernel_arg(tensormap.encode(x, bufs[x.buffer].data.ptr, bench.dtype))
-            return maps[key]
-        return cp.int32(x)
+        if isinstance(x, TensorMapArg):
+            return tensormap.as_kernel_arg(tensormap.encode(x, bufs[x.buffer].data.ptr, bench.dtype))
+        return np.int32(x)
+
+    def bound(fn, launch, args):
+        if dependent and launch.pdl:
+            return pdl.DependentLaunch(fn, launch.grid, launch.block, args, launch.shared_mem_bytes)
+        return lambda: fn(launch.grid, launch.block, args, shared_mem=launch.shared_mem_bytes)
+
+    per_set = []
+    for a, w, r in bench.sets:
+        bufs = {"a": a, "w": w, "r": r, "out": bench.out, "ws": ws}
+        per_set.append([bound(fn, launch, tuple(arg(bufs, x) for x in launch.args)) for fn, launch in fns])
+
+    def run(i: int) -> None:
+        for launch in per_set[i]:
+            launch()
 
     return run
 

@@ -269,6 +269,11 @@ __device__ __forceinline__ void load_w(uint4 (&wv)[RPW][2], const unsigned short
 
 #if W_BULK
 #include "mbarrier.cuh"
+// Programmatic dependent launch (engine/backends/pdl.py): launched with it, this kernel may start
+// while the kernel before it in the stream still runs. grid_dependency_wait() returns once that
+// kernel has finished and its writes are visible (at once without the launch attribute): every
+// thread runs it before its first global read or write.
+__device__ __forceinline__ void grid_dependency_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 // The decode path's shared addresses by the compiler's intrinsic, not mbarrier.cuh's smem_u32 (PTX
 // cvta): the two compile to different code around the ring's address arithmetic.
 __device__ __forceinline__ unsigned shared_addr(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
@@ -504,6 +509,10 @@ gemm_residual_skinny(const unsigned short* __restrict__ a, const unsigned short*
         }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
+    // launched with PDL, the set-up above overlapped the end of the kernel before; A, W, R, out
+    // and ws are touched only after it has finished. No early launch_dependents(): the next
+    // kernel's CTAs would take SMs as this one's leave, unevenly (ADR-0010)
+    grid_dependency_wait();
     __syncthreads();
     if (warp == WARPS)
 #if W_BULK == 2

@@ -751,7 +751,7 @@ def render(plan: SkinnyPlan, m: int, n: int, k: int, dtype: str) -> Build:
     if plan.w_bulk == 2:
         args += (TensorMapArg("w", rows=n, cols=k, box_rows=plan.bn, box_cols=64, swizzle_bytes=128),
                  TensorMapArg("a", rows=m, cols=k, box_rows=min(plan.bm, m), box_cols=64, swizzle_bytes=128))
-    launches = [Launch(KERNEL, plan.grid, plan.block, dynamic, args)]
+    launches = [Launch(KERNEL, plan.grid, plan.block, dynamic, args, pdl=bool(plan.w_bulk))]
     functions = [KERNEL]
     if not plan.fuse:
         add_grid = max(1, min(_cdiv(_cdiv(m * n, 8), ADD_THREADS), 1024))

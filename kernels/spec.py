@@ -156,6 +156,10 @@ class Launch:
     clusters must be co-resident: the backend caps ``grid`` at the clusters the device can hold at
     once (``cuOccupancyMaxActiveClusters``); the kernel strides by ``gridDim.x / cluster``, so any
     whole number of clusters is correct."""
+    pdl: bool = False
+    """The kernel runs ``grid_dependency_wait()`` (kernels/mbarrier.cuh) before its first global read
+    or write, so it may be launched with programmatic dependent launch (engine/backends/pdl.py): its
+    set-up overlaps the end of the kernel before it in the stream."""
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ import numpy as np
 from cupy.cuda import runtime
 from cupy_backends.cuda.libs import nvrtc
 
+from engine.backends import pdl
 from engine.backends.base import RunContext, RunFailure, progress_every
 from engine.backends.collect import base_fingerprint, finish, mismatch_text, now_iso
 from engine.backends.cuda_convert import BITS, STORAGE
@@ -98,7 +99,9 @@ class CudaBackend:
                         f"{ln.cluster} this device holds at once")
         for name, r in loaded.items():
             resources.setdefault(name, {}).update(r)
-        em.done("load", ", ".join(f"{n}: {resources[n].get('registers')} regs" for n in build.functions))
+        dependent = pdl.enabled(limits.compute_capability) and any(ln.pdl for ln in build.launches)
+        em.done("load", ", ".join(f"{n}: {resources[n].get('registers')} regs" for n in build.functions)
+                + ("; programmatic dependent launch" if dependent else ""))
 
         # --- inputs ------------------------------------------------------------------------
         em.start("inputs")
@@ -110,7 +113,7 @@ class CudaBackend:
         cp.cuda.Device().synchronize()
         em.done("inputs", f"N(0,1), {n_sets} rotating set(s) of {in_bytes / 2**20:.1f} MiB (L2 {l2 / 2**20:.0f} MiB)")
 
-        run_once = bind_launches(build, funcs, grids, sets, outs, dtype)
+        run_once = bind_launches(build, funcs, grids, sets, outs, dtype, dependent)
 
         # --- warm-up -----------------------------------------------------------------------
         sampler = NvmlSampler(runtime.deviceGetPCIBusId(task.device))
@@ -192,7 +195,8 @@ class CudaBackend:
         launch = {"functions": list(build.functions), "info": build.info, "arch": limits.arch,
                   "resources": resources, "input_sets": n_sets,
                   "launches": [{"function": ln.function, "grid": g, "block": ln.block,
-                                "shared_mem_bytes": ln.shared_mem_bytes, "cluster": ln.cluster}
+                                "shared_mem_bytes": ln.shared_mem_bytes, "cluster": ln.cluster,
+                                "pdl": dependent and ln.pdl}
                                for ln, g in zip(build.launches, grids, strict=True)]}
         res = finish(task=task, profile=profile, spec=spec, simulated=False, timing=timing,
                      correctness=correctness, peers=peers, launch=launch, validity=validity,

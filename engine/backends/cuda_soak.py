@@ -14,6 +14,7 @@ from typing import Any
 import cupy as cp
 from cupy.cuda import runtime
 
+from engine.backends import pdl
 from engine.backends.base import RunFailure
 from engine.backends.cuda_convert import BITS, STORAGE, to_f64
 from engine.backends.cuda_stages import (
@@ -95,7 +96,8 @@ class CudaSoak:
         self.sets, self.outs, in_bytes = make_inputs(spec, task, self.dtype, l2)
         self.outs.update({b.name: cp.empty(b.shape, dtype=STORAGE[b.dtype]) for b in build.scratch})
         self.refs = spec.reference_outputs(cp, {k: to_f64(v, self.dtype) for k, v in self.sets[0].items()})
-        self.run_once = bind_launches(build, funcs, grids, self.sets, self.outs, self.dtype)
+        self.run_once = bind_launches(build, funcs, grids, self.sets, self.outs, self.dtype,
+                                      pdl.enabled(limits.compute_capability))
         cp.cuda.Device().synchronize()
         em.done("inputs", f"{len(self.sets)} rotating set(s) of {in_bytes / 2**20:.1f} MiB")
         em.start("warmup")

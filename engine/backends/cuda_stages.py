@@ -11,7 +11,7 @@ import numpy as np
 from cupy.cuda import driver, runtime
 from cupy_backends.cuda.libs import nvrtc
 
-from engine.backends import clusters
+from engine.backends import clusters, pdl
 from engine.backends.base import RunFailure
 from engine.backends.cuda_convert import BITS, STORAGE, to_f64, to_storage
 from engine.backends.cuda_support import (
@@ -117,10 +117,11 @@ def load_build(build: Any, cubin: bytes, limits: DeviceLimits) -> tuple[dict[str
 
 
 def bind_launches(build: Any, funcs: dict[str, Any], grids: list[Any], sets: list[dict[str, Any]],
-                  outs: dict[str, Any], dtype: str) -> Any:
+                  outs: dict[str, Any], dtype: str, dependent: bool = False) -> Any:
     """``run_once(i)``: the build's launches on input set ``i % len(sets)`` and ``outs``, with every
     argument (buffers, tensor maps, int32 scalars) prepared once, so a timed launch does no host work
-    beyond the launch itself."""
+    beyond the launch itself. With ``dependent`` (``pdl.enabled``), a launch marked ``pdl`` goes
+    through ``pdl.DependentLaunch``: it may start while the kernel before it finishes."""
 
     def launch_args(ln: Any, bufs: dict[str, Any]) -> tuple[Any, ...]:
         args: list[Any] = []
@@ -138,16 +139,21 @@ def bind_launches(build: Any, funcs: dict[str, Any], grids: list[Any], sets: lis
                 args.append(np.int32(a))
         return tuple(args)
 
+    def bound(fn: Any, grid: Any, ln: Any, args: tuple[Any, ...]) -> Any:
+        if dependent and ln.pdl:
+            return pdl.DependentLaunch(fn, grid, ln.block, args, ln.shared_mem_bytes)
+        return lambda: fn(grid, ln.block, args, shared_mem=ln.shared_mem_bytes)
+
     plans = []
     for s in sets:
         bufs = {**s, **outs}
-        plans.append([(funcs[ln.function], g, ln.block, launch_args(ln, bufs), ln.shared_mem_bytes)
+        plans.append([bound(funcs[ln.function], g, ln, launch_args(ln, bufs))
                       for ln, g in zip(build.launches, grids, strict=True)])
     n_sets = len(sets)
 
     def run_once(i: int) -> None:
-        for fn, grid, block, args, smem in plans[i % n_sets]:
-            fn(grid, block, args, shared_mem=smem)
+        for launch in plans[i % n_sets]:
+            launch()
 
     return run_once
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import cupy as cp
 
+from engine.backends import pdl
 from engine.backends.base import RunFailure
 from engine.backends.compile_pool import CompilePool
 from engine.backends.cuda_blas import Blas
@@ -225,7 +226,8 @@ class CudaTrials:
             funcs, grids, _ = load_build(build, cubin, self.limits)
             outs = dict(self.outs)
             outs.update({b.name: cp.empty(b.shape, dtype=_storage(b.dtype)) for b in build.scratch})
-            run_once = bind_launches(build, funcs, grids, self.sets, outs, self.dtype)
+            run_once = bind_launches(build, funcs, grids, self.sets, outs, self.dtype,
+                                     pdl.enabled(self.limits.compute_capability))
             if fault in FAULT_MODES:
                 funcs["sol_fault_kernel"]((1,), (1,), (cp.zeros(1, dtype=cp.int32), cp.int32(FAULT_MODES[fault])))
                 cp.cuda.Device().synchronize()
