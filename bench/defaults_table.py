@@ -3,6 +3,12 @@
 correct trial's knobs with its time, the default's and cuBLAS beta=1's beside it for the record.
 
     python -m bench.defaults_table --profile h200 tune.json [more.json ...] > profiles/tuned/h200.toml
+    python -m bench.defaults_table --profile h200 --update profiles/tuned/h200.toml new.json > t && mv t ...
+
+A file may hold one JSON document or one per line (``bench/tune_each.sh``'s JSONL). Among the given
+files the fastest trial of a shape wins; with ``--update`` the table's entries are kept except where
+the files tuned the same shape again: the new tune replaces the entry (a re-tune after a kernel or
+tuner change must not lose to an older, now stale, time).
 """
 
 from __future__ import annotations
@@ -10,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tomllib
 from pathlib import Path
 
 import tomli_w
@@ -18,11 +25,17 @@ import tomli_w
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--profile", required=True)
+    ap.add_argument("--update", type=Path, help="an existing table whose entries the files' shapes replace")
     ap.add_argument("files", nargs="+", type=Path)
     args = ap.parse_args(argv)
     entries: dict[tuple, dict] = {}
     for f in args.files:
-        for s in json.loads(f.read_text()).get("shapes", []):
+        text = f.read_text()
+        try:
+            docs = [json.loads(text)]
+        except json.JSONDecodeError:
+            docs = [json.loads(line) for line in text.splitlines() if line.strip()]
+        for s in (s for d in docs for s in d.get("shapes", [])):
             best = s.get("best")
             if not best or s.get("simulated") or s.get("profile") != args.profile:
                 continue
@@ -40,6 +53,10 @@ def main(argv: list[str] | None = None) -> int:
                 e["cublas_beta1_ms"] = b1
             if key not in entries or e["median_ms"] < entries[key]["median_ms"]:
                 entries[key] = e
+    if args.update:
+        old = tomllib.loads(args.update.read_text())
+        for e in old.get("entry", []):
+            entries.setdefault((e["kernel"], e["dtype"], e["shape"], bool(e.get("fusion", True))), e)
     doc = {"version": 1, "profile": args.profile,
            "note": "tuned defaults: written by bench/defaults_table.py from `tui tune --json`",
            "entry": sorted(entries.values(), key=lambda e: (e["kernel"], e["dtype"], e["shape"]))}
