@@ -55,9 +55,9 @@ def _param(value: Any) -> ctypes._SimpleCData | ctypes.Array[Any]:
     tensor map (a ``numpy.void`` from ``tensormap.as_kernel_arg``), an int32 or a float32."""
     import numpy as np
 
-    data = getattr(value, "data", None)
-    if hasattr(data, "ptr"):  # a CuPy array
-        return ctypes.c_uint64(int(data.ptr))
+    ptr = getattr(getattr(value, "data", None), "ptr", None)
+    if ptr is not None:  # a CuPy array
+        return ctypes.c_uint64(int(ptr))
     if isinstance(value, np.void):
         raw = bytes(value.tobytes())
         if len(raw) != TENSOR_MAP_BYTES:
