@@ -249,8 +249,8 @@ class Bench:
 
 
 def launcher(cp, bench: Bench, p: sk.SkinnyPlan, cubin: bytes, tmp: Path, dependent: bool = True):
-    """``run(i)``: the plan's launches (from ``cubin``) on input set i into ``bench.out``, arguments
-    packed once per input set; launches the build marks ``pdl`` go through programmatic dependent
+    """``run(i)``: the plan's launches (from ``cubin``, loaded as ``run.module``) on input set i into
+    ``bench.out``, arguments packed once per input set; launches the build marks ``pdl`` go through programmatic dependent
     launch as the engine's do, unless ``dependent`` is False (``engine.backends.pdl``)."""
     from engine.backends import pdl
 
@@ -287,6 +287,7 @@ def launcher(cp, bench: Bench, p: sk.SkinnyPlan, cubin: bytes, tmp: Path, depend
         for launch in per_set[i]:
             launch()
 
+    run.module = mod  # its globals (e.g. bench.kernel_span's stamps)
     return run
 
 

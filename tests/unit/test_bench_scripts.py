@@ -53,6 +53,27 @@ def test_launch_gap_bad_arguments_exit_2_naming_the_flag(argv, needle):
     assert needle in refused("launch_gap", *argv)
 
 
+@pytest.mark.parametrize("argv,needle", [(["--shape", "65x8192x8192"], "--shape"),
+                                         (["--shape", "16x8192x8192", "--plans", "16x16/6"], "--plans"),
+                                         (["--shape", "16x8192x8192", "--launches", "0"], "--launches")])
+def test_kernel_span_bad_arguments_exit_2_naming_the_flag(argv, needle):
+    assert needle in refused("kernel_span", *argv)
+
+
+def test_kernel_span_stamps_compile_into_the_decode_kernel():
+    from bench import kernel_span
+    from kernels import gemm_residual_skinny as sk
+    from kernels.nvrtc_check import compile_cubin
+    from kernels.spec import DeviceLimits
+
+    h200 = DeviceLimits(compute_capability=(9, 0), sm_count=132, shared_memory_per_block_bytes=232448,
+                        shared_memory_per_sm_bytes=233472, profile="h200")
+    source = kernel_span.instrument(sk.source(sk.plan(16, 8192, 8192, "bf16", h200), "bf16"))
+    assert source.count("SpanEnd span_end;") == 1 and source.count("span_now();") == 1
+    report = compile_cubin(source, "sm_90a", ("--std=c++17",))
+    assert report.ok, report.log
+
+
 @pytest.mark.parametrize("argv,needle", [(["--m-list", "0"], "--m-list"), (["--m-list", "soon"], "--m-list"),
                                          (["--data", "uniform"], "--data"),
                                          (["--dtypes", "tf32"], "--dtypes"), (["--rounds", "0"], "--rounds"),
