@@ -46,8 +46,15 @@ def _libcuda() -> Any:
 
 
 def enabled(compute_capability: tuple[int, int]) -> bool:
-    """PDL launches apply: compute capability 9.0 or later, not switched off by ``SOL_COCKPIT_NO_PDL``."""
-    return compute_capability >= (9, 0) and os.environ.get(ENV_OFF, "") not in ("1", "true", "yes")
+    """PDL launches apply: compute capability 9.0 or later, a driver with ``cuLaunchKernelEx`` (CUDA
+    12 and later), not switched off by ``SOL_COCKPIT_NO_PDL``."""
+    if compute_capability < (9, 0) or os.environ.get(ENV_OFF, "") in ("1", "true", "yes"):
+        return False
+    try:
+        _libcuda()
+    except (OSError, AttributeError):  # no driver library, or one without cuLaunchKernelEx
+        return False
+    return True
 
 
 def _param(value: Any) -> ctypes._SimpleCData | ctypes.Array[Any]:

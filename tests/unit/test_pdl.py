@@ -59,10 +59,24 @@ def test_arguments_pack_as_the_kernel_reads_them() -> None:
 
 def test_enabled_from_hopper_on_unless_switched_off(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(pdl.ENV_OFF, raising=False)
+    monkeypatch.setattr(pdl, "_libcuda", lambda: object())
     assert pdl.enabled((9, 0))
     assert pdl.enabled((10, 0))
     assert not pdl.enabled((8, 9))
     monkeypatch.setenv(pdl.ENV_OFF, "1")
+    assert not pdl.enabled((9, 0))
+
+
+@pytest.mark.parametrize("missing", [OSError("libcuda.so.1: cannot open shared object file"),
+                                     AttributeError("cuLaunchKernelEx")])
+def test_not_enabled_without_a_driver_that_has_the_launch(monkeypatch: pytest.MonkeyPatch,
+                                                          missing: Exception) -> None:
+    monkeypatch.delenv(pdl.ENV_OFF, raising=False)
+
+    def absent() -> None:
+        raise missing
+
+    monkeypatch.setattr(pdl, "_libcuda", absent)
     assert not pdl.enabled((9, 0))
 
 
