@@ -2,11 +2,16 @@
 peers and the ratios the tuning issue's targets are written in (ours / cuBLAS beta=1, ours /
 unfused), plus the tune's time.
 
-    python -m bench.tune_summary tune.json [more.json ...] [--torch]
+    python -m bench.tune_summary tune.json [more.json ...] [--torch] [--classes SHAPES.toml]
 
 ``--torch`` (on the GPU machine) also times torch's own paths per shape, addmm and matmul + add,
 with CUDA events after a 1 s rest (median of 100 launches after 10 warm-ups): the framework a user
 would otherwise run.
+
+``--classes`` reads the shapes file the tunes came from and groups its shapes by class, a shape's
+name without its last word ("decode 16x8192" is of class "decode", "long K 2048x5120x13824" of
+"long K"): each class's geometric mean of tuned / cuBLAS beta=1, then their geometric mean, the
+issue's "geometric mean over the classes".
 """
 
 from __future__ import annotations
@@ -76,9 +81,42 @@ def torch_ms(m: int, n: int, k: int, dtype: str) -> dict[str, float]:
     return out
 
 
+def classes(path: Path) -> dict[str, str]:
+    """Shape text ("MxNxK") -> class (the [[shape]]'s name without its last word) of a shapes file."""
+    import tomllib
+
+    out = {}
+    for s in tomllib.loads(path.read_text()).get("shape", []):
+        words = str(s.get("name", "")).split()
+        out[f"{s['m']}x{s['n']}x{s['k']}"] = " ".join(words[:-1]) or " ".join(words)
+    return out
+
+
+def _geo(xs: list[float]) -> float:
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+
+def class_means(all_rows: list[dict], of: dict[str, str]) -> tuple[dict[str, float], float]:
+    """(class -> geometric mean of its shapes' tuned / cuBLAS b1, the geometric mean of those)."""
+    groups: dict[str, list[float]] = {}
+    for r in all_rows:
+        if r["tuned_vs_b1"] and r["name"] in of:
+            groups.setdefault(of[r["name"]], []).append(r["tuned_vs_b1"])
+    per = {c: _geo(v) for c, v in groups.items()}
+    return per, (_geo(list(per.values())) if per else float("nan"))
+
+
 def main(paths: list[str]) -> int:
     use_torch = "--torch" in paths
     paths = [p for p in paths if p != "--torch"]
+    of: dict[str, str] = {}
+    if "--classes" in paths:
+        i = paths.index("--classes")
+        if i + 1 >= len(paths):
+            print("--classes: needs the shapes file the tunes came from", file=sys.stderr)
+            return 2
+        of = classes(Path(paths[i + 1]))
+        paths = paths[:i] + paths[i + 2:]
     all_rows = []
     docs = []
     for p in paths:
@@ -108,8 +146,12 @@ def main(paths: list[str]) -> int:
                           _f(r["elapsed_s"], ".0f"), f"{r['timed']}/{r['total']}"]))
     ratios = [r["tuned_vs_b1"] for r in all_rows if r["tuned_vs_b1"]]
     if ratios:
-        geo = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
-        print(f"tuned / cuBLAS beta=1: geometric mean {geo:.3f}, worst {max(ratios):.3f} over {len(ratios)} shapes")
+        print(f"tuned / cuBLAS beta=1: geometric mean {_geo(ratios):.3f}, worst {max(ratios):.3f} "
+              f"over {len(ratios)} shapes")
+    if of:
+        per, over = class_means(all_rows, of)
+        print("by class: " + ", ".join(f"{c} {g:.3f}" for c, g in per.items())
+              + f"; geometric mean over the {len(per)} classes {over:.3f}")
     dr = [r["default_vs_b1"] for r in all_rows if r["default_vs_b1"]]
     if dr:
         print(f"default / cuBLAS beta=1: worst {max(dr):.3f}")
