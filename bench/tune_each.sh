@@ -14,4 +14,4 @@ while read -r shape; do
     --budget "$budget" --json 2>>"$out.err" | python3 -c "import json,sys; print(json.dumps(json.load(sys.stdin)))" >> "$out"
   echo "tuned $shape rc=${PIPESTATUS[0]}"
 done < /tmp/shapes.txt
-python3 -m bench.tune_summary "$out" ${TUNE_TORCH:-}
+python3 -m bench.tune_summary "$out" --classes "$file" ${TUNE_TORCH:-}
