@@ -57,21 +57,10 @@ def instrument(source: str) -> str:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--shape", required=True, help="MxNxK, 1 <= M <= 64")
-    ap.add_argument("--plans", default="", help="BMxBN/stages/warps/split_k/bulk_k/w_bulk, comma-separated")
+    sp.add_shape_and_plans(ap)
     ap.add_argument("--launches", type=int, default=30, help="stamped launches a build (1-1000)")
     args = ap.parse_args(argv)
-    raw = args.shape
-    try:
-        args.shape = tuple(int(x) for x in raw.split("x"))
-        if len(args.shape) != 3 or min(args.shape) < 1 or args.shape[0] > sk.MAX_M:
-            raise ValueError(raw)
-    except ValueError:
-        ap.error(f"--shape: {raw!r} is not MxNxK with 1 <= M <= {sk.MAX_M}")
-    try:
-        args.plans = [sp.parse_plan(x) for x in args.plans.split(",") if x]
-    except ValueError:
-        ap.error(f"--plans: {args.plans!r} is not a comma-separated list of BMxBN/stages/warps/split_k/bulk_k/w_bulk")
+    sp.read_shape_and_plans(ap, args)
     if not 1 <= args.launches <= 1000:
         ap.error(f"--launches: {args.launches} is not between 1 and 1000")
     return args

@@ -95,6 +95,28 @@ def parse_plan(text: str) -> dict:
     return dict(block_size=tile, stages=st, warps=warps, split_k=split, bulk_k=bk, w_bulk=mode)
 
 
+def add_shape_and_plans(ap: argparse.ArgumentParser) -> None:
+    """The probes' ``--shape MxNxK`` (decode M) and ``--plans`` flags; ``read_shape_and_plans`` checks them."""
+    ap.add_argument("--shape", required=True, help=f"MxNxK, 1 <= M <= {sk.MAX_M}")
+    ap.add_argument("--plans", default="", help="BMxBN/stages/warps/split_k/bulk_k/w_bulk, comma-separated")
+
+
+def read_shape_and_plans(ap: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """``args.shape`` as (M, N, K) and ``args.plans`` as knob dicts (``parse_plan``), or ``ap.error``
+    (exit 2) naming the flag."""
+    raw = args.shape
+    try:
+        args.shape = tuple(int(x) for x in raw.split("x"))
+        if len(args.shape) != 3 or min(args.shape) < 1 or args.shape[0] > sk.MAX_M:
+            raise ValueError(raw)
+    except ValueError:
+        ap.error(f"--shape: {raw!r} is not MxNxK with 1 <= M <= {sk.MAX_M}")
+    try:
+        args.plans = [parse_plan(x) for x in args.plans.split(",") if x]
+    except ValueError:
+        ap.error(f"--plans: {args.plans!r} is not a comma-separated list of BMxBN/stages/warps/split_k/bulk_k/w_bulk")
+
+
 def listed(m: int, n: int, k: int, dtype: str, limits: DeviceLimits, knobs: list[dict]) -> list[sk.SkinnyPlan]:
     """The default plan, then each of ``knobs`` that ``check`` accepts at this shape."""
     plans = [sk.plan(m, n, k, dtype, limits)]
