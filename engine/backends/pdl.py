@@ -15,6 +15,7 @@ import ctypes
 import os
 from typing import Any
 
+from engine.backends.base import RunFailure
 from engine.backends.clusters import _LaunchConfig
 
 CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6
@@ -45,10 +46,22 @@ def _libcuda() -> Any:
     return _lib
 
 
+OFF_VALUES = {"1": True, "true": True, "yes": True, "": False, "0": False, "false": False, "no": False}
+
+
+def switched_off() -> bool:
+    """``SOL_COCKPIT_NO_PDL`` read; RunFailure naming it for a value that is neither yes nor no."""
+    raw = os.environ.get(ENV_OFF, "")
+    if raw.strip().lower() not in OFF_VALUES:
+        raise RunFailure("invalid", f"{ENV_OFF}={raw!r}: expected 1 (launch plainly) or 0 (default)",
+                         "constraint")
+    return OFF_VALUES[raw.strip().lower()]
+
+
 def enabled(compute_capability: tuple[int, int]) -> bool:
     """PDL launches apply: compute capability 9.0 or later, a driver with ``cuLaunchKernelEx`` (CUDA
-    12 and later), not switched off by ``SOL_COCKPIT_NO_PDL``."""
-    if compute_capability < (9, 0) or os.environ.get(ENV_OFF, "") in ("1", "true", "yes"):
+    12 and later), not switched off by ``SOL_COCKPIT_NO_PDL`` (RunFailure for a malformed value)."""
+    if switched_off() or compute_capability < (9, 0):
         return False
     try:
         _libcuda()

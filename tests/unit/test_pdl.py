@@ -146,3 +146,19 @@ def test_the_dependency_wait_comes_before_any_global_access(tmp_path: Path) -> N
         first_global = next(i for i, op in enumerate(body) if op in GLOBAL_OPS)
         assert body.index("ACQBULK") < first_global, f"{ln.function}: {body[first_global]} before the wait"
         assert "PREEXIT" not in body, f"{ln.function}: an early griddepcontrol.launch_dependents"
+
+
+@pytest.mark.parametrize("value", ["maybe", "2", "off please"])
+def test_a_malformed_switch_is_refused_naming_it(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    from engine.backends.base import RunFailure
+
+    monkeypatch.setenv(pdl.ENV_OFF, value)
+    with pytest.raises(RunFailure, match="SOL_COCKPIT_NO_PDL") as exc:
+        pdl.enabled((9, 0))
+    assert exc.value.status == "invalid"
+
+
+@pytest.mark.parametrize("value,off", [("1", True), ("TRUE", True), ("0", False), ("no", False), ("", False)])
+def test_the_switch_reads_yes_and_no(monkeypatch: pytest.MonkeyPatch, value: str, off: bool) -> None:
+    monkeypatch.setenv(pdl.ENV_OFF, value)
+    assert pdl.switched_off() is off
