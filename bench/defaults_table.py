@@ -54,7 +54,10 @@ def main(argv: list[str] | None = None) -> int:
             if key not in entries or e["median_ms"] < entries[key]["median_ms"]:
                 entries[key] = e
     if args.update:
-        old = tomllib.loads(args.update.read_text())
+        try:
+            old = tomllib.loads(args.update.read_text())
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            ap.error(f"--update: {args.update}: {exc}")
         for e in old.get("entry", []):
             entries.setdefault((e["kernel"], e["dtype"], e["shape"], bool(e.get("fusion", True))), e)
     doc = {"version": 1, "profile": args.profile,

@@ -115,7 +115,11 @@ def main(paths: list[str]) -> int:
         if i + 1 >= len(paths):
             print("--classes: needs the shapes file the tunes came from", file=sys.stderr)
             return 2
-        of = classes(Path(paths[i + 1]))
+        try:
+            of = classes(Path(paths[i + 1]))
+        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:  # TOMLDecodeError is a ValueError
+            print(f"--classes: {paths[i + 1]}: not a shapes file with m, n, k a [[shape]] ({exc})", file=sys.stderr)
+            return 2
         paths = paths[:i] + paths[i + 2:]
     all_rows = []
     docs = []

@@ -52,3 +52,18 @@ def test_update_replaces_the_retuned_shapes_and_keeps_the_rest(tmp_path: Path,
 def _table_text(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
     assert defaults_table.main(argv) == 0
     return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("content", [None, "entry = [[[", "\xff\xfe"])
+def test_an_unreadable_update_table_exits_2_naming_the_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                             content: str | None) -> None:
+    tune = tmp_path / "tune.json"
+    tune.write_text(json.dumps({"shapes": [_shape(4096, 4096, 4096, "128x256", 4, 0.18)]}))
+    table = tmp_path / "h200.toml"
+    if content is not None:
+        table.write_bytes(content.encode("latin-1"))
+    with pytest.raises(SystemExit) as exc:
+        defaults_table.main(["--profile", "h200", "--update", str(table), str(tune)])
+    assert exc.value.code == 2 and "--update" in capsys.readouterr().err
+    if content is not None:
+        assert table.read_bytes() == content.encode("latin-1")  # left as it was

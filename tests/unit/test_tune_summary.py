@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import pytest
+
 from bench import tune_summary
 
 
@@ -23,3 +25,13 @@ def test_each_class_weighs_once_in_the_mean_over_classes() -> None:
     per, over = tune_summary.class_means(rows, {"a": "x", "b": "x", "c": "y", "d": "y"})
     assert math.isclose(per["x"], math.sqrt(0.9 * 1.1)) and math.isclose(per["y"], 1.2)
     assert math.isclose(over, math.sqrt(per["x"] * per["y"]))  # "e" has no class: not counted
+
+
+@pytest.mark.parametrize("content", [None, "[[shape]]\nm = 2\n", "shape = [[["])
+def test_an_unreadable_classes_file_exits_2_naming_the_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                             content: str | None) -> None:
+    f = tmp_path / "shapes.toml"
+    if content is not None:
+        f.write_text(content)
+    assert tune_summary.main([str(tmp_path / "none.jsonl"), "--classes", str(f)]) == 2
+    assert "--classes" in capsys.readouterr().err
