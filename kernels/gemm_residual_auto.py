@@ -218,11 +218,24 @@ class AutoGemmResidualSpec(GemmResidualSpec):
         other = "sm90" if self._hopper(limits, dtype) else "portable"
         return [t for t in sk.TILES if self._skinny_tile(limits, dtype, t, other)]
 
+    @staticmethod
+    def _decode_tiles_for(tiles: list[str], shape: dict[str, int] | None) -> list[str]:
+        """With a shape, of the Hopper path's decode tiles only the one holding M in one row of tiles
+        (``sm90.decode_tile``; none past its largest M): a narrower one streams W once per row of
+        tiles, a wider one computes rows past M. Any one of them still runs where a task names it."""
+        if not shape:
+            return tiles
+        try:
+            own = sm90.decode_tile(shape.get("m", 0))
+        except ValueError:
+            own = None
+        return [t for t in tiles if t not in sm90.DECODE_TILES or t == own]
+
     def block_size_options(self, limits: DeviceLimits, dtype: str,
                            shape: dict[str, int] | None = None) -> list[str]:
         skinny = self._skinny_tiles(limits, dtype, shape)
         if self._hopper(limits, dtype):
-            return sm90.block_size_options(limits, dtype) + skinny
+            return self._decode_tiles_for(sm90.block_size_options(limits, dtype), shape) + skinny
         return super().block_size_options(limits, dtype) + skinny
 
     def pipelining_options(self, limits: DeviceLimits, dtype: str, block_size: str,
@@ -250,9 +263,18 @@ class AutoGemmResidualSpec(GemmResidualSpec):
     def same_family(self, limits: DeviceLimits, dtype: str, shape: dict[str, int] | None, block_size: str,
                     other: str) -> bool:
         """Both tiles build the same path (decode, Hopper or portable) for this shape: a default lent
-        from a tuned shape must not carry one path's knobs across to another's. On the decode path
+        from a tuned shape must not carry one path's knobs across to another's (but for a Hopper decode
+        tile, lent where either path would run). On the decode path
         the lent tile must also hold the tokens in no more CTA rows than the path's own (each row
-        of CTAs streams W again: an 8-token tile lent from M = 8 to M = 16 reads W twice)."""
+        of CTAs streams W again: an 8-token tile lent from M = 8 to M = 16 reads W twice); a Hopper
+        decode tile only where it is the one for M (``sm90.decode_tile``): one row of tiles."""
+        if other in sm90.DECODE_TILES and self._path(limits, dtype, shape, other) == "sm90":
+            # the Hopper decode design, for M either path would take: lent only where it holds M in
+            # one row of tiles (a narrower R streams W twice, a wider one stages rows past M)
+            try:
+                return shape is not None and sm90.decode_tile(shape["m"]) == other
+            except (KeyError, ValueError):
+                return False
         path = self._path(limits, dtype, shape, block_size)
         if path != self._path(limits, dtype, shape, other):
             return False

@@ -36,6 +36,10 @@
 // and clips its store). A cluster barrier after the mbarrier init and one before exit keep remote
 // arrivals inside the peer's lifetime.
 //
+// Decode tiles (SWAP_AB with BM = 64, one consumer warpgroup, BN = 8..64 tokens): one 64-row W tile a
+// CTA, W streamed once from DRAM through the ring, its loads with an L2 evict-first policy
+// (STREAM_HINT) so the tokens and R stay in the L2; the wgmma's N is the tokens (ADR-0011).
+//
 // HALF_TAIL (ping-pong: sm90/consumer_pingpong.cuh): here, the producer's 64-row A loads (tm_ah) of
 // a half tile.
 //
@@ -159,6 +163,9 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
             const unsigned long long r_map = TMAP_ADDR(tm_r);
             asm volatile("prefetch.tensormap [%0];" ::"l"(r_map) : "memory");
 #endif
+#if STREAM_HINT
+            const unsigned long long stream_policy = l2_evict_first();
+#endif
             int stage = 0, item = 0;
             unsigned phase = 0, rphases = 0;  // bit e: parity of epilogue buffer e
             while (sched_next(sched, dp_tiles, num_kb, tile, kb0, kb1)) {
@@ -210,7 +217,11 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
 #endif
                     const unsigned long long wm = w_map;
 #endif
+#if STREAM_HINT
+                    tma_load_2d_hint(sa, am, kx, m0, fb, stream_policy);
+#else
                     tma_load_2d(sa, am, kx, m0, fb);
+#endif
 #if MC > 1
                     // this CTA's share of the W rows, into every CTA of its cluster
                     tma_load_2d_mc(sa + A_TILE_BYTES + rm * B_PART_BYTES, wm, kx,

@@ -149,6 +149,8 @@ from kernels.sm90.smem import (  # noqa: F401
 )
 from kernels.sm90.tiles import (  # noqa: F401
     BK,
+    DECODE_ROWS,
+    DECODE_TILES,
     DT_CODE,
     DTYPES,
     FIT_TILES,
@@ -168,6 +170,7 @@ from kernels.sm90.tiles import (  # noqa: F401
     bk_of,
     cluster_label,
     cluster_shape,
+    decode_tile,
     k_padded,
     kernel_frame_error,
     parse_block_size,

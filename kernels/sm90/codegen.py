@@ -11,7 +11,7 @@ from kernels.sm90.constants import SPLIT_HI_DEFAULT, defines
 from kernels.sm90.model import STREAMK_DEFAULT
 from kernels.sm90.planner import Sm90Plan, defines_of, plan
 from kernels.sm90.smem import smem_bytes
-from kernels.sm90.tiles import ITEMSIZE, bk_of, cluster_label, parse_block_size, stage_count
+from kernels.sm90.tiles import DECODE_COLS, ITEMSIZE, bk_of, cluster_label, parse_block_size, stage_count
 from kernels.spec import (
     KERNEL_DIR,
     Buffer,
@@ -226,4 +226,8 @@ def _render_swapped(p: Sm90Plan, limits: DeviceLimits) -> Build:
     cols = parse_block_size(p.block_size, dtype)[0]
     info = dict(b.info, tile=f"{rows}x{cols}x{bk_of(dtype)} swapped (out^T = W A^T)", tile_order=order,
                 tail="tiles past M, N clipped by TMA")
-    return replace(b, source="#define SWAP_AB 1\n" + b.source, launches=tuple(launches), info=info)
+    head = "#define SWAP_AB 1\n"
+    if cols == DECODE_COLS:  # a decode tile: W streamed once, evict-first in the L2 (``defines``)
+        head += "#define STREAM_HINT 1\n"
+        info["l2_policy"] = "W loaded evict-first (read once)"
+    return replace(b, source=head + b.source, launches=tuple(launches), info=info)

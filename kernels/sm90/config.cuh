@@ -45,8 +45,8 @@
 #define SPLIT_N 0
 #endif
 #if BN != 80 && BN != 128 && BN != 144 && BN != 160 && BN != 192 && BN != 200 && BN != 208 && \
-    BN != 256 && !(BN == 320 && SPLIT_N) && !(SWAP_AB && BN % 8 == 0 && BN >= 80 && BN <= 200)
-#error "BN must be 80, 128, 144, 160, 192, 208 or 256 (320 with SPLIT_N; 80-200 in steps of 8 with SWAP_AB)"
+    BN != 256 && !(BN == 320 && SPLIT_N) && !(SWAP_AB && BN % 8 == 0 && BN >= 8 && BN <= 200)
+#error "BN must be 80, 128, 144, 160, 192, 208 or 256 (320 with SPLIT_N; 8-200 in steps of 8 with SWAP_AB)"
 #endif
 // 144, 192 and 208 (16-bit data): widths that fit N = 2560 into fewer N blocks (18, 14, 13) where a
 // round of 128-wide or 160-wide tiles would be left nearly empty (the FIT tiles of the Python module)
@@ -54,8 +54,8 @@
 #error "BN = 144, 192, 208 take 16-bit data only"
 #endif
 // SWAP_AB (the Python module's SWAP_TILES, ADR-0007): the kernel runs the transposed
-// product out^T = W A^T, so its M is the problem's N and its N the problem's M: tm_a maps W (BM = 128
-// or 256 rows of N a tile), tm_w maps A (BN rows of M, any width a wgmma takes), and the kernel's M, N
+// product out^T = W A^T, so its M is the problem's N and its N the problem's M: tm_a maps W (BM = 64,
+// 128 or 256 rows of N a tile), tm_w maps A (BN rows of M, any width a wgmma takes), and the kernel's M, N
 // arguments are the problem's N, M. R and out stay [M, N] row-major: the epilogue tile is R's natural
 // BN x BM box (BM / 64 chunks of BN rows x 128 bytes), which each thread reads and writes at its
 // accumulators' transposed positions. BM = 256 (R x 256 tiles): BN <= 120, each consumer thread's
@@ -65,8 +65,11 @@
 #ifndef SWAP_AB
 #define SWAP_AB 0
 #endif
-#if SWAP_AB && (PINGPONG || STREAMK || ELEM != 2 || (BM != 128 && BM != 256) || SPLIT_N)
-#error "SWAP_AB: cooperative, data-parallel 128- or 256-row tiles, 16-bit data"
+#if SWAP_AB && (PINGPONG || STREAMK || ELEM != 2 || (BM != 128 && BM != 256 && BM != 64) || SPLIT_N)
+#error "SWAP_AB: cooperative, data-parallel 64-, 128- or 256-row tiles, 16-bit data"
+#endif
+#if SWAP_AB && BM == 64 && (NUM_CONSUMERS != 1 || BN > 64)
+#error "SWAP_AB with BM = 64 (the decode tiles): one consumer warpgroup, BN <= 64 (the problem's M)"
 #endif
 #if SWAP_AB && BM == 256 && BN > 120
 #error "SWAP_AB with BM = 256: BN <= 120 (accumulators per consumer thread)"
@@ -79,6 +82,15 @@
 #endif
 #if BN == 80 && ELEM != 2
 #error "BN = 80 (a 16-column epilogue tail chunk) takes 16-bit data only"
+#endif
+
+// STREAM_HINT: the kernel's A operand (a swapped decode tile's W, read once) is loaded with an L2
+// EVICT_FIRST policy, so the streamed bytes do not push the tokens and R out of the L2.
+#ifndef STREAM_HINT
+#define STREAM_HINT 0
+#endif
+#if STREAM_HINT && !(SWAP_AB && BM == 64)
+#error "STREAM_HINT: the swapped decode tiles (BM = 64)"
 #endif
 
 #ifndef PROMOTE

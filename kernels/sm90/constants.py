@@ -10,6 +10,7 @@ from kernels.sm90.choices import half_tail_fits
 from kernels.sm90.model import STREAMK_DEFAULT
 from kernels.sm90.smem import MAX_STAGES
 from kernels.sm90.tiles import (
+    DECODE_TILES,
     DT_CODE,
     DTYPES,
     ITEMSIZE,
@@ -59,12 +60,14 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
     ``half_tail``: the tiles past the kernel's dp_tiles argument run as two 64-row halves each
     (unclustered data-parallel ping-pong, 128-row tiles, 16-bit data, two epilogue buffers).
     A ``SWAP_TILES`` tile R x C: ``SWAP_AB`` and the kernel's frame C x R, cooperative and
-    data-parallel whatever ``streamk`` and ``pingpong`` say (what ``_build_swapped`` compiles)."""
+    data-parallel whatever ``streamk`` and ``pingpong`` say (what ``_build_swapped`` compiles); a
+    ``DECODE_TILES`` one also ``STREAM_HINT`` (W loaded evict-first)."""
     if swapped(block_size):
         rows, cols, _ = parse_block_size(block_size, dtype)
-        return {"SWAP_AB": 1, **defines(f"{cols}x{rows}", stages, dtype, fuse, streamk=False, pingpong=False,
-                                        cluster=cluster, split_hi=split_hi, promote=promote,
-                                        raster_m=raster_m, raster_group=raster_group)}
+        hint = {"STREAM_HINT": 1} if _tile_name(block_size) in DECODE_TILES else {}
+        return {"SWAP_AB": 1, **hint, **defines(f"{cols}x{rows}", stages, dtype, fuse, streamk=False,
+                                                pingpong=False, cluster=cluster, split_hi=split_hi,
+                                                promote=promote, raster_m=raster_m, raster_group=raster_group)}
     bm, bn, consumers = parse_block_size(block_size, dtype)
     cm, cn = cluster_shape(cluster)
     if cm * cn > 1 and streamk:

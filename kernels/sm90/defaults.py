@@ -10,6 +10,7 @@ from kernels.sm90.choices import one_tile_per_cta, round_work, use_pingpong
 from kernels.sm90.model import plan_schedule, schedule_cost
 from kernels.sm90.smem import block_size_options, epi_shared_needed, pipelining_options, ring_stage_options
 from kernels.sm90.tiles import (
+    DECODE_TILES,
     FIT_TILES,
     ITEMSIZE,
     SWAP_TILES,
@@ -184,12 +185,38 @@ def _deepest_ring(limits: DeviceLimits, dtype: str, block: str, shape: dict[str,
     return max(ring_stage_options(limits, dtype, block, shape), default=0)
 
 
+DECODE_IN_FLIGHT_BYTES = 10 * 2**20
+"""The bytes of W the whole grid keeps in flight with a decode tile (``decode_stages``): on the H200
+the fastest rings held 8-12 MB (16 x 8192 x 8192, 128 CTAs: 8 stages; 16 x 5120 x 5120, 80 CTAs:
+12; 16 x 14336 x 4096, 132 CTAs: 8), deeper ones and shallower ones slower (ADR-0011)."""
+DECODE_STAGES = (4, 12)
+"""The range ``decode_stages`` keeps to: below 4 the ring starves; with few CTAs (64: 16 x 4096 x
+14336) 12 stages measured faster than 22."""
+
+
+def decode_stages(limits: DeviceLimits, dtype: str, block: str, shape: dict[str, int] | None) -> int:
+    """MEMORY_PIPELINING for a decode tile (``DECODE_TILES``): the ring that keeps
+    ``DECODE_IN_FLIGHT_BYTES`` in flight over the CTAs that run (Little's law: DRAM's latency under
+    load times its bandwidth), within ``DECODE_STAGES`` and what fits; 8 without a shape."""
+    fits = [s for s in pipelining_options(limits, dtype, block, shape) if s]
+    want = 8
+    if shape:
+        m, n, _ = _mnk(shape)
+        rows, cols, _ = TILES[_tile_name(block)]
+        ctas = max(1, min(_cdiv(m, rows) * _cdiv(n, cols), limits.sm_count))
+        want = round(DECODE_IN_FLIGHT_BYTES / (ctas * (rows + cols) * 128))
+        want = min(max(want, DECODE_STAGES[0]), DECODE_STAGES[1])
+    return max([s for s in fits if s <= want], default=min(fits))
+
+
 def default_stages(limits: DeviceLimits, dtype: str, block: str, shape: dict[str, int] | None) -> int:
     """The MEMORY_PIPELINING ``default_knobs`` gives ``block`` for this shape: the deepest ring where
     a CTA has one tile (``_deepest_ring``); for ping-pong the deepest count that fits (128x128: 5
     beside two epilogue buffers, 6 with the consumers sharing one, where ``EPI_SHARED_DEFAULT``);
     cooperative 16-bit ``_TILE_STAGES`` (128x128 measured best at 4; the swapped tiles 4, R x 256
-    with the epilogue tile in the ring), else the deepest (tf32: 5)."""
+    with the epilogue tile in the ring), else the deepest (tf32: 5); a decode tile ``decode_stages``."""
+    if _tile_name(block) in DECODE_TILES:
+        return decode_stages(limits, dtype, block, shape)
     ring = _deepest_ring(limits, dtype, block, shape)
     if ring:
         return ring

@@ -187,7 +187,7 @@ def plan(task: Any, limits: DeviceLimits, block_size: str, stages: int,
     tiles, where it is at most half full, as 64-row halves on twice the CTAs (``HALF_TAIL``; a
     ``schedule``'s dp_tiles then counts the tiles run whole). A ``SWAP_TILES`` block size plans the
     transposed product (``_plan_swapped``; ``cluster`` in the kernel's frame, for measurements)."""
-    if swapped(block_size):
+    if swapped(block_size) and not _swapped:
         return _plan_swapped(task, limits, block_size, stages, fuse, 1 if cluster is None else cluster,
                              raster_m, raster_group, epi_ring)
     if not _swapped and (frame := kernel_frame_error(block_size)) is not None:

@@ -34,6 +34,21 @@ __device__ __forceinline__ void tma_load_2d(unsigned dst, unsigned long long tma
         : "memory");
 }
 
+// The same TMA load with an L2 cache policy (createpolicy): EVICT_FIRST for an operand streamed once.
+__device__ __forceinline__ void tma_load_2d_hint(unsigned dst, unsigned long long tmap, int c0, int c1,
+                                                 unsigned bar, unsigned long long policy) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+        " [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(dst),
+        "l"(tmap), "r"(c0), "r"(c1), "r"(bar), "l"(policy)
+        : "memory");
+}
+__device__ __forceinline__ unsigned long long l2_evict_first() {
+    unsigned long long p;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+    return p;
+}
+
 #if MC > 1
 // The same TMA load, written to the same shared-memory offset of every CTA in `mask` and
 // completing bytes on each one's mbarrier at `bar`'s offset.

@@ -23,8 +23,9 @@ BARRIER_BYTES = 16
 for the stream-K "finish" flag (ping-pong: two buffers' barriers, two turn barriers, two flags)."""
 ALIGN_SLACK = 1024
 """The dynamic shared-memory base is rounded up to 1024 bytes for the 128B swizzle atoms."""
-MAX_STAGES = 12
-"""The deepest ring compiled (the narrow 64x80 tile fits 11 slots of 18 KB; cuBLAS runs 11 there)."""
+MAX_STAGES = 22
+"""The deepest ring compiled: the swapped decode tile 16x64 fits 22 slots of 10 KB (a 220 KB ring;
+cuBLAS streams W through ~180 KB); the narrow 64x80 tile fits 11 slots of 18 KB."""
 
 
 def smem_bytes(block_size: str, stages: int, dtype: str, pingpong: bool = False,

@@ -16,6 +16,9 @@ SWAP_WIDE_ROWS = range(80, 121, 8)
 """The swapped R x 256 tiles' side along M (``SWAP_TILES``): every multiple of 8 from 80 to 120
 (128 x 256 is the unswapped tile; more than 120 rows would hold more than 120 accumulators a
 consumer thread)."""
+DECODE_ROWS = range(8, 57, 8)
+"""The swapped R x 64 decode tiles' side along M (``DECODE_TILES``): every multiple of 8 from 8 to 56
+(64 x 64 would read as its own kernel frame)."""
 TILES: dict[str, tuple[int, int, int]] = {
     # name: (BM, BN, consumer warpgroups)
     "128x256": (128, 256, 2),
@@ -32,6 +35,8 @@ TILES: dict[str, tuple[int, int, int]] = {
     # swapped-operand tiles (``SWAP_TILES``): rows along M x 128 or 256 columns of N
     **{f"{r}x128": (r, 128, 2) for r in SWAP_ROWS},
     **{f"{r}x256": (r, 256, 2) for r in SWAP_WIDE_ROWS},
+    # swapped decode tiles (``DECODE_TILES``): R tokens x 64 rows of W, one consumer warpgroup
+    **{f"{r}x64": (r, 64, 1) for r in DECODE_ROWS},  # DECODE_COLS
 }
 """Tile shapes, best default first. Each consumer warpgroup owns BM / consumers rows. The narrow
 tiles (N = 80: 2560 = 32 x 80) are for small M, where the wide ones leave most SMs idle or split K:
@@ -52,7 +57,24 @@ cuBLAS, which picks its tile's free side per shape (ADR-0007): where the tiles o
 the last round nearly empty, 13 x 20 M blocks of 128x208 fill two rounds of 132 (M = 2433-2560). 16-bit data only (their 16-column tail
 chunk, as the narrow tiles'); 128x144 runs ping-pong (144 accumulators per thread), the wider two
 cooperative."""
-SWAP_TILES = (*(f"{r}x128" for r in SWAP_ROWS), *(f"{r}x256" for r in SWAP_WIDE_ROWS))
+DECODE_COLS = 64
+"""A decode tile's rows of W (the kernel's BM: one consumer warpgroup's m64)."""
+DECODE_TILES = tuple(f"{r}x{DECODE_COLS}" for r in DECODE_ROWS)
+"""Swapped tiles of R <= 56 tokens by 64 rows of W, one consumer warpgroup (the kernel's 64 x R,
+wgmma m64nRk16): cuBLAS's decode design, one 64-row W tile a CTA streamed once from DRAM through a
+deep ring (``defaults.decode_stages``) with an L2 evict-first policy (``STREAM_HINT``), the tokens
+the wgmma's narrow side (ADR-0011). On Hopper their names take the place of the decode path's
+mma.sync tiles of the same size (never a tuned best there)."""
+
+
+def decode_tile(m: int) -> str:
+    """The decode tile whose R holds M tokens in one row of tiles (R = M rounded up to 8); ValueError
+    past the largest."""
+    r = max(DECODE_ROWS[0], -(-int(m) // 8) * 8)
+    if r not in DECODE_ROWS:
+        raise ValueError(f"M = {m}: the decode tiles hold at most {DECODE_ROWS[-1]} tokens")
+    return f"{r}x64"
+SWAP_TILES = (*(f"{r}x128" for r in SWAP_ROWS), *(f"{r}x256" for r in SWAP_WIDE_ROWS), *DECODE_TILES)
 """Tiles of R rows along M (a multiple of 8) by C = 128 or 256 columns of N, built as the transposed
 product out^T = W A^T (``_build_swapped``, ``SWAP_AB`` in the kernel): the kernel's C-row side runs
 along N (W as the wgmma's A operand, each consumer warpgroup C / 2 of its rows) and its BN = R along M
@@ -66,7 +88,7 @@ takes the R x 128 tiles at 4 stages where ``_swap_tile`` finds 13 row blocks fil
 clearly less work (``SWAP_GAIN``)."""
 WIDE_SWAP_TILES = tuple(f"{r}x256" for r in SWAP_WIDE_ROWS)
 """The swapped tiles with 256 columns of N (the kernel's 256 x R)."""
-_SWAP_KERNEL_TILES = {f"{TILES[t][1]}x{TILES[t][0]}": (TILES[t][1], TILES[t][0], 2) for t in SWAP_TILES}
+_SWAP_KERNEL_TILES = {f"{TILES[t][1]}x{TILES[t][0]}": (TILES[t][1], TILES[t][0], TILES[t][2]) for t in SWAP_TILES}
 """The swapped tiles in the kernel's frame (C x R): what ``_build_swapped`` renders; no knob."""
 SPLIT_N_TILES = ("128x320",)
 """Cooperative tiles whose two consumers split the columns (SPLIT_N): a consumer of 64 x 320 would

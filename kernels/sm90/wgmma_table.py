@@ -10,8 +10,9 @@ from functools import cache
 
 WIDTHS = (256, 128, 160, 80)
 """Widths every build defines (the non-swapped tiles' and the split-N halves')."""
-BUILD_WIDTHS = (144, 192, 208, 200, 136, 152, 168, 176, 184, 88, 96, 104, 112, 120)
-"""Widths defined only where the build's ``WG_N`` is one (the fitted and swapped tiles)."""
+BUILD_WIDTHS = (144, 192, 208, 200, 136, 152, 168, 176, 184, 88, 96, 104, 112, 120, 8, 16, 24, 32, 40, 48, 56, 64)
+"""Widths defined only where the build's ``WG_N`` is one (the fitted and swapped tiles; 8-64: the
+swapped decode tiles' tokens)."""
 DEFAULT_WIDTH = 128
 """``WGMMA`` where ``WG_N`` names no other width."""
 

@@ -43,7 +43,7 @@ def test_decode_path_odd_shapes_and_schedules(dtype):
         ((33, 5120, 5120), "32x32", 4, {}),
         ((64, 4096, 4096), "64x32", 2, {"warps": 8, "split_k": 2}),
         ((7, 12288, 4096), "8x16", 6, {"split_k": 1}),
-        ((32, 4096, 4104), "32x64", 4, {"a_smem": 1, "split_k": 4}),  # A staged in shared memory
+        ((32, 4096, 4104), "32x128", 4, {"a_smem": 1, "split_k": 4}),  # A staged in shared memory
         # W by bulk copies: K % 16 == 8 (a straddling step), rows and tokens past the tile, split-K
         ((33, 4100, 4104), "64x16", 2, {"w_bulk": 1, "bulk_k": 256, "split_k": 2}),
         ((5, 1000, 2056), "8x128", 4, {"w_bulk": 1, "bulk_k": 64, "warps": 8}),
@@ -66,6 +66,30 @@ def test_decode_path_odd_shapes_and_schedules(dtype):
             why = _bad(res)
             if why or not str(info.get("path", "")).startswith("mma.sync"):
                 bad.append(((m, n, k), bs, st, sched, fusion, info.get("path"), why))
+    assert not bad, bad
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_hopper_decode_tiles(dtype):
+    """The Hopper GEMM's swapped decode tiles (R tokens x 64 rows of W, wgmma m64nR): rows and tokens
+    past the tile, K padded, one k-block, pipelining off, the deepest ring, fusion on and off."""
+    cases = [
+        ((16, 8192, 8192), "16x64", None),
+        ((5, 1000, 520), "8x64", 4),
+        ((13, 2560, 777), "16x64", 22),
+        ((40, 704, 64), "40x64", 2),
+        ((56, 4096, 4104), "56x64", None),
+        ((1, 8192, 1024), "8x64", 0),
+        ((24, 12288, 2048), "24x64", 9),
+    ]
+    bad = []
+    for (m, n, k), bs, st in cases:
+        for fusion in (True, False):
+            res, info = _run(shape={"m": m, "n": n, "k": k}, dtype=dtype, block_size=bs, memory_pipelining=st,
+                             fusion=fusion)
+            why = _bad(res)
+            if why or "swapped" not in str(info.get("tile", "")) or "evict-first" not in str(info.get("l2_policy")):
+                bad.append(((m, n, k), bs, st, fusion, info.get("tile"), why))
     assert not bad, bad
 
 

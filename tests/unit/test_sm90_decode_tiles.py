@@ -1,0 +1,125 @@
+"""The Hopper GEMM's swapped decode tiles (R tokens x 64 rows of W, wgmma m64nR, one consumer
+warpgroup): the tile for an M, the ring the defaults give it, where the tuner and the table of tuned
+defaults offer it, what it builds, and that every one compiles (ADR-0011)."""
+
+from __future__ import annotations
+
+import re
+from types import SimpleNamespace
+
+import pytest
+
+from kernels import get_spec
+from kernels import gemm_residual_sm90 as sm90
+from kernels.spec import DeviceLimits
+
+H200 = DeviceLimits(compute_capability=(9, 0), sm_count=132,
+                    shared_memory_per_block_bytes=232448, shared_memory_per_sm_bytes=233472, profile="h200")
+A100 = DeviceLimits((8, 0), 108, 166912, 167936, profile="a100")
+SPEC = get_spec("gemm_residual")
+
+
+def _shape(m: int, n: int, k: int) -> dict[str, int]:
+    return {"m": m, "n": n, "k": k}
+
+
+def test_decode_tile_holds_m_in_one_row_of_tiles() -> None:
+    assert [sm90.decode_tile(m) for m in (1, 2, 8, 9, 16, 17, 33, 56)] == [
+        "8x64", "8x64", "8x64", "16x64", "16x64", "24x64", "40x64", "56x64"]
+    with pytest.raises(ValueError, match="at most 56 tokens"):
+        sm90.decode_tile(57)
+    assert set(sm90.DECODE_TILES) == {f"{r}x64" for r in range(8, 57, 8)}
+    assert all(sm90.swapped(t) for t in sm90.DECODE_TILES)
+
+
+def test_decode_tile_plans_the_transposed_product_one_w_tile_a_cta() -> None:
+    b = sm90.build(SimpleNamespace(shape=_shape(16, 8192, 8192), dtype="bf16"), H200, "16x64", 8)
+    gemm = b.launches[-1]
+    assert gemm.grid == (128, 1, 1) and gemm.block == (256, 1, 1)  # 8192 / 64 tiles; producer + one consumer
+    a_map, w_map = gemm.args[0], gemm.args[1]
+    assert (a_map.buffer, a_map.box_rows) == ("w", 64) and (w_map.buffer, w_map.box_rows) == ("a", 16)
+    assert "#define STREAM_HINT 1" in b.source and "#define SWAP_AB 1" in b.source
+    assert re.search(r"#define BM 64\n", b.source) and re.search(r"#define BN 16\n", b.source)
+    assert b.info["l2_policy"] == "W loaded evict-first (read once)"
+    assert b.info["tile"].startswith("16x64x64 swapped")
+    # the prefill swapped tiles keep L2's default policy
+    wide = sm90.build(SimpleNamespace(shape=_shape(1337, 2560, 2560), dtype="bf16"), H200, "104x256", 4)
+    assert "STREAM_HINT" not in "".join(f"{k}" for k in re.findall(r"#define (\w+) 1\n", wide.source))
+    assert "l2_policy" not in wide.info
+
+
+def test_decode_tiles_are_16_bit_only_and_refuse_a_ring_past_shared_memory() -> None:
+    assert "16x64" not in sm90.tiles_for("tf32")
+    with pytest.raises(ValueError, match="16-bit data"):
+        sm90.parse_block_size("16x64", "fp32")
+    assert max(sm90.pipelining_options(H200, "bf16", "16x64", _shape(16, 8192, 8192))) == 22
+    assert max(sm90.pipelining_options(H200, "bf16", "56x64", _shape(56, 8192, 8192))) == 15
+    task = SimpleNamespace(shape=_shape(16, 8192, 8192), dtype="bf16", block_size="16x64", memory_pipelining=23)
+    [v] = sm90.check(task, H200)
+    assert v.field == "memory_pipelining" and "2..22" in v.message
+
+
+@pytest.mark.parametrize("shape, stages", [
+    ((16, 8192, 8192), 8),    # 128 CTAs: ~10 MB in flight at 8 slots of 10 KB
+    ((16, 5120, 5120), 12),   # 80 CTAs
+    ((16, 4096, 14336), 12),  # 64 CTAs: capped at 12
+    ((16, 14336, 4096), 8),   # 224 tiles on 132 CTAs
+    ((2, 65536, 4096), 9),    # 8x64: slots of 9 KB
+    ((48, 4096, 4096), 11),   # 14 slots of 14 KB would fit; 10 MB over 64 CTAs is 11
+])
+def test_decode_stages_keep_a_grid_wide_amount_in_flight(shape: tuple[int, int, int], stages: int) -> None:
+    s = _shape(*shape)
+    tile = sm90.decode_tile(s["m"])
+    assert sm90.default_stages(H200, "bf16", tile, s) == stages
+    assert SPEC.stages_for(H200, "bf16", tile, s) == stages
+
+
+def test_decode_stages_without_a_shape_and_within_what_fits() -> None:
+    assert sm90.default_stages(H200, "bf16", "16x64", None) == 8
+    small = DeviceLimits((9, 0), 8, 65536, 65536)  # 8 SMs, 64 KB a block: 6 slots of 10 KB at most
+    assert sm90.default_stages(small, "bf16", "16x64", _shape(16, 8192, 8192)) == 6
+
+
+def test_on_hopper_the_rx64_names_build_the_decode_tiles_elsewhere_the_mma_sync_path() -> None:
+    assert SPEC._path(H200, "bf16", _shape(16, 8192, 8192), "16x64") == "sm90"
+    assert SPEC._path(A100, "bf16", _shape(16, 8192, 8192), "16x64") == "skinny"
+    # the decode path's other tiles stay its own on Hopper
+    assert SPEC._path(H200, "bf16", _shape(16, 8192, 8192), "16x16") == "skinny"
+    assert SPEC._path(H200, "bf16", _shape(64, 8192, 8192), "64x64") == "skinny"
+
+
+def test_the_tuner_is_offered_only_the_decode_tile_for_m() -> None:
+    opts = SPEC.block_size_options(H200, "bf16", _shape(16, 8192, 8192))
+    assert [t for t in opts if t in sm90.DECODE_TILES] == ["16x64"]
+    assert [t for t in SPEC.block_size_options(H200, "bf16", _shape(3, 4096, 4096)) if t in sm90.DECODE_TILES] == ["8x64"]
+    assert not [t for t in SPEC.block_size_options(H200, "bf16", _shape(60, 4096, 4096)) if t in sm90.DECODE_TILES]
+    assert not [t for t in SPEC.block_size_options(H200, "bf16", _shape(4096, 4096, 4096))
+                if t in sm90.DECODE_TILES]
+    assert set(sm90.DECODE_TILES) <= set(SPEC.block_size_options(H200, "bf16", None))
+    # a task may still name any of them
+    task = SimpleNamespace(shape=_shape(16, 8192, 8192), dtype="bf16", block_size="24x64", memory_pipelining=8)
+    assert sm90.check(task, H200) == []
+
+
+def test_a_decode_tile_is_lent_only_to_the_m_it_holds_in_one_row() -> None:
+    # from a tuned 32 x 5120 (32x64) to M = 25..32 whatever the own default's path; not to M = 16
+    # (a wider tile than needed) or M = 48 (two rows of tiles: W streamed twice)
+    for m, ok in ((32, True), (25, True), (16, False), (48, False), (4096, False)):
+        shape = _shape(m, 5120, 5120)
+        own = SPEC.default_knobs(H200, "bf16", shape)[0]
+        assert SPEC.same_family(H200, "bf16", shape, own, "32x64") is ok, (m, own)
+    assert SPEC.same_family(H200, "bf16", _shape(16, 8192, 8192), "16x16", "16x64")
+
+
+def test_every_decode_tile_compiles_without_spills() -> None:
+    from kernels.nvrtc_check import compile_cubin
+
+    for tile in sm90.DECODE_TILES:
+        m = int(tile.split("x")[0])
+        shape = _shape(m, 8192, 8192)
+        deepest = max(sm90.pipelining_options(H200, "bf16", tile, shape))
+        for fuse in (True, False):
+            b = sm90.build(SimpleNamespace(shape=shape, dtype="bf16"), H200, tile, deepest, fuse=fuse)
+            r = compile_cubin(b.source, "sm_90a", b.options)
+            assert r.ok and not r.spills, (tile, fuse, r.log[-2000:])
+            assert r.functions["gemm_residual_sm90"].registers <= 128, (tile, r.functions)
