@@ -44,13 +44,16 @@ SKINNY_SCHEDULE = (
 )
 """The decode path's schedule choices (``kernels.gemm_residual_skinny``)."""
 SKINNY_DEFAULT_MAX_M = 16
-SKINNY_SIM_BANDWIDTH = 4.8e12
-"""The bandwidth the decode path's cost model is scaled by for the SIMULATED efficiency (a ratio,
-so the roofline's own bandwidth then sets the time)."""
 """The planner takes the decode path by default up to this M (16-bit data, cc >= 8.0): on the H200
 its mma.sync work outgrows W's streaming time beyond (ADR-0003: M = 16 0.84x cuBLAS, M = 32 1.6x,
 M = 64 2.2x); the tuner still tries it up to ``sk.MAX_M``."""
-
+HOPPER_SKINNY_DEFAULT_MAX_M = 8
+"""On Hopper the decode path is the default only up to this M; beyond, the Hopper GEMM's decode tiles
+(ADR-0011: at M = 16 0.94-0.99 of cuBLAS against the decode path's 0.95-1.06; at M <= 8 and
+N <= 5120 the decode path stayed 1-3 % ahead)."""
+SKINNY_SIM_BANDWIDTH = 4.8e12
+"""The bandwidth the decode path's cost model is scaled by for the SIMULATED efficiency (a ratio,
+so the roofline's own bandwidth then sets the time)."""
 
 L2_PER_DRAM = 2.5
 """The L2's bandwidth over DRAM's for the prior (Hopper: roughly 10-12 TB/s against 4.8)."""
@@ -253,7 +256,8 @@ class AutoGemmResidualSpec(GemmResidualSpec):
 
     def default_knobs(self, limits: DeviceLimits, dtype: str,
                       shape: dict[str, int] | None = None) -> tuple[str, int]:
-        if shape and self._skinny_fits(limits, dtype, shape) and shape["m"] <= SKINNY_DEFAULT_MAX_M:
+        top = HOPPER_SKINNY_DEFAULT_MAX_M if self._hopper(limits, dtype, shape) else SKINNY_DEFAULT_MAX_M
+        if shape and self._skinny_fits(limits, dtype, shape) and shape["m"] <= top:
             p = sk.plan(shape["m"], shape["n"], shape["k"], dtype, limits)
             return p.block_size, p.stages
         if self._hopper(limits, dtype, shape):

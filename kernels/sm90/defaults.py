@@ -10,6 +10,7 @@ from kernels.sm90.choices import one_tile_per_cta, round_work, use_pingpong
 from kernels.sm90.model import plan_schedule, schedule_cost
 from kernels.sm90.smem import block_size_options, epi_shared_needed, pipelining_options, ring_stage_options
 from kernels.sm90.tiles import (
+    DECODE_ROWS,
     DECODE_TILES,
     FIT_TILES,
     ITEMSIZE,
@@ -21,6 +22,7 @@ from kernels.sm90.tiles import (
     _k16,
     _mnk,
     _tile_name,
+    decode_tile,
     swapped,
 )
 from kernels.spec import DeviceLimits
@@ -167,9 +169,14 @@ def _wide_swap_tile(limits: DeviceLimits, dtype: str, shape: dict[str, int] | No
 
 def default_knobs(limits: DeviceLimits, dtype: str,
                   shape: dict[str, int] | None = None) -> tuple[str, int]:
-    """The knobs of ``_base_knobs``, or a ``FIT_TILES`` width where ``_fit_tile`` finds one whose
+    """16-bit data with M <= 56: the decode tile for M (``decode_tile``, ``decode_stages``). Else the
+    knobs of ``_base_knobs``, or a ``FIT_TILES`` width where ``_fit_tile`` finds one whose
     rounds do clearly less work, or a swapped tile where ``_swap_tile`` does, or a swapped R x 256
     tile where ``_wide_swap_tile`` does (16-bit data, a known shape)."""
+    if shape and ITEMSIZE.get(_dtype(dtype), 4) == 2 and _mnk(shape)[0] <= DECODE_ROWS[-1]:
+        tile = decode_tile(_mnk(shape)[0])  # decode shapes: W streamed once (ADR-0011)
+        if pipelining_options(limits, dtype, tile, shape)[-1:] not in ([], [0]):
+            return tile, decode_stages(limits, dtype, tile, shape)
     block, stages = _base_knobs(limits, dtype, shape)
     block, stages = _fit_tile(limits, dtype, shape, block, stages) or (block, stages)
     block, stages = _swap_tile(limits, dtype, shape, block, stages) or (block, stages)

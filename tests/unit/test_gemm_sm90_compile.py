@@ -476,7 +476,8 @@ def test_default_knobs_and_build_plan() -> None:
     # 5 stages wherever every CTA gets >= 2 of its tiles (the seed shape included)
     # the narrow tiles where they fit one wave with the whole K per CTA (N = 2560 = 32 x 80):
     # 64x80 up to M = 256 (128 tiles), then 128x80 up to M = 512; 16-bit data only
-    assert knobs(1) == ("64x80", 8)  # stream-K there: the epilogue keeps its own buffer
+    assert knobs(1) == ("8x64", 12) and knobs(56) == ("56x64", 12)  # decode tiles (ADR-0011)
+    assert knobs(57) == ("64x80", 8)  # stream-K there: the epilogue keeps its own buffer
     assert knobs(256) == ("64x80", 12)
     assert knobs(257) == knobs(384) == knobs(512) == ("128x80", 8)
     assert knobs(513)[0] not in sm90.NARROW_TILES
@@ -621,7 +622,7 @@ def test_tile_order_m_fastest_for_one_wave_narrow_and_128x160_grouped_for_two_wa
     cooperative 128x160 takes a second data-parallel wave (M = 2048, and 1800 with those knobs: a
     last group of 3);
     N-fastest elsewhere: the seed's clustered ping-pong, 128x256 in one wave (M = 1571), a narrow
-    tile in two waves or under stream-K (M = 1), a forced cluster, tf32; and an explicit
+    tile in two waves or under stream-K (M = 57), a forced cluster, tf32; and an explicit
     ``raster_m`` or ``raster_group`` wins. The new orders compile without spills."""
     from types import SimpleNamespace
 
@@ -650,7 +651,7 @@ def test_tile_order_m_fastest_for_one_wave_narrow_and_128x160_grouped_for_two_wa
             if (m, dt) == (1800, "fp16"):
                 log, elf = _compile(b.source)
                 assert elf and not re.search(r"[1-9]\d* bytes spill", log), log
-    for m in (1, 1571, 4096, 8192):
+    for m in (57, 1571, 4096, 8192):
         assert info(m, 2560, 2560).info["tile_order"] == "N-fastest", m
     assert info(1024, 2560, 2560, "tf32").info["tile_order"] == "N-fastest"
     assert info(4096, 2560, 2560, knobs=("64x80", 8)).info["tile_order"] == "N-fastest"  # 5 waves
