@@ -38,7 +38,9 @@
 //
 // Decode tiles (SWAP_AB with BM = 64, one consumer warpgroup, BN = 8..64 tokens): one 64-row W tile a
 // CTA, W streamed once from DRAM through the ring, its loads with an L2 evict-first policy
-// (STREAM_HINT) so the tokens and R stay in the L2; the wgmma's N is the tokens (ADR-0011).
+// (STREAM_HINT) so the tokens and R stay in the L2; the wgmma's N is the tokens (ADR-0011). They
+// are launched with programmatic dependent launch (PDL_WAIT: griddepcontrol.wait in every thread
+// after the barrier set-up; no early trigger, ADR-0010).
 //
 // HALF_TAIL (ping-pong: sm90/consumer_pingpong.cuh): here, the producer's 64-row A loads (tm_ah) of
 // a half tile.
@@ -135,6 +137,12 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
 #endif
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
+#if PDL_WAIT
+    // launched with programmatic dependent launch (the decode tiles: engine/backends/pdl.py), the
+    // set-up above overlapped the end of the kernel before; every thread waits for it to finish
+    // before its first global access (the tensor-map prefetches read the parameters only)
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
 #if MC > 1
     cluster_sync();  // the peer's barriers are initialised before any multicast or remote arrive
 #else

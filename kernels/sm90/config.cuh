@@ -92,6 +92,11 @@
 #if STREAM_HINT && !(SWAP_AB && BM == 64)
 #error "STREAM_HINT: the swapped decode tiles (BM = 64)"
 #endif
+// PDL_WAIT: the kernel may be launched with programmatic dependent launch; every thread waits for
+// the kernel before it (griddepcontrol.wait) between the barrier set-up and any global access.
+#ifndef PDL_WAIT
+#define PDL_WAIT 0
+#endif
 
 #ifndef PROMOTE
 #define PROMOTE 0

@@ -61,10 +61,11 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
     (unclustered data-parallel ping-pong, 128-row tiles, 16-bit data, two epilogue buffers).
     A ``SWAP_TILES`` tile R x C: ``SWAP_AB`` and the kernel's frame C x R, cooperative and
     data-parallel whatever ``streamk`` and ``pingpong`` say (what ``_build_swapped`` compiles); a
-    ``DECODE_TILES`` one also ``STREAM_HINT`` (W loaded evict-first)."""
+    ``DECODE_TILES`` one also ``STREAM_HINT`` (W loaded evict-first) and ``PDL_WAIT`` (launched with
+    programmatic dependent launch)."""
     if swapped(block_size):
         rows, cols, _ = parse_block_size(block_size, dtype)
-        hint = {"STREAM_HINT": 1} if _tile_name(block_size) in DECODE_TILES else {}
+        hint = {"STREAM_HINT": 1, "PDL_WAIT": 1} if _tile_name(block_size) in DECODE_TILES else {}
         return {"SWAP_AB": 1, **hint, **defines(f"{cols}x{rows}", stages, dtype, fuse, streamk=False,
                                                 pingpong=False, cluster=cluster, split_hi=split_hi,
                                                 promote=promote, raster_m=raster_m, raster_group=raster_group)}

@@ -23,6 +23,7 @@ LINKS = 8
     ((8, 4096, 4096), None, None, {}),  # the default TMA build (M <= 8 on Hopper)
     ((4, 2048, 2048), "16x16", 4, {"w_bulk": 2, "split_k": 4}),  # split-K: partials and counters
     ((8, 2048, 2048), "8x16", 6, {"w_bulk": 1}),  # bulk copies per row
+    ((16, 4096, 4096), "16x64", 8, {}),  # the Hopper GEMM's decode tile (the default at M = 16)
 ])
 def test_a_dependent_chain_ends_where_the_synchronised_chain_ends(shape, block_size, stages, schedule):
     import cupy as cp

@@ -91,6 +91,11 @@ def _sm90_build():
     return codegen.build(task, H200, "128x256", 4)
 
 
+def _decode_tile_build(k: int = 8192):
+    task = SimpleNamespace(shape={"m": 16, "n": 8192, "k": k}, dtype="bf16", fusion=True)
+    return codegen.build(task, H200, "16x64", 8)
+
+
 def _register_ring_build():
     p = sk.plan(16, 4096, 4098, "bf16", H200)  # K % 8 != 0: no bulk copies
     assert p.w_bulk == 0
@@ -103,6 +108,11 @@ def test_only_the_gemm_kernels_are_launched_dependent() -> None:
     assert [ln.function for ln in unfused.launches if ln.pdl] == [sk.KERNEL]  # the add waits as usual
     assert not any(ln.pdl for ln in _register_ring_build().launches)  # its loads start at once
     assert not any(ln.pdl for ln in _sm90_build().launches)
+    # the Hopper GEMM's decode tiles (ADR-0011) are; after K's padding kernel too (it waits for it)
+    assert [ln.function for ln in _decode_tile_build().launches if ln.pdl] == [codegen.KERNEL]
+    padded = _decode_tile_build(k=8190)
+    assert [ln.function for ln in padded.launches] == [codegen.PAD_KERNEL, codegen.PAD_KERNEL, codegen.KERNEL]
+    assert [ln.pdl for ln in padded.launches] == [False, False, True]
 
 
 def _sass(source: str, options: tuple[str, ...], tmp_path: Path) -> str:
@@ -135,8 +145,9 @@ def _functions(sass: str) -> dict[str, list[str]]:
     return out
 
 
-def test_the_dependency_wait_comes_before_any_global_access(tmp_path: Path) -> None:
-    build = _skinny_build()
+@pytest.mark.parametrize("make", [_skinny_build, _decode_tile_build], ids=["decode path", "decode tile"])
+def test_the_dependency_wait_comes_before_any_global_access(make, tmp_path: Path) -> None:
+    build = make()
     ops = _functions(_sass(build.source, build.options, tmp_path))
     for ln in build.launches:
         if not ln.pdl:

@@ -39,13 +39,14 @@ def test_decode_tile_plans_the_transposed_product_one_w_tile_a_cta() -> None:
     a_map, w_map = gemm.args[0], gemm.args[1]
     assert (a_map.buffer, a_map.box_rows) == ("w", 64) and (w_map.buffer, w_map.box_rows) == ("a", 16)
     assert "#define STREAM_HINT 1" in b.source and "#define SWAP_AB 1" in b.source
+    assert "#define PDL_WAIT 1" in b.source and gemm.pdl  # programmatic dependent launch (ADR-0010)
     assert re.search(r"#define BM 64\n", b.source) and re.search(r"#define BN 16\n", b.source)
     assert b.info["l2_policy"] == "W loaded evict-first (read once)"
     assert b.info["tile"].startswith("16x64x64 swapped")
     # the prefill swapped tiles keep L2's default policy
     wide = sm90.build(SimpleNamespace(shape=_shape(1337, 2560, 2560), dtype="bf16"), H200, "104x256", 4)
     assert "STREAM_HINT" not in "".join(f"{k}" for k in re.findall(r"#define (\w+) 1\n", wide.source))
-    assert "l2_policy" not in wide.info
+    assert "l2_policy" not in wide.info and not wide.launches[-1].pdl
 
 
 def test_decode_tiles_are_16_bit_only_and_refuse_a_ring_past_shared_memory() -> None:
