@@ -51,6 +51,18 @@ HOPPER_SKINNY_DEFAULT_MAX_M = 8
 """On Hopper the decode path is the default only up to this M; beyond, the Hopper GEMM's decode tiles
 (ADR-0011: at M = 16 0.94-0.99 of cuBLAS against the decode path's 0.95-1.06; at M <= 8 and
 N <= 5120 the decode path stayed 1-3 % ahead)."""
+DECODE_SIM_SHARE = 0.875
+"""The Hopper decode tiles' share of the DRAM roofline on the SIMULATED device, beside its fixed
+launch cost: on the H200 the engine's timer read ~5 us + W's bytes at 4.2 TB/s at M = 9..48 with
+64-132 CTAs (16 x 8192 x 8192 35.4-37.0 us, 16 x 28672 x 4096 63.4, 16 x 4096 x 14336 32.6,
+16 x 5120 x 5120 17.9; ADR-0011)."""
+DECODE_SIM_CTA_SHARE = 0.0138
+"""One CTA's pull as a share of the DRAM roofline (16 x 4096 x 14336: 64 CTAs moved 4.25 TB/s, ~66 GB/s
+each); fewer CTAs than the DRAM needs cap the rate."""
+DECODE_SIM_DEPTH = (6 * 2**20, 1.2)
+"""A ring that keeps less than 6 MB in flight over the grid runs at (its bytes / 6 MB) ** 1.2 of the
+rate (16 x 8192 x 8192, 128 CTAs: 4 slots of 10 KB 41.2 us, 3 slots 56.6, against 35.8 at 8; at 64
+CTAs 12 slots, 7.9 MB, were as fast as any)."""
 SKINNY_SIM_BANDWIDTH = 4.8e12
 """The bandwidth the decode path's cost model is scaled by for the SIMULATED efficiency (a ratio,
 so the roofline's own bandwidth then sets the time)."""
@@ -428,6 +440,8 @@ class AutoGemmResidualSpec(GemmResidualSpec):
             return self._skinny_efficiency(task, limits, shape)
         if not self._hopper(limits, task.dtype.value):
             return super().sim_efficiency(task, limits)
+        if shape is not None and str(task.block_size) in sm90.DECODE_TILES:
+            return self._decode_tile_efficiency(task, limits, shape)
         # Factors from an H200 (ADR-0005): 128x256 with 3 stages and ping-pong 128x128 with 5
         # reach about 72 % of the bf16 datasheet peak; 2 stages ~54 %, off ~37 %; 256x128 -4 %;
         # unfused -12 %.
@@ -440,6 +454,24 @@ class AutoGemmResidualSpec(GemmResidualSpec):
         if task.dtype.value == "fp32":  # 3xTF32: 1.00 ms vs its ceiling's 0.65 at the seed shape
             eff *= 0.9
         return eff * self._sim_fill(task, limits)
+
+    def _decode_tile_efficiency(self, task: Any, limits: DeviceLimits, shape: dict[str, int]) -> float:
+        """The Hopper decode tiles stream W: ``DECODE_SIM_SHARE`` of the DRAM roofline, or the CTAs'
+        own pull (``DECODE_SIM_CTA_SHARE`` each) where few run, less where the ring keeps too little in
+        flight (``DECODE_SIM_DEPTH``); rows of tiles past the first stream W again."""
+        m, n, k = shape["m"], shape["n"], shape["k"]
+        rows, cols, _ = sm90.TILES[str(task.block_size)]
+        row_blocks = -(-m // rows)
+        ctas = min(row_blocks * -(-n // cols), limits.sm_count)
+        stages = sm90.stage_count(task.memory_pipelining or 0)
+        in_flight = stages * ctas * (rows + cols) * 128
+        share = min(DECODE_SIM_SHARE, ctas * DECODE_SIM_CTA_SHARE)
+        share *= min(1.0, in_flight / DECODE_SIM_DEPTH[0]) ** DECODE_SIM_DEPTH[1]
+        if not task.fusion:
+            share *= 0.88
+        t_bytes = 2 * (n * k + m * k + 2 * m * n)
+        t_model = 2 * n * k * row_blocks / share
+        return max(0.01, min(0.95, t_bytes / t_model))
 
     def _skinny_efficiency(self, task: Any, limits: DeviceLimits, shape: dict[str, int]) -> float:
         """The decode path's cost model (``sk.cost_us``) as a fraction of the bandwidth roofline."""

@@ -116,6 +116,7 @@ from kernels.sm90.defaults import (  # noqa: F401
     _swap_tile,
     _wide_swap_tile,
     default_knobs,
+    decode_stages,
     default_stages,
     narrow_tile,
 )

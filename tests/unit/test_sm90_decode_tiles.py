@@ -124,3 +124,38 @@ def test_every_decode_tile_compiles_without_spills() -> None:
             r = compile_cubin(b.source, "sm_90a", b.options)
             assert r.ok and not r.spills, (tile, fuse, r.log[-2000:])
             assert r.functions["gemm_residual_sm90"].registers <= 128, (tile, r.functions)
+
+
+@pytest.mark.parametrize("shape, us", [
+    ((16, 8192, 8192), 36.2), ((16, 5120, 5120), 17.9), ((16, 4096, 14336), 32.6), ((16, 28672, 4096), 63.4),
+    ((48, 4096, 4096), 14.2), ((12, 5120, 13824), 39.8),
+])
+def test_simulated_decode_tiles_read_near_the_h200(shape: tuple[int, int, int], us: float) -> None:
+    """The SIMULATED device's time for the default decode tile (the roofline over ``sim_efficiency``
+    plus the fixed launch cost) within 15 % of what the engine's timer read on the H200 (ADR-0011)."""
+    from engine.backends.sim import SIM_LAUNCH_MS
+    from engine.profiles import load_profiles
+    from engine.task import TaskSpec
+
+    prof = load_profiles().get("h200")
+    s = _shape(*shape)
+    tile = sm90.decode_tile(s["m"])
+    task = TaskSpec(shape=s, dtype="bf16", block_size=tile, memory_pipelining=sm90.default_stages(H200, "bf16", tile, s))
+    t_roof_ms = SPEC.bytes_moved(s, "bf16") / prof.bandwidth_bytes_per_s * 1e3
+    sim_us = (t_roof_ms / SPEC.sim_efficiency(task, H200) + SIM_LAUNCH_MS) * 1e3
+    assert abs(sim_us / us - 1) < 0.15, (shape, sim_us, us)
+
+
+def test_simulated_decode_tiles_rank_as_on_the_gpu() -> None:
+    """Deeper rings up to the grid's need, more CTAs, and the decode tile over the decode path's 16x16 at
+    16 x 8192 x 8192 (the H200's order)."""
+    from engine.task import TaskSpec
+
+    def eff(shape, bs, st):
+        return SPEC.sim_efficiency(TaskSpec(shape=_shape(*shape), dtype="bf16", block_size=bs, memory_pipelining=st), H200)
+
+    big = (16, 8192, 8192)
+    assert eff(big, "16x64", 3) < eff(big, "16x64", 4) < eff(big, "16x64", 8)
+    assert eff(big, "16x64", 8) > eff(big, "16x16", 6)
+    assert eff((16, 1024, 8192), "16x64", 12) < eff((16, 8192, 8192), "16x64", 12)  # 16 CTAs pull less
+    assert eff((16, 8192, 8192), "8x64", 8) < eff(big, "16x64", 8) / 1.5  # two rows of tiles: W twice
