@@ -52,8 +52,8 @@ HOPPER_SKINNY_DEFAULT_MAX_M = 8
 (ADR-0011: at M = 16 0.94-0.99 of cuBLAS against the decode path's 0.95-1.06; at M <= 8 and
 N <= 5120 the decode path stayed 1-3 % ahead)."""
 DECODE_SIM_SHARE = 0.875
-"""The Hopper decode tiles' share of the DRAM roofline on the SIMULATED device, beside its fixed
-launch cost: on the H200 the engine's timer read ~5 us + W's bytes at 4.2 TB/s at M = 9..48 with
+"""The Hopper decode tiles' share of the DRAM roofline on the SIMULATED device and in the tuner's
+prior, beside a fixed launch cost: on the H200 the engine's timer read ~5 us + W's bytes at 4.2 TB/s at M = 9..48 with
 64-132 CTAs (16 x 8192 x 8192 35.4-37.0 us, 16 x 28672 x 4096 63.4, 16 x 4096 x 14336 32.6,
 16 x 5120 x 5120 17.9; ADR-0011)."""
 DECODE_SIM_CTA_SHARE = 0.0138
@@ -105,14 +105,31 @@ def _skinny_cost_us(p: sk.SkinnyPlan, shape: dict[str, int], dtype: str, bandwid
     return sk.cost_us(p, m, n, k, dtype, bandwidth, limits.sm_count)
 
 
+def decode_tile_share(block_size: str, stages: int, m: int, n: int, limits: DeviceLimits) -> tuple[float, int]:
+    """(the share of the DRAM roofline a Hopper decode tile streams W at, the rows of tiles that each
+    stream it): ``DECODE_SIM_SHARE``, or the CTAs' own pull (``DECODE_SIM_CTA_SHARE`` each) where few
+    run, less where the ring keeps too little in flight (``DECODE_SIM_DEPTH``)."""
+    rows, cols, _ = sm90.TILES[block_size]
+    row_blocks = -(-m // rows)
+    ctas = min(row_blocks * -(-n // cols), limits.sm_count)
+    in_flight = sm90.stage_count(stages) * ctas * (rows + cols) * 128
+    share = min(DECODE_SIM_SHARE, ctas * DECODE_SIM_CTA_SHARE)
+    return share * min(1.0, in_flight / DECODE_SIM_DEPTH[0]) ** DECODE_SIM_DEPTH[1], row_blocks
+
+
 def sm90_predict_ms(p: Any, limits: DeviceLimits, peak_flops: float, bandwidth: float, dram_bytes: int) -> float:
     """A Hopper plan's predicted time: rounds of tiles (``tile_rounds`` for data-parallel plans; the
     busiest CTA's K share under stream-K) x each tile's time, the slower of its MMAs at the share of
     the tensor cores its operand reuse keeps and its operands through the CTA's share of the L2 (W's
     shared by a 2x1 cluster), plus its epilogue (overlapped by ping-pong) and a launch; never under
-    the DRAM floor."""
+    the DRAM floor. A decode tile (``sm90.DECODE_TILES``) streams W: ``decode_tile_share``."""
     bm, bn, consumers = sm90.parse_block_size(p.block_size, p.dtype)
     item = sm90.ITEMSIZE[p.dtype]
+    if p.swapped_rows and f"{p.swapped_rows}x{bm}" in sm90.DECODE_TILES:  # W streamed: its own model
+        share, row_blocks = decode_tile_share(f"{p.swapped_rows}x{bm}", p.stages, p.n, p.m, limits)
+        # relative to the full share, as the other plans' floor is the whole DRAM bandwidth
+        t = 5e-6 + p.m * p.k * item * row_blocks / (bandwidth * share / DECODE_SIM_SHARE)
+        return 1e3 * (t + (0 if p.fuse else 2.0 * p.m * p.n * item / bandwidth))
     passes = sm90.PASSES.get(p.dtype, 1)
     sms = limits.sm_count
     intensity = bm * bn / (bm + bn)
@@ -456,22 +473,13 @@ class AutoGemmResidualSpec(GemmResidualSpec):
         return eff * self._sim_fill(task, limits)
 
     def _decode_tile_efficiency(self, task: Any, limits: DeviceLimits, shape: dict[str, int]) -> float:
-        """The Hopper decode tiles stream W: ``DECODE_SIM_SHARE`` of the DRAM roofline, or the CTAs'
-        own pull (``DECODE_SIM_CTA_SHARE`` each) where few run, less where the ring keeps too little in
-        flight (``DECODE_SIM_DEPTH``); rows of tiles past the first stream W again."""
+        """The Hopper decode tiles on the SIMULATED device: the bytes' roofline over W's streaming
+        time (``decode_tile_share``)."""
         m, n, k = shape["m"], shape["n"], shape["k"]
-        rows, cols, _ = sm90.TILES[str(task.block_size)]
-        row_blocks = -(-m // rows)
-        ctas = min(row_blocks * -(-n // cols), limits.sm_count)
-        stages = sm90.stage_count(task.memory_pipelining or 0)
-        in_flight = stages * ctas * (rows + cols) * 128
-        share = min(DECODE_SIM_SHARE, ctas * DECODE_SIM_CTA_SHARE)
-        share *= min(1.0, in_flight / DECODE_SIM_DEPTH[0]) ** DECODE_SIM_DEPTH[1]
+        share, row_blocks = decode_tile_share(str(task.block_size), task.memory_pipelining or 0, m, n, limits)
         if not task.fusion:
             share *= 0.88
-        t_bytes = 2 * (n * k + m * k + 2 * m * n)
-        t_model = 2 * n * k * row_blocks / share
-        return max(0.01, min(0.95, t_bytes / t_model))
+        return max(0.01, min(0.95, (n * k + m * k + 2 * m * n) / (n * k * row_blocks / share)))
 
     def _skinny_efficiency(self, task: Any, limits: DeviceLimits, shape: dict[str, int]) -> float:
         """The decode path's cost model (``sk.cost_us``) as a fraction of the bandwidth roofline."""

@@ -159,3 +159,19 @@ def test_simulated_decode_tiles_rank_as_on_the_gpu() -> None:
     assert eff(big, "16x64", 8) > eff(big, "16x16", 6)
     assert eff((16, 1024, 8192), "16x64", 12) < eff((16, 8192, 8192), "16x64", 12)  # 16 CTAs pull less
     assert eff((16, 8192, 8192), "8x64", 8) < eff(big, "16x64", 8) / 1.5  # two rows of tiles: W twice
+
+
+def test_the_tuners_prior_puts_a_starved_ring_last() -> None:
+    """The prior (``predict_ms``) rates a decode tile's ring by the bytes it keeps in flight: the
+    default depth ahead of 4, 3, 2 slots and pipelining off, in that order."""
+    from engine.profiles import load_profiles
+    from engine.task import TaskSpec
+
+    prof = load_profiles().get("h200")
+
+    def ms(st: int) -> float:
+        task = TaskSpec(shape=_shape(16, 8192, 8192), dtype="bf16", block_size="16x64", memory_pipelining=st)
+        return SPEC.predict_ms(task, H200, prof.sol_peak_flops("bf16"), prof.bandwidth_bytes_per_s)
+
+    assert ms(8) == ms(22) < ms(4) < ms(3) < ms(2) < ms(0)
+    assert 0.028 < ms(8) < 0.040  # W's 134 MB at the DRAM roofline, plus a launch
