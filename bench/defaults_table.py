@@ -16,10 +16,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tomllib
 from pathlib import Path
 
 import tomli_w
+import tomllib
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -115,8 +115,8 @@ from kernels.sm90.defaults import (  # noqa: F401
     _fit_tile,
     _swap_tile,
     _wide_swap_tile,
-    default_knobs,
     decode_stages,
+    default_knobs,
     default_stages,
     narrow_tile,
 )

@@ -175,7 +175,7 @@ def default_knobs(limits: DeviceLimits, dtype: str,
     tile where ``_wide_swap_tile`` does (16-bit data, a known shape)."""
     if shape and ITEMSIZE.get(_dtype(dtype), 4) == 2 and _mnk(shape)[0] <= DECODE_ROWS[-1]:
         tile = decode_tile(_mnk(shape)[0])  # decode shapes: W streamed once (ADR-0011)
-        if pipelining_options(limits, dtype, tile, shape)[-1:] not in ([], [0]):
+        if any(pipelining_options(limits, dtype, tile, shape)):  # a pipelined ring fits
             return tile, decode_stages(limits, dtype, tile, shape)
     block, stages = _base_knobs(limits, dtype, shape)
     block, stages = _fit_tile(limits, dtype, shape, block, stages) or (block, stages)

@@ -65,18 +65,9 @@ wgmma m64nRk16): cuBLAS's decode design, one 64-row W tile a CTA streamed once f
 deep ring (``defaults.decode_stages``) with an L2 evict-first policy (``STREAM_HINT``), the tokens
 the wgmma's narrow side (ADR-0011). On Hopper their names take the place of the decode path's
 mma.sync tiles of the same size (never a tuned best there)."""
-
-
-def decode_tile(m: int) -> str:
-    """The decode tile whose R holds M tokens in one row of tiles (R = M rounded up to 8); ValueError
-    past the largest."""
-    r = max(DECODE_ROWS[0], -(-int(m) // 8) * 8)
-    if r not in DECODE_ROWS:
-        raise ValueError(f"M = {m}: the decode tiles hold at most {DECODE_ROWS[-1]} tokens")
-    return f"{r}x64"
 SWAP_TILES = (*(f"{r}x128" for r in SWAP_ROWS), *(f"{r}x256" for r in SWAP_WIDE_ROWS), *DECODE_TILES)
-"""Tiles of R rows along M (a multiple of 8) by C = 128 or 256 columns of N, built as the transposed
-product out^T = W A^T (``_build_swapped``, ``SWAP_AB`` in the kernel): the kernel's C-row side runs
+"""Tiles of R rows along M (a multiple of 8) by C = 64 (``DECODE_TILES``), 128 or 256 columns of N,
+built as the transposed product out^T = W A^T (``_build_swapped``, ``SWAP_AB`` in the kernel): the kernel's C-row side runs
 along N (W as the wgmma's A operand, each consumer warpgroup C / 2 of its rows) and its BN = R along M
 (A as its B operand, so any width a wgmma takes sizes the tile along M), as cuBLAS sizes its tiles to
 the shape (ADR-0007): R x 128 for R from 136 to 200 (``SWAP_ROWS``), R x 256 for R from 80 to 120
@@ -86,6 +77,17 @@ epilogue tile is R's natural R x 64 boxes, in its own buffer; for a shape, the d
 only with it staged in the ring's freed slots are knobs too, ``ring_stage_options``). ``default_knobs``
 takes the R x 128 tiles at 4 stages where ``_swap_tile`` finds 13 row blocks filling two rounds with
 clearly less work (``SWAP_GAIN``)."""
+
+
+def decode_tile(m: int) -> str:
+    """The decode tile whose R holds M tokens in one row of tiles (R = M rounded up to 8); ValueError
+    past the largest."""
+    r = max(DECODE_ROWS[0], -(-int(m) // 8) * 8)
+    if r not in DECODE_ROWS:
+        raise ValueError(f"M = {m}: the decode tiles hold at most {DECODE_ROWS[-1]} tokens")
+    return f"{r}x{DECODE_COLS}"
+
+
 WIDE_SWAP_TILES = tuple(f"{r}x256" for r in SWAP_WIDE_ROWS)
 """The swapped tiles with 256 columns of N (the kernel's 256 x R)."""
 _SWAP_KERNEL_TILES = {f"{TILES[t][1]}x{TILES[t][0]}": (TILES[t][1], TILES[t][0], TILES[t][2]) for t in SWAP_TILES}

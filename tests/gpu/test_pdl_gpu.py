@@ -10,8 +10,8 @@ import math
 
 import pytest
 
-from engine.task import TaskSpec
 from engine.runner import prepare
+from engine.task import TaskSpec
 from kernels import get_spec
 
 pytestmark = pytest.mark.gpu
@@ -29,7 +29,13 @@ def test_a_dependent_chain_ends_where_the_synchronised_chain_ends(shape, block_s
     import cupy as cp
 
     from engine.backends.cuda_convert import to_storage
-    from engine.backends.cuda_stages import bind_launches, compile_cubin, compile_inputs, device_limits, load_build
+    from engine.backends.cuda_stages import (
+        bind_launches,
+        compile_cubin,
+        compile_inputs,
+        device_limits,
+        load_build,
+    )
 
     m, n, k = shape
     task = prepare(TaskSpec(backend="cuda", shape={"m": m, "n": n, "k": k}, dtype="bf16", block_size=block_size,

@@ -4,10 +4,10 @@ replaces them even where the old time was lower."""
 from __future__ import annotations
 
 import json
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from bench import defaults_table
 

@@ -9,8 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from kernels import get_spec
 from kernels import gemm_residual_sm90 as sm90
+from kernels import get_spec
 from kernels.spec import DeviceLimits
 
 H200 = DeviceLimits(compute_capability=(9, 0), sm_count=132,
