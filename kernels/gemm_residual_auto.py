@@ -27,6 +27,9 @@ SM90_SCHEDULE = (
             "(stream-K), or run as 64-row halves on twice the CTAs"),
 )
 """The Hopper path's schedule choices (``TaskSpec.schedule``); left out, the planner decides."""
+SWAPPED_SCHEDULE = ("cluster", "raster")
+"""The choices a swapped tile (``sm90.SWAP_TILES``) has: its consumers are cooperative and its tiles
+run whole (``_plan_swapped``)."""
 
 
 SKINNY_SCHEDULE = (
@@ -352,7 +355,12 @@ class AutoGemmResidualSpec(GemmResidualSpec):
     def schedule_knobs(self, limits: DeviceLimits, dtype: str,
                        shape: dict[str, int] | None = None, block_size: Any = None) -> list[KnobDef]:
         path = self._path(limits, dtype, shape, block_size)
-        return list(SKINNY_SCHEDULE) if path == "skinny" else list(SM90_SCHEDULE) if path == "sm90" else []
+        if path == "sm90":
+            tile = block_size if block_size is not None else self.default_knobs(limits, dtype, shape)[0]
+            if sm90.swapped(str(tile)):  # cooperative and whole tiles whatever is asked: no choice there
+                return [k for k in SM90_SCHEDULE if k.name in SWAPPED_SCHEDULE]
+            return list(SM90_SCHEDULE)
+        return list(SKINNY_SCHEDULE) if path == "skinny" else []
 
     def check(self, task: Any, limits: DeviceLimits) -> list[Violation]:
         dtype = task.dtype.value
