@@ -128,8 +128,8 @@ def sm90_predict_ms(p: Any, limits: DeviceLimits, peak_flops: float, bandwidth: 
     the DRAM floor. A decode tile (``sm90.DECODE_TILES``) streams W: ``decode_tile_share``."""
     bm, bn, consumers = sm90.parse_block_size(p.block_size, p.dtype)
     item = sm90.ITEMSIZE[p.dtype]
-    if p.swapped_rows and f"{p.swapped_rows}x{bm}" in sm90.DECODE_TILES:  # W streamed: its own model
-        share, row_blocks = decode_tile_share(f"{p.swapped_rows}x{bm}", p.stages, p.n, p.m, limits)
+    if p.decode:  # W streamed: its own model
+        share, row_blocks = decode_tile_share(f"{p.tile.m}x{p.tile.n}", p.stages, p.n, p.m, limits)
         # relative to the full share, as the other plans' floor is the whole DRAM bandwidth
         t = 5e-6 + p.m * p.k * item * row_blocks / (bandwidth * share / DECODE_SIM_SHARE)
         return 1e3 * (t + (0 if p.fuse else 2.0 * p.m * p.n * item / bandwidth))
@@ -354,9 +354,9 @@ class AutoGemmResidualSpec(GemmResidualSpec):
 
     def schedule_knobs(self, limits: DeviceLimits, dtype: str,
                        shape: dict[str, int] | None = None, block_size: Any = None) -> list[KnobDef]:
-        path = self._path(limits, dtype, shape, block_size)
+        tile = block_size if block_size is not None else self.default_knobs(limits, dtype, shape)[0]
+        path = self._path(limits, dtype, shape, tile)
         if path == "sm90":
-            tile = block_size if block_size is not None else self.default_knobs(limits, dtype, shape)[0]
             if sm90.swapped(str(tile)):  # cooperative and whole tiles whatever is asked: no choice there
                 return [k for k in SM90_SCHEDULE if k.name in SWAPPED_SCHEDULE]
             return list(SM90_SCHEDULE)

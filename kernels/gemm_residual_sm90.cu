@@ -36,7 +36,7 @@
 // and clips its store). A cluster barrier after the mbarrier init and one before exit keep remote
 // arrivals inside the peer's lifetime.
 //
-// Decode tiles (SWAP_AB with BM = 64, one consumer warpgroup, BN = 8..64 tokens): one 64-row W tile a
+// Decode tiles (SWAP_AB with BM = 64, one consumer warpgroup, BN = 8..56 tokens): one 64-row W tile a
 // CTA, W streamed once from DRAM through the ring, its loads with an L2 evict-first policy
 // (STREAM_HINT) so the tokens and R stay in the L2; the wgmma's N is the tokens (ADR-0011). They
 // are launched with programmatic dependent launch (PDL_WAIT: griddepcontrol.wait in every thread

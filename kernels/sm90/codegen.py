@@ -7,11 +7,11 @@ from dataclasses import replace
 from typing import Any
 
 from kernels.sm90 import wgmma_table
-from kernels.sm90.constants import SPLIT_HI_DEFAULT, defines
+from kernels.sm90.constants import DECODE_DEFINES, SPLIT_HI_DEFAULT, defines
 from kernels.sm90.model import STREAMK_DEFAULT
 from kernels.sm90.planner import Sm90Plan, defines_of, plan
 from kernels.sm90.smem import smem_bytes
-from kernels.sm90.tiles import DECODE_COLS, ITEMSIZE, bk_of, cluster_label, parse_block_size, stage_count
+from kernels.sm90.tiles import ITEMSIZE, bk_of, cluster_label, parse_block_size, stage_count
 from kernels.spec import (
     KERNEL_DIR,
     Buffer,
@@ -212,9 +212,8 @@ def _render_swapped(p: Sm90Plan, limits: DeviceLimits) -> Build:
     maps[3] = replace(maps[3], **nat)
     maps[4], maps[5] = maps[2], maps[3]  # no tail chunk: 128 or 256 columns of N are whole chunks
     launches = list(b.launches)
-    cols = parse_block_size(p.block_size, dtype)[0]
     # a decode tile waits for the kernel before it (PDL_WAIT): launched dependent (ADR-0010)
-    launches[at] = replace(gemm, args=(*maps, *gemm.args[6:]), pdl=cols == DECODE_COLS)
+    launches[at] = replace(gemm, args=(*maps, *gemm.args[6:]), pdl=p.decode)
     if p.k_pad:  # the inner build padded its own A (the problem's W) and W (the problem's A)
         swap = {"a": "w", "w": "a", "a_pad": "w_pad", "w_pad": "a_pad"}
         launches = [replace(ln, args=tuple(swap.get(x, x) if isinstance(x, str) else x for x in ln.args))
@@ -225,10 +224,11 @@ def _render_swapped(p: Sm90Plan, limits: DeviceLimits) -> Build:
     # the inner build names its tile order in the kernel's frame, where M and N trade places
     order = str(b.info.get("tile_order", ""))
     order = {"N-fastest": "M-fastest", "M-fastest": "N-fastest"}.get(order, order.replace(" M blocks", " N blocks"))
+    cols = parse_block_size(p.block_size, dtype)[0]
     info = dict(b.info, tile=f"{rows}x{cols}x{bk_of(dtype)} swapped (out^T = W A^T)", tile_order=order,
                 tail="tiles past M, N clipped by TMA")
-    head = "#define SWAP_AB 1\n"
-    if cols == DECODE_COLS:  # a decode tile: W streamed once, evict-first in the L2; PDL (``defines``)
-        head += "#define STREAM_HINT 1\n#define PDL_WAIT 1\n"
+    head = {"SWAP_AB": 1, **(DECODE_DEFINES if p.decode else {})}  # as ``defines`` writes a swapped tile's
+    if p.decode:
         info["l2_policy"] = "W loaded evict-first (read once)"
-    return replace(b, source=head + b.source, launches=tuple(launches), info=info)
+    return replace(b, source="".join(f"#define {k} {v}\n" for k, v in head.items()) + b.source,
+                   launches=tuple(launches), info=info)

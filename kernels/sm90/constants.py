@@ -42,6 +42,11 @@ accumulation is coarser than fp32 round-to-nearest (its error grows with the ste
 size trades accuracy against time (ADR-0007). ``promote_fits`` says where it applies."""
 
 
+DECODE_DEFINES = {"STREAM_HINT": 1, "PDL_WAIT": 1}
+"""What a decode tile (``DECODE_TILES``) compiles beside ``SWAP_AB``: W loaded evict-first, and the
+wait that lets it be launched with programmatic dependent launch (ADR-0011)."""
+
+
 def defines(block_size: str, stages: int, dtype: str, fuse: bool,
             streamk: bool = STREAMK_DEFAULT, pingpong: bool = False, cluster: Any = 1,
             split_hi: bool = SPLIT_HI_DEFAULT, promote: int | None = None,
@@ -65,8 +70,8 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
     programmatic dependent launch)."""
     if swapped(block_size):
         rows, cols, _ = parse_block_size(block_size, dtype)
-        hint = {"STREAM_HINT": 1, "PDL_WAIT": 1} if _tile_name(block_size) in DECODE_TILES else {}
-        return {"SWAP_AB": 1, **hint, **defines(f"{cols}x{rows}", stages, dtype, fuse, streamk=False,
+        extra = DECODE_DEFINES if _tile_name(block_size) in DECODE_TILES else {}
+        return {"SWAP_AB": 1, **extra, **defines(f"{cols}x{rows}", stages, dtype, fuse, streamk=False,
                                                 pingpong=False, cluster=cluster, split_hi=split_hi,
                                                 promote=promote, raster_m=raster_m, raster_group=raster_group)}
     bm, bn, consumers = parse_block_size(block_size, dtype)

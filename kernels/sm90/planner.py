@@ -26,6 +26,7 @@ from kernels.sm90.smem import (
     smem_bytes,
 )
 from kernels.sm90.tiles import (
+    DECODE_TILES,
     DTYPES,
     ITEMSIZE,
     PINGPONG_TILES,
@@ -143,6 +144,11 @@ class Sm90Plan:
         if self.swapped_rows:
             return Tile(self.swapped_rows, bm, bk_of(self.dtype))
         return Tile(bm, bn, bk_of(self.dtype))
+
+    @property
+    def decode(self) -> bool:
+        """A swapped decode tile (``DECODE_TILES``): W streamed once, launched dependent."""
+        return bool(self.swapped_rows) and f"{self.tile.m}x{self.tile.n}" in DECODE_TILES
 
     @property
     def tiles(self) -> int:
