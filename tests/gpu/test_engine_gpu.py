@@ -214,15 +214,17 @@ def test_tile_orders_at_every_stage_count(dtype):
 
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
 def test_epilogue_tile_in_the_ring_correct(dtype):
-    """Where every CTA has one tile the defaults stage the epilogue tile in the ring's freed slots:
-    M = 1571 (128x256, 4 stages), slots that wrap round the ring (1200x2560x704: 11 k-blocks on 4
-    stages; 1000x2560x320: 5 on 6), one k-block (200x1032x64: slots never used), fusion off (the
-    GEMM's result through the ring, then the add); correct, every element written, reported."""
+    """Where every CTA has one tile the epilogue tile is staged in the ring's freed slots: the
+    defaults at M = 1571 (128x256, 4 stages), slots that wrap round the ring (128x256/4 at
+    1200x2560x704, whose default is now a swapped tile: 11 k-blocks on 4 stages; the default at
+    1000x2560x320: 5 on 6), one k-block (200x1032x64: slots never used), fusion off (the GEMM's
+    result through the ring, then the add); correct, every element written, reported."""
     failures = []
-    for shape, fusion in (((1571, 2560, 2560), True), ((1200, 2560, 704), True),
-                          ((1000, 2560, 320), True), ((200, 1032, 64), True),
-                          ((300, 2560, 704), True), ((1571, 2560, 2560), False)):
-        wrong = _wrong(dtype, shape, fusion=fusion, epilogue_tile="in the ring's freed slots")
+    for shape, fusion, bs, st in (((1571, 2560, 2560), True, None, None),
+                                  ((1200, 2560, 704), True, "128x256", 4),
+                                  ((1000, 2560, 320), True, None, None), ((200, 1032, 64), True, None, None),
+                                  ((300, 2560, 704), True, None, None), ((1571, 2560, 2560), False, None, None)):
+        wrong = _wrong(dtype, shape, bs, st, fusion=fusion, epilogue_tile="in the ring's freed slots")
         if wrong is not None:
             failures.append(wrong)
     assert failures == []
@@ -286,7 +288,7 @@ def test_reused_ring_and_wide_tiles_correct(dtype):
 def test_fit_tiles_correct(monkeypatch, dtype):
     """The FIT_TILES widths 128x144 (ping-pong, and cooperative where a CTA gets one tile), 128x192
     and 128x208 (cooperative): the engine's default where it takes them (M = 2500 at N = 2600, where
-    N = 2560 now takes the swapped 200x128; M = 2650, 3400 at N = 2560), at
+    N = 2560 takes the swapped 200x128; M = 2750, 3400 at N = 2560), at
     every pipelining count, with tiles past M and N (their 16-column tail chunk clipped), short K,
     fusion off, one tile a CTA, forced 2x1 clusters: correct, every element written, reported."""
     from kernels import gemm_residual_sm90 as sm90
@@ -295,7 +297,7 @@ def test_fit_tiles_correct(monkeypatch, dtype):
     failures = []
     for bs, st, shape, fusion, expect in (
             (None, None, (2500, 2600, 2560), True, {"tile": "128x208x64"}),
-            (None, None, (2650, 2560, 2560), True, {"tile": "128x144x64"}),
+            (None, None, (2750, 2560, 2560), True, {"tile": "128x144x64"}),
             (None, None, (3400, 2560, 2560), True, {"tile": "128x144x64"}),
             ("128x208", 4, (2500, 2504, 2560), True, {}),
             ("128x208", 3, (3001, 2600, 520), False, {}),
