@@ -6,10 +6,9 @@ high and low part, three tensor-core products summed in fp32; fp32-class accurac
 ``out[M, N] = A[M, K] @ W[N, K]^T + R[M, N]``; fp32 accumulation, the residual added in fp32 in
 the epilogue and the result rounded once. Tiles 128x256, 128x128, 256x128 and 128x160 (N = 2560 =
 16 x 160), and for 16-bit data at small M the narrow 128x80 and 64x80 and, as knobs, cuBLAS's wide
-256x160, 128x320 and 192x192 (``WIDE_TILES``; 128x320's and 192x192's consumers split N), the
-widths 128x144, 128x192 and 128x208 (``FIT_TILES``) that fit N into fewer blocks where the others
-leave a round nearly empty (``FIT_GAIN``), and 128x168 and 128x176 (``ROUND_TILES``, knobs) whose
-N blocks make whole rounds where others do not; optional 2x1 clusters with
+256x160 and 128x320 (``WIDE_TILES``; 128x320's consumers split N), and the widths 128x144, 128x192
+and 128x208 (``FIT_TILES``) that fit N into fewer blocks where the others leave a round nearly empty
+(``FIT_GAIN``); optional 2x1 clusters with
 TMA multicast of W (``build(cluster=2)``; the default only for 16-bit ping-pong 128x128,
 ``use_cluster``). Module-level functions, so that the ``gemm_residual`` spec can delegate to them:
 
@@ -160,7 +159,6 @@ from kernels.sm90.tiles import (  # noqa: F401
     NARROW_TILES,
     PASSES,
     PINGPONG_TILES,
-    ROUND_TILES,
     SPLIT_N_TILES,
     SWAP_ROWS,
     SWAP_TILES,

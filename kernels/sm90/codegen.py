@@ -114,11 +114,10 @@ def render(p: Sm90Plan, limits: DeviceLimits) -> Build:
         TensorMapArg("out", rows=m, cols=n, box_rows=bm, box_cols=bk, swizzle_bytes=128),
     )
     # the epilogue's tail chunk, swizzled at its own width (16-bit data: BN = 160 32 columns, 64B
-    # swizzle; BN = 80 16 columns, 32B), not swizzled at the others' (168: 40 columns, 176: 48);
-    # otherwise the same maps again (unused)
+    # swizzle; BN = 80 16 columns, 32B); otherwise the same maps again (unused)
     tail = bn % bk
     if tail:
-        tail_sw = tail * ITEMSIZE[dtype] if tail * ITEMSIZE[dtype] in (32, 64) else 0
+        tail_sw = tail * ITEMSIZE[dtype]
         maps += (TensorMapArg("r", rows=m, cols=n, box_rows=bm, box_cols=tail, swizzle_bytes=tail_sw),
                  TensorMapArg("out", rows=m, cols=n, box_rows=bm, box_cols=tail, swizzle_bytes=tail_sw))
     else:

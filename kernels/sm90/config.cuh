@@ -44,20 +44,14 @@
 #ifndef SPLIT_N
 #define SPLIT_N 0
 #endif
-#if BN != 80 && BN != 128 && BN != 144 && BN != 160 && BN != 168 && BN != 176 && BN != 192 && BN != 200 && \
-    BN != 208 && BN != 256 && !(BN == 320 && SPLIT_N) && !(SWAP_AB && BN % 8 == 0 && BN >= 8 && BN <= 200)
-#error "BN must be 80, 128, 144, 160, 168, 176, 192, 208 or 256 (320 with SPLIT_N; 8-200 in steps of 8 with SWAP_AB)"
+#if BN != 80 && BN != 128 && BN != 144 && BN != 160 && BN != 192 && BN != 200 && BN != 208 && \
+    BN != 256 && !(BN == 320 && SPLIT_N) && !(SWAP_AB && BN % 8 == 0 && BN >= 8 && BN <= 200)
+#error "BN must be 80, 128, 144, 160, 192, 208 or 256 (320 with SPLIT_N; 8-200 in steps of 8 with SWAP_AB)"
 #endif
 // 144, 192 and 208 (16-bit data): widths that fit N = 2560 into fewer N blocks (18, 14, 13) where a
 // round of 128-wide or 160-wide tiles would be left nearly empty (the FIT tiles of the Python module)
 #if (BN == 144 || BN == 192 || BN == 208) && ELEM != 2
 #error "BN = 144, 192, 208 take 16-bit data only"
-#endif
-// 168 and 176 (16-bit data): N blocks in steps of 8 past 160, so that a shape's tile count can make
-// whole rounds (cuBLAS's 168 x 128 at 3072 x 3584: 528 tiles, 4 rounds of 132); their 40- and
-// 48-column epilogue tail chunk is not swizzled (the ROUND_TILES of the Python module)
-#if (BN == 168 || BN == 176) && ELEM != 2 && !SWAP_AB
-#error "BN = 168, 176 take 16-bit data only"
 #endif
 // SWAP_AB (the Python module's SWAP_TILES, ADR-0007): the kernel runs the transposed
 // product out^T = W A^T, so its M is the problem's N and its N the problem's M: tm_a maps W (BM = 64,
@@ -80,8 +74,8 @@
 #if SWAP_AB && BM == 256 && BN > 120
 #error "SWAP_AB with BM = 256: BN <= 120 (accumulators per consumer thread)"
 #endif
-#if (BN == 200 || BN == 136 || BN == 152 || BN == 184) && !SWAP_AB
-#error "BN = 136, 152, 184, 200 (an 8-column tail) only with SWAP_AB (BN runs along the problem's M)"
+#if (BN == 200 || BN == 136 || BN == 152 || BN == 168 || BN == 176 || BN == 184) && !SWAP_AB
+#error "BN = 136, 152, 168, 176, 184, 200 (an 8-column tail) only with SWAP_AB (BN runs along the problem's M)"
 #endif
 #if SPLIT_N && (ELEM != 2 || PINGPONG)
 #error "SPLIT_N: cooperative consumers, 16-bit data"
@@ -115,8 +109,8 @@
 #if NUM_CONSUMERS != 2
 #error "ping-pong needs two consumer warpgroups"
 #endif
-#if BM * BN > 21504
-#error "ping-pong: a consumer holds the whole tile, at most 168 fp32 accumulators per thread"
+#if BM * BN > 20480
+#error "ping-pong: a consumer holds the whole tile, at most 160 fp32 accumulators per thread"
 #endif
 #define WG_M BM
 #define WG_N BN
@@ -127,8 +121,8 @@
 // BM rows of columns [c * WG_N, (c + 1) * WG_N), the wgmma's B operand offset by c * WG_N W rows
 // (128x320: two consumers of 128x160, each two m64n160k16 per k16, as a ping-pong 128x160 consumer).
 // The wide tile reads fewer operand bytes per output from the L2 (ADR-0007).
-#if NUM_CONSUMERS != 2 || (BN / 2) % 16 != 0 || (BN / 2) > 256 || BM > 192
-#error "SPLIT_N: two consumers of BM <= 192 rows x BN / 2 columns"
+#if NUM_CONSUMERS != 2 || (BN / 2) % 16 != 0 || (BN / 2) > 256 || BM > 128
+#error "SPLIT_N: two consumers of BM <= 128 rows x BN / 2 columns"
 #endif
 #define WG_M BM
 #define WG_N (BN / NUM_CONSUMERS)

@@ -14,11 +14,9 @@ from kernels.sm90.tiles import (
     DECODE_TILES,
     FIT_TILES,
     ITEMSIZE,
-    ROUND_TILES,
     SWAP_TILES,
     TILES,
     WIDE_SWAP_TILES,
-    WIDE_TILES,
     _cdiv,
     _dtype,
     _k16,
@@ -31,7 +29,7 @@ from kernels.spec import DeviceLimits
 
 _TILE_STAGES = {"128x128": 4, "64x80": 8, **dict.fromkeys(SWAP_TILES, 4)}
 """Stage count per tile where the deepest that fits is not the fastest measured."""
-_NOT_DEFAULT = {"128x160", "128x80", "64x80", *WIDE_TILES, *FIT_TILES, *ROUND_TILES, *SWAP_TILES}
+_NOT_DEFAULT = {"128x160", "128x80", "64x80", "256x160", "128x320", *FIT_TILES, *SWAP_TILES}
 """Tiles the cost model does not rate (chosen only by ``_few_full_waves`` and ``narrow_tile``)."""
 
 

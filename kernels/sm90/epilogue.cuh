@@ -78,26 +78,22 @@ __device__ __forceinline__ void st_shared_f2(unsigned addr, float a, float b) {
 #endif
 #define EPI_BYTES (BM * BN * ELEM)
 // A tail chunk with 16-bit data (its own tensor maps: tm_r2 / tm_out2) of TB = EPI_TAIL_BYTES per
-// row, swizzled at its own width where that is a swizzle's (CUTLASS Swizzle<log2(TB/16), 4, 3>: the
-// 16-byte unit XOR address bits 7..): BN = 160: 32 columns, 64B swizzle, pair (row, 128 + c) at
+// row, swizzled at its own width (CUTLASS Swizzle<log2(TB/16), 4, 3>: the 16-byte unit XOR address
+// bits 7..): BN = 160: 32 columns, 64B swizzle, pair (row, 128 + c) at
 // tail + row*64 + (((c/8) ^ ((row/2)%4)) << 4) + (c%8)*2; BN = 80: 16 columns, 32B swizzle,
-// pair (row, 64 + c) at tail + row*32 + (((c/8) ^ ((row/4)%2)) << 4) + (c%8)*2. Other widths
-// (BN = 168: 40 columns, 80 bytes; 176: 48, 96 bytes) are not swizzled: pair (row, 128 + c) at
-// tail + row*TB + (c/8)*16 + (c%8)*2 (rows 80 bytes apart put a warp's 8 rows x 16 bytes on 32
-// distinct banks; 96 bytes apart, on 16: two-way conflicts on the tail only).
+// pair (row, 64 + c) at tail + row*32 + (((c/8) ^ ((row/4)%2)) << 4) + (c%8)*2.
 #if SWAP_AB
 #define EPI_TAIL_COLS 0
 #else
 #define EPI_TAIL_COLS (BN % EPI_COLS)
 #endif
 #define EPI_TAIL_BYTES (EPI_TAIL_COLS * ELEM)
-#if EPI_TAIL_COLS % 8 != 0
-#error "the epilogue's tail chunk must hold whole 16-byte units"
+#if EPI_TAIL_COLS != 0 && EPI_TAIL_COLS * 2 != EPI_COLS && EPI_TAIL_COLS * 4 != EPI_COLS
+#error "the epilogue's tail chunk must be half or a quarter of a chunk"
 #endif
-#define EPI_TAIL_SWIZZLED (EPI_TAIL_BYTES == 32 || EPI_TAIL_BYTES == 64)
 #define EPI_TAIL (EPI_CHUNKS * EPI_CHUNK_BYTES)   // offset of the tail chunk in the buffer
 #define EPI_TAIL_ROW_SHIFT (EPI_TAIL_BYTES == 32 ? 2 : 1)      // log2(rows per 128-byte line)
-#define EPI_TAIL_SW_MASK (EPI_TAIL_SWIZZLED ? EPI_TAIL_BYTES / 16 - 1 : 0)  // swizzled: 16-byte units per row - 1
+#define EPI_TAIL_SW_MASK (EPI_TAIL_BYTES ? EPI_TAIL_BYTES / 16 - 1 : 0)  // 16-byte units per row - 1
 
 // EPI_RING (cooperative, data-parallel, 16-bit data; the default where one data-parallel tile per
 // CTA has a stage count that needs it, build() and ring_stage_options in the Python module): no

@@ -29,12 +29,9 @@ TILES: dict[str, tuple[int, int, int]] = {
     "64x80": (64, 80, 1),
     "256x160": (256, 160, 2),
     "128x320": (128, 320, 2),
-    "192x192": (192, 192, 2),
     "128x144": (128, 144, 2),
     "128x192": (128, 192, 2),
     "128x208": (128, 208, 2),
-    "128x168": (128, 168, 2),
-    "128x176": (128, 176, 2),
     # swapped-operand tiles (``SWAP_TILES``): rows along M x 128 or 256 columns of N
     **{f"{r}x128": (r, 128, 2) for r in SWAP_ROWS},
     **{f"{r}x256": (r, 256, 2) for r in SWAP_WIDE_ROWS},
@@ -48,25 +45,18 @@ each CTA running the whole K loop."""
 NARROW_TILES = ("128x80", "64x80")
 """Tiles for 16-bit data only: their 16-column epilogue tail chunk (32B swizzle) is not written for
 fp32 data (``tiles_for``)."""
-WIDE_TILES = ("256x160", "128x320", "192x192")
-"""cuBLAS's big tiles (knobs, not defaults: ADR-0007), 16-bit data only. 256x160 and 128x320: 160
-accumulators per consumer thread, two m64n160k16 per k16 each; 256x160's consumers split the rows
-as every cooperative tile does, 128x320's split the columns (``SPLIT_N_TILES``); their 80 KB
-epilogue tile fits beside 2 stages, deeper rings only with it staged in the ring
-(``build(epi_ring=True)``). 192x192 (cuBLAS's choice at 6144^3 and 1500 x 6144 x 6144 on the H200):
-its consumers split the columns, each three m64n96k16 per k16 (144 accumulators); its 72 KB
-epilogue tile fits beside 3 stages, 4 with it staged in the ring."""
+WIDE_TILES = ("256x160", "128x320")
+"""cuBLAS's big tiles (knobs, not defaults: ADR-0007), 16-bit data only: 160 accumulators per
+consumer thread,
+two m64n160k16 per k16 each; 256x160's consumers split the rows as every cooperative tile does,
+128x320's split the columns (``SPLIT_N_TILES``). Their 80 KB epilogue tile fits beside 2 stages,
+deeper rings only with it staged in the ring (``build(epi_ring=True)``)."""
 FIT_TILES = ("128x144", "128x192", "128x208")
 """Widths that fit N = 2560 into fewer N blocks (18, 14, 13) than 128 and 160 do (20, 16), after
 cuBLAS, which picks its tile's free side per shape (ADR-0007): where the tiles of 128 or 160 leave
 the last round nearly empty, 13 x 20 M blocks of 128x208 fill two rounds of 132 (M = 2433-2560). 16-bit data only (their 16-column tail
 chunk, as the narrow tiles'); 128x144 runs ping-pong (144 accumulators per thread), the wider two
 cooperative."""
-ROUND_TILES = ("128x168", "128x176")
-"""Widths in steps of 8 past 160, so that a shape's N blocks can make a whole number of rounds
-where 160 and 192 do not, as cuBLAS sizes its tiles (its 168 x 128 at 3072 x 3584 x 3584: 24 x 22 =
-528 tiles, 4 rounds of 132). 16-bit data only; their 40- and 48-column epilogue tail chunk is not
-swizzled. 128x168 also runs ping-pong (168 accumulators a thread). Tuner's knobs, not defaults."""
 DECODE_COLS = 64
 """A decode tile's rows of W (the kernel's BM: one consumer warpgroup's m64)."""
 DECODE_TILES = tuple(f"{r}x{DECODE_COLS}" for r in DECODE_ROWS)
@@ -102,11 +92,11 @@ WIDE_SWAP_TILES = tuple(f"{r}x256" for r in SWAP_WIDE_ROWS)
 """The swapped tiles with 256 columns of N (the kernel's 256 x R)."""
 _SWAP_KERNEL_TILES = {f"{TILES[t][1]}x{TILES[t][0]}": (TILES[t][1], TILES[t][0], TILES[t][2]) for t in SWAP_TILES}
 """The swapped tiles in the kernel's frame (C x R): what ``_build_swapped`` renders; no knob."""
-SPLIT_N_TILES = ("128x320", "192x192")
+SPLIT_N_TILES = ("128x320",)
 """Cooperative tiles whose two consumers split the columns (SPLIT_N): a consumer of 64 x 320 would
 need n320 wgmmas (n <= 256)."""
-PINGPONG_TILES = ("128x128", "128x160", "128x144", "128x168")
-"""Tiles one consumer warpgroup can hold whole (BM * BN / 128 threads <= 168 accumulators)."""
+PINGPONG_TILES = ("128x128", "128x160", "128x144")
+"""Tiles one consumer warpgroup can hold whole (BM * BN / 128 threads <= 160 accumulators)."""
 
 DTYPES = ("bf16", "fp16", "tf32", "fp32")
 """tf32: fp32 A, W, R and out; the tensor cores read the fp32 operands as tf32 (wgmma .tf32, the low
@@ -143,7 +133,7 @@ def tiles_for(dtype: Any) -> list[str]:
     """The tiles this dtype can take (before shared memory): every one for 16-bit data, all but
     ``NARROW_TILES`` for fp32 data (tf32, fp32)."""
     sixteen = ITEMSIZE.get(_dtype(dtype), 2) == 2
-    return [t for t in TILES if sixteen or t not in NARROW_TILES + WIDE_TILES + FIT_TILES + ROUND_TILES + SWAP_TILES]
+    return [t for t in TILES if sixteen or t not in NARROW_TILES + WIDE_TILES + FIT_TILES + SWAP_TILES]
 
 
 def swapped(block_size: str) -> bool:

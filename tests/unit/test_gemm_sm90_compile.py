@@ -42,10 +42,7 @@ def _combos() -> list[tuple[str, int, str, bool, bool, bool, int]]:
             deepest = max(sm90.pipelining_options(H200, dtype, bs))
             out.append((bs, deepest, dtype, False, True, False, 1))
             out.append((bs, deepest, dtype, True, False, False, 1))  # purely data-parallel build
-            # swapped: clusters no knob; a 2x1 cluster needs each CTA's share of W in whole 8-row atoms
-            clusters = (dtype in sm90.CLUSTER_DTYPES and not sm90.swapped(bs)
-                        and sm90.parse_block_size(bs, dtype)[1] // 2 % 8 == 0)
-            if clusters:
+            if dtype in sm90.CLUSTER_DTYPES and not sm90.swapped(bs):  # swapped: clusters no knob
                 out.append((bs, deepest, dtype, True, False, False, 2))  # 2x1 cluster, multicast
                 out.append((bs, 0, dtype, False, False, False, 2))
             pp = [st for st in sm90.pipelining_options(H200, dtype, bs)
@@ -55,7 +52,7 @@ def _combos() -> list[tuple[str, int, str, bool, bool, bool, int]]:
             if pp:
                 out.append((bs, max(pp), dtype, False, True, True, 1))
                 out.append((bs, max(pp), dtype, True, False, True, 1))
-                if clusters:
+                if dtype in sm90.CLUSTER_DTYPES:
                     out.append((bs, max(pp), dtype, True, False, True, 2))
     return out
 
@@ -181,15 +178,13 @@ def test_sass_has_hgmma_and_tma(block_size: str, pingpong: bool, dtype: str, tmp
 def test_options_and_smem_limits() -> None:
     assert sm90.block_size_options(H200, "bf16") == ["128x256", "128x128", "256x128", "128x160",
                                                       "128x80", "64x80", "256x160", "128x320",
-                                                      "192x192", "128x144", "128x192", "128x208",
-                                                      "128x168", "128x176", *sm90.SWAP_TILES]
+                                                      "128x144", "128x192", "128x208", *sm90.SWAP_TILES]
     assert sm90.pipelining_options(H200, "bf16", "128x208") == [0, 2, 3, 4]
     assert sm90.pipelining_options(H200, "bf16", "128x192") == [0, 2, 3, 4]
     assert sm90.pingpong_fits(H200, "128x144", 4, "bf16") and not sm90.pingpong_fits(H200, "128x192", 2, "bf16")
     assert sm90.block_size_options(H200, "tf32") == ["128x256", "128x128", "256x128", "128x160"]
     assert sm90.pipelining_options(H200, "bf16", "128x320") == [0, 2]  # beside their 80 KB buffer
     assert sm90.pipelining_options(H200, "bf16", "256x160") == [0, 2]
-    assert sm90.pipelining_options(H200, "bf16", "192x192") == [0, 2, 3]  # beside its 72 KB buffer
     assert sm90.pipelining_options(H200, "bf16", "128x160") == [0, 2, 3, 4, 5]
     assert sm90.pipelining_options(H200, "bf16", "128x256") == [0, 2, 3]
     assert sm90.pipelining_options(H200, "bf16", "128x128x64") == [0, 2, 3, 4, 5, 6]
@@ -1161,13 +1156,12 @@ def test_swapped_tiles_are_16_bit_knobs_with_ring_staged_counts_and_a_clear_name
     assert b.info["epilogue_tile"] == "in the ring's freed slots, returned after each store"
     assert "#define EPI_RING 1" in b.source and "#define EPI_RING_REUSE 1" in b.source
     assert "#define EPI_RING 1" not in sm90.build(task, H200, "168x128", 4).source
-    # 128x184 is the kernel's frame of 184x128 (128x168 and 128x176 are tiles of their own)
-    with pytest.raises(ValueError, match="BLOCK_SIZE=184x128"):
-        sm90.build(task, H200, "128x184", 4)
-    with pytest.raises(ValueError, match="write 184x128"):
-        sm90.pipelining_options(H200, "bf16", "128x184", shape)
-    bad = sm90.check(SimpleNamespace(shape=shape, dtype="bf16", block_size="128x184", memory_pipelining=4), H200)
-    assert [v.field for v in bad] == ["block_size"] and "write 184x128" in bad[0].message
+    with pytest.raises(ValueError, match="BLOCK_SIZE=168x128"):
+        sm90.build(task, H200, "128x168", 4)
+    with pytest.raises(ValueError, match="write 168x128"):
+        sm90.pipelining_options(H200, "bf16", "128x168", shape)
+    bad = sm90.check(SimpleNamespace(shape=shape, dtype="bf16", block_size="128x168", memory_pipelining=4), H200)
+    assert [v.field for v in bad] == ["block_size"] and "write 168x128" in bad[0].message
     assert sm90.check(SimpleNamespace(shape=shape, dtype="bf16", block_size="168x128", memory_pipelining=6), H200) == []
     bad = sm90.check(SimpleNamespace(shape=shape, dtype="bf16", block_size="200x128", memory_pipelining=6), H200)
     assert [v.field for v in bad] == ["memory_pipelining"]
