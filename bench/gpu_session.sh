@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One device call's worth of work on the GPU machine: install the carried wheels, then run the
-# steps named as arguments (facts, gpu-tests with PYTEST_K and PYTEST_ARGS, bench-cli with CLI_ARGS, check, bench with BENCH_ARGS, calibrate, sm90 with
+# steps named as arguments (facts, gpu-tests with PYTEST_K, PYTEST_ARGS and GPU_TESTS_FILES (the whole
+# suite needs about 11 minutes: more than one call, so split it by file), bench-cli with CLI_ARGS, check, bench with BENCH_ARGS, calibrate, sm90 with
 # SM90_ARGS, ncu with NCU_CASES, ncu-source with NCU_CASES, membound-hints with HINTS_ARGS, membound-bulk with BULK_ARGS, energy with ENERGY_ARGS, energy-cli, ramp with RAMP_ARGS, swap with SWAP_ARGS,
 # ncu-metrics with NCU_CASES, tui, skinny with SKINNY_ARGS, tune with TUNE_ARGS, gpu-file with GPU_FILE, tune-each with TUNE_SHAPES and TUNE_BUDGET). Logs go to $OUT.
 set -uo pipefail
@@ -25,7 +26,8 @@ for step in "$@"; do
       nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv
       python3 -c "import cupy, ml_dtypes; p=cupy.cuda.runtime.getDeviceProperties(0); print('L2', p['l2CacheSize'], 'smemOptin', p['sharedMemPerBlockOptin'], 'cupy', cupy.__version__)" ;;
     gpu-tests)
-      timeout ${GPU_TESTS_TIMEOUT:-300} python3 -m pytest -m gpu tests/gpu -q -p no:cacheprovider ${PYTEST_ARGS:-} ${PYTEST_K:+-k "$PYTEST_K"} 2>&1 | tee "$OUT/gpu-tests.log" | tail -40 ;;
+      # -v: a log cut by the timeout still names every test that ran and its outcome
+      timeout ${GPU_TESTS_TIMEOUT:-300} python3 -m pytest -m gpu ${GPU_TESTS_FILES:-tests/gpu} -v -p no:cacheprovider ${PYTEST_ARGS:-} ${PYTEST_K:+-k "$PYTEST_K"} 2>&1 | tee "$OUT/gpu-tests.log" | grep -vE " PASSED " | tail -40 ;;
     bench-cli)
       for dt in bf16 fp16 fp32 tf32; do
         tui bench --backend cuda --dtype "$dt" ${CLI_ARGS:-} --json > "$OUT/bench-$dt.json" 2> "$OUT/bench-$dt.err"; echo "$dt rc=$?"
