@@ -41,11 +41,14 @@ def test_every_gpu_bench_and_soak(capsys: pytest.CaptureFixture) -> None:
     n = nvml.device_count()
     rc, out = run_json(capsys, ["bench", "--backend", "cuda", "--device", "all", "--no-peers", "--json"])
     assert [d["device"] for d in out["devices"]] == list(range(n))
-    assert all(d["status"] == "ok" for d in out["devices"]) and out["spread"]["gpus"] == n
+    assert all(d["status"] == "ok" for d in out["devices"]) and out["spread"]["gpus"] == n, \
+        [{key: d.get(key) for key in ("device", "status", "error")} for d in out["devices"]]
     assert rc == (0 if out["spread"]["outlier"] is None else 1)
     rc, out = run_json(capsys, ["soak", "--backend", "cuda", "--device", "all", "--duration", "10s", "--json",
                                 "--max-drift", "20%"])
-    assert [d["device"] for d in out["devices"]] == list(range(n)) and all(d["ok"] for d in out["devices"])
+    # the devices' own summaries on failure (status, drift, error): a soak that fails says why
+    assert [d["device"] for d in out["devices"]] == list(range(n)) and all(d["ok"] for d in out["devices"]), \
+        [{key: d.get(key) for key in ("device", "status", "drift_pct", "error", "ok")} for d in out["devices"]]
     rc, out = run_json(capsys, ["bench", "--backend", "cuda", "--device", f"0,{n}", "--json"])
     assert rc == 2 and out["field"] == "--device"
     assert child_pids() == []
