@@ -19,6 +19,16 @@ from kernels.spec import DeviceLimits
 pytestmark = pytest.mark.gpu
 
 
+def with_default_knobs(task: TaskSpec, limits: DeviceLimits) -> TaskSpec:
+    """The task with BLOCK_SIZE and MEMORY_PIPELINING left unset taken from the kernel's own rules
+    (``default_knobs``) for these limits; a task that sets either is returned as it is."""
+    if task.block_size is not None or task.memory_pipelining is not None:
+        return task
+    spec = get_spec(task.kernel)
+    bs, st = spec.default_knobs(limits, task.dtype.value, spec.normalize_shape(task.shape))
+    return task.model_copy(update={"block_size": bs, "memory_pipelining": st})
+
+
 def _backend_run(task: TaskSpec):
     """Run in this (test) process through the CUDA backend: fast for many combinations. Knobs left
     unset are the kernel's own rules' (``default_knobs``), which these tests are about, not the
@@ -27,11 +37,7 @@ def _backend_run(task: TaskSpec):
 
     task = TaskSpec.model_validate(task.model_dump() | {"backend": "cuda"})
     if task.block_size is None and task.memory_pipelining is None:
-        profile = prepare(task).profile
-        spec = get_spec(task.kernel)
-        bs, st = spec.default_knobs(DeviceLimits.from_profile(profile), task.dtype.value,
-                                    spec.normalize_shape(task.shape))
-        task = task.model_copy(update={"block_size": bs, "memory_pipelining": st})
+        task = with_default_knobs(task, DeviceLimits.from_profile(prepare(task).profile))
     prep = prepare(task)
     ctx = RunContext(task=prep.task, profile=prep.profile, spec=get_spec(prep.task.kernel), emit=Emitter(send=lambda e: None))
     return CudaBackend().run(ctx)
