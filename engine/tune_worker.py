@@ -109,19 +109,33 @@ def tune_main(payload: dict[str, Any], conn: Any) -> None:
                     return False
             return True
 
+        def vary() -> bool:
+            """Rounds of schedule variations, each around the fastest correct trials so far (a
+            variation that won is varied again, one more choice at a time), until a round adds
+            nothing new or the screening's share is spent; False when the process must restart."""
+            nonlocal total, candidates
+            refused: set[str] = set()  # variations the planner pruned, reported once
+            while time.monotonic() - t0 < screen_until:
+                seeds = sorted((t for t in list(done.values()) if t.correct),
+                               key=lambda t: t.time_ms)[:VARIATION_SEEDS]
+                extra, pruned = variations(task, profile, seeds, set(done) | {c.key for c in candidates} | refused)
+                if not extra and not pruned:
+                    return True
+                refused.update(t.key for t in pruned)
+                total += len(extra) + len(pruned)
+                for t in pruned:
+                    send(TrialEvent(state="done", trial=t.to_dict(), done=len(done), total=total, best_ms=best_ms()))
+                extra.sort(key=lambda c: (c.predicted_ms is None, c.predicted_ms or 0.0))
+                candidates += extra
+                if not run(extra, screen_until):
+                    return False
+            return True
+
         # tiles and stages first, then the schedule variations around the fastest of them, then
         # what the first screening left, until the confirmations' share
         if run(candidates, first_until):
-            seeds = sorted((t for t in list(done.values()) if t.correct and not t.schedule),
-                           key=lambda t: t.time_ms)[:VARIATION_SEEDS]
-            extra, pruned = variations(task, profile, seeds, set(done) | {c.key for c in candidates})
-            total += len(extra) + len(pruned)
-            for t in pruned:
-                send(TrialEvent(state="done", trial=t.to_dict(), done=len(done), total=total, best_ms=best_ms()))
-            extra.sort(key=lambda c: (c.predicted_ms is None, c.predicted_ms or 0.0))
-            candidates += extra
             first = [c for c in candidates if c.phase == 1]
-            if not run(extra, screen_until) or not run(first, screen_until) or not confirm():
+            if not vary() or not run(first, screen_until) or not confirm():
                 result["restart"] = True
         else:
             result["restart"] = True

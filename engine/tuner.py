@@ -30,14 +30,15 @@ from engine.task import BackendName, TaskSpec, format_pipelining
 from engine.tuning_cache import REGIMES, CacheScope, gpu_label, now_iso
 
 VARIATION_SEEDS = 3
-"""Schedule choices are searched around this many of the fastest timed (tile, stages) pairs."""
+"""Schedule choices are searched around this many of the fastest timed trials, in rounds: a
+variation among the fastest is varied again by the choices it leaves to the planner."""
 BURST_REST_S = 0.3
 """The longest rest before each candidate and peer in the burst regime (unless the task asks for
 its own); the rest taken is ``REST_PER_BUSY`` times the GPU time of the timing before, within
 [``REST_MIN_S``, this]."""
 REST_PER_BUSY = 5.0
 REST_MIN_S = 0.05
-SCREEN_S = 0.05
+SCREEN_S = 0.025
 """GPU time one candidate's screening timing aims at (its launch count: at least ``SCREEN_MIN``, at
 most the task's iterations); the fastest few are then timed again with the task's full count."""
 SCREEN_MIN = 20
@@ -214,6 +215,13 @@ def _check(base: TaskSpec, profile: Profile, cand: Candidate) -> tuple[Plan | No
     return (p, "") if p.ok else (None, p.error_text())
 
 
+def _held_fixed(base_plan: Plan, task: TaskSpec) -> TaskSpec:
+    """The task every candidate starts from: the plan's resolved task with only the knobs the user
+    set (tile, stages, schedule choices); what the planner chose or lent is the tuner's to vary."""
+    return base_plan.task.model_copy(update={"block_size": task.block_size, "memory_pipelining": task.memory_pipelining,
+                                             "schedule": dict(task.schedule)})
+
+
 def search_space(task: TaskSpec, profile: Profile) -> tuple[Plan, list[Candidate], list[Trial]]:
     """(the task's own plan, the (tile, stages) candidates that fit in search order, the ones
     pruned with their reasons). Knobs the task sets are held fixed; the planner's choice comes first,
@@ -224,12 +232,14 @@ def search_space(task: TaskSpec, profile: Profile) -> tuple[Plan, list[Candidate
         raise InputError(str(exc)) from None
     if not base_plan.ok:
         raise InputError(base_plan.error_text(), fix=base_plan.fix)
-    base = base_plan.task.model_copy(update={"block_size": task.block_size,
-                                             "memory_pipelining": task.memory_pipelining})
+    base = _held_fixed(base_plan, task)
     tiles = [task.block_size] if task.block_size else list(base_plan.block_size_options)
     out: list[Candidate] = []
     skipped: list[Trial] = []
-    default = Candidate(str(base_plan.task.block_size), int(base_plan.task.memory_pipelining or 0), {},
+    # the default as the planner gives it: with the schedule it lends from a tuned shape (a knob the
+    # tuner varies, not one held fixed), beside the same tile and depth with the kernel's own choices
+    lent = {k: v for k, v in base_plan.task.schedule.items() if k not in task.schedule}
+    default = Candidate(str(base_plan.task.block_size), int(base_plan.task.memory_pipelining or 0), lent,
                         _predicted_ms(base_plan))
     seen = {default.key}
     for tile in tiles:
@@ -256,8 +266,9 @@ def search_space(task: TaskSpec, profile: Profile) -> tuple[Plan, list[Candidate
 
 def variations(base: TaskSpec, profile: Profile, seeds: list[Trial],
                seen: set[str]) -> tuple[list[Candidate], list[Trial]]:
-    """Schedule choices around the fastest timed (tile, stages): each choice the kernel has, set to
-    each value other than the one the planner resolved, one at a time; (candidates, pruned)."""
+    """Schedule choices around the fastest timed trials: each choice the kernel has that neither the
+    task nor the seed sets, set to each value other than the one the planner resolved, one at a
+    time on top of the seed's own choices; (candidates, pruned)."""
     out: list[Candidate] = []
     skipped: list[Trial] = []
     for t in seeds:
@@ -267,7 +278,7 @@ def variations(base: TaskSpec, profile: Profile, seeds: list[Trial],
         except PlanError:
             continue
         for knob in p.schedule_options:
-            if knob.name in base.schedule:
+            if knob.name in base.schedule or knob.name in t.schedule:
                 continue
             for value in knob.values:
                 if p.schedule.get(knob.name) == value:
@@ -302,8 +313,7 @@ def tune(task: TaskSpec, profile_name: str | None = None, *, budget_s: float = 6
         raise InputError(f"budget={budget_s:g}: seconds of wall time for one shape, 1..86400")
     prep = prepare(task, profile_name, profiles, backend_choice)
     base_plan, candidates, skipped = search_space(task, prep.profile)
-    base = base_plan.task.model_copy(update={"block_size": task.block_size, "memory_pipelining": task.memory_pipelining,
-                                             "backend": BackendName(prep.backend)})
+    base = _held_fixed(base_plan, task).model_copy(update={"backend": BackendName(prep.backend)})
     scope = CacheScope(store, gpu_label(prep.device_name, prep.profile, prep.simulated), prep.profile.sm_count, regime)
     res = TuneResult(task=base_plan.task, profile=prep.profile.name, gpu=scope.gpu, sm_count=scope.sm_count,
                      simulated=prep.simulated, regime=regime, budget_s=budget_s, tune_id=uuid.uuid4().hex[:12],

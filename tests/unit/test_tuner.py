@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+from dataclasses import replace
 
 import pytest
 
@@ -293,3 +294,76 @@ def test_the_schedule_variations_get_their_share_when_the_first_screening_cannot
     first_two = phases.index(2)
     assert 1 in phases[first_two:], "the first screening did not resume after the variations"
     assert len(res.trials) < res.total  # the budget, not the space, ended the search
+
+
+def test_a_variation_that_wins_is_varied_again(monkeypatch):
+    """Variations come in rounds: one among the fastest is varied again by the choices it leaves to
+    the planner (a two-choice build), never by undoing its own choice. The tune's engine process
+    body runs here, in-process, with the simulated trials rigged so that clusters of 2 win."""
+    from dataclasses import asdict
+
+    from engine.backends import sim_tune
+    from engine.tune_worker import tune_main
+
+    plain = sim_tune.SimTrials.trial
+
+    def cluster_wins(self, cand, start, fault, iters=None):
+        t = plain(self, cand, start, fault, iters)
+        return replace(t, median_ms=t.median_ms * 0.5) if cand.schedule.get("cluster") == 2 else t
+
+    monkeypatch.setattr(sim_tune.SimTrials, "trial", cluster_wins)
+    task = sim_task(shape={"m": 6144, "n": 6144, "k": 6144})
+    base_plan, cands, _ = search_space(task, H200)
+    sent = []
+
+    class Conn:
+        def send(self, msg):
+            sent.append(msg)
+
+        def close(self):
+            pass
+
+    tune_main({"task": task.model_dump(mode="json"), "profile": H200.model_dump(mode="json"),
+               "backend": "sim", "regime": "burst", "budget_s": 60.0, "candidates": [asdict(c) for c in cands],
+               "done": [], "default_key": cands[0].key, "fault": "none", "peers_done": [], "fault_key": None}, Conn())
+    events = [m["event"] for m in sent if m.get("type") == "event"]
+    timed = [Trial.from_dict(e["trial"]) for e in events if e.get("state") == "done"]
+    timed = [t for t in timed if t.status == "ok"]
+    pairs = [t for t in timed if t.schedule.get("cluster") == 2 and len(t.schedule) == 2]
+    assert pairs, "no variation of the winning variation was timed"
+    assert all(t.phase == 2 for t in pairs)
+    parents = {(t.block_size, t.memory_pipelining) for t in timed if t.schedule == {"cluster": 2}}
+    assert {(t.block_size, t.memory_pipelining) for t in pairs} <= parents
+    assert not [t for t in timed if t.schedule.get("cluster") == 1 and len(t.schedule) == 2]
+
+
+def test_variations_keep_the_seeds_own_choices():
+    from engine.tuner import variations
+
+    task = sim_task(shape={"m": 6144, "n": 6144, "k": 6144})
+    seed = Trial("128x256", 4, {"cluster": 2}, "ok", median_ms=1.0)
+    extra, pruned = variations(task, H200, [seed], set())
+    both = [*extra, *pruned]
+    assert extra and all(c.schedule.get("cluster") == 2 and len(c.schedule) == 2 for c in both)
+    assert {next(k for k in c.schedule if k != "cluster") for c in both} == {"consumers", "raster", "split"}
+
+
+def test_a_schedule_lent_from_a_tuned_shape_is_varied_not_held_fixed():
+    """The default at 6144^3 is lent from a tuned shape with raster=group: the default candidate
+    carries it, the other candidates start from the kernel's own choices, and the variations try
+    every raster order; a choice the user sets stays fixed."""
+    from engine.tuner import variations
+
+    task = sim_task(shape={"m": 6144, "n": 6144, "k": 6144})
+    base_plan, cands, _ = search_space(task, H200)
+    assert base_plan.task.schedule.get("raster") == "group" and base_plan.default_from
+    assert cands[0].schedule == {"raster": "group"}
+    assert all(not c.schedule for c in cands[1:])
+    seed = Trial(cands[1].block_size, cands[1].memory_pipelining, {}, "ok", median_ms=1.0)
+    extra, _ = variations(task, H200, [seed], set())
+    assert {c.schedule.get("raster") for c in extra} - {None}
+    fixed = sim_task(shape={"m": 6144, "n": 6144, "k": 6144}, schedule={"raster": "n"})
+    _, cands, _ = search_space(fixed, H200)
+    assert cands[0].schedule == {}
+    extra, _ = variations(fixed, H200, [seed], set())
+    assert extra and all("raster" not in c.schedule for c in extra)
