@@ -264,11 +264,17 @@ def search_space(task: TaskSpec, profile: Profile) -> tuple[Plan, list[Candidate
     return base_plan, [default, *out], skipped
 
 
+def _resolved_key(block_size: str, stages: int, p: Plan) -> str:
+    """A build's identity among the variations: its knobs and every schedule choice as planned."""
+    return f"plan {block_size}/{stages} " + ",".join(f"{k}={v}" for k, v in sorted(p.schedule.items()))
+
+
 def variations(base: TaskSpec, profile: Profile, seeds: list[Trial],
                seen: set[str]) -> tuple[list[Candidate], list[Trial]]:
     """Schedule choices around the fastest timed trials: each choice the kernel has that neither the
     task nor the seed sets, set to each value other than the one the planner resolved, one at a
-    time on top of the seed's own choices; (candidates, pruned)."""
+    time on top of the seed's own choices; (candidates, pruned). A variation that resolves to a build
+    already offered (multicast=w is cluster=2 on an unswapped tile) is not offered again."""
     out: list[Candidate] = []
     skipped: list[Trial] = []
     for t in seeds:
@@ -277,6 +283,7 @@ def variations(base: TaskSpec, profile: Profile, seeds: list[Trial],
                                               "schedule": {**base.schedule, **t.schedule}}), profile)
         except PlanError:
             continue
+        seen.add(_resolved_key(t.block_size, t.memory_pipelining, p))
         for knob in p.schedule_options:
             if knob.name in base.schedule or knob.name in t.schedule:
                 continue
@@ -291,7 +298,10 @@ def variations(base: TaskSpec, profile: Profile, seeds: list[Trial],
                 if cp is None:
                     skipped.append(Trial(cand.block_size, cand.memory_pipelining, cand.schedule, "skipped",
                                          reason=why, phase=2))
+                elif (rk := _resolved_key(cand.block_size, cand.memory_pipelining, cp)) in seen:
+                    continue
                 else:
+                    seen.add(rk)
                     out.append(Candidate(cand.block_size, cand.memory_pipelining, cand.schedule,
                                          _predicted_ms(cp), phase=2))
     return out, skipped

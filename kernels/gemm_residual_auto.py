@@ -19,7 +19,11 @@ SM90_SCHEDULE = (
     KnobDef("consumers", ("pingpong", "cooperative"),
             "ping-pong: each consumer warpgroup owns whole tiles, alternately, so one's epilogue "
             "overlaps the other's main loop; cooperative: both share every tile"),
-    KnobDef("cluster", (1, 2), "2: 2x1 thread-block clusters sharing W's tile by TMA multicast"),
+    KnobDef("cluster", (1, 2), "2: pairs of CTAs in thread-block clusters sharing an operand's tile by TMA "
+            "multicast (W's unless multicast says otherwise)"),
+    KnobDef("multicast", ("w", "a"),
+            "the operand a cluster's two CTAs share, each loading half its tile: w (neighbours along M) "
+            "or a (neighbours along N); alone it implies cluster=2"),
     KnobDef("raster", ("n", "m", "group"),
             "tile order of the persistent grid: N blocks fastest, M blocks fastest, or groups of 4 M blocks"),
     KnobDef("split", ("off", "streamk", "halves"),
@@ -27,7 +31,7 @@ SM90_SCHEDULE = (
             "(stream-K), or run as 64-row halves on twice the CTAs"),
 )
 """The Hopper path's schedule choices (``TaskSpec.schedule``); left out, the planner decides."""
-SWAPPED_SCHEDULE = ("cluster", "raster")
+SWAPPED_SCHEDULE = ("cluster", "multicast", "raster")
 """The choices a swapped tile (``sm90.SWAP_TILES``) has: its consumers are cooperative and its tiles
 run whole (``_plan_swapped``)."""
 
@@ -174,6 +178,12 @@ def sm90_choices(schedule: dict[str, Any], task: Any, limits: DeviceLimits, bloc
         out["pingpong"] = schedule["consumers"] == "pingpong"
     if "cluster" in schedule:
         out["cluster"] = int(schedule["cluster"])
+    if "multicast" in schedule:
+        if schedule.get("cluster", 2) != 2:
+            raise KnobError("schedule.multicast", schedule["multicast"], "an operand shared by a cluster: with cluster=2")
+        # the kernel's frame: a swapped tile's kernel runs the problem's W as its A operand
+        kernel_w = schedule["multicast"] == ("a" if sm90.swapped(block_size) else "w")
+        out["cluster"] = (2, 1) if kernel_w else (1, 2)
     raster = schedule.get("raster")
     if raster is not None:
         # a swapped tile's kernel runs the problem's N as its M: its M-fastest order is the problem's N
@@ -358,7 +368,9 @@ class AutoGemmResidualSpec(GemmResidualSpec):
         path = self._path(limits, dtype, shape, tile)
         if path == "sm90":
             if sm90.swapped(str(tile)):  # cooperative and whole tiles whatever is asked: no choice there
-                return [k for k in SM90_SCHEDULE if k.name in SWAPPED_SCHEDULE]
+                # a decode tile streams W evict-first: a cluster can share only the tokens (cluster=2)
+                names = SWAPPED_SCHEDULE if str(tile) not in sm90.DECODE_TILES else ("cluster", "raster")
+                return [k for k in SM90_SCHEDULE if k.name in names]
             return list(SM90_SCHEDULE)
         return list(SKINNY_SCHEDULE) if path == "skinny" else []
 

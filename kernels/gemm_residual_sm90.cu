@@ -34,7 +34,9 @@
 // CTAs (remote arrive through mapa). Both CTAs walk the same sequence of tile pairs (data-parallel
 // only: no stream-K); an odd last M tile pairs with a tile wholly past M (TMA zero-fills its loads
 // and clips its store). A cluster barrier after the mbarrier init and one before exit keep remote
-// arrivals inside the peer's lifetime.
+// arrivals inside the peer's lifetime. CLUSTER_N: the pair are N-neighbours sharing the A tile
+// instead (rank r loads BM/2 of A's rows and multicasts them; tile pairs along N), the same
+// barriers and release.
 //
 // Decode tiles (SWAP_AB with BM = 64, one consumer warpgroup, BN = 8..56 tokens): one 64-row W tile a
 // CTA, W streamed once from DRAM through the ring, its loads with an L2 evict-first policy
@@ -91,10 +93,10 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
 
     const int num_m = (M + BM - 1) / BM;
     const int num_n = (N + BN - 1) / BN;
-    const int num_tiles = ((num_m + MC - 1) / MC) * num_n;  // schedule tiles
+    const int num_tiles = ((num_m + MC - 1) / MC) * ((num_n + NC - 1) / NC);  // schedule tiles
     // this CTA's rank in its cluster: a literal 0 without one. The unused `rank` stays there: NVRTC's
     // register assignment depends on it (without it the fp32 builds compile to other cubins)
-#if MC > 1
+#if CL > 1
     const unsigned rm = cluster_rank();
 #define CTA_RM rm
 #else
@@ -125,7 +127,7 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(full_bar + 8 * s, 1);
             // lane 0 of each warp using it, in every CTA of the cluster
-            mbar_init(empty_bar + 8 * s, (TILE_THREADS / 128) * 4 * MC);
+            mbar_init(empty_bar + 8 * s, (TILE_THREADS / 128) * 4 * CL);
         }
         for (int e = 0; e < EPI_BARS; ++e) {
             mbar_init(rfull_bar + 8 * e, 1);
@@ -143,7 +145,7 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
     // before its first global access (the tensor-map prefetches read the parameters only)
     asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
-#if MC > 1
+#if CL > 1
     cluster_sync();  // the peer's barriers are initialised before any multicast or remote arrive
 #else
     __syncthreads();
@@ -227,6 +229,10 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
 #endif
 #if STREAM_HINT
                     tma_load_2d_hint(sa, am, kx, m0, fb, stream_policy);
+#elif CLUSTER_N
+                    // this CTA's share of the A rows, into every CTA of its cluster
+                    tma_load_2d_mc(sa + rm * A_PART_BYTES, am, kx, m0 + (int)rm * (BM / NC), fb,
+                                   (unsigned short)((1u << CL) - 1u));
 #else
                     tma_load_2d(sa, am, kx, m0, fb);
 #endif
@@ -307,7 +313,7 @@ gemm_residual_sm90(TMAP_PARAM(tm_a), TMAP_PARAM(tm_w), TMAP_PARAM(tm_r), TMAP_PA
         // the plan's pingpong says (the codegen renders it here)
 #include CONSUMER_BODY
     }
-#if MC > 1
+#if CL > 1
     cluster_sync();  // no CTA leaves while its peer may still arrive on its barriers
 #endif
 }

@@ -106,7 +106,8 @@ def render(p: Sm90Plan, limits: DeviceLimits) -> Build:
     if p.k_pad:  # the GEMM reads the padded copies (``k_padded``)
         a_hi, w_hi, k = "a_pad", "w_pad", p.k_pad
     maps = (
-        TensorMapArg(a_hi, rows=m, cols=k, box_rows=bm, box_cols=bk, swizzle_bytes=128),
+        # a CTA of a 1x2 cluster loads half the A tile and multicasts it
+        TensorMapArg(a_hi, rows=m, cols=k, box_rows=bm // cn, box_cols=bk, swizzle_bytes=128),
         # a TMA box has at most 256 rows: an unclustered 320-row W tile loads as two of 160
         TensorMapArg(w_hi, rows=n, cols=k, box_rows=bn // cm if bn // cm <= 256 else bn // cm // 2,
                      box_cols=bk, swizzle_bytes=128),
@@ -225,8 +226,9 @@ def _render_swapped(p: Sm90Plan, limits: DeviceLimits) -> Build:
     order = str(b.info.get("tile_order", ""))
     order = {"N-fastest": "M-fastest", "M-fastest": "N-fastest"}.get(order, order.replace(" M blocks", " N blocks"))
     cols = parse_block_size(p.block_size, dtype)[0]
+    cm, cn = p.cluster  # the kernel's frame: its M-neighbours are the problem's N-neighbours
     info = dict(b.info, tile=f"{rows}x{cols}x{bk_of(dtype)} swapped (out^T = W A^T)", tile_order=order,
-                tail="tiles past M, N clipped by TMA")
+                tail="tiles past M, N clipped by TMA", cluster=cluster_label(cn, cm))
     head = {"SWAP_AB": 1, **(DECODE_DEFINES if p.decode else {})}  # as ``defines`` writes a swapped tile's
     if p.decode:
         info["l2_policy"] = "W loaded evict-first (read once)"

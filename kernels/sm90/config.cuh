@@ -22,11 +22,18 @@
 #ifndef CLUSTER
 #define CLUSTER 1
 #endif
-#define MC CLUSTER  // CTAs per cluster (M-neighbours): each W k-block is multicast to all of them
+#ifndef CLUSTER_N
+#define CLUSTER_N 0
+#endif
+// CL CTAs per cluster: MC M-neighbours sharing the W tile (each W k-block multicast to all of them),
+// or, with CLUSTER_N, NC N-neighbours sharing the A tile (each A k-block multicast)
+#define CL CLUSTER
+#define MC (CLUSTER_N ? 1 : CLUSTER)
+#define NC (CLUSTER_N ? CLUSTER : 1)
 #if CLUSTER != 1 && CLUSTER != 2
 #error "CLUSTER must be 1 or 2"
 #endif
-#if MC > 1 && STREAMK
+#if CL > 1 && STREAMK
 #error "the cluster schedule is data-parallel only (STREAMK 0)"
 #endif
 #ifndef HALF_TAIL
@@ -148,7 +155,7 @@
 #if EPI_SHARED && !PINGPONG
 #error "EPI_SHARED: ping-pong consumers"
 #endif
-#if HALF_TAIL && (!PINGPONG || MC > 1 || STREAMK || ELEM != 2 || BM != 128 || EPI_SHARED)
+#if HALF_TAIL && (!PINGPONG || CL > 1 || STREAMK || ELEM != 2 || BM != 128 || EPI_SHARED)
 #error "HALF_TAIL: unclustered data-parallel ping-pong 128-row tiles with 16-bit data, two epilogue buffers"
 #endif
 #define EPI_BUFS (EPI_BARS - EPI_SHARED)  // epilogue buffers in shared memory
@@ -166,6 +173,13 @@
 #endif
 #if (BN / MC) % 8 != 0
 #error "a multicast part must hold whole 8-row swizzle atoms (1024-byte aligned in the slot)"
+#endif
+#define A_PART_BYTES (A_TILE_BYTES / NC)   // the A rows one CTA loads (and multicasts)
+#if (BM / NC) % 8 != 0
+#error "a multicast part must hold whole 8-row swizzle atoms (1024-byte aligned in the slot)"
+#endif
+#if CLUSTER_N && (ELEM != 2 || DT == 3 || STREAM_HINT || HALF_TAIL)
+#error "CLUSTER_N (A multicast): 16-bit data, not the decode tiles' streamed loads, no halves"
 #endif
 
 #if WG_M % 64 != 0

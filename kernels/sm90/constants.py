@@ -71,6 +71,9 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
     if swapped(block_size):
         rows, cols, _ = parse_block_size(block_size, dtype)
         extra = DECODE_DEFINES if _tile_name(block_size) in DECODE_TILES else {}
+        if extra and cluster_shape(cluster)[1] > 1:
+            raise ValueError(f"tile {block_size}: a decode tile streams W evict-first, unclustered along "
+                             "the problem's M")
         return {"SWAP_AB": 1, **extra, **defines(f"{cols}x{rows}", stages, dtype, fuse, streamk=False,
                                                 pingpong=False, cluster=cluster, split_hi=split_hi,
                                                 promote=promote, raster_m=raster_m, raster_group=raster_group)}
@@ -80,9 +83,13 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
         raise ValueError("the cluster schedule is data-parallel only (streamk=False)")
     if cm * cn > 1 and _dtype(dtype) not in CLUSTER_DTYPES:
         raise ValueError(f"the cluster schedule takes {', '.join(CLUSTER_DTYPES)}")
-    if (bn // cm) % MC_SHARE_ROWS:
+    if (bn // cm) % MC_SHARE_ROWS or (bm // cn) % MC_SHARE_ROWS:
         raise ValueError(f"cluster {cm}x{cn} on {block_size}: each CTA's multicast share must be a "
                          f"multiple of {MC_SHARE_ROWS} rows")
+    if cn > 1 and ITEMSIZE[_dtype(dtype)] != 2:
+        raise ValueError(f"cluster {cm}x{cn} (A multicast) takes 16-bit data")
+    if cn > 1 and half_tail:
+        raise ValueError(f"cluster {cm}x{cn}: the halves run unclustered")
     if pingpong and _tile_name(block_size) not in PINGPONG_TILES:
         raise ValueError(f"tile {block_size}: ping-pong takes {', '.join(PINGPONG_TILES)}")
     if _dtype(dtype) not in DTYPES:
@@ -92,7 +99,9 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
         raise ValueError(f"stages {stages}: must be 0 (off) or 2..{MAX_STAGES}")
     out = {"BM": bm, "BN": bn, "BK": bk_of(dtype), "STAGES": slots, "NUM_CONSUMERS": consumers,
            "DT": DT_CODE[_dtype(dtype)], "FUSE": int(bool(fuse)), "STREAMK": int(bool(streamk)),
-           "WS_TILES": model.WS_TILES, "PINGPONG": int(bool(pingpong)), "CLUSTER": cm}
+           "WS_TILES": model.WS_TILES, "PINGPONG": int(bool(pingpong)), "CLUSTER": cm * cn}
+    if cn > 1:
+        out["CLUSTER_N"] = 1
     if _tile_name(block_size) in SPLIT_N_TILES:
         out["SPLIT_N"] = 1
     if raster_m:

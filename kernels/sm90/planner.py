@@ -162,7 +162,16 @@ class Sm90Plan:
                 "raster": ("group" if self.raster_group else "m" if self.raster_m else "n")
                 if not self.swapped_rows else
                 ("group" if self.raster_group else "n" if self.raster_m else "m"),
-                "split": ("halves" if self.half_tail else "streamk" if self.dp_tiles < self.tiles else "off")}
+                "split": ("halves" if self.half_tail else "streamk" if self.dp_tiles < self.tiles else "off"),
+                **({"multicast": self.multicast} if self.cluster != (1, 1) else {})}
+
+    @property
+    def multicast(self) -> str:
+        """The problem's operand a cluster shares ('w' or 'a'; '' unclustered)."""
+        if self.cluster == (1, 1):
+            return ""
+        kernel_w = self.cluster[0] > 1  # the kernel's W: the problem's A in a swapped plan
+        return "a" if kernel_w == bool(self.swapped_rows) else "w"
 
 
 def plan(task: Any, limits: DeviceLimits, block_size: str, stages: int,
@@ -225,10 +234,10 @@ def plan(task: Any, limits: DeviceLimits, block_size: str, stages: int,
     if split_hi is None:
         split_hi = SPLIT_HI_DEFAULT
     tiles = -(-m // bm) * -(-n // bn)
-    blocks = tiles  # the schedule's units: tiles, or with a cluster blocks of cm tiles along M
+    blocks = tiles  # the schedule's units: tiles, or with a cluster blocks of cm x cn tiles
     if cluster > 1:
-        # whole clusters; the kernel's tile unit is a block of cm tiles
-        blocks = groups = _cdiv(m, bm * cm) * _cdiv(n, bn)
+        # whole clusters; the kernel's tile unit is a block of cm x cn tiles
+        blocks = groups = _cdiv(m, bm * cm) * _cdiv(n, bn * cn)
         if schedule is not None:
             groups = min(groups, max(1, int(schedule[0]) // cluster))
         grid = cluster * max(1, min(groups, limits.sm_count // cluster))

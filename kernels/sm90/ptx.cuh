@@ -49,7 +49,7 @@ __device__ __forceinline__ unsigned long long l2_evict_first() {
     return p;
 }
 
-#if MC > 1
+#if CL > 1
 // The same TMA load, written to the same shared-memory offset of every CTA in `mask` and
 // completing bytes on each one's mbarrier at `bar`'s offset.
 __device__ __forceinline__ void tma_load_2d_mc(unsigned dst, unsigned long long tmap, int c0, int c1,
@@ -88,8 +88,8 @@ __device__ __forceinline__ void cluster_sync() {
 // A consumer warp frees a pipeline slot: lane 0 arrives; with a cluster, lane r for CTA r (every
 // CTA of the cluster writes its share of W into this CTA's slots).
 __device__ __forceinline__ void release_slot(unsigned bar, int lane) {
-#if MC > 1
-    if (lane < MC) mbar_arrive_cluster(bar, (unsigned)lane);
+#if CL > 1
+    if (lane < CL) mbar_arrive_cluster(bar, (unsigned)lane);
 #else
     if (lane == 0) mbar_arrive(bar);
 #endif
@@ -100,9 +100,9 @@ __device__ __forceinline__ void release_slot(unsigned bar, int lane) {
 // TILE_THREADS / 32 on the slot's empty barrier in this CTA and, with a cluster, in every CTA of
 // the cluster, as release_slot's warps would.
 __device__ __forceinline__ void release_slot_all(unsigned bar) {
-#if MC > 1
+#if CL > 1
 #pragma unroll
-    for (unsigned r = 0; r < MC; ++r) {
+    for (unsigned r = 0; r < CL; ++r) {
         asm volatile(
             "{\n.reg .b32 ra;\n"
             "mapa.shared::cluster.u32 ra, %0, %1;\n"

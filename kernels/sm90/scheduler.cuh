@@ -51,7 +51,7 @@ struct Sched {
 };
 
 __device__ __forceinline__ void sched_init(Sched& s, int dp_tiles, int num_tiles, int num_kb) {
-    s.next_tile = blockIdx.x / MC;
+    s.next_tile = blockIdx.x / CL;
 #if HALF_TAIL
     s.units = dp_tiles + 2 * (num_tiles - dp_tiles);
     s.half = 0;
@@ -79,7 +79,7 @@ __device__ __forceinline__ bool sched_next(Sched& s, int dp_tiles, int num_kb, i
         tile = s.next_tile;
         kb0 = 0;
         kb1 = num_kb;
-        s.next_tile += gridDim.x / MC;
+        s.next_tile += gridDim.x / CL;
         return true;
     }
 #if STREAMK
@@ -97,20 +97,22 @@ __device__ __forceinline__ bool sched_next(Sched& s, int dp_tiles, int num_kb, i
 }
 
 // Tile `tile` of the schedule -> this CTA's first row and column. With a cluster, schedule tiles are
-// blocks of MC tiles adjacent along M (numbered N-fastest, ``num_nb`` blocks across N), the CTA's
-// rank rm in its cluster picking its tile in the block.
+// blocks of MC tiles adjacent along M (or, CLUSTER_N, of NC tiles adjacent along N), numbered
+// N-fastest (``num_nb`` blocks across N), the CTA's rank r in its cluster picking its tile in the block.
 #ifndef RASTER_M
 #define RASTER_M 0
 #endif
-__device__ __forceinline__ void tile_origin(int tile, int num_nb, unsigned rm, int& m0, int& n0) {
+#define RANK_M(r) (CLUSTER_N ? 0 : (int)(r))
+#define RANK_N(r) (CLUSTER_N ? (int)(r) : 0)
+__device__ __forceinline__ void tile_origin(int tile, int num_nb, unsigned r, int& m0, int& n0) {
 #if RASTER_M
     // tiles numbered M-fastest (num_nb then holds the M blocks), so adjacent CTAs share a W tile
     // instead of an A row panel: the default for a narrow tile in one wave (use_raster_m)
-    m0 = ((tile % num_nb) * MC + (int)rm) * BM;
-    n0 = (tile / num_nb) * BN;
+    m0 = ((tile % num_nb) * MC + RANK_M(r)) * BM;
+    n0 = ((tile / num_nb) * NC + RANK_N(r)) * BN;
 #else
-    m0 = ((tile / num_nb) * MC + (int)rm) * BM;
-    n0 = (tile % num_nb) * BN;
+    m0 = ((tile / num_nb) * MC + RANK_M(r)) * BM;
+    n0 = ((tile % num_nb) * NC + RANK_N(r)) * BN;
 #endif
 }
 
@@ -118,7 +120,7 @@ __device__ __forceinline__ void tile_origin(int tile, int num_nb, unsigned rm, i
 #define RASTER_GROUP 0
 #endif
 #if RASTER_GROUP
-// tiles in groups of RASTER_GROUP M blocks (of cluster pairs where clustered), numbered M-fastest
+// tiles in groups of RASTER_GROUP M blocks (of cluster pairs where clustered along M), numbered M-fastest
 // inside a group and group after group (CUTLASS's swizzle): the CTAs in flight share W tiles side
 // by side and a band of A row panels. The default for two-wave cooperative 128x160
 // (use_raster_group); slower on the clustered ping-pong defaults (ADR-0007)
@@ -127,12 +129,14 @@ __device__ __forceinline__ void tile_origin_grouped(int tile, int num_mb, int nu
     const int g = tile / (RASTER_GROUP * num_nb);
     const int r = tile - g * (RASTER_GROUP * num_nb);
     const int rows = num_mb - g * RASTER_GROUP < RASTER_GROUP ? num_mb - g * RASTER_GROUP : RASTER_GROUP;
-    m0 = ((g * RASTER_GROUP + r % rows) * MC + (int)rm) * BM;
-    n0 = (r / rows) * BN;
+    m0 = ((g * RASTER_GROUP + r % rows) * MC + RANK_M(rm)) * BM;
+    n0 = ((r / rows) * NC + RANK_N(rm)) * BN;
 }
-#define TILE_ORIGIN_RAW(t, m0, n0) tile_origin_grouped(t, (num_m + MC - 1) / MC, num_n, CTA_RM, m0, n0)
+#define TILE_ORIGIN_RAW(t, m0, n0) \
+    tile_origin_grouped(t, (num_m + MC - 1) / MC, (num_n + NC - 1) / NC, CTA_RM, m0, n0)
 #else
-#define TILE_ORIGIN_RAW(t, m0, n0) tile_origin(t, RASTER_M ? (num_m + MC - 1) / MC : num_n, CTA_RM, m0, n0)
+#define TILE_ORIGIN_RAW(t, m0, n0) \
+    tile_origin(t, RASTER_M ? (num_m + MC - 1) / MC : (num_n + NC - 1) / NC, CTA_RM, m0, n0)
 #endif
 
 // TAIL_SHIFT (on by default for 16-bit data-parallel builds: use_tail_shift): a tile that reaches
@@ -169,8 +173,8 @@ struct IntC {  // a compile-time slice count for the k-block loop's lambda
         HALF_FIX(m0);               \
     } while (0)
 
-#if MC > 1
-#define CLUSTER_ATTR __cluster_dims__(MC, 1, 1)
+#if CL > 1
+#define CLUSTER_ATTR __cluster_dims__(CL, 1, 1)
 #else
 #define CLUSTER_ATTR
 #endif

@@ -204,18 +204,19 @@ def k_padded(k: int, dtype: str) -> int:
 
 
 def cluster_shape(cluster: Any) -> tuple[int, int]:
-    """A ``cluster`` argument as (CTAs along M sharing W, CTAs along N): an int c, 1 (none) or 2
-    (2x1, W multicast), or the pair (c, 1). The kernel multicasts W only, so a cluster spans M."""
+    """A ``cluster`` argument as (CTAs along M sharing W, CTAs along N sharing A), in the kernel's
+    frame: an int c, 1 (none) or 2 (2x1, W multicast), or the pair (1, 1), (2, 1) or (1, 2) (1x2:
+    N-neighbours, A multicast)."""
     cm, cn = (cluster, 1) if isinstance(cluster, int) else tuple(cluster)
-    if cm not in (1, 2) or cn != 1:
-        raise ValueError(f"cluster {cluster}: 1 (none) or 2 (2x1, W multicast between the CTAs of "
-                         "neighbouring M tiles)")
+    if (cm, cn) not in ((1, 1), (2, 1), (1, 2)):
+        raise ValueError(f"cluster {cluster}: 1 (none), 2 or (2, 1) (W multicast between the CTAs of "
+                         "neighbouring M tiles), or (1, 2) (A multicast between neighbouring N tiles)")
     return int(cm), int(cn)
 
 
 def cluster_label(cm: int, cn: int) -> str:
     """How ``info`` and the bench tables name a cluster shape."""
-    return "none" if cm * cn == 1 else f"{cm}x{cn}, W multicast"
+    return "none" if cm * cn == 1 else f"{cm}x{cn}, {'W' if cm > 1 else 'A'} multicast"
 
 
 def _cdiv(a: int, b: int) -> int:

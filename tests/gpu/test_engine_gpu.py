@@ -174,6 +174,35 @@ def test_cluster_shapes_correct(monkeypatch, dtype):
     assert failures == []
 
 
+MULTICAST_CASES = [("64x80", 8, "a"), ("128x128", 5, "a"), ("128x256", 4, "a"), ("128x160", 5, "a"),
+                   ("112x256", 4, "w"), ("192x128", 4, "w"), ("104x256", 5, "w"), ("136x128", 5, "w")]
+"""Clusters sharing the operand that ``cluster=2`` alone does not: A's tile between N-neighbours on
+unswapped tiles, the problem's W between M-neighbours on swapped ones (both the kernel's A)."""
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_multicast_of_the_other_operand_correct(dtype):
+    """``schedule.multicast`` set to the operand the kernel's A is, through the task's knobs, at shapes
+    whose pairs of tiles reach past the edge (a last pair with its second tile wholly outside), the
+    seed and a grouped and an M-fastest order: correct, every element written, launched as clusters of
+    2 and reported as the operand asked for."""
+    failures = []
+    for bs, st, mc in MULTICAST_CASES:
+        for (m, n, k), raster in (((333, 1032, 520), None), ((8192, 2560, 2560), None),
+                                  ((1500, 3584, 1024), "group"), ((700, 2600, 640), "m")):
+            sched = {"multicast": mc, **({"raster": raster} if raster else {})}
+            res = _backend_run(TaskSpec(shape={"m": m, "n": n, "k": k}, dtype=dtype, block_size=bs,
+                                        memory_pipelining=st, schedule=sched, warmup=1, iterations=2, peers=False))
+            ln = res.launch["launches"][-1] if res.launch else {}
+            label = res.launch["info"].get("cluster", "") if res.launch else ""
+            ok = (res.status is RunStatus.ok and res.correctness.correct
+                  and res.correctness.unwritten_count == 0 and ln.get("cluster") == 2
+                  and ln["grid"][0] % 2 == 0 and label.endswith(f"{mc.upper()} multicast"))
+            if not ok:
+                failures.append((bs, st, sched, (m, n, k), res.status.value, (res.error or "")[:200], label))
+    assert failures == []
+
+
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
 def test_m_fastest_and_grouped_tile_orders_correct(dtype):
     """The one-wave narrow and 128x160 defaults number their tiles M-fastest, the two-wave 128x160

@@ -305,15 +305,17 @@ def test_cluster_build() -> None:
 
 
 def test_cluster_shapes(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A cluster is 1 or 2 CTAs along M (the pair (2, 1) as 2): W's box is each CTA's share of its
-    rows, whole 8-row swizzle atoms; a cluster along N (A multicast) is refused, as any other size."""
+    """A cluster is 1 or 2 CTAs along M (the pair (2, 1) as 2; W's box is each CTA's share of its
+    rows, whole 8-row swizzle atoms) or 2 along N ((1, 2): A's box is half the tile's rows, the
+    schedule tiles pairs of N blocks); any other shape is refused, and so is A multicast with
+    fp32-class data or a decode tile's streamed W."""
     from types import SimpleNamespace
 
     from kernels.spec import TensorMapArg
 
     task = SimpleNamespace(shape={"m": 256, "n": 2560, "k": 2560}, dtype="bf16", fusion=True)
     b = sm90.build(task, H200, "64x80", 8, cluster=(2, 1))
-    assert "#define CLUSTER 2" in b.source and "CLUSTER_N" not in b.source
+    assert "#define CLUSTER 2" in b.source and "#define CLUSTER_N 1" not in b.source
     a, w = [x for x in b.launches[0].args if isinstance(x, TensorMapArg)][:2]
     assert (a.buffer, a.box_rows, w.box_rows) == ("a", 64, 40)
     assert b.info["cluster"] == "2x1, W multicast"
@@ -324,11 +326,19 @@ def test_cluster_shapes(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ValueError, match="multiple of 8 rows"):
         sm90.defines("64x88", 8, "bf16", True, streamk=False, cluster=(2, 1))
     monkeypatch.undo()
-    for bad in ((1, 2), (2, 2), (1, 4), (3, 1), (0, 1), 4):
+    for bad in ((2, 2), (1, 4), (3, 1), (0, 1), 4):
         with pytest.raises(ValueError, match="cluster"):
             sm90.defines("128x128", 4, "bf16", True, streamk=False, cluster=bad)
-    with pytest.raises(ValueError, match="cluster"):
-        sm90.build(task, H200, "64x80", 8, cluster=(1, 2))
+    nb = sm90.build(task, H200, "64x80", 8, cluster=(1, 2))
+    assert "#define CLUSTER 2" in nb.source and "#define CLUSTER_N 1" in nb.source
+    a, w = [x for x in nb.launches[0].args if isinstance(x, TensorMapArg)][:2]
+    assert (a.box_rows, w.box_rows) == (32, 80)
+    assert nb.info["cluster"] == "1x2, A multicast"
+    assert nb.launches[0].grid == (128, 1, 1)  # 4 M blocks x 16 pairs of N blocks: 64 clusters
+    with pytest.raises(ValueError, match="16-bit"):
+        sm90.defines("128x128", 4, "tf32", True, streamk=False, cluster=(1, 2))
+    with pytest.raises(ValueError, match="decode tile"):
+        sm90.defines("16x64", 8, "bf16", True, streamk=False, cluster=(1, 2))
 
 
 def test_tf32_build_and_routing() -> None:

@@ -179,9 +179,10 @@ def test_the_tuners_prior_puts_a_starved_ring_last() -> None:
 
 def test_a_swapped_tile_offers_only_the_schedule_choices_it_has() -> None:
     """Swapped tiles (the decode tiles among them) run cooperative, whole tiles: the tuner and the
-    cockpit are offered cluster and raster only; the unswapped tiles keep every choice."""
+    cockpit are offered cluster, multicast and raster only (a decode tile, whose W streams
+    evict-first, no multicast of W: cluster and raster); the unswapped tiles keep every choice."""
     names = lambda bs, m: [k.name for k in SPEC.schedule_knobs(H200, "bf16", _shape(m, 8192, 8192), bs)]  # noqa: E731
     assert names("16x64", 16) == names(None, 16) == ["cluster", "raster"]
-    assert names("112x256", 6144) == ["cluster", "raster"]
-    assert names("128x128", 6144) == ["consumers", "cluster", "raster", "split"]
+    assert names("112x256", 6144) == ["cluster", "multicast", "raster"]
+    assert names("128x128", 6144) == ["consumers", "cluster", "multicast", "raster", "split"]
     assert "warps" in names("16x16", 16)  # the decode path's own
