@@ -28,6 +28,7 @@ from engine.backends.cuda_stages import (
     device_limits,
     load_build,
     make_inputs,
+    rotating_outs,
     verify_outputs,
 )
 from engine.backends.cuda_support import FAULT_MODES, NAN_BITS, POISON_BITS, needs_hold
@@ -113,7 +114,8 @@ class CudaBackend:
         cp.cuda.Device().synchronize()
         em.done("inputs", f"N(0,1), {n_sets} rotating set(s) of {in_bytes / 2**20:.1f} MiB (L2 {l2 / 2**20:.0f} MiB)")
 
-        run_once = bind_launches(build, funcs, grids, sets, outs, dtype, dependent)
+        out_sets = rotating_outs(outs, n_sets, spec.outputs)
+        run_once = bind_launches(build, funcs, grids, sets, out_sets, dtype, dependent)
 
         # --- warm-up -----------------------------------------------------------------------
         sampler = NvmlSampler(runtime.deviceGetPCIBusId(task.device))
@@ -168,7 +170,7 @@ class CudaBackend:
         peers: list[PeerResult] = []
         if task.peers:
             em.start("peers")
-            peers = time_peers(task, spec, sets, outs, dtype, em, timer)
+            peers = time_peers(task, spec, sets, out_sets, dtype, em, timer)
             em.done("peers", f"{len(peers)} peer(s)")
         else:
             em.skip("peers", "peers off")

@@ -16,16 +16,18 @@ from engine.result import PeerResult
 from engine.timing import timing_stats
 
 
-def time_peers(task: Any, spec: Any, sets: list[dict[str, Any]], outs: dict[str, Any], dtype: str,
+def time_peers(task: Any, spec: Any, sets: list[dict[str, Any]], out_sets: list[dict[str, Any]], dtype: str,
                em: Any, timer: QueuedTimer) -> list[PeerResult]:
-    """Each peer: ``prepare``, rest, warm-ups, timed launches rotating over the same input sets
-    as ours (inputs smaller than the L2 would otherwise stay cached for the peers only), then
-    verified on set 0."""
+    """Each peer: ``prepare`` on every set, rest, warm-ups, timed launches rotating over the same
+    input sets and their outputs as ours (``rotating_outs``: inputs smaller than the L2, or an
+    output a peer updates in place, would otherwise stay cached for the peers only), then verified
+    on set 0."""
     blas = Blas(dtype)
-    inputs = sets[0]
+    inputs, outs = sets[0], out_sets[0]
     natives = [{k: native_view(v, dtype) for k, v in st.items()} for st in sets]
     native = natives[0]
-    nouts = {k: native_view(v, dtype) for k, v in outs.items()}
+    nout_sets = [{k: native_view(v, dtype) for k, v in o.items()} for o in out_sets]
+    nouts = nout_sets[0]
     results = []
     iters = task.iterations  # the same launch count as ours: a fair comparison or none
     for p in spec.peers(task):
@@ -37,16 +39,17 @@ def time_peers(task: Any, spec: Any, sets: list[dict[str, Any]], outs: dict[str,
                 # cuBLAS works on raw pointers; only CuPy's own ops need its bfloat16 dtype
                 if "cupy" in p.name:
                     raise RuntimeError("CuPy has no bfloat16 dtype here (install ml_dtypes)")
-                rot, o = sets, outs
+                rot, o_rot = sets, out_sets
             else:
-                rot, o = natives, nouts
-            ins = rot[0]
+                rot, o_rot = natives, nout_sets
+            ins, o = rot[0], o_rot[0]
             if p.prepare is not None:
-                p.prepare(cp, blas, ins, o)
+                for st, so in zip(rot, o_rot, strict=True):
+                    p.prepare(cp, blas, st, so)
             rest(fair_rest_s(task), em, p.name)
 
-            def launch(i: int, p: Any = p, rot: Any = rot, o: Any = o) -> None:
-                p.run(cp, blas, rot[i % len(rot)], o)
+            def launch(i: int, p: Any = p, rot: Any = rot, o_rot: Any = o_rot) -> None:
+                p.run(cp, blas, rot[i % len(rot)], o_rot[i % len(o_rot)])
 
             probed = timer.warm(launch, max(3, task.warmup), 3)  # ours: task.warmup, at least 3 probes
             # queued back to back between events, as ours are (a sync after every launch would

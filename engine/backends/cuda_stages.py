@@ -80,6 +80,16 @@ def make_inputs(spec: Any, task: Any, dtype: str, l2_bytes: int) -> tuple[list[d
     return sets, outs, in_bytes
 
 
+def rotating_outs(outs: dict[str, Any], n_sets: int, outputs: Any) -> list[dict[str, Any]]:
+    """One output dict per input set: ``outs`` itself for set 0 (what verification reads), and for
+    every other set its own copy of each of ``outputs`` (the rest, scratch, shared). A launch then
+    writes an output no launch has touched since the other sets ran, as it reads inputs the L2 no
+    longer holds: ours and every peer alike, so no implementation keeps an output, or an in-place
+    operand such as cuBLAS's C = R, hot in the L2 between launches (ADR-0004)."""
+    return [outs] + [{**outs, **{name: cp.empty_like(outs[name]) for name in outputs}}
+                     for _ in range(n_sets - 1)]
+
+
 def load_build(build: Any, cubin: bytes, limits: DeviceLimits) -> tuple[dict[str, Any], list[Any], dict[str, Any]]:
     """Load a compiled build: (functions by name, with the fault and hold kernels; the grid of each
     launch, capped for persistent clusters; registers and local memory per function). Refuses a
@@ -117,8 +127,9 @@ def load_build(build: Any, cubin: bytes, limits: DeviceLimits) -> tuple[dict[str
 
 
 def bind_launches(build: Any, funcs: dict[str, Any], grids: list[Any], sets: list[dict[str, Any]],
-                  outs: dict[str, Any], dtype: str, dependent: bool = False) -> Any:
-    """``run_once(i)``: the build's launches on input set ``i % len(sets)`` and ``outs``, with every
+                  outs: dict[str, Any] | list[dict[str, Any]], dtype: str, dependent: bool = False) -> Any:
+    """``run_once(i)``: the build's launches on input set ``i % len(sets)`` and ``outs`` (one dict for
+    every set, or one per set: ``rotating_outs``), with every
     argument (buffers, tensor maps, int32 scalars) prepared once, so a timed launch does no host work
     beyond the launch itself. With ``dependent`` (``pdl.enabled``), a launch marked ``pdl`` goes
     through ``pdl.DependentLaunch``: it may start while the kernel before it finishes."""
@@ -144,9 +155,10 @@ def bind_launches(build: Any, funcs: dict[str, Any], grids: list[Any], sets: lis
             return pdl.DependentLaunch(fn, grid, ln.block, args, ln.shared_mem_bytes)
         return lambda: fn(grid, ln.block, args, shared_mem=ln.shared_mem_bytes)
 
+    out_sets = outs if isinstance(outs, list) else [outs] * len(sets)
     plans = []
-    for s in sets:
-        bufs = {**s, **outs}
+    for s, o in zip(sets, out_sets, strict=True):
+        bufs = {**s, **o}
         plans.append([bound(funcs[ln.function], g, ln, launch_args(ln, bufs))
                       for ln, g in zip(build.launches, grids, strict=True)])
     n_sets = len(sets)

@@ -29,6 +29,7 @@ from engine.backends.cuda_stages import (
     device_limits,
     load_build,
     make_inputs,
+    rotating_outs,
 )
 from engine.backends.cuda_support import FAULT_MODES, NAN_BITS, POISON_BITS
 from engine.backends.cuda_timer import queued_timer
@@ -67,6 +68,7 @@ class CudaTrials:
 
         l2 = int(self.props.get("l2CacheSize", 0)) or int(self.profile.l2_mb * 2**20)
         self.sets, self.outs, in_bytes = make_inputs(self.spec, self.task, self.dtype, l2)
+        self.out_sets = rotating_outs(self.outs, len(self.sets), self.spec.outputs)
         self.refs = self.spec.reference_outputs(cp, {k: to_f64(v, self.dtype) for k, v in self.sets[0].items()})
         shape = self.spec.normalize_shape(self.task.shape)
         self.t_sol = t_sol_ms(self.spec.flops(shape), self.spec.bytes_moved(shape, self.dtype),
@@ -158,15 +160,18 @@ class CudaTrials:
             return None
         blas = Blas(self.dtype)
         if peer.prepare is not None:
-            peer.prepare(cp, blas, self.sets[0], self.outs)
-        return lambda i: peer.run(cp, blas, self.sets[i % len(self.sets)], self.outs)
+            for st, o in zip(self.sets, self.out_sets, strict=True):
+                peer.prepare(cp, blas, st, o)
+        n = len(self.sets)
+        return lambda i: peer.run(cp, blas, self.sets[i % n], self.out_sets[i % n])
 
     def peers(self, skip: set[str]) -> list[dict[str, Any]]:
         """Each peer timed as the candidates are, then verified on input set 0 where it computes the
         whole function; a peer that fails is reported with its error, never fatal."""
         blas = Blas(self.dtype)
         natives = [{k: native_view(v, self.dtype) for k, v in s.items()} for s in self.sets]
-        nouts = {k: native_view(v, self.dtype) for k, v in self.outs.items()}
+        nout_sets = [{k: native_view(v, self.dtype) for k, v in o.items()} for o in self.out_sets]
+        nouts = nout_sets[0]
         out = []
         for p in self.spec.peers(self.task):
             if self.dtype not in p.dtypes or p.name in skip:
@@ -176,10 +181,13 @@ class CudaTrials:
                 use_native = not any(v is None for v in (*natives[0].values(), *nouts.values()))
                 if not use_native and "cupy" in p.name:
                     raise RuntimeError("CuPy has no bfloat16 dtype here (install ml_dtypes)")
-                rot, o = (natives, nouts) if use_native else (self.sets, self.outs)
+                rot, o_rot = (natives, nout_sets) if use_native else (self.sets, self.out_sets)
+                o = o_rot[0]
                 if p.prepare is not None:
-                    p.prepare(cp, blas, rot[0], o)
-                timing = self._time(p.name, lambda i, p=p, rot=rot, o=o: p.run(cp, blas, rot[i % len(rot)], o))
+                    for st, so in zip(rot, o_rot, strict=True):
+                        p.prepare(cp, blas, st, so)
+                timing = self._time(p.name, lambda i, p=p, rot=rot, o_rot=o_rot: p.run(
+                    cp, blas, rot[i % len(rot)], o_rot[i % len(o_rot)]))
                 row.update(median_ms=timing.median_ms, p10_ms=timing.p10_ms, p90_ms=timing.p90_ms,
                            clock=self._clock_text())
                 if p.verify:
@@ -224,8 +232,8 @@ class CudaTrials:
             return replace(start, status="compile_error", reason=exc.message[:400])
         try:
             funcs, grids, _ = load_build(build, cubin, self.limits)
-            outs = dict(self.outs)
-            outs.update({b.name: cp.empty(b.shape, dtype=_storage(b.dtype)) for b in build.scratch})
+            scratch = {b.name: cp.empty(b.shape, dtype=_storage(b.dtype)) for b in build.scratch}
+            outs = [{**o, **scratch} for o in self.out_sets]
             run_once = bind_launches(build, funcs, grids, self.sets, outs, self.dtype,
                                      pdl.enabled(self.limits.compute_capability))
             if fault in FAULT_MODES:
