@@ -287,8 +287,8 @@ def test_a_tuned_tile_the_model_rates_clearly_slower_at_this_shape_is_not_lent(t
 def test_the_schedule_variations_get_their_share_when_the_first_screening_cannot_finish(store, monkeypatch):
     """A budget too short for every tile and depth: the first screening stops at its share, the
     variations around its fastest run, and the first screening's rest follows them."""
-    monkeypatch.setenv("SOL_SIM_DELAY", "0.02")
-    res = tune(sim_task(shape={"m": 2000, "n": 4096, "k": 4096}), "h200", budget_s=6, store=store)
+    monkeypatch.setenv("SOL_SIM_DELAY", "0.05")
+    res = tune(sim_task(shape={"m": 2000, "n": 4096, "k": 4096}), "h200", budget_s=8, store=store)
     phases = [t.phase for t in res.trials if t.status != "skipped" and not t.confirmed]
     assert 2 in phases, "no schedule variation was timed"
     first_two = phases.index(2)
