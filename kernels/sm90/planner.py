@@ -189,7 +189,8 @@ def plan(task: Any, limits: DeviceLimits, block_size: str, stages: int,
     (default ``STREAMK_DEFAULT``) compiles the stream-K tail in; ``schedule`` = (grid, dp_tiles)
     overrides ``plan_schedule`` (benchmarks; any value is correct, the kernel clamps it);
     ``pingpong`` (default ``use_pingpong``) picks the consumer schedule; ``cluster`` (default
-    ``use_cluster``) 2 runs 2x1 clusters sharing W by TMA multicast (data-parallel only).
+    ``use_cluster``) 2 or (2, 1) runs 2x1 clusters sharing W by TMA multicast, (1, 2) 1x2 clusters
+    sharing A (data-parallel only).
     fp32 (3xTF32) first launches ``tf32_split`` on A and W into scratch buffers (``Build.scratch``:
     a_lo, w_lo, and with ``split_hi``, default ``SPLIT_HI_DEFAULT``, a_hi, w_hi); ``promote``
     see ``defines``, as ``raster_m`` and ``raster_group`` (the
@@ -312,7 +313,8 @@ def _plan_swapped(task: Any, limits: DeviceLimits, block_size: str, stages: int,
     problem's M (R rows of A, the wgmma's B operand); R and out keep their [M, N] layout, staged and
     stored as R x 64 boxes. Cooperative, data-parallel, 16-bit data; fusion off runs the GEMM-only
     kernel and then ``residual_add_inplace`` as unswapped; ``cluster`` as ``plan``'s in the kernel's
-    frame (2: CTAs along the problem's N share A's box by multicast; measured slower, ADR-0007), and so
+    frame (2: CTAs along the problem's N share A's box by multicast; (1, 2): CTAs along its M share
+    W's; both measured slower where tuned, ADR-0007), and so
     are ``raster_m`` and ``raster_group`` (``raster_m=True``: the problem's N blocks fastest; by
     default where ``swap_n_fastest`` says so, else the inner build's order)."""
     from types import SimpleNamespace
