@@ -47,6 +47,14 @@ DECODE_DEFINES = {"STREAM_HINT": 1, "PDL_WAIT": 1}
 wait that lets it be launched with programmatic dependent launch (ADR-0011)."""
 
 
+def check_decode_cluster(block_size: str, cluster: Any) -> None:
+    """A decode tile streams W evict-first (``STREAM_HINT``), which the A-multicast loads do not:
+    ValueError for a decode tile in a cluster along the kernel's N (the problem's W shared)."""
+    if _tile_name(block_size) in DECODE_TILES and cluster_shape(cluster)[1] > 1:
+        raise ValueError(f"tile {block_size}: a decode tile streams W evict-first, unclustered along "
+                         "the problem's M (multicast=w takes the other tiles)")
+
+
 def defines(block_size: str, stages: int, dtype: str, fuse: bool,
             streamk: bool = STREAMK_DEFAULT, pingpong: bool = False, cluster: Any = 1,
             split_hi: bool = SPLIT_HI_DEFAULT, promote: int | None = None,
@@ -71,9 +79,7 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
     if swapped(block_size):
         rows, cols, _ = parse_block_size(block_size, dtype)
         extra = DECODE_DEFINES if _tile_name(block_size) in DECODE_TILES else {}
-        if extra and cluster_shape(cluster)[1] > 1:
-            raise ValueError(f"tile {block_size}: a decode tile streams W evict-first, unclustered along "
-                             "the problem's M")
+        check_decode_cluster(block_size, cluster)
         return {"SWAP_AB": 1, **extra, **defines(f"{cols}x{rows}", stages, dtype, fuse, streamk=False,
                                                 pingpong=False, cluster=cluster, split_hi=split_hi,
                                                 promote=promote, raster_m=raster_m, raster_group=raster_group)}

@@ -16,7 +16,7 @@ from kernels.sm90.choices import (
     use_raster_m,
     use_tail_shift,
 )
-from kernels.sm90.constants import SPLIT_HI_DEFAULT, defines
+from kernels.sm90.constants import SPLIT_HI_DEFAULT, check_decode_cluster, defines
 from kernels.sm90.model import half_tail_whole, plan_schedule
 from kernels.sm90.smem import (
     MAX_STAGES,
@@ -39,6 +39,7 @@ from kernels.sm90.tiles import (
     cluster_shape,
     k_padded,
     kernel_frame_error,
+    multicast_operand,
     parse_block_size,
     stage_count,
     swapped,
@@ -168,10 +169,7 @@ class Sm90Plan:
     @property
     def multicast(self) -> str:
         """The problem's operand a cluster shares ('w' or 'a'; '' unclustered)."""
-        if self.cluster == (1, 1):
-            return ""
-        kernel_w = self.cluster[0] > 1  # the kernel's W: the problem's A in a swapped plan
-        return "a" if kernel_w == bool(self.swapped_rows) else "w"
+        return multicast_operand(self.cluster, bool(self.swapped_rows))
 
 
 def plan(task: Any, limits: DeviceLimits, block_size: str, stages: int,
@@ -324,6 +322,7 @@ def _plan_swapped(task: Any, limits: DeviceLimits, block_size: str, stages: int,
     if fuse is None:
         fuse = bool(getattr(task, "fusion", True))
     rows, cols, _ = parse_block_size(block_size, dtype)
+    check_decode_cluster(block_size, cluster)
     if raster_m is None and raster_group is None and swap_n_fastest(m, n, rows, limits.sm_count, cols):
         raster_m = True  # the kernel's M blocks (the problem's N blocks) fastest
     if epi_ring is None:  # as plan's: only where the stage count needs it

@@ -372,3 +372,31 @@ def test_raster_choice_on_a_swapped_tile_is_in_the_problems_frame():
             assert AUTO.check(task, H200) == [], (bs, raster)
             assert AUTO.plan(task, H200).schedule["raster"] == raster
             assert AUTO.build(task, H200).info["tile_order"] == order, (bs, raster)
+
+
+def test_multicast_names_the_problems_operand_and_refuses_what_it_cannot_build():
+    """``schedule.multicast`` = w | a names the operand of the problem a cluster's two CTAs share, on
+    any tile (a swapped tile's kernel runs W as its A), implies cluster=2 and reads back; a value
+    outside w | a, multicast with cluster=1, or W multicast on a decode tile is a violation that
+    names the field, and the tuner offers no multicast on a decode tile."""
+    from engine.task import TaskSpec
+    from kernels.gemm_residual_auto import SPEC as AUTO
+
+    def task(bs, shape, st, **sched):
+        return TaskSpec(shape=dict(zip("mnk", shape, strict=True)), dtype="bf16", block_size=bs,
+                        memory_pipelining=st, schedule=sched)
+
+    for bs, shape, st in (("128x256", (4096, 4096, 4096), 4), ("112x256", (3072, 3584, 3584), 4)):
+        for op in ("w", "a"):
+            t = task(bs, shape, st, multicast=op)
+            assert AUTO.check(t, H200) == [], (bs, op)
+            assert AUTO.plan(t, H200).schedule["multicast"] == op
+            assert AUTO.plan(t, H200).schedule["cluster"] == 2
+            assert AUTO.build(t, H200).info["cluster"].endswith(f"{op.upper()} multicast"), (bs, op)
+    bad = (({"multicast": "x"}, "takes w, a"), ({"multicast": "a", "cluster": 1}, "cluster=2"))
+    for sched, words in bad:
+        (v,) = AUTO.check(task("128x256", (4096, 4096, 4096), 4, **sched), H200)
+        assert v.field == "schedule.multicast" and words in v.message, v
+    (v,) = AUTO.check(task("16x64", (16, 8192, 8192), 8, multicast="w"), H200)
+    assert "decode tile" in v.message and "schedule" in v.field, v
+    assert "multicast" not in [k.name for k in AUTO.schedule_knobs(H200, "bf16", {"m": 16, "n": 8192, "k": 8192}, "16x64")]
