@@ -181,9 +181,7 @@ def sm90_choices(schedule: dict[str, Any], task: Any, limits: DeviceLimits, bloc
     if "multicast" in schedule:
         if schedule.get("cluster", 2) != 2:
             raise KnobError("schedule.multicast", schedule["multicast"], "an operand shared by a cluster: with cluster=2")
-        # the kernel's frame: a swapped tile's kernel runs the problem's W as its A operand
-        kernel_w = schedule["multicast"] == ("a" if sm90.swapped(block_size) else "w")
-        out["cluster"] = (2, 1) if kernel_w else (1, 2)
+        out["cluster"] = sm90.multicast_cluster(schedule["multicast"], sm90.swapped(block_size))
     raster = schedule.get("raster")
     if raster is not None:
         # a swapped tile's kernel runs the problem's N as its M: its M-fastest order is the problem's N

@@ -174,6 +174,7 @@ from kernels.sm90.tiles import (  # noqa: F401
     decode_tile,
     k_padded,
     kernel_frame_error,
+    multicast_cluster,
     parse_block_size,
     promote_fits,
     stage_count,

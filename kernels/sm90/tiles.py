@@ -214,6 +214,20 @@ def cluster_shape(cluster: Any) -> tuple[int, int]:
     return int(cm), int(cn)
 
 
+def multicast_cluster(operand: str, swapped: bool) -> tuple[int, int]:
+    """The kernel-frame cluster whose two CTAs share the problem's ``operand`` ('w' or 'a'): (2, 1)
+    shares the kernel's W, which a swapped build's kernel runs as the problem's A."""
+    return (2, 1) if (operand == "w") != swapped else (1, 2)
+
+
+def multicast_operand(cluster: tuple[int, int], swapped: bool) -> str:
+    """The problem's operand a kernel-frame cluster shares ('w' or 'a'; '' unclustered): the inverse
+    of ``multicast_cluster``."""
+    if tuple(cluster) == (1, 1):
+        return ""
+    return "w" if (cluster[0] > 1) != swapped else "a"
+
+
 def cluster_label(cm: int, cn: int) -> str:
     """How ``info`` and the bench tables name a cluster shape."""
     return "none" if cm * cn == 1 else f"{cm}x{cn}, {'W' if cm > 1 else 'A'} multicast"
