@@ -114,14 +114,16 @@ def tune_main(payload: dict[str, Any], conn: Any) -> None:
             variation that won is varied again, one more choice at a time), until a round adds
             nothing new or the screening's share is spent; False when the process must restart."""
             nonlocal total, candidates
-            refused: set[str] = set()  # variations the planner pruned, reported once
+            # what the rounds have offered, pruned or resolved to (``variations`` adds to it), so a
+            # pruned variation is reported once and a build is never offered twice under two names
+            seen: set[str] = set()
             while time.monotonic() - t0 < screen_until:
                 seeds = sorted((t for t in list(done.values()) if t.correct),
                                key=lambda t: t.time_ms)[:VARIATION_SEEDS]
-                extra, pruned = variations(task, profile, seeds, set(done) | {c.key for c in candidates} | refused)
+                seen |= set(done) | {c.key for c in candidates}
+                extra, pruned = variations(task, profile, seeds, seen)
                 if not extra and not pruned:
                     return True
-                refused.update(t.key for t in pruned)
                 total += len(extra) + len(pruned)
                 for t in pruned:
                     send(TrialEvent(state="done", trial=t.to_dict(), done=len(done), total=total, best_ms=best_ms()))

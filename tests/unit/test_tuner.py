@@ -335,6 +335,12 @@ def test_a_variation_that_wins_is_varied_again(monkeypatch):
     parents = {(t.block_size, t.memory_pipelining) for t in timed if t.schedule == {"cluster": 2}}
     assert {(t.block_size, t.memory_pipelining) for t in pairs} <= parents
     assert not [t for t in timed if t.schedule.get("cluster") == 1 and len(t.schedule) == 2]
+    # across the rounds no build is timed twice under two names (multicast=w is cluster=2 here)
+    builds = [(t.block_size, t.memory_pipelining,
+               tuple(sorted(plan(task.model_copy(update={"block_size": t.block_size, "memory_pipelining": t.memory_pipelining,
+                                                         "schedule": t.schedule}), H200).schedule.items())))
+              for t in timed if not t.confirmed]
+    assert len(builds) == len(set(builds))
 
 
 def test_variations_keep_the_seeds_own_choices():
