@@ -140,6 +140,8 @@ class TensorMapArg:
     box_cols: int
     swizzle_bytes: int = 128
     """0 (none), 32, 64 or 128: the shared-memory swizzle the consumer expects."""
+    l2_promotion: int = 256
+    """0 (none), 64, 128 or 256: the L2 fetch size a box's row pieces are promoted to."""
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ _ITEMSIZE = {"fp16": 2, "fp32": 4, "tf32": 4, "bf16": 2, "u8": 1, "u16": 2, "u32
 # CUtensorMapSwizzle
 _SWIZZLE = {0: 0, 32: 1, 64: 2, 128: 3}
 _INTERLEAVE_NONE = 0
-_L2_PROMOTION_256B = 3
+_L2_PROMOTION = {0: 0, 64: 1, 128: 2, 256: 3}  # CUtensorMapL2promotion by bytes
 _OOB_FILL_ZEROS = 0
 _CUDA_ERROR_NOT_INITIALIZED = 3
 
@@ -78,17 +78,21 @@ def _driver() -> Any:
 
 
 def encode_2d(ptr: int, dtype: str, rows: int, cols: int, box_rows: int, box_cols: int,
-              swizzle_bytes: int = 128, row_stride_elems: int | None = None) -> bytes:
+              swizzle_bytes: int = 128, row_stride_elems: int | None = None,
+              l2_promotion: int = 256) -> bytes:
     """The CUtensorMap of a row-major ``rows x cols`` matrix at device address ``ptr``.
 
     Dimension 0 is the contiguous one (``cols``); boxes are ``box_rows x box_cols`` elements;
     out-of-bounds elements read as zeros. Raises TensorMapError (with the driver's code) on a
     bad argument: unaligned address (16 B), row stride not a multiple of 16 bytes, a box side
-    over 256, or a swizzled box row wider than the swizzle span."""
+    over 256, or a swizzled box row wider than the swizzle span. ``l2_promotion``: the L2 fetch
+    size (bytes: 0, 64, 128 or 256) a box row's pieces are promoted to."""
     if dtype not in _DATA_TYPES:
         raise TensorMapError(f"dtype {dtype!r} has no tensor-map type (known: {', '.join(_DATA_TYPES)})")
     if swizzle_bytes not in _SWIZZLE:
         raise TensorMapError(f"swizzle_bytes={swizzle_bytes}: must be 0, 32, 64 or 128")
+    if l2_promotion not in _L2_PROMOTION:
+        raise TensorMapError(f"l2_promotion={l2_promotion}: must be 0, 64, 128 or 256")
     item = _ITEMSIZE[dtype]
     stride = (row_stride_elems or cols) * item
     if ptr % 16:
@@ -108,7 +112,7 @@ def encode_2d(ptr: int, dtype: str, rows: int, cols: int, box_rows: int, box_col
     box = (ctypes.c_uint32 * 2)(box_cols, box_rows)
     estr = (ctypes.c_uint32 * 2)(1, 1)
     args = (ctypes.c_void_p(aligned), _DATA_TYPES[dtype], 2, ctypes.c_void_p(ptr), dims, strides,
-            box, estr, _INTERLEAVE_NONE, _SWIZZLE[swizzle_bytes], _L2_PROMOTION_256B,
+            box, estr, _INTERLEAVE_NONE, _SWIZZLE[swizzle_bytes], _L2_PROMOTION[l2_promotion],
             _OOB_FILL_ZEROS)
     rc = lib.cuTensorMapEncodeTiled(*args)
     if rc == _CUDA_ERROR_NOT_INITIALIZED:
@@ -124,7 +128,7 @@ def encode_2d(ptr: int, dtype: str, rows: int, cols: int, box_rows: int, box_col
 def encode(arg: Any, ptr: int, dtype: str) -> bytes:
     """Encode a :class:`kernels.spec.TensorMapArg` for the buffer at device address ``ptr``."""
     return encode_2d(ptr, dtype, arg.rows, arg.cols, arg.box_rows, arg.box_cols,
-                     arg.swizzle_bytes)
+                     arg.swizzle_bytes, l2_promotion=arg.l2_promotion)
 
 
 def as_kernel_arg(desc: bytes) -> Any:
