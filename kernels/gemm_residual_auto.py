@@ -21,9 +21,10 @@ SM90_SCHEDULE = (
             "overlaps the other's main loop; cooperative: both share every tile"),
     KnobDef("cluster", (1, 2), "2: pairs of CTAs in thread-block clusters sharing an operand's tile by TMA "
             "multicast (W's unless multicast says otherwise)"),
-    KnobDef("multicast", ("w", "a"),
+    KnobDef("multicast", ("w", "a", "none"),
             "the operand a cluster's two CTAs share, each loading half its tile: w (neighbours along M) "
-            "or a (neighbours along N); alone it implies cluster=2"),
+            "or a (neighbours along N); none: each loads its own, the cluster only places the pair on "
+            "one GPC; alone it implies cluster=2"),
     KnobDef("raster", ("n", "m", "group"),
             "tile order of the persistent grid: N blocks fastest, M blocks fastest, or groups of 4 M blocks"),
     KnobDef("split", ("off", "streamk", "halves"),
@@ -31,6 +32,10 @@ SM90_SCHEDULE = (
             "(stream-K), or run as 64-row halves on twice the CTAs"),
 )
 """The Hopper path's schedule choices (``TaskSpec.schedule``); left out, the planner decides."""
+DECODE_MULTICAST = KnobDef("multicast", ("none",),
+                           "none: a cluster's two CTAs each load their own tiles, the cluster only places the "
+                           "pair on one GPC (a decode tile shares the tokens with cluster=2, never W)")
+"""A decode tile's multicast choice (``SM90_SCHEDULE``'s w it refuses, a is its cluster=2)."""
 SWAPPED_SCHEDULE = ("cluster", "multicast", "raster")
 """The choices a swapped tile (``sm90.SWAP_TILES``) has: its consumers are cooperative and its tiles
 run whole (``_plan_swapped``)."""
@@ -178,10 +183,16 @@ def sm90_choices(schedule: dict[str, Any], task: Any, limits: DeviceLimits, bloc
         out["pingpong"] = schedule["consumers"] == "pingpong"
     if "cluster" in schedule:
         out["cluster"] = int(schedule["cluster"])
+        out["pairs"] = False
     if "multicast" in schedule:
         if schedule.get("cluster", 2) != 2:
             raise KnobError("schedule.multicast", schedule["multicast"], "an operand shared by a cluster: with cluster=2")
-        out["cluster"] = sm90.multicast_cluster(schedule["multicast"], sm90.swapped(block_size))
+        if schedule["multicast"] == "none":
+            out.update(cluster=1, pairs=True)
+            if schedule.get("split") in ("streamk", "halves"):
+                raise KnobError("schedule.multicast", "none", f"a data-parallel schedule, not split={schedule['split']}")
+        else:
+            out["cluster"] = sm90.multicast_cluster(schedule["multicast"], sm90.swapped(block_size))
     raster = schedule.get("raster")
     if raster is not None:
         # a swapped tile's kernel runs the problem's N as its M: its M-fastest order is the problem's N
@@ -366,9 +377,12 @@ class AutoGemmResidualSpec(GemmResidualSpec):
         path = self._path(limits, dtype, shape, tile)
         if path == "sm90":
             if sm90.swapped(str(tile)):  # cooperative and whole tiles whatever is asked: no choice there
-                # a decode tile streams W evict-first: a cluster can share only the tokens (cluster=2)
-                names = SWAPPED_SCHEDULE if str(tile) not in sm90.DECODE_TILES else ("cluster", "raster")
-                return [k for k in SM90_SCHEDULE if k.name in names]
+                if str(tile) in sm90.DECODE_TILES:
+                    # a decode tile streams W evict-first: a cluster shares only the tokens (cluster=2)
+                    # or nothing (pairs)
+                    return [DECODE_MULTICAST if k.name == "multicast" else k
+                            for k in SM90_SCHEDULE if k.name in SWAPPED_SCHEDULE]
+                return [k for k in SM90_SCHEDULE if k.name in SWAPPED_SCHEDULE]
             return list(SM90_SCHEDULE)
         return list(SKINNY_SCHEDULE) if path == "skinny" else []
 

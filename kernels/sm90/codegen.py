@@ -7,7 +7,7 @@ from dataclasses import replace
 from typing import Any
 
 from kernels.sm90 import wgmma_table
-from kernels.sm90.constants import DECODE_DEFINES, SPLIT_HI_DEFAULT, defines
+from kernels.sm90.constants import DECODE_DEFINES, DECODE_L2_PROMOTION, SPLIT_HI_DEFAULT, defines
 from kernels.sm90.model import STREAMK_DEFAULT
 from kernels.sm90.planner import Sm90Plan, defines_of, plan
 from kernels.sm90.smem import smem_bytes
@@ -150,7 +150,7 @@ def render(p: Sm90Plan, limits: DeviceLimits) -> Build:
         functions.append(PAD_KERNEL)
         source += (KERNEL_DIR / PAD_SOURCE).read_text(encoding="utf-8")
     launches.append(Launch(KERNEL, (grid, 1, 1), (128 * (consumers + 1), 1, 1), smem,
-                           (*maps, m, n, k, dp_tiles), cluster=cluster))
+                           (*maps, m, n, k, dp_tiles), cluster=2 if p.pairs else cluster))
     functions.append(KERNEL)
     if not p.fuse:
         total8 = m * n // 8
@@ -165,7 +165,7 @@ def render(p: Sm90Plan, limits: DeviceLimits) -> Build:
         "pipelining": "off" if p.stages == 0 else p.stages,
         "consumer_warpgroups": consumers,
         "consumers": "ping-pong (whole tiles, alternating)" if p.pingpong else "cooperative",
-        "cluster": cluster_label(cm, cn),
+        "cluster": cluster_label(cm, cn, p.pairs),
         "threads": 128 * (consumers + 1),
         "grid": grid,
         "tiles": tiles,
@@ -206,7 +206,9 @@ def _render_swapped(p: Sm90Plan, limits: DeviceLimits) -> Build:
     gemm = b.launches[at]
     maps = list(gemm.args[:6])
     pad = "_pad" if p.k_pad else ""
-    maps[0] = replace(maps[0], buffer="w" + pad)  # n rows of K: the wgmma's A operand, 128-row boxes
+    # n rows of K: the wgmma's A operand, 128-row boxes; a decode tile's rows of W are each read once,
+    # promoted to the L2 in 128-byte pieces, one k-block's (ADR-0011)
+    maps[0] = replace(maps[0], buffer="w" + pad, l2_promotion=DECODE_L2_PROMOTION if p.decode else 256)
     maps[1] = replace(maps[1], buffer="a" + pad)  # m rows of K: its B operand, R-row boxes
     nat = {"rows": m, "cols": n, "box_rows": rows, "box_cols": bk_of(dtype), "swizzle_bytes": 128}
     maps[2] = replace(maps[2], **nat)
@@ -228,9 +230,9 @@ def _render_swapped(p: Sm90Plan, limits: DeviceLimits) -> Build:
     cols = parse_block_size(p.block_size, dtype)[0]
     cm, cn = p.cluster  # the kernel's frame: its M-neighbours are the problem's N-neighbours
     info = dict(b.info, tile=f"{rows}x{cols}x{bk_of(dtype)} swapped (out^T = W A^T)", tile_order=order,
-                tail="tiles past M, N clipped by TMA", cluster=cluster_label(cn, cm))
+                tail="tiles past M, N clipped by TMA", cluster=cluster_label(cn, cm, p.pairs))
     head = {"SWAP_AB": 1, **(DECODE_DEFINES if p.decode else {})}  # as ``defines`` writes a swapped tile's
     if p.decode:
-        info["l2_policy"] = "W loaded evict-first (read once)"
+        info["l2_policy"] = f"W loaded evict-first (read once), {DECODE_L2_PROMOTION}-byte L2 promotion"
     return replace(b, source="".join(f"#define {k} {v}\n" for k, v in head.items()) + b.source,
                    launches=tuple(launches), info=info)

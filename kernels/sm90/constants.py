@@ -45,6 +45,10 @@ size trades accuracy against time (ADR-0007). ``promote_fits`` says where it app
 DECODE_DEFINES = {"STREAM_HINT": 1, "PDL_WAIT": 1}
 """What a decode tile (``DECODE_TILES``) compiles beside ``SWAP_AB``: W loaded evict-first, and the
 wait that lets it be launched with programmatic dependent launch (ADR-0011)."""
+DECODE_L2_PROMOTION = 128
+"""Bytes a decode tile's W map promotes its row pieces to in the L2: one k-block's 128-byte row
+piece, not two (256, every other map's), since each is read once and the next k-block's arrives
+later (ADR-0011)."""
 
 
 def check_decode_cluster(block_size: str, cluster: Any) -> None:
@@ -60,7 +64,7 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
             split_hi: bool = SPLIT_HI_DEFAULT, promote: int | None = None,
             raster_m: bool = False, raster_group: int = 0,
             epi_ring: bool = False, epi_shared: bool = False, epi_ring_reuse: bool = False,
-            tail_shift: bool = False, half_tail: bool = False) -> dict[str, int]:
+            tail_shift: bool = False, half_tail: bool = False, pairs: bool = False) -> dict[str, int]:
     """The compile-time constants of one configuration (validated integers only). ``cluster``: see
     ``cluster_shape``; ``promote`` (fp32 only; default ``PROMOTE_DEFAULT`` where ``promote_fits``,
     else 0). Defined only when set: ``raster_m`` numbers the tiles M-fastest (adjacent CTAs share a
@@ -72,6 +76,8 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
     ``tail_shift``: a tile that reaches past M (N) and starts inside is moved back to end there.
     ``half_tail``: the tiles past the kernel's dp_tiles argument run as two 64-row halves each
     (unclustered data-parallel ping-pong, 128-row tiles, 16-bit data, two epilogue buffers).
+    ``pairs``: launched in clusters of two CTAs that share no tile (``CLUSTER_LAUNCH``: the
+    hardware places a pair on one GPC), unclustered otherwise, data-parallel, 16-bit data.
     A ``SWAP_TILES`` tile R x C: ``SWAP_AB`` and the kernel's frame C x R, cooperative and
     data-parallel whatever ``streamk`` and ``pingpong`` say (what ``_build_swapped`` compiles); a
     ``DECODE_TILES`` one also ``STREAM_HINT`` (W loaded evict-first) and ``PDL_WAIT`` (launched with
@@ -82,7 +88,8 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
         check_decode_cluster(block_size, cluster)
         return {"SWAP_AB": 1, **extra, **defines(f"{cols}x{rows}", stages, dtype, fuse, streamk=False,
                                                 pingpong=False, cluster=cluster, split_hi=split_hi,
-                                                promote=promote, raster_m=raster_m, raster_group=raster_group)}
+                                                promote=promote, raster_m=raster_m, raster_group=raster_group,
+                                                pairs=pairs)}
     bm, bn, consumers = parse_block_size(block_size, dtype)
     cm, cn = cluster_shape(cluster)
     if cm * cn > 1 and streamk:
@@ -108,6 +115,12 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
            "WS_TILES": model.WS_TILES, "PINGPONG": int(bool(pingpong)), "CLUSTER": cm * cn}
     if cn > 1:
         out["CLUSTER_N"] = 1
+    if pairs:
+        if cm * cn > 1 or streamk or half_tail:
+            raise ValueError("pairs (multicast=none): unclustered otherwise, data-parallel")
+        if ITEMSIZE[_dtype(dtype)] != 2:
+            raise ValueError("pairs (multicast=none): 16-bit data (the dtypes they ran with on the GPU)")
+        out["CLUSTER_LAUNCH"] = 2
     if _tile_name(block_size) in SPLIT_N_TILES:
         out["SPLIT_N"] = 1
     if raster_m:

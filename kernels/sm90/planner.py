@@ -137,6 +137,8 @@ class Sm90Plan:
     swapped_rows: int = 0
     k_pad: int = 0
     """K padded to whole 16-byte rows (``k_padded``) where the problem's K is not; 0: no padding."""
+    pairs: bool = False
+    """Launched in clusters of two CTAs that share no tile (``multicast=none``): the grid even."""
 
     @property
     def tile(self) -> Tile:
@@ -159,17 +161,17 @@ class Sm90Plan:
     def schedule(self) -> dict[str, Any]:
         """The schedule choices as a task names them (``SCHEDULE_KNOBS``)."""
         return {"consumers": "pingpong" if self.pingpong else "cooperative",
-                "cluster": self.cluster[0] * self.cluster[1],
+                "cluster": 2 if self.pairs else self.cluster[0] * self.cluster[1],
                 "raster": ("group" if self.raster_group else "m" if self.raster_m else "n")
                 if not self.swapped_rows else
                 ("group" if self.raster_group else "n" if self.raster_m else "m"),
                 "split": ("halves" if self.half_tail else "streamk" if self.dp_tiles < self.tiles else "off"),
-                **({"multicast": self.multicast} if self.cluster != (1, 1) else {})}
+                **({"multicast": self.multicast} if self.cluster != (1, 1) or self.pairs else {})}
 
     @property
     def multicast(self) -> str:
-        """The problem's operand a cluster shares ('w' or 'a'; '' unclustered)."""
-        return multicast_operand(self.cluster, bool(self.swapped_rows))
+        """The problem's operand a cluster shares ('w' or 'a'; 'none' for pairs; '' unclustered)."""
+        return "none" if self.pairs else multicast_operand(self.cluster, bool(self.swapped_rows))
 
 
 def plan(task: Any, limits: DeviceLimits, block_size: str, stages: int,
@@ -180,7 +182,7 @@ def plan(task: Any, limits: DeviceLimits, block_size: str, stages: int,
          raster_group: int | None = None, epi_ring: bool | None = None,
          epi_shared: bool | None = None,
          tail_shift: bool | None = None, half_tail: bool | None = None,
-         _swapped: bool = False) -> Sm90Plan:
+         pairs: bool = False, _swapped: bool = False) -> Sm90Plan:
     """Decide one configuration: every argument left None is the engine's choice for these knobs
     and this shape. ``fuse`` defaults to ``task.fusion`` (True when absent):
     off = the GEMM-only kernel (FUSE=0) then ``residual_add_inplace`` on ``out``. ``streamk``
@@ -188,7 +190,8 @@ def plan(task: Any, limits: DeviceLimits, block_size: str, stages: int,
     overrides ``plan_schedule`` (benchmarks; any value is correct, the kernel clamps it);
     ``pingpong`` (default ``use_pingpong``) picks the consumer schedule; ``cluster`` (default
     ``use_cluster``) 2 or (2, 1) runs 2x1 clusters sharing W by TMA multicast, (1, 2) 1x2 clusters
-    sharing A (data-parallel only).
+    sharing A (data-parallel only); ``pairs`` (a tuner's choice, never a default: ADR-0011)
+    launches clusters of two that share no tile, the grid made even (data-parallel, unclustered).
     fp32 (3xTF32) first launches ``tf32_split`` on A and W into scratch buffers (``Build.scratch``:
     a_lo, w_lo, and with ``split_hi``, default ``SPLIT_HI_DEFAULT``, a_hi, w_hi); ``promote``
     see ``defines``, as ``raster_m`` and ``raster_group`` (the
@@ -203,7 +206,7 @@ def plan(task: Any, limits: DeviceLimits, block_size: str, stages: int,
     transposed product (``_plan_swapped``; ``cluster`` in the kernel's frame, for measurements)."""
     if swapped(block_size) and not _swapped:
         return _plan_swapped(task, limits, block_size, stages, fuse, 1 if cluster is None else cluster,
-                             raster_m, raster_group, epi_ring)
+                             raster_m, raster_group, epi_ring, pairs)
     if not _swapped and (frame := kernel_frame_error(block_size)) is not None:
         raise ValueError(frame)
     m, n, k = _mnk(task.shape)
@@ -230,6 +233,12 @@ def plan(task: Any, limits: DeviceLimits, block_size: str, stages: int,
     cluster = cm * cn  # CTAs per cluster
     if cluster > 1:
         streamk = False
+    if pairs:
+        if cluster > 1:
+            raise ValueError(f"pairs (multicast=none) share no tile: not with a {cm}x{cn} multicast cluster")
+        if (streamk_forced and streamk) or half_tail:
+            raise ValueError("pairs (multicast=none): a data-parallel schedule (no stream-K, no halves)")
+        streamk, half_tail = False, False
     if split_hi is None:
         split_hi = SPLIT_HI_DEFAULT
     tiles = -(-m // bm) * -(-n // bn)
@@ -272,6 +281,8 @@ def plan(task: Any, limits: DeviceLimits, block_size: str, stages: int,
             grid, dp_tiles = plan_schedule(m, n, k16, block_size, limits.sm_count, False)
         streamk = False
         epi_ring_reuse = blocks > grid // cluster
+    if pairs and grid % 2:
+        grid += 1  # whole pairs: the last CTA finds no tile
     if raster_group is None:
         raster_group = 0 if raster_m else use_raster_group(block_size, tiles, grid, dp_tiles, cluster,
                                                            bool(pingpong), dtype)
@@ -285,7 +296,7 @@ def plan(task: Any, limits: DeviceLimits, block_size: str, stages: int,
                  streamk=bool(streamk), grid=int(grid), dp_tiles=int(dp_tiles), half_tail=bool(half_tail),
                  epi_ring=bool(epi_ring), epi_ring_reuse=bool(epi_ring_reuse), raster_m=bool(raster_m),
                  raster_group=int(raster_group), tail_shift=bool(tail_shift), split_hi=bool(split_hi),
-                 promote=promote, k_pad=kp if kp != k else 0)
+                 promote=promote, k_pad=kp if kp != k else 0, pairs=pairs)
     defines_of(p)  # every combination the kernel cannot compile is refused here, not at render
     smem = smem_bytes(p.block_size, p.stages, dtype, p.pingpong, p.epi_ring, p.epi_shared)
     if smem > limits.shared_memory_per_block_bytes:  # would fail at launch (the knob checks refuse it first)
@@ -300,12 +311,14 @@ def defines_of(p: Sm90Plan) -> dict[str, int]:
     return defines(p.block_size, p.stages, p.dtype, p.fuse, streamk=p.streamk, pingpong=p.pingpong,
                    cluster=p.cluster, split_hi=p.split_hi, promote=p.promote, raster_m=p.raster_m,
                    raster_group=p.raster_group, epi_ring=p.epi_ring, epi_shared=p.epi_shared,
-                   epi_ring_reuse=p.epi_ring_reuse, tail_shift=p.tail_shift, half_tail=p.half_tail)
+                   epi_ring_reuse=p.epi_ring_reuse, tail_shift=p.tail_shift, half_tail=p.half_tail,
+                   pairs=p.pairs)
 
 
 def _plan_swapped(task: Any, limits: DeviceLimits, block_size: str, stages: int,
                   fuse: bool | None, cluster: Any = 1, raster_m: bool | None = None,
-                  raster_group: int | None = None, epi_ring: bool | None = None) -> Sm90Plan:
+                  raster_group: int | None = None, epi_ring: bool | None = None,
+                  pairs: bool = False) -> Sm90Plan:
     """A ``SWAP_TILES`` tile (R x C) as the transposed product (``SWAP_AB``): the kernel computes
     out^T = W A^T, its M the problem's N (C rows of W a tile, the wgmma's A operand) and its N the
     problem's M (R rows of A, the wgmma's B operand); R and out keep their [M, N] layout, staged and
@@ -313,7 +326,7 @@ def _plan_swapped(task: Any, limits: DeviceLimits, block_size: str, stages: int,
     kernel and then ``residual_add_inplace`` as unswapped; ``cluster`` as ``plan``'s in the kernel's
     frame (2: CTAs along the problem's N share A's box by multicast; (1, 2): CTAs along its M share
     W's; both measured slower where tuned, ADR-0007), and so
-    are ``raster_m`` and ``raster_group`` (``raster_m=True``: the problem's N blocks fastest; by
+    are ``pairs``, ``raster_m`` and ``raster_group`` (``raster_m=True``: the problem's N blocks fastest; by
     default where ``swap_n_fastest`` says so, else the inner build's order)."""
     from types import SimpleNamespace
 
@@ -330,5 +343,5 @@ def _plan_swapped(task: Any, limits: DeviceLimits, block_size: str, stages: int,
     t = SimpleNamespace(shape={"m": n, "n": m, "k": k}, dtype=dtype, fusion=fuse)
     inner = plan(t, limits, f"{cols}x{rows}", stages, fuse=fuse, pingpong=False, cluster=cluster, streamk=False,
                  tail_shift=False, half_tail=False, epi_ring=epi_ring, raster_m=raster_m,
-                 raster_group=raster_group, _swapped=True)
+                 raster_group=raster_group, pairs=pairs, _swapped=True)
     return replace(inner, swapped_rows=rows)

@@ -175,6 +175,9 @@ struct IntC {  // a compile-time slice count for the k-block loop's lambda
 
 #if CL > 1
 #define CLUSTER_ATTR __cluster_dims__(CL, 1, 1)
+#elif defined(CLUSTER_LAUNCH)
+// pairs: clusters that share no tile, so the hardware places each pair of CTAs on one GPC
+#define CLUSTER_ATTR __cluster_dims__(CLUSTER_LAUNCH, 1, 1)
 #else
 #define CLUSTER_ATTR
 #endif

@@ -228,8 +228,11 @@ def multicast_operand(cluster: tuple[int, int], swapped: bool) -> str:
     return "w" if (cluster[0] > 1) != swapped else "a"
 
 
-def cluster_label(cm: int, cn: int) -> str:
-    """How ``info`` and the bench tables name a cluster shape."""
+def cluster_label(cm: int, cn: int, pairs: bool = False) -> str:
+    """How ``info`` and the bench tables name a cluster shape (``pairs``: clusters of two sharing
+    nothing)."""
+    if pairs:
+        return "pairs (2 CTAs, nothing shared)"
     return "none" if cm * cn == 1 else f"{cm}x{cn}, {'W' if cm > 1 else 'A'} multicast"
 
 

@@ -203,6 +203,36 @@ def test_multicast_of_the_other_operand_correct(dtype):
     assert failures == []
 
 
+PAIRS_CASES = (
+    # decode tiles: an even and an odd tile count (the last CTA idle), past the edge, K padded
+    ("16x64", 12, {"multicast": "none"}, (16, 8192, 8192)), ("16x64", 12, {"multicast": "none"}, (9, 4160, 4096)),
+    ("40x64", 8, {"multicast": "none"}, (37, 904, 777)),
+    # prefill tiles asked for pairs: one round, a persistent grid capped at the pairs that fit
+    ("128x256", 4, {"multicast": "none"}, (1337, 2560, 2560)),
+    ("128x128", 5, {"multicast": "none", "raster": "group"}, (3333, 2560, 2560)),
+    ("104x256", 4, {"multicast": "none"}, (1337, 2560, 2560)),
+)
+"""Pairs: clusters of two CTAs that share no tile (``schedule.multicast = none``)."""
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_pairs_correct(dtype):
+    """Builds launched in pairs that share nothing: correct, every element written, launched as
+    clusters of 2 on an even grid and reported as pairs; a decode tile's PDL launch holds with them."""
+    failures = []
+    for bs, st, sched, (m, n, k) in PAIRS_CASES:
+        res = _backend_run(TaskSpec(shape={"m": m, "n": n, "k": k}, dtype=dtype, block_size=bs,
+                                    memory_pipelining=st, schedule=sched, warmup=1, iterations=3, peers=False))
+        ln = res.launch["launches"][-1] if res.launch else {}
+        label = res.launch["info"].get("cluster", "") if res.launch else ""
+        ok = (res.status is RunStatus.ok and res.correctness.correct
+              and res.correctness.unwritten_count == 0 and ln.get("cluster") == 2
+              and ln["grid"][0] % 2 == 0 and label.startswith("pairs"))
+        if not ok:
+            failures.append((bs, st, sched, (m, n, k), res.status.value, (res.error or "")[:200], label))
+    assert failures == []
+
+
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
 def test_m_fastest_and_grouped_tile_orders_correct(dtype):
     """The one-wave narrow and 128x160 defaults number their tiles M-fastest, the two-wave 128x160

@@ -378,7 +378,7 @@ def test_multicast_names_the_problems_operand_and_refuses_what_it_cannot_build()
     """``schedule.multicast`` = w | a names the operand of the problem a cluster's two CTAs share, on
     any tile (a swapped tile's kernel runs W as its A), implies cluster=2 and reads back; a value
     outside w | a, multicast with cluster=1, or W multicast on a decode tile is a violation that
-    names the field, and the tuner offers no multicast on a decode tile."""
+    names the field, and the tuner offers a decode tile only multicast=none (pairs)."""
     from engine.task import TaskSpec
     from kernels.gemm_residual_auto import SPEC as AUTO
 
@@ -393,10 +393,12 @@ def test_multicast_names_the_problems_operand_and_refuses_what_it_cannot_build()
             assert AUTO.plan(t, H200).schedule["multicast"] == op
             assert AUTO.plan(t, H200).schedule["cluster"] == 2
             assert AUTO.build(t, H200).info["cluster"].endswith(f"{op.upper()} multicast"), (bs, op)
-    bad = (({"multicast": "x"}, "takes w, a"), ({"multicast": "a", "cluster": 1}, "cluster=2"))
+    bad = (({"multicast": "x"}, "takes w, a, none"), ({"multicast": "a", "cluster": 1}, "cluster=2"))
     for sched, words in bad:
         (v,) = AUTO.check(task("128x256", (4096, 4096, 4096), 4, **sched), H200)
         assert v.field == "schedule.multicast" and words in v.message, v
     (v,) = AUTO.check(task("16x64", (16, 8192, 8192), 8, multicast="w"), H200)
     assert "decode tile" in v.message and "schedule" in v.field, v
-    assert "multicast" not in [k.name for k in AUTO.schedule_knobs(H200, "bf16", {"m": 16, "n": 8192, "k": 8192}, "16x64")]
+    knobs = {k.name: k.values for k in AUTO.schedule_knobs(H200, "bf16", {"m": 16, "n": 8192, "k": 8192}, "16x64")}
+    assert knobs["multicast"] == ("none",) and knobs["cluster"] == (1, 2)
+    assert AUTO.plan(task("16x64", (16, 8192, 8192), 8, multicast="none"), H200).schedule["multicast"] == "none"

@@ -41,12 +41,60 @@ def test_decode_tile_plans_the_transposed_product_one_w_tile_a_cta() -> None:
     assert "#define STREAM_HINT 1" in b.source and "#define SWAP_AB 1" in b.source
     assert "#define PDL_WAIT 1" in b.source and gemm.pdl  # programmatic dependent launch (ADR-0010)
     assert re.search(r"#define BM 64\n", b.source) and re.search(r"#define BN 16\n", b.source)
-    assert b.info["l2_policy"] == "W loaded evict-first (read once)"
+    assert b.info["l2_policy"] == "W loaded evict-first (read once), 128-byte L2 promotion"
+    assert (a_map.l2_promotion, w_map.l2_promotion) == (128, 256)  # W's row pieces, one k-block each
     assert b.info["tile"].startswith("16x64x64 swapped")
     # the prefill swapped tiles keep L2's default policy
     wide = sm90.build(SimpleNamespace(shape=_shape(1337, 2560, 2560), dtype="bf16"), H200, "104x256", 4)
     assert "STREAM_HINT" not in "".join(f"{k}" for k in re.findall(r"#define (\w+) 1\n", wide.source))
     assert "l2_policy" not in wide.info and not wide.launches[-1].pdl
+    assert wide.launches[-1].args[0].l2_promotion == 256 and wide.launches[-1].cluster == 1
+
+
+def test_pairs_launch_clusters_of_two_that_share_nothing() -> None:
+    task = SimpleNamespace(shape=_shape(16, 8192, 8192), dtype="bf16")
+    b = sm90.build(task, H200, "16x64", 12, pairs=True)
+    gemm = b.launches[-1]
+    assert gemm.cluster == 2 and "#define CLUSTER_LAUNCH 2\n" in b.source and "#define CLUSTER 1\n" in b.source
+    assert b.info["cluster"] == "pairs (2 CTAs, nothing shared)"
+    p = sm90.plan(task, H200, "16x64", 12, pairs=True)
+    assert p.pairs and p.schedule()["cluster"] == 2 and p.schedule()["multicast"] == "none"
+    # an odd tile count: whole pairs, the last CTA idle (65 tiles of 64 rows)
+    odd = sm90.build(SimpleNamespace(shape=_shape(16, 4160, 4096), dtype="bf16"), H200, "16x64", 12, pairs=True)
+    assert odd.launches[-1].grid == (66, 1, 1) and odd.info["tiles"] == 65
+    # unpaired by default, decode tiles included; cluster=2 is the tokens' multicast, as before
+    solo = sm90.build(task, H200, "16x64", 12)
+    assert solo.launches[-1].cluster == 1 and "#define CLUSTER_LAUNCH" not in solo.source
+    assert not sm90.plan(task, H200, "16x64", 12, cluster=2).pairs
+    assert not sm90.plan(SimpleNamespace(shape=_shape(1337, 2560, 2560), dtype="bf16"), H200, "128x128", 4).pairs
+    wide = sm90.plan(SimpleNamespace(shape=_shape(1337, 2560, 2560), dtype="bf16"), H200, "128x128", 4, pairs=True)
+    assert wide.pairs and not wide.streamk and not wide.half_tail and wide.grid % 2 == 0
+    with pytest.raises(ValueError, match="share no tile"):
+        sm90.plan(task, H200, "128x128", 4, pairs=True, cluster=2)
+    with pytest.raises(ValueError, match="data-parallel"):
+        sm90.plan(task, H200, "128x128", 4, pairs=True, streamk=True)
+    with pytest.raises(ValueError, match="16-bit data"):
+        sm90.plan(SimpleNamespace(shape=_shape(1337, 2560, 2560), dtype="fp32"), H200, "128x128", 4, pairs=True)
+
+
+@pytest.mark.parametrize("schedule, pairs, error", [
+    ({"multicast": "none"}, True, None),
+    ({"cluster": 2, "multicast": "none"}, True, None),
+    ({"cluster": 1}, False, None),
+    ({"cluster": 1, "multicast": "none"}, None, "with cluster=2"),
+    ({"multicast": "none", "split": "streamk"}, None, "data-parallel"),
+])
+def test_multicast_none_asks_for_pairs(schedule: dict, pairs: bool | None, error: str | None) -> None:
+    from kernels.gemm_residual_auto import sm90_choices
+    from kernels.spec import KnobError
+
+    task = SimpleNamespace(shape=_shape(4096, 4096, 4096), dtype="bf16")
+    if error:
+        with pytest.raises(KnobError, match=error):
+            sm90_choices(schedule, task, H200, "128x256", 4)
+        return
+    out = sm90_choices(schedule, task, H200, "128x256", 4)
+    assert out["pairs"] is pairs and out["cluster"] == 1
 
 
 def test_decode_tiles_are_16_bit_only_and_refuse_a_ring_past_shared_memory() -> None:
@@ -180,9 +228,9 @@ def test_the_tuners_prior_puts_a_starved_ring_last() -> None:
 def test_a_swapped_tile_offers_only_the_schedule_choices_it_has() -> None:
     """Swapped tiles (the decode tiles among them) run cooperative, whole tiles: the tuner and the
     cockpit are offered cluster, multicast and raster only (a decode tile, whose W streams
-    evict-first, no multicast of W: cluster and raster); the unswapped tiles keep every choice."""
+    evict-first, no multicast of W: multicast=none only); the unswapped tiles keep every choice."""
     names = lambda bs, m: [k.name for k in SPEC.schedule_knobs(H200, "bf16", _shape(m, 8192, 8192), bs)]  # noqa: E731
-    assert names("16x64", 16) == names(None, 16) == ["cluster", "raster"]
+    assert names("16x64", 16) == names(None, 16) == ["cluster", "multicast", "raster"]
     assert names("112x256", 6144) == ["cluster", "multicast", "raster"]
     assert names("128x128", 6144) == ["consumers", "cluster", "multicast", "raster", "split"]
     assert "warps" in names("16x16", 16)  # the decode path's own
