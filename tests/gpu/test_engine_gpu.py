@@ -188,19 +188,27 @@ def test_multicast_of_the_other_operand_correct(dtype):
     2 and reported as the operand asked for."""
     failures = []
     for bs, st, mc in MULTICAST_CASES:
-        for (m, n, k), raster in (((333, 1032, 520), None), ((8192, 2560, 2560), None),
-                                  ((1500, 3584, 1024), "group"), ((700, 2600, 640), "m")):
+        for shape, raster in (((333, 1032, 520), None), ((8192, 2560, 2560), None),
+                              ((1500, 3584, 1024), "group"), ((700, 2600, 640), "m")):
             sched = {"multicast": mc, **({"raster": raster} if raster else {})}
-            res = _backend_run(TaskSpec(shape={"m": m, "n": n, "k": k}, dtype=dtype, block_size=bs,
-                                        memory_pipelining=st, schedule=sched, warmup=1, iterations=2, peers=False))
-            ln = res.launch["launches"][-1] if res.launch else {}
-            label = res.launch["info"].get("cluster", "") if res.launch else ""
-            ok = (res.status is RunStatus.ok and res.correctness.correct
-                  and res.correctness.unwritten_count == 0 and ln.get("cluster") == 2
-                  and ln["grid"][0] % 2 == 0 and label.endswith(f"{mc.upper()} multicast"))
-            if not ok:
-                failures.append((bs, st, sched, (m, n, k), res.status.value, (res.error or "")[:200], label))
+            if (bad := _paired_run_failure(dtype, bs, st, sched, shape, f"{mc.upper()} multicast")) is not None:
+                failures.append(bad)
     assert failures == []
+
+
+def _paired_run_failure(dtype, bs, st, sched, shape, label_end):
+    """Run a clustered build through the engine: None where it is correct, every element written,
+    launched as clusters of 2 on an even grid and its cluster reported ending ``label_end``; else what
+    went wrong."""
+    m, n, k = shape
+    res = _backend_run(TaskSpec(shape={"m": m, "n": n, "k": k}, dtype=dtype, block_size=bs,
+                                memory_pipelining=st, schedule=sched, warmup=1, iterations=2, peers=False))
+    ln = res.launch["launches"][-1] if res.launch else {}
+    label = res.launch["info"].get("cluster", "") if res.launch else ""
+    ok = (res.status is RunStatus.ok and res.correctness.correct
+          and res.correctness.unwritten_count == 0 and ln.get("cluster") == 2
+          and ln["grid"][0] % 2 == 0 and label.endswith(label_end))
+    return None if ok else (bs, st, sched, shape, res.status.value, (res.error or "")[:200], label)
 
 
 PAIRS_CASES = (
@@ -219,17 +227,8 @@ PAIRS_CASES = (
 def test_pairs_correct(dtype):
     """Builds launched in pairs that share nothing: correct, every element written, launched as
     clusters of 2 on an even grid and reported as pairs; a decode tile's PDL launch holds with them."""
-    failures = []
-    for bs, st, sched, (m, n, k) in PAIRS_CASES:
-        res = _backend_run(TaskSpec(shape={"m": m, "n": n, "k": k}, dtype=dtype, block_size=bs,
-                                    memory_pipelining=st, schedule=sched, warmup=1, iterations=3, peers=False))
-        ln = res.launch["launches"][-1] if res.launch else {}
-        label = res.launch["info"].get("cluster", "") if res.launch else ""
-        ok = (res.status is RunStatus.ok and res.correctness.correct
-              and res.correctness.unwritten_count == 0 and ln.get("cluster") == 2
-              and ln["grid"][0] % 2 == 0 and label.startswith("pairs"))
-        if not ok:
-            failures.append((bs, st, sched, (m, n, k), res.status.value, (res.error or "")[:200], label))
+    failures = [bad for bs, st, sched, shape in PAIRS_CASES
+                if (bad := _paired_run_failure(dtype, bs, st, sched, shape, "nothing shared)")) is not None]
     assert failures == []
 
 
