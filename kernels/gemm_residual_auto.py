@@ -189,8 +189,6 @@ def sm90_choices(schedule: dict[str, Any], task: Any, limits: DeviceLimits, bloc
             raise KnobError("schedule.multicast", schedule["multicast"], "an operand shared by a cluster: with cluster=2")
         if schedule["multicast"] == "none":
             out.update(cluster=1, pairs=True)
-            if schedule.get("split") in ("streamk", "halves"):
-                raise KnobError("schedule.multicast", "none", f"a data-parallel schedule, not split={schedule['split']}")
         else:
             out["cluster"] = sm90.multicast_cluster(schedule["multicast"], sm90.swapped(block_size))
     raster = schedule.get("raster")

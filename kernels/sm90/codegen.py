@@ -208,7 +208,7 @@ def _render_swapped(p: Sm90Plan, limits: DeviceLimits) -> Build:
     pad = "_pad" if p.k_pad else ""
     # n rows of K: the wgmma's A operand, 128-row boxes; a decode tile's rows of W are each read once,
     # promoted to the L2 in 128-byte pieces, one k-block's (ADR-0011)
-    maps[0] = replace(maps[0], buffer="w" + pad, l2_promotion=DECODE_L2_PROMOTION if p.decode else 256)
+    maps[0] = replace(maps[0], buffer="w" + pad, **({"l2_promotion": DECODE_L2_PROMOTION} if p.decode else {}))
     maps[1] = replace(maps[1], buffer="a" + pad)  # m rows of K: its B operand, R-row boxes
     nat = {"rows": m, "cols": n, "box_rows": rows, "box_cols": bk_of(dtype), "swizzle_bytes": 128}
     maps[2] = replace(maps[2], **nat)

@@ -117,7 +117,8 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
         out["CLUSTER_N"] = 1
     if pairs:
         if cm * cn > 1 or streamk or half_tail:
-            raise ValueError("pairs (multicast=none): unclustered otherwise, data-parallel")
+            raise ValueError("pairs (multicast=none) share no tile: unclustered otherwise, data-parallel "
+                             "(no stream-K, no halves)")
         if ITEMSIZE[_dtype(dtype)] != 2:
             raise ValueError("pairs (multicast=none): 16-bit data (the dtypes they ran with on the GPU)")
         out["CLUSTER_LAUNCH"] = 2

@@ -233,12 +233,9 @@ def plan(task: Any, limits: DeviceLimits, block_size: str, stages: int,
     cluster = cm * cn  # CTAs per cluster
     if cluster > 1:
         streamk = False
-    if pairs:
-        if cluster > 1:
-            raise ValueError(f"pairs (multicast=none) share no tile: not with a {cm}x{cn} multicast cluster")
-        if (streamk_forced and streamk) or half_tail:
-            raise ValueError("pairs (multicast=none): a data-parallel schedule (no stream-K, no halves)")
-        streamk, half_tail = False, False
+    if pairs:  # data-parallel unless asked otherwise, which ``defines`` refuses
+        streamk = streamk and streamk_forced
+        half_tail = bool(half_tail)
     if split_hi is None:
         split_hi = SPLIT_HI_DEFAULT
     tiles = -(-m // bm) * -(-n // bn)
