@@ -82,7 +82,6 @@ def test_pairs_launch_clusters_of_two_that_share_nothing() -> None:
     ({"cluster": 2, "multicast": "none"}, True, None),
     ({"cluster": 1}, False, None),
     ({"cluster": 1, "multicast": "none"}, None, "with cluster=2"),
-    ({"multicast": "none", "split": "streamk"}, None, "data-parallel"),
 ])
 def test_multicast_none_asks_for_pairs(schedule: dict, pairs: bool | None, error: str | None) -> None:
     from kernels.gemm_residual_auto import sm90_choices
@@ -234,3 +233,25 @@ def test_a_swapped_tile_offers_only_the_schedule_choices_it_has() -> None:
     assert names("112x256", 6144) == ["cluster", "multicast", "raster"]
     assert names("128x128", 6144) == ["consumers", "cluster", "multicast", "raster", "split"]
     assert "warps" in names("16x16", 16)  # the decode path's own
+
+
+@pytest.mark.parametrize("schedule, dtype, words", [
+    ({"multicast": "none", "split": "streamk"}, "bf16", "data-parallel"),
+    ({"multicast": "none", "split": "halves"}, "bf16", "data-parallel"),
+    ({"multicast": "none"}, "fp32", "16-bit data"),
+])
+def test_pairs_a_build_cannot_take_are_a_violation_naming_the_schedule(schedule, dtype, words) -> None:
+    from engine.task import TaskSpec
+
+    task = TaskSpec(shape=_shape(1337, 2560, 2560), dtype=dtype, block_size="128x128", memory_pipelining=3,
+                    schedule=schedule)
+    (v,) = SPEC.check(task, H200)
+    assert v.field == "schedule" and "pairs (multicast=none)" in v.message and words in v.message, v
+
+
+@pytest.mark.parametrize("size", [32, 512, -1])
+def test_a_tensor_map_refuses_an_l2_promotion_the_driver_has_not(size: int) -> None:
+    from engine.backends.tensormap import TensorMapError, encode_2d
+
+    with pytest.raises(TensorMapError, match=f"l2_promotion={size}: must be 0, 64, 128 or 256"):
+        encode_2d(0, "bf16", 64, 64, 64, 64, l2_promotion=size)
