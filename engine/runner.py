@@ -22,6 +22,7 @@ from engine.profiles import Profile, ProfileSet, load_profiles
 from engine.recorded_task import RecordedTask
 from engine.result import RunResult, RunStatus
 from engine.task import TaskSpec
+from engine.user_kernels import require_trusted_reference
 from kernels import get_spec
 
 DEFAULT_SIM_PROFILE = "h100-sxm"
@@ -79,6 +80,7 @@ def prepare(task: TaskSpec, profile_name: str | None = None, profiles: ProfileSe
         get_spec(task.kernel)
     except KeyError as exc:
         raise InputError(f"kernel={task.kernel!r}: {exc.args[0]}") from None
+    require_trusted_reference(task)
     choice = backend_choice or choose_backend(task.backend.value, task.device)
     if choice.name == "sim":
         from engine.multi_device import check_sim_env

@@ -21,6 +21,7 @@ else:  # pragma: no cover
     import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]  # only installed on Python 3.10
 
 from engine.errors import InputError
+from engine.safe_files import read_bytes
 
 _AT_LINE = re.compile(r"\(at line (\d+), column (\d+)\)")
 _LONG_DIGITS = re.compile(r"[0-9][0-9_]{999,}")
@@ -72,17 +73,7 @@ def short_key(key: str) -> str:
 
 def load_toml(path: Path, what: str = "file") -> dict[str, Any]:
     """Parse ``path``; raise InputError naming the file, line and problem if it is not valid TOML."""
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_BYTES + 1)
-    except FileNotFoundError:
-        raise InputError(f"{what} {path}: no such file", fix="check the path") from None
-    except OSError as exc:
-        raise InputError(f"{what} {path}: cannot read it ({exc.strerror or exc})") from None
-    if len(data) > MAX_BYTES:
-        raise InputError(f"{what} {path}: larger than {MAX_BYTES // 2**20} MiB, too large to be a TOML file of ours",
-                         fix="check the path")
-    return parse_toml(decode_utf8(data, path, what), path, what)
+    return parse_toml(decode_utf8(read_bytes(path, what, MAX_BYTES), path, what), path, what)
 
 
 def decode_utf8(data: bytes, path: Path | str, what: str = "file") -> str:

@@ -18,7 +18,9 @@ from pydantic import ValidationError
 
 from engine.errors import InputError
 from engine.paths import config_dir
-from engine.tomlio import load_toml, short_repr
+from engine.reference_trust import is_trusted
+from engine.safe_files import read_text
+from engine.tomlio import parse_toml, short_repr
 
 MAX_SOURCE_BYTES = 4 * 2**20
 FIX = "see examples/kernels/*.toml and the README's 'User kernels' section"
@@ -43,20 +45,13 @@ def _stamp(*paths: Path) -> tuple[Any, ...]:
 
 
 def _read_text(path: Path, spec_path: Path, field: str) -> str:
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_SOURCE_BYTES + 1)
-    except FileNotFoundError:
+    if not path.exists() and not path.is_symlink():
         raise InputError(f"kernel file {spec_path}: {field}: no such file {path}",
-                         fix=f"{field} is relative to the spec file's folder") from None
-    except OSError as exc:
-        raise InputError(f"kernel file {spec_path}: {field}: cannot read {path} ({exc.strerror or exc})") from None
-    if len(data) > MAX_SOURCE_BYTES:
-        raise InputError(f"kernel file {spec_path}: {field}: {path} is larger than {MAX_SOURCE_BYTES // 2**20} MiB")
+                         fix=f"{field} is relative to the spec file's folder")
     try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"kernel file {spec_path}: {field}: {path} is not UTF-8 (byte offset {exc.start})") from None
+        return read_text(path, f"kernel file {spec_path}: {field}:", MAX_SOURCE_BYTES)
+    except InputError as exc:
+        raise InputError(exc.message, fix=exc.fix or FIX) from None
 
 
 def _field_path(loc: tuple[Any, ...]) -> str:
@@ -103,7 +98,8 @@ def load_kernel_file(path: str | os.PathLike[str], origin: str = "file", registe
     if hit is not None and hit[0] == _stamp(spec_path, *hit[1].extra_paths):
         spec = hit[1]
     else:
-        doc = load_toml(spec_path, "kernel file")
+        spec_text = _read_text(spec_path, spec_path, "spec")
+        doc = parse_toml(spec_text.removeprefix("\ufeff"), spec_path, "kernel file")
         try:
             defn = UserKernelDef.model_validate(doc)
         except ValidationError as exc:
@@ -113,19 +109,48 @@ def load_kernel_file(path: str | os.PathLike[str], origin: str = "file", registe
         if defn.reference.file:
             ref_text = _read_text(spec_path.parent / defn.reference.file, spec_path, "reference.file")
         try:
-            spec = UserKernelSpec(defn, spec_path, source, spec_path.read_text(encoding="utf-8"), ref_text, origin)
+            spec = UserKernelSpec(defn, spec_path, source, spec_text, ref_text, origin)
         except ValueError as exc:  # the reference expression
             raise InputError(f"kernel file {spec_path}: reference.expr: {exc}", fix=FIX) from None
         extra = [spec.source_path] + ([spec_path.parent / defn.reference.file] if defn.reference.file else [])
         spec.extra_paths = extra
         _CACHE[spec_path] = (_stamp(spec_path, *extra), spec)
     spec.origin = origin if origin == "config" else spec.origin
+    spec.reference_trusted = spec.reference_file is not None and is_trusted(spec.reference_sha256)
     if register:
         try:
             register_user(spec)
         except ValueError as exc:
             raise InputError(f"kernel file {spec_path}: name: {exc}") from None
     return spec
+
+
+def trust_reference(path: str | os.PathLike[str]) -> Any:
+    """Trust the reference file of the spec at ``path`` as it reads now (``--trust-reference``);
+    the spec, loaded. Nothing to trust for a spec whose reference is an expression."""
+    from engine.reference_trust import trust
+
+    spec = load_kernel_file(path)
+    if spec.reference_file is not None:
+        trust(spec.reference_sha256, spec.reference_file)
+        spec.reference_trusted = True
+    return spec
+
+
+def require_trusted_reference(task: Any) -> None:
+    """InputError before anything runs when the task would verify against a reference file the
+    user has not trusted (a spec is a file people share; its Python must not run unasked)."""
+    if not task.kernel_file or not task.verify:
+        return
+    spec = load_kernel_file(task.kernel_file)
+    if spec.reference_file is None or spec.reference_trusted:
+        return
+    raise InputError(
+        f"kernel file {spec.spec_path}: reference.file {spec.reference_file} is Python code, which would run "
+        "with your permissions, and you have not trusted it",
+        fix=f"read it; then pass --trust-reference (or run `tui kernels --kernel-file {spec.spec_path} "
+            f"--trust-reference`), which trusts this content only (sha256 {spec.reference_sha256[:12]}...); "
+            "or run without verification (--no-verify)")
 
 
 def discover() -> tuple[list[Any], list[str]]:

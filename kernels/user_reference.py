@@ -1,74 +1,55 @@
-"""A user kernel's reference: a NumPy expression, or a ``reference()`` function in a Python file.
+"""A user kernel's reference: an expression in a closed language, or a Python file that is code.
 
-The expression is checked when the spec loads: it parses as one Python expression, uses only the
-names it may (``np``, the arguments, the dimensions), no name or attribute starting with '_', and
-no lambdas, comprehensions or assignments. It is then evaluated with no builtins and ``np`` bound to
-the array module of the run (CuPy on a GPU, NumPy on the host; NumPy again where CuPy lacks a
-function). This narrows mistakes; it is not a sandbox: a reference, like the ``.cu`` file beside
-it, is the user's own code and runs in the engine process only. A reference file is imported there
-on first use, never in the cockpit's process.
+The expression (``reference.expr``) is checked when the spec loads and walked by
+``kernels.reference_expr``: array arithmetic over the inputs, ``np.NAME`` for a fixed list of pure
+functions, array methods from a fixed list, nothing that reads or writes a file or reaches native
+code. A spec is a file people share, so listing or benching one runs nothing but that language.
+
+A reference file (``reference.file``) is Python and runs with the user's permissions. It runs only
+when the user has trusted its exact content (``tui bench --trust-reference``, recorded by sha256 in
+the config dir; the engine sets ``trusted``); its text is the one read when the spec loaded, so a
+file changed after it was trusted is not the one that runs. It runs in the engine process only.
 """
 
 from __future__ import annotations
 
-import ast
-import importlib.util
+import hashlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kernels.expr import parse_source
-
-MAX_TEXT = 2000
-_REFUSED = {ast.Lambda: "lambdas", ast.NamedExpr: "assignments (:=)", ast.ListComp: "comprehensions",
-            ast.SetComp: "comprehensions", ast.DictComp: "comprehensions", ast.GeneratorExp: "comprehensions",
-            ast.Await: "await", ast.Yield: "yield", ast.YieldFrom: "yield", ast.JoinedStr: "f-strings"}
-
-
-def check_expression(text: str, names: set[str]) -> ast.Expression:
-    """The parsed expression; ValueError saying what is wrong (does not parse, a construct or a
-    name that is not allowed, an unknown name listing the known ones)."""
-    src, tree = parse_source(text, MAX_TEXT, ": use reference.file for more")
-    used: set[str] = set()
-    for node in ast.walk(tree):
-        what = _REFUSED.get(type(node))
-        if what:
-            raise ValueError(f"{src!r}: {what} are not allowed in a reference expression")
-        if isinstance(node, ast.Name):
-            if node.id.startswith("_"):
-                raise ValueError(f"{src!r}: names starting with '_' are not allowed ({node.id})")
-            used.add(node.id)
-        elif isinstance(node, ast.Attribute) and node.attr.startswith("_"):
-            raise ValueError(f"{src!r}: attributes starting with '_' are not allowed (.{node.attr})")
-        elif isinstance(node, ast.Constant) and isinstance(node.value, bytes):
-            raise ValueError(f"{src!r}: bytes literals are not allowed")
-    unknown = sorted(used - names)
-    if unknown:
-        raise ValueError(f"{src!r}: unknown name{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} "
-                         f"(names here: {', '.join(sorted(names))})")
-    return tree
+from kernels.reference_expr import ReferenceError_, check, evaluate
 
 
 class Reference:
     """Computes a user kernel's expected outputs from its inputs (float64 arrays)."""
 
-    def __init__(self, expr: str | None, file: Path | None, names: set[str]) -> None:
+    def __init__(self, expr: str | None, file: Path | None, names: set[str], file_text: str = "") -> None:
         self.expr = expr
         self.file = file
-        self._code = compile(check_expression(expr, names), "<reference>", "eval") if expr is not None else None
+        self.file_text = file_text
+        self.file_sha256 = hashlib.sha256(file_text.encode()).hexdigest() if file is not None else None
+        """The reference file's content hash: what trusting it records."""
+        self.trusted = False
+        """Whether the user trusted this file's content (set by the engine from its trust record)."""
+        self._tree = check(expr, names) if expr is not None else None
         self._fn: Callable[..., Any] | None = None
 
+    @property
+    def runs_code(self) -> bool:
+        """Whether computing the reference runs the user's Python (a reference file)."""
+        return self._tree is None and self.file is not None
+
     def _function(self) -> Callable[..., Any]:
+        if not self.trusted:
+            raise ReferenceError_(f"reference.file {self.file}: not trusted (it is Python code); "
+                                  "pass --trust-reference to run it")
         if self._fn is None:
-            assert self.file is not None
-            spec = importlib.util.spec_from_file_location(f"sol_user_reference_{abs(hash(str(self.file)))}", self.file)
-            if spec is None or spec.loader is None:
-                raise ValueError(f"reference.file {self.file}: cannot import it")
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-            fn = getattr(module, "reference", None)
+            module: dict[str, Any] = {"__name__": "sol_user_reference", "__file__": str(self.file)}
+            exec(compile(self.file_text, str(self.file), "exec"), module)  # noqa: S102 -- trusted by the user
+            fn = module.get("reference")
             if not callable(fn):
-                raise ValueError(f"reference.file {self.file}: defines no function reference(**arrays)")
+                raise ReferenceError_(f"reference.file {self.file}: defines no function reference(**arrays)")
             self._fn = fn
         return self._fn
 
@@ -76,16 +57,19 @@ class Reference:
         """The reference's value for ``env`` (arrays on ``xp``, scalars, dimensions)."""
         import numpy as np
 
-        if self._code is None:
+        if self._tree is None:
             host = {k: _to_host(v) for k, v in env.items()}
             return _to_xp(xp, self._function()(**host))
+        assert self.expr is not None
         try:
-            return eval(self._code, {"__builtins__": {}}, {"np": xp, **env})  # noqa: S307 -- checked tree
+            return evaluate(self.expr, self._tree, xp, env)
+        except ReferenceError_:
+            raise
         except Exception:
             if xp is np:
                 raise
         host = {k: _to_host(v) for k, v in env.items()}  # CuPy lacks something: NumPy on the host
-        return _to_xp(xp, eval(self._code, {"__builtins__": {}}, {"np": np, **host}))  # noqa: S307
+        return _to_xp(xp, evaluate(self.expr, self._tree, np, host))
 
 
 def _to_host(v: Any) -> Any:

@@ -100,7 +100,8 @@ class UserKernelSpec(KernelSpec):
         inferable = {str(e) for a in defn.args if a.kind == "input" for e in a.shape or [] if str(e) in self.dims}
         names = {"np", *inferable, *(a.name for a in defn.args if a.kind == "input"),
                  *(n for n, e in self._values.items() if e.names <= inferable)}
-        self._reference = Reference(ref.expr, self.spec_path.parent / ref.file if ref.file else None, names)
+        self._reference = Reference(ref.expr, self.spec_path.parent / ref.file if ref.file else None, names,
+                                    reference_text)
 
     def source_hash(self) -> str:
         """sha256 over the spec file, the source, the reference file and the prelude."""
@@ -273,6 +274,24 @@ class UserKernelSpec(KernelSpec):
                         f"#define {k}" + (f": {self.defn.knobs[k].doc}" if self.defn.knobs[k].doc else ""))
                 for low, k in self.sched_knobs.items()]
 
+    @property
+    def reference_file(self) -> Path | None:
+        """The Python reference file this kernel's verification runs (None: an expression)."""
+        return self._reference.file if self._reference.runs_code else None
+
+    @property
+    def reference_sha256(self) -> str | None:
+        """The reference file's content hash, as read when the spec loaded."""
+        return self._reference.file_sha256
+
+    @property
+    def reference_trusted(self) -> bool:
+        return self._reference.trusted
+
+    @reference_trusted.setter
+    def reference_trusted(self, value: bool) -> None:
+        self._reference.trusted = value
+
     def check(self, task: Any, limits: DeviceLimits) -> list[Violation]:
         dtype = _dtype(task)
         if dtype not in self.dtypes:
@@ -295,8 +314,11 @@ class UserKernelSpec(KernelSpec):
     def plan(self, task: Any, limits: DeviceLimits) -> KernelPlan:
         knobs, _ = self.knob_values(task)
         sched = {low: knobs[k] for low, k in self.sched_knobs.items()}
+        info: dict[str, Any] = {"knobs": knobs}
+        if self.reference_file is not None:
+            info["reference"] = f"runs Python from {self.reference_file}"
         return KernelPlan(Tile(knobs[self.block_knob]), knobs[self.pipe_knob] if self.pipe_knob else 0, sched,
-                          info={"knobs": knobs})
+                          info=info)
 
     def flops(self, shape: dict[str, int]) -> int:
         return int(round(self._flops.evaluate({**self.normalize_shape(shape), "itemsize": 4})))
@@ -329,8 +351,9 @@ class UserKernelSpec(KernelSpec):
         args = tuple(a.name if a.kind in ("input", "output") else scalars[a.name] for a in self.defn.args)
         launch = Launch(self.defn.entry, grid, block, smem, args)
         shown = ", ".join(f"{k}={v}" for k, v in knobs.items())
+        runs = f"; verification runs Python from {self.reference_file}" if self.reference_file else ""
         info = {"knobs": knobs, "grid": grid, "block": block, "shared_mem_bytes": smem,
-                "path": f"user kernel {self.source_path.name}: {shown}"}
+                "path": f"user kernel {self.source_path.name}: {shown}{runs}"}
         return Build(source=self.render(dtype, knobs), functions=(self.defn.entry,), launches=(launch,),
                      options=("-std=c++17",), info=info)
 

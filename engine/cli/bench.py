@@ -16,6 +16,7 @@ from engine.multi_device import add_spread_arg, device_arg, is_multi
 from engine.result import RunResult
 from engine.runner import prepare, run_prepared
 from engine.task import DType, resolve_task
+from engine.user_kernels import trust_reference
 
 
 def _fusion(value: str) -> bool:
@@ -36,6 +37,9 @@ def add_task_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kernel", help="kernel name (tui kernels lists them)")
     p.add_argument("--kernel-file", dest="kernel_file", metavar="PATH.toml",
                    help="a user kernel: its TOML spec beside its .cu source (examples/kernels/)")
+    p.add_argument("--trust-reference", dest="trust_reference", action="store_true",
+                   help="let the user kernel's reference.file (Python code, which runs with your "
+                        "permissions) run: trusts its current content, recorded by sha256")
     p.add_argument("--shape", help="e.g. m=8192,n=2560,k=2560 or batch=16,seq=512,hidden=2560 or 8192,2560,2560")
     p.add_argument("--dtype", choices=[d.value for d in DType],
                    help="element type (tf32: fp32 data on the tensor cores, opt-in)")
@@ -78,7 +82,10 @@ def task_from_args(args: argparse.Namespace) -> Any:
 
         raise InputError(f"--device={args.device}: this command runs on one GPU", fix="give one index, e.g. --device 0")
     overrides = {f: getattr(args, f, None) for f in TASK_FIELDS}
-    return resolve_task(args.task, os.environ, overrides)
+    task = resolve_task(args.task, os.environ, overrides)
+    if getattr(args, "trust_reference", False) and task.kernel_file:
+        trust_reference(task.kernel_file)
+    return task
 
 
 def register(sub: argparse._SubParsersAction) -> None:

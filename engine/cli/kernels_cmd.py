@@ -6,11 +6,13 @@ import argparse
 from pathlib import Path
 
 from engine.cli.output import print_json, stdout_console
+from engine.errors import InputError
 from engine.profiles import load_profiles
 from engine.task import format_pipelining
-from engine.user_kernels import discover, load_kernel_file, user_kernels_dir
+from engine.user_kernels import discover, load_kernel_file, trust_reference, user_kernels_dir
 from kernels import builtin_names, get_spec
 from kernels.spec import DeviceLimits
+from kernels.user_spec import UserKernelSpec
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -20,6 +22,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--store", type=Path, help="results store whose tuning cache is listed (env SOL_COCKPIT_STORE)")
     p.add_argument("--kernel-file", dest="kernel_file", type=Path, metavar="PATH.toml",
                    help="also check and list a user kernel's spec file (exit 2 naming each bad field)")
+    p.add_argument("--trust-reference", dest="trust_reference", action="store_true",
+                   help="with --kernel-file: trust its reference.file (Python code) as it reads now, so "
+                        "benches verify against it; runs nothing")
     p.set_defaults(func=run)
 
 
@@ -34,7 +39,10 @@ def run(args: argparse.Namespace) -> int:
         tuned = [e for e in ResultStore(args.store).list_tuned() if e["sm_count"] == prof.sm_count]
     except Exception:  # a store that cannot be read lists no tuned entries
         tuned = []
-    extra = [load_kernel_file(args.kernel_file)] if getattr(args, "kernel_file", None) else []
+    if getattr(args, "trust_reference", False) and not getattr(args, "kernel_file", None):
+        raise InputError("--trust-reference: names no spec", fix="add --kernel-file PATH.toml")
+    load = trust_reference if getattr(args, "trust_reference", False) else load_kernel_file
+    extra = [load(args.kernel_file)] if getattr(args, "kernel_file", None) else []
     found, errors = discover()
     rows = []
     for name in dict.fromkeys([*builtin_names(), *(s.name for s in found), *(s.name for s in extra)]):
@@ -61,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
                    for e in tuned if e["kernel"] == name and e["source_hash"] == spec.source_hash()]
         rows.append({"name": name, "title": spec.title, "dims": list(spec.dims),
                      "default_shape": spec.default_shape, "dtypes": per_dtype, "tuned": entries,
-                     "source": user_file or "built-in",
+                     "source": user_file or "built-in", "reference": _reference(spec),
                      "knobs": ({k: v.model_dump() for k, v in spec.defn.knobs.items()}  # type: ignore[attr-defined]
                                if user_file else None)})
     if args.json:
@@ -75,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
             con.print(f"  user kernel from {r['source']}; knobs: " + "; ".join(
                 f"{k} = {' | '.join(map(str, v['values']))}" + (f" ({v['role']})" if v["role"] else "")
                 for k, v in r["knobs"].items()), markup=False, highlight=False)
+            con.print(f"  reference: {r['reference']}", markup=False, highlight=False)
         for dt, d in r["dtypes"].items():
             at = "x".join(map(str, r["default_shape"].values())) or "any shape"
             default_text = f"{d['default'][0]}/{format_pipelining(d['default'][1])}" if d["default"] else "none"
@@ -92,3 +101,14 @@ def run(args: argparse.Namespace) -> int:
     for text in errors:
         con.print(f"skipped user kernel: {text}", markup=False, highlight=False)
     return 0
+
+
+def _reference(spec: object) -> str | None:
+    """How a user kernel's outputs are verified: its expression, or the Python file it runs."""
+    if not isinstance(spec, UserKernelSpec):
+        return None
+    file = spec.reference_file
+    if file is None:
+        return f"expression {spec.defn.reference.expr}"
+    trusted = "trusted" if spec.reference_trusted else "not trusted: --trust-reference to run it"
+    return f"runs Python from {file} ({trusted})"

@@ -213,6 +213,12 @@ def test_a_reference_file(tmp_path):
     pid_file = tmp_path / "imported_by"
     (tmp_path / "ref.py").write_text(f"import os\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
                                      "def reference(x, y, a, n):\n    return a * x + y\n")
+    with pytest.raises(InputError, match=r"reference.file .*ref.py is Python code.*not trusted"):
+        run_task(TaskSpec(kernel_file=str(spec), shape={"n": 4096}, backend="sim", peers=False))
+    assert not pid_file.exists()  # refused before anything ran
+    from engine.user_kernels import trust_reference
+
+    trust_reference(spec)
     _, res = run_task(TaskSpec(kernel_file=str(spec), shape={"n": 4096}, backend="sim", peers=False))
     assert res.ok and res.simulated and res.correctness is not None and res.correctness.correct
     assert int(pid_file.read_text()) != os.getpid()  # imported by the engine process, never by the caller
