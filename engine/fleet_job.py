@@ -13,6 +13,9 @@ from pydantic import BaseModel, Field
 from engine.errors import InputError
 
 NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+"""An environment variable's name as a shell and a Pod both take it (a key is written unquoted)."""
+MAX_ENV_VALUE = 4096
 MAX_NAME = 52
 """A Job's pods are named after it plus a suffix; 52 leaves room within the 63 a label allows."""
 MAX_GPUS = 64
@@ -65,6 +68,8 @@ class FleetJob(BaseModel):
         """InputError naming the first bad field; the task flags through the same validation as
         ``tui bench``."""
         check_name("--name", self.name)
+        for key, value in self.knob_env().items():
+            check_env(key, value)
         if not 0 <= self.gpus <= MAX_GPUS:
             raise InputError(f"--gpus={self.gpus}: outside 0..{MAX_GPUS}", fix="give the GPUs per host, e.g. 8")
         if self.gpus == 0 and self.backend != "sim":
@@ -111,6 +116,17 @@ class FleetJob(BaseModel):
         if self.memory_pipelining is not None:
             env["MEMORY_PIPELINING"] = self.memory_pipelining
         return {**env, **self.extra_env}
+
+
+def check_env(key: str, value: str) -> None:
+    """InputError for a variable name that is not a plain identifier (a shell would run the rest of
+    ``A;touch X;B``) or a value with a newline, a NUL or other control characters."""
+    if not ENV_KEY_RE.match(key):
+        raise InputError(f"--env {key!r}: not an environment variable name",
+                         fix="letters, digits and '_', not starting with a digit (e.g. --env NCCL_DEBUG=INFO)")
+    if len(value) > MAX_ENV_VALUE or any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise InputError(f"--env {key}={value[:40]!r}: the value has a newline or another control character, "
+                         f"or is longer than {MAX_ENV_VALUE}", fix="give a one-line value")
 
 
 def parse_pairs(field: str, items: list[str] | None) -> dict[str, str]:

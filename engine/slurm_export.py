@@ -48,8 +48,12 @@ class SlurmOptions(BaseModel):
         if not 1 <= self.cpus_per_gpu <= 256:
             raise InputError(f"--cpus-per-gpu={self.cpus_per_gpu}: outside 1..256", fix="e.g. 4")
         for field, value in (("--results-dir", self.results_dir), ("--tui", self.tui), ("--log", self.log)):
-            if not value.strip() or "\n" in value or "\0" in value:
-                raise InputError(f"{field}={value!r}: empty or not one line", fix="give a path")
+            if not value.strip() or any(ord(c) < 32 or ord(c) == 127 for c in value):
+                raise InputError(f"{field}={value!r}: empty, or holds a newline or another control character",
+                                 fix="give a one-line path")
+        if any(c.isspace() for c in self.log):  # an #SBATCH line cannot be quoted: a space starts another option
+            raise InputError(f"--log={self.log!r}: has a space, which #SBATCH --output cannot take",
+                             fix="give a path without spaces (e.g. %x-%j.out)")
         return self
 
 

@@ -191,3 +191,44 @@ def test_kubectl_decodes_the_manifests(tmp_path, capsys, flags):
     bad = tmp_path / "bad.yaml"
     bad.write_text(path.read_text().replace("runAsNonRoot: true", "runAsNonRoot: maybe", 1))
     assert kubectl(bad).returncode != 0  # the check can fail
+
+
+@pytest.mark.parametrize("flags,field", [
+    (["--env", "A;touch X;B=1"], "--env 'A;touch X;B'"),
+    (["--env", "A\nB=1"], "--env 'A\\nB'"),
+    (["--env", "$(id)=1"], "--env '$(id)'"),
+    (["--env", "OK=one\ntwo"], "--env OK="),
+    (["--log", "a b.out"], "--log="),
+    (["--log", "a\n#SBATCH --wrap=x"], "--log="),
+    (["--results-dir", "r\nrm -rf ~"], "--results-dir="),
+])
+def test_slurm_refuses_what_would_add_a_line_or_a_command(capsys, flags, field):
+    code = main(["export", "slurm", "--gpus", "1", *flags])
+    err = capsys.readouterr().err
+    assert code == 2 and field in err, err
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
+def test_hostile_values_in_the_slurm_script_run_no_command(tmp_path, capsys):
+    """The script runs under bash with a stub srun: every hostile value arrives as data."""
+    marker = tmp_path / "MARKER"
+    hostile = f"$(touch {marker})`touch {marker}`;touch {marker};'\"\\"
+    path = tmp_path / "job.sbatch"
+    assert main(["export", "slurm", "--gpus", "2", "-o", str(path), "--env", f"NCCL_DEBUG={hostile}",
+                 "--results-dir", str(tmp_path / f"r {hostile}"), "--tui", f"tui {hostile}",
+                 "--block-size", "128x128"]) in (0, 2)
+    if not path.exists():  # the block size is planned against the simulated device: use no knob
+        assert main(["export", "slurm", "--gpus", "2", "-o", str(path), "--env", f"NCCL_DEBUG={hostile}",
+                     "--results-dir", str(tmp_path / f"r {hostile}"), "--tui", f"tui {hostile}"]) == 0
+    assert subprocess.run(["bash", "-n", str(path)], capture_output=True).returncode == 0
+    stub = tmp_path / "bin"
+    stub.mkdir()
+    (stub / "srun").write_text('#!/bin/sh\nprintf "%s\\n" "$@" >> "$SRUN_LOG"\nprintf "%s\\n" "$NCCL_DEBUG" >> "$SRUN_LOG"\n')
+    (stub / "srun").chmod(0o755)
+    log = tmp_path / "srun.log"
+    run = subprocess.run(["bash", str(path)], capture_output=True, text=True, timeout=30, cwd=tmp_path,
+                         env={"PATH": f"{stub}:/usr/bin:/bin", "SRUN_LOG": str(log), "SLURMD_NODENAME": "n1"})
+    assert run.returncode == 0, run.stderr
+    assert not marker.exists()
+    calls = log.read_text()
+    assert calls.count(hostile) >= 4  # the value, the tui path and the results folder, as data
