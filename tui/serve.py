@@ -1,8 +1,12 @@
 """`tui serve`: the cockpit in a web browser through textual-serve. Each browser connection gets its
 own cockpit process (``tui`` with the options given to ``serve``), bridged over a websocket.
 
-textual-serve has no authentication and no TLS, so the server listens on the loopback address
-unless told otherwise, and says what that means when it is told otherwise. Every session runs in
+textual-serve has no authentication and no TLS, so the server adds what a local web server needs
+against other sites (``guard``): it answers only requests whose Host header names it (no DNS
+rebinding) and websockets whose Origin is its own (no cross-site websocket), and only to a browser
+that has the per-server key of the URL it prints (a cookie, SameSite=Strict, once the page is
+open). Sessions are capped in number and terminal size. It listens on the loopback address unless
+told otherwise, and says what that means when it is told otherwise. Every session runs in
 its own process group: stopping the server (Ctrl-C, SIGTERM, SIGHUP) asks each cockpit to quit,
 then kills the group, so that no cockpit and no engine process outlives the server; a server killed
 outright takes its sessions with it (Linux parent-death signal)."""
@@ -15,13 +19,14 @@ import errno
 import ipaddress
 import json
 import os
+import secrets
 import signal
 import socket
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
-from urllib.parse import urlparse
+from urllib.parse import urlencode, urlparse
 
 from engine import CockpitError, InputError, load_profiles, resolve_task
 from tui.cli_options import SCREENS, THEMES
@@ -32,6 +37,12 @@ preferences) before its process group is sent SIGTERM."""
 TERM_GRACE_S = 2.0
 """How long a session's process group gets after SIGTERM before SIGKILL."""
 PR_SET_PDEATHSIG = 1
+KEY_COOKIE = "sol_cockpit_key"
+MAX_COLUMNS = 500
+MAX_ROWS = 200
+"""A session's terminal is clamped to this size (a 30000x30000 terminal took 572 MB)."""
+MAX_MESSAGE_BYTES = 64 * 1024
+"""The largest websocket message a browser may send (keystrokes and resizes are a few bytes)."""
 
 
 @dataclass
@@ -56,6 +67,10 @@ class ServeOptions:
     """Every session's colour theme (--theme)."""
     json: bool = False
     """Print one JSON object when serving starts instead of the human line."""
+    max_sessions: int = 4
+    """Browser sessions at once (each is a cockpit process); more are refused with 503."""
+    key: str = field(default_factory=lambda: secrets.token_urlsafe(24))
+    """The per-server secret in the printed URL; a browser without it gets 403."""
 
     @property
     def cockpit_args(self) -> list[str]:
@@ -167,6 +182,52 @@ def session_argv(cockpit_args: list[str]) -> list[str]:
     return [sys.executable, "-m", "tui.main", *cockpit_args]
 
 
+# --- who may talk to the server ----------------------------------------------------------------------
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+
+
+def allowed_hosts(options: ServeOptions) -> frozenset[str]:
+    """The Host headers the server answers (lower case, with the port): the public URL's, the
+    listening address's, and the loopback names where it listens on loopback or a wildcard. A
+    DNS-rebound name (evil.example resolving to 127.0.0.1) is not among them."""
+    port = options.port
+    hosts = {urlparse(public_url(options.host, port, options.public_url)).netloc.lower()}
+    host = f"[{options.host}]" if ":" in options.host and not options.host.startswith("[") else options.host
+    hosts.add(f"{host}:{port}".lower())
+    if options.host in ("0.0.0.0", "::") or is_loopback(options.host):
+        hosts.update(f"{name}:{port}" for name in LOOPBACK_NAMES)
+    return frozenset(hosts)
+
+
+def allowed_origins(options: ServeOptions) -> frozenset[str]:
+    """The Origin headers a websocket may come from: this server's own pages."""
+    out = {f"{scheme}://{h}" for h in allowed_hosts(options) for scheme in ("http", "https")}
+    parsed = urlparse(public_url(options.host, options.port, options.public_url))
+    out.add(f"{parsed.scheme}://{parsed.netloc}".lower())
+    return frozenset(out)
+
+
+def refusal(method: str, path: str, headers: Any, query: Any, cookies: Any, options: ServeOptions) -> str | None:
+    """Why a request is refused (403), or None: a foreign Host, a foreign Origin, or no key (a
+    static file needs no key: it is the same for everyone)."""
+    if (headers.get("Host") or "").lower() not in allowed_hosts(options):
+        return "this server answers only to its own address (Host header refused)"
+    origin = headers.get("Origin")
+    if origin is not None and origin.lower() not in allowed_origins(options):
+        return f"requests from {origin[:80]} are refused (another site's page)"
+    if path.startswith("/static/"):
+        return None
+    given = query.get("key") or cookies.get(KEY_COOKIE) or ""
+    if not secrets.compare_digest(given.encode(), options.key.encode()):
+        return "open the URL that `tui serve` printed: it carries this server's key"
+    return None
+
+
+def clamp_size(width: int, height: int) -> tuple[int, int]:
+    """A session's terminal size within 1..MAX_COLUMNS x 1..MAX_ROWS."""
+    return max(1, min(MAX_COLUMNS, width)), max(1, min(MAX_ROWS, height))
+
+
 # --- the server ----------------------------------------------------------------------------------
 def _die_with_server() -> None:
     """In a session's process before exec: SIGKILL it when the server dies (Linux ``prctl``)."""
@@ -208,6 +269,9 @@ def make_server(options: ServeOptions, out: TextIO) -> Any:
             self._stdin = process.stdin
             return process
 
+        async def set_terminal_size(self, width: int, height: int) -> None:
+            await super().set_terminal_size(*clamp_size(to_int(str(width), 80), to_int(str(height), 24)))
+
         async def stop(self) -> None:
             """Ask the cockpit to quit; then SIGTERM, then SIGKILL its process group."""
             with contextlib.suppress(asyncio.TimeoutError):
@@ -232,6 +296,23 @@ def make_server(options: ServeOptions, out: TextIO) -> Any:
             self.sessions: dict[SessionService, web.WebSocketResponse] = {}
             self.stop_signal: int | None = None
 
+        async def _make_app(self) -> web.Application:
+            app = await super()._make_app()
+            app.middlewares.append(self.guard)
+            return app
+
+        @web.middleware
+        async def guard(self, request: web.Request, handler: Any) -> web.StreamResponse:
+            """403 for another site or no key (``refusal``); a key given in the URL is kept as a
+            cookie, so the page's websocket and reloads carry it."""
+            why = refusal(request.method, request.path, request.headers, request.query, request.cookies, options)
+            if why is not None:
+                return web.Response(status=403, text=f"403 Forbidden: {why}\n")
+            response = await handler(request)
+            if "key" in request.query and request.path == "/":
+                response.set_cookie(KEY_COOKIE, options.key, httponly=True, samesite="Strict", path="/")
+            return response
+
         async def on_startup(self, app: web.Application) -> None:
             """Nothing: the line saying where it serves comes once it listens (``ready``)."""
 
@@ -242,27 +323,33 @@ def make_server(options: ServeOptions, out: TextIO) -> Any:
                 await websocket.close(code=WSCloseCode.GOING_AWAY, message=b"server stopped")
 
         def ready(self, *_: object) -> None:
-            info = {"status": "serving", "url": self.public_url, "host": options.host, "port": options.port,
+            info = {"status": "serving", "url": f"{self.public_url}/?{urlencode({'key': options.key})}",
+                    "base_url": self.public_url, "host": options.host, "port": options.port,
+                    "max_sessions": options.max_sessions,
                     "pid": os.getpid(), "session_command": ["tui", *options.cockpit_args],
                     "warnings": [w for w in (exposure_warning(options.host, options.port),) if w]}
             if options.json:
                 out.write(json.dumps(info) + "\n")
             else:
-                out.write(f"Serving the SOL Cockpit on {self.public_url} (each browser tab opens its own "
-                          f"{' '.join(info['session_command'])}). Ctrl-C stops it and its sessions.\n")
+                out.write(f"Serving the SOL Cockpit on {info['url']} (open this URL: its key lets your browser "
+                          f"in; each tab opens its own {' '.join(info['session_command'])}, at most "
+                          f"{options.max_sessions} at once). Ctrl-C stops it and its sessions.\n")
             out.flush()
 
-        async def handle_websocket(self, request: web.Request) -> web.WebSocketResponse:
+        async def handle_websocket(self, request: web.Request) -> web.StreamResponse:  # type: ignore[override]
             """textual-serve's handler, with a session that the server can stop."""
-            websocket = web.WebSocketResponse(heartbeat=15)
-            width = to_int(request.query.get("width", "80"), 80)
-            height = to_int(request.query.get("height", "24"), 24)
+            if len(self.sessions) >= options.max_sessions:
+                return web.Response(status=503, text=f"503: {options.max_sessions} sessions are open, the most "
+                                                     "this server allows (tui serve --max-sessions)\n")
+            websocket = web.WebSocketResponse(heartbeat=15, max_msg_size=MAX_MESSAGE_BYTES)
+            width, height = clamp_size(to_int(request.query.get("width", "80"), 80),
+                                       to_int(request.query.get("height", "24"), 24))
             service = SessionService(self.command, write_bytes=websocket.send_bytes,
                                      write_str=websocket.send_str, close=websocket.close,
                                      download_manager=self.download_manager, debug=self.debug)
+            self.sessions[service] = websocket  # counted before the first await: the cap holds under a burst
             try:
                 await websocket.prepare(request)
-                self.sessions[service] = websocket
                 await service.start(width, height)
                 await self._process_messages(websocket, service)
             except asyncio.CancelledError:
@@ -327,6 +414,8 @@ def serve(options: ServeOptions) -> int:
     """Check the input, warn about a non-loopback address, then serve until stopped."""
     _require_textual_serve()
     check_cockpit_options(options)
+    if not 1 <= options.max_sessions <= 64:
+        raise InputError(f"--max-sessions={options.max_sessions}: outside 1..64", fix="e.g. --max-sessions 4")
     public_url(options.host, options.port, options.public_url)
     addresses(options.host, options.port)  # a bad port or host is an error before any warning
     warning = exposure_warning(options.host, options.port)

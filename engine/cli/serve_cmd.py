@@ -12,7 +12,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "serve", help="serve the cockpit to web browsers (textual-serve; loopback only by default)",
         description="Serve the cockpit over HTTP: each browser tab gets its own cockpit process with "
-                    "the options below. textual-serve has no authentication and no TLS: keep the "
+                    "the options below. The printed URL carries a per-server key; requests from other "
+                    "sites (a foreign Origin or Host header) are refused. There is no TLS: keep the "
                     "default loopback address and reach it through an SSH tunnel "
                     "(ssh -L 8000:127.0.0.1:8000 HOST), or put an authenticating proxy in front.")
     p.add_argument("--host", default="127.0.0.1",
@@ -20,6 +21,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--port", type=int, default=8000, help="TCP port (default: %(default)s)")
     p.add_argument("--public-url", help="the URL browsers open, behind a proxy or a tunnel "
                                         "(default: http://HOST:PORT)")
+    p.add_argument("--max-sessions", type=int, default=4,
+                   help="browser sessions at once, each a cockpit process (default: %(default)s)")
     cockpit = p.add_argument_group("cockpit options (every session opens with them)")
     cockpit.add_argument("--profile", help="hardware profile (default: the saved one, else detected)")
     cockpit.add_argument("--backend", choices=("auto", "cuda", "sim"),
@@ -38,4 +41,4 @@ def run(args: argparse.Namespace) -> int:
 
     return serve(ServeOptions(host=args.host, port=args.port, public_url=args.public_url, profile=args.profile,
                               backend=args.backend, task=args.task, screen=args.screen, theme=args.theme,
-                              json=args.json))
+                              json=args.json, max_sessions=args.max_sessions))

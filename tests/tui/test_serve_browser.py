@@ -66,6 +66,8 @@ class Served:
     def __init__(self, proc: subprocess.Popen, info: dict, token: str) -> None:
         self.proc, self.info, self.token = proc, info, token
         self.url: str = info["url"]
+        """The URL to open, with the server's key."""
+        self.base: str = info["base_url"]
 
     def sessions(self) -> dict[int, str]:
         return {pid: cmd for pid, cmd in processes_with(self.token).items() if pid != self.proc.pid}
@@ -82,13 +84,13 @@ class Served:
         assert not left, f"still running after the server stopped: {left}"
 
 
-@pytest.fixture
-def served():
+@contextlib.contextmanager
+def serving(*extra: str):
     """``tui serve --backend sim --json`` on a free port, with the test's tmp dirs (conftest)."""
     token = uuid.uuid4().hex
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "tui.main", "serve", "--port", str(port), "--backend", "sim",
-                             "--json"], env={**os.environ, TOKEN_VAR: token}, stdout=subprocess.PIPE,
+                             "--json", *extra], env={**os.environ, TOKEN_VAR: token}, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, start_new_session=True, cwd=ROOT)
     try:
         ready, _, _ = select.select([proc.stdout], [], [], 30)
@@ -97,7 +99,8 @@ def served():
             proc.kill()
             pytest.fail(f"tui serve did not start: {proc.communicate(timeout=10)[1].decode(errors='replace')}")
         info = json.loads(line)
-        assert info["status"] == "serving" and info["url"] == f"http://127.0.0.1:{port}"
+        assert info["status"] == "serving" and info["base_url"] == f"http://127.0.0.1:{port}"
+        assert re.fullmatch(rf"http://127\.0\.0\.1:{port}/\?key=[A-Za-z0-9_-]{{32}}", info["url"])
         assert info["warnings"] == [] and info["session_command"] == ["tui", "--backend", "sim"]
         yield Served(proc, info, token)
     finally:
@@ -111,6 +114,59 @@ def served():
         proc.stderr.close()
 
 
+@pytest.fixture
+def served():
+    with serving() as s:
+        yield s
+
+
+def test_other_sites_and_browsers_without_the_key_are_refused():
+    """DNS rebinding (a foreign Host), a cross-site websocket (a foreign Origin), no key: 403;
+    the key in the URL becomes a SameSite=Strict cookie; past --max-sessions: 503."""
+    import asyncio
+
+    import aiohttp
+
+    async def probe(s: Served) -> None:
+        port = s.info["port"]
+        key = s.url.split("key=", 1)[1]
+        ws = s.base.replace("http://", "ws://") + "/ws?width=80&height=24"
+        async with aiohttp.ClientSession() as http:
+            async def status(url: str, **headers: str) -> int:
+                async with http.get(url, headers=headers, allow_redirects=False) as r:
+                    return r.status
+
+            assert await status(s.url, Host="evil.example") == 403
+            assert await status(s.url, Host=f"evil.example:{port}") == 403
+            assert await status(s.base + "/") == 403
+            assert await status(s.base + "/?key=wrong") == 403
+            async with http.get(s.url) as r:
+                assert r.status == 200
+                assert "samesite=strict" in r.headers["Set-Cookie"].lower()
+                assert "httponly" in r.headers["Set-Cookie"].lower()
+            for headers in ({"Origin": "http://evil.example"}, {"Origin": f"http://evil.example:{port}"},
+                            {"Host": "evil.example"}):
+                with pytest.raises(aiohttp.WSServerHandshakeError) as err:
+                    async with http.ws_connect(f"{ws}&key={key}", headers=headers):
+                        pass
+                assert err.value.status == 403, headers
+            with pytest.raises(aiohttp.WSServerHandshakeError) as err:  # no key (a fresh client: no cookie)
+                async with aiohttp.ClientSession() as fresh, fresh.ws_connect(ws, headers={"Origin": s.base}):
+                    pass
+            assert err.value.status == 403
+            async with http.ws_connect(f"{ws}&key={key}", headers={"Origin": s.base}) as first:
+                await first.receive(timeout=30)  # the session started
+                with pytest.raises(aiohttp.WSServerHandshakeError) as err:
+                    async with http.ws_connect(f"{ws}&key={key}", headers={"Origin": s.base}):
+                        pass
+                assert err.value.status == 503
+
+    with serving("--max-sessions", "1") as s:
+        asyncio.run(probe(s))
+        assert s.stop() == 128 + signal.SIGTERM
+        s.assert_nothing_left()
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=lambda s: s.name)
 def test_a_session_over_the_websocket_ends_with_the_server(served, sig):
     """No browser: textual-serve's own protocol. The cockpit starts and draws the Checks screen;
@@ -121,7 +177,8 @@ def test_a_session_over_the_websocket_ends_with_the_server(served, sig):
     import aiohttp
 
     async def first_screen() -> bytes:
-        ws_url = served.url.replace("http://", "ws://") + "/ws?width=120&height=40"
+        key = served.url.split("key=", 1)[1]
+        ws_url = served.base.replace("http://", "ws://") + f"/ws?width=120&height=40&key={key}"
         seen = b""
         async with aiohttp.ClientSession() as http, http.ws_connect(ws_url) as ws:
             deadline = time.monotonic() + 30
@@ -178,7 +235,7 @@ def test_the_cockpit_in_headless_chromium(served, tmp_path):
                 route.fulfill(response=response, body=body.replace(HOOK, "this.terminal=window.__solTerminal=new ", 1))
 
             page.route("**/static/js/textual.js", expose_terminal)
-            page.goto(served.url + "/")
+            page.goto(served.url)
 
             def wait_for_screen(shows: list[str], not_shows: list[str], timeout_s: float = 30) -> str:
                 """The screen's text once it shows all of ``shows`` and none of ``not_shows`` (a
