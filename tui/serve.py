@@ -415,7 +415,7 @@ def serve(options: ServeOptions) -> int:
     _require_textual_serve()
     check_cockpit_options(options)
     if not 1 <= options.max_sessions <= 64:
-        raise InputError(f"--max-sessions={options.max_sessions}: outside 1..64", fix="e.g. --max-sessions 4")
+        raise InputError(f"--max-sessions={options.max_sessions}: outside 1..64", fix="e.g. --max-sessions=4")
     public_url(options.host, options.port, options.public_url)
     addresses(options.host, options.port)  # a bad port or host is an error before any warning
     warning = exposure_warning(options.host, options.port)
