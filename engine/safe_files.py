@@ -87,17 +87,30 @@ def _size(n: int) -> str:
     return f"{n // MIB} MiB" if n >= MIB and n % MIB == 0 else f"{n} bytes"
 
 
-def write_atomic(path: str | os.PathLike[str], data: bytes | str, mode: int = 0o600) -> None:
-    """Replace ``path`` with ``data`` atomically (see the module's docstring); OSError as raised,
-    except for a destination that is a symbolic link: InputError."""
+def write_atomic(path: str | os.PathLike[str], data: bytes | str, mode: int = 0o600, what: str | None = None) -> None:
+    """Replace ``path`` with ``data`` atomically (see the module's docstring). A destination that is
+    a symbolic link is an InputError; so is any OSError when ``what`` names the destination for
+    messages ('--export': '--export=PATH: cannot write it (No space left on device)'), else the
+    OSError is raised as it is."""
     p = Path(path)
-    if p.is_symlink():
-        raise InputError(f"{p}: is a symbolic link; refusing to write through it",
-                         fix="remove the link or write to another path")
+    label = f"{what}={p}" if what else str(p)
+    try:
+        if p.is_symlink():
+            raise InputError(f"{label}: is a symbolic link; refusing to write through it",
+                             fix="remove the link or write to another path")
+        _write(p, data, mode)
+    except OSError as exc:
+        if what is None:
+            raise
+        raise InputError(f"{label}: cannot write it ({exc.strerror or exc})",
+                         fix="give a path in a folder you can write, with a name of at most 255 bytes") from None
+
+
+def _write(p: Path, data: bytes | str, mode: int) -> None:
     raw = data.encode() if isinstance(data, str) else data
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     for _ in range(8):
-        tmp = p.with_name(f".{p.name}.{secrets.token_hex(6)}.tmp")
+        tmp = p.with_name(f".{p.name[:40]}.{secrets.token_hex(6)}.tmp")  # fits beside a 255-byte name
         try:
             fd = os.open(tmp, flags, mode)
             break

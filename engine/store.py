@@ -266,11 +266,19 @@ class ResultStore:
 
     def put_tuned(self, entry: dict[str, Any]) -> None:
         """Insert or replace the cache entry for its key (``TUNED_COLUMNS``)."""
-        row = [entry.get(c) for c in self.TUNED_COLUMNS]
-        row[self.TUNED_COLUMNS.index("schedule")] = json.dumps(entry.get("schedule") or {}, sort_keys=True)
+        self.put_tuned_many([entry])
+
+    def put_tuned_many(self, entries: builtins.list[dict[str, Any]]) -> None:
+        """Insert or replace many cache entries in one transaction (an import: all or none)."""
+        at = self.TUNED_COLUMNS.index("schedule")
+        rows = []
+        for entry in entries:
+            row = [entry.get(c) for c in self.TUNED_COLUMNS]
+            row[at] = json.dumps(entry.get("schedule") or {}, sort_keys=True)
+            rows.append(row)
         with self._conn() as conn:
-            conn.execute(f"INSERT OR REPLACE INTO tuned ({', '.join(self.TUNED_COLUMNS)}) VALUES "
-                         f"({', '.join('?' * len(self.TUNED_COLUMNS))})", row)
+            conn.executemany(f"INSERT OR REPLACE INTO tuned ({', '.join(self.TUNED_COLUMNS)}) VALUES "
+                             f"({', '.join('?' * len(self.TUNED_COLUMNS))})", rows)
 
     def get_tuned(self, key: dict[str, Any]) -> dict[str, Any] | None:
         rows = self.list_tuned(**key)

@@ -71,9 +71,10 @@ def short_key(key: str) -> str:
     return key if key.isprintable() and len(key) <= 60 else short_repr(key)
 
 
-def load_toml(path: Path, what: str = "file") -> dict[str, Any]:
-    """Parse ``path``; raise InputError naming the file, line and problem if it is not valid TOML."""
-    return parse_toml(decode_utf8(read_bytes(path, what, MAX_BYTES), path, what), path, what)
+def load_toml(path: Path, what: str = "file", limit: int = MAX_BYTES) -> dict[str, Any]:
+    """Parse ``path`` (at most ``limit`` bytes); raise InputError naming the file, line and problem
+    if it is not valid TOML."""
+    return parse_toml(decode_utf8(read_bytes(path, what, limit), path, what), path, what)
 
 
 def decode_utf8(data: bytes, path: Path | str, what: str = "file") -> str:

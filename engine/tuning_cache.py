@@ -6,7 +6,6 @@ the same GPU model as TOML."""
 
 from __future__ import annotations
 
-import json
 import socket
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -15,12 +14,17 @@ from typing import Any
 
 from engine.errors import InputError
 from engine.planner import TunedKnobs
+from engine.safe_files import write_atomic
 from engine.task import TaskSpec
+from engine.text_safety import visible
 from engine.tomlio import load_toml
+from engine.tuning_import import ImportReport, Refused, check_entries, clean_text
 from kernels import get_spec
 
 REGIMES = ("burst", "sustained")
 EXPORT_VERSION = 1
+EXPORT_MAX_BYTES = 64 * 2**20
+"""The largest export read: about 140 000 entries as ``export`` writes them."""
 
 
 def shape_key(shape: dict[str, int]) -> str:
@@ -56,20 +60,27 @@ class CacheScope:
         the store cannot be read: a cache miss is never an error)."""
         try:
             entry = self.store.get_tuned(self.key(task))
-        except Exception:
+            return None if entry is None else as_knobs(entry)
+        except Exception:  # an unreadable store or a damaged entry: planned without it
             return None
-        return None if entry is None else as_knobs(entry)
 
     __call__ = lookup
 
 
 def as_knobs(entry: dict[str, Any]) -> TunedKnobs:
     """A stored entry as planning takes it, labelled with when and how it was tuned."""
-    day = str(entry.get("tuned_at", ""))[:10]
-    origin = f", imported from {entry['origin']}" if entry.get("origin") else ""
+    day = visible(entry.get("tuned_at", ""), one_line=True)[:10]
+    origin = f", imported from {_label_text(entry['origin'])}" if entry.get("origin") else ""
     label = f"tuned {day}, {entry.get('candidates', 0)} candidates{origin}"
     return TunedKnobs(block_size=str(entry["block_size"]), memory_pipelining=int(entry["memory_pipelining"]),
                       schedule=dict(entry.get("schedule") or {}), label=label)
+
+
+def _label_text(value: Any) -> str:
+    """Text of an entry in a label that the CLI and the cockpit print as markup: control
+    characters visible, markup brackets replaced (stores written before imports were checked
+    may hold anything)."""
+    return visible(value, one_line=True).replace("[", "(").replace("]", ")")[:200]
 
 
 def now_iso() -> str:
@@ -84,49 +95,52 @@ def tuned_lookup(store: Any, device_name: str | None, profile: Any, simulated: b
 
 
 class TuningCache:
-    """Export and import of cache entries (TOML, written atomically)."""
+    """Export and import of cache entries (TOML, written atomically; read and checked entry by
+    entry: ``engine.tuning_import``)."""
 
     def __init__(self, store: Any) -> None:
         self.store = store
 
     def export(self, path: Path, gpu: str | None = None) -> int:
-        """Write every entry (of ``gpu`` when given) to ``path``; returns how many."""
+        """Write every entry (of ``gpu`` when given) to ``path``; returns how many. Never through
+        a symbolic link at ``path`` or beside it (``engine.safe_files.write_atomic``)."""
         import tomli_w
 
         rows = self.store.list_tuned(**({"gpu": gpu} if gpu else {}))
         doc = {"version": EXPORT_VERSION, "exported_at": now_iso(), "host": socket.gethostname(),
                "entry": [{k: v for k, v in r.items() if v is not None} for r in rows]}
-        path = Path(path)
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(tomli_w.dumps(doc), encoding="utf-8")
-        tmp.replace(path)
+        write_atomic(Path(path), tomli_w.dumps(doc), mode=0o644, what="--export")
         return len(rows)
 
-    def import_(self, path: Path) -> tuple[int, int]:
-        """Read entries from ``path`` into the store: (imported, skipped because their kernel source
-        differs from this checkout's, so they would never match). InputError naming the problem for
-        a file that is not an export."""
-        doc = load_toml(Path(path), "tuning export")
+    def import_report(self, path: Path) -> ImportReport:
+        """Read entries from ``path`` into the store, each checked first (``engine.tuning_import``),
+        all stored in one transaction: the report says how many were imported, skipped (another
+        kernel source: they would never match) and refused (index and reason). InputError naming
+        the problem for a file that is not an export."""
+        doc = load_toml(Path(path), "tuning export", EXPORT_MAX_BYTES)
         if doc.get("version") != EXPORT_VERSION or not isinstance(doc.get("entry"), list):
-            raise InputError(f"{path}: not a tuning export (version {EXPORT_VERSION} with [[entry]] tables)",
-                             fix="write one with `tui tune --export FILE.toml`")
-        imported = skipped = 0
-        for i, e in enumerate(doc["entry"]):
-            if not isinstance(e, dict):
-                raise InputError(f"{path}: entry {i + 1} is not a table")
-            missing = [c for c in self.store.TUNED_COLUMNS if c not in e and c not in ("default_ms", "origin")]
-            if missing:
-                raise InputError(f"{path}: entry {i + 1} lacks {', '.join(missing)}")
-            try:
-                current = get_spec(str(e["kernel"])).source_hash()
-            except KeyError:
-                skipped += 1
-                continue
-            if e["source_hash"] != current:
-                skipped += 1
-                continue
-            entry = dict(e, origin=e.get("origin") or str(doc.get("host") or Path(path).name))
-            entry["schedule"] = json.loads(json.dumps(entry.get("schedule") or {}))
-            self.store.put_tuned(entry)
-            imported += 1
-        return imported, skipped
+            raise InputError(f"tuning export {path}: not a tuning export (version {EXPORT_VERSION} with [[entry]] "
+                             "tables)", fix="write one with `tui tune --export FILE.toml`")
+        try:
+            rows, report = check_entries(doc["entry"])
+        except InputError as exc:
+            raise InputError(f"tuning export {path}: {exc.message}", fix=exc.fix) from None
+        try:
+            fallback = clean_text(doc.get("host") or Path(path).name, "host")
+        except Refused:
+            fallback = clean_text(Path(path).name, "host")
+        for row in rows:
+            row["origin"] = row["origin"] or fallback
+        self.store.put_tuned_many(rows)
+        return report
+
+    def import_(self, path: Path) -> tuple[int, int]:
+        """``import_report`` as (imported, skipped); when entries were refused, the rest are
+        stored and an InputError lists the refused ones (index and field), so the caller exits 2
+        naming them."""
+        report = self.import_report(path)
+        if report.refused:
+            raise InputError(report.refusal_text(path),
+                             fix="correct or drop the entries named (the others are imported); "
+                                 "`tui tune --export` writes valid ones")
+        return report.imported, report.skipped
