@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 
 from engine.errors import InputError
 from engine.fleet_report import HostReport, ReportProblem, read_report
+from engine.text_safety import visible
 
 MAX_FILES = 5000
 """Report files read at most from one folder (a fleet of 5000 hosts is a large one)."""
@@ -106,19 +107,35 @@ class FleetView(BaseModel):
         return out
 
 
+SHOWN_CHARS = 200
+"""Characters of one text field of a report shown (a status, a check id); the rest is cut."""
+
+
+def _text(value: object) -> str:
+    """Text from a report, as the view holds it: visible (``engine.text_safety``), one line, cut.
+    Reports come from other machines: a host name may hold a terminal's title sequence."""
+    text = visible(value, one_line=True)
+    return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "..."
+
+
+def _opt(value: str | None) -> str | None:
+    return None if value is None else _text(value)
+
+
 def _task_label(result: dict) -> str:
     shape = result.get("shape") or {}
     dims = "x".join(str(v) for v in shape.values()) if isinstance(shape, dict) else str(shape)
-    return f"{result.get('kernel', '?')} {dims} {result.get('dtype', '?')} @ {result.get('profile', '?')}"
+    return _text(f"{result.get('kernel', '?')} {dims} {result.get('dtype', '?')} @ {result.get('profile', '?')}")
 
 
 def _rows_of(report: HostReport, file: str) -> list[FleetRow]:
     rows = []
-    failed = report.failed_checks
+    failed = [_text(c) for c in report.failed_checks]
     benches = {b.device: b for b in report.benches}
+    host, when, file = _text(report.host), _text(report.time), _text(file)
     if not report.gpus:  # nothing benched: one row, so the host is not left out of the view
-        return [FleetRow(host=report.host, gpu="-", failed_checks=failed, status=report.error or "no GPU benched",
-                         simulated=report.simulated, time=report.time, file=file)]
+        return [FleetRow(host=host, gpu="-", failed_checks=failed, status=_text(report.error or "no GPU benched"),
+                         simulated=report.simulated, time=when, file=file)]
     for gpu in report.gpus:
         bench = benches.get(gpu.index)
         result = (bench.result if bench else None) or {}
@@ -130,11 +147,11 @@ def _rows_of(report: HostReport, file: str) -> list[FleetRow]:
             status = str(result.get("status", "-"))
         label = str(gpu.index) + (f" (host {gpu.visible_as})" if gpu.visible_as and gpu.visible_as != str(gpu.index)
                                   else "")
-        rows.append(FleetRow(host=report.host, index=gpu.index, gpu=label, gpu_name=gpu.name, uuid=gpu.uuid,
-                             driver=gpu.driver_version, failed_checks=failed, status=status,
-                             sol_pct=bench.sol_pct if bench and bench.ok else None,
+        rows.append(FleetRow(host=host, index=gpu.index, gpu=_text(label), gpu_name=_opt(gpu.name),
+                             uuid=_opt(gpu.uuid), driver=_opt(gpu.driver_version), failed_checks=failed,
+                             status=_text(status), sol_pct=bench.sol_pct if bench and bench.ok else None,
                              task=_task_label(result) if result else "", simulated=report.simulated,
-                             time=report.time, file=file))
+                             time=when, file=file))
     return rows
 
 
@@ -216,7 +233,7 @@ def load_fleet(directory: Path | str, outlier_pct: float = DEFAULT_OUTLIER_PCT) 
         try:
             report = read_report(path)
         except ReportProblem as exc:
-            view.errors.append(FleetFileError(file=rel, problem=str(exc)))
+            view.errors.append(FleetFileError(file=_text(rel), problem=_text(exc)))
             continue
         for row in _rows_of(report, rel):
             key = _identity(row)

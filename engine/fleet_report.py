@@ -11,9 +11,9 @@ report), and the Kubernetes and Slurm jobs run the same command.
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
-import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
@@ -21,28 +21,40 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from engine.errors import InputError
+from engine.safe_files import read_bytes, write_atomic
+from engine.text_safety import visible
 
 SCHEMA = "sol-cockpit.fleet-report"
 VERSION = 1
 """Bumped when a field changes meaning or goes away; readers refuse newer major versions."""
 MAX_REPORT_BYTES = 8 * 1024 * 1024
 """A report is a few tens of KiB; anything far larger is not one (and is not read whole)."""
+MAX_INT_DIGITS = 19
+"""Digits of the longest integer a report holds (64-bit); longer ones are refused, naming the field,
+before Python converts them (a 5000-digit integer is a ValueError there)."""
+MAX_STRING = 16_384
+"""Characters of the longest string in a report (a check's detail is a few hundred)."""
+MAX_NAME = 255
+"""Characters of a host, GPU or driver name."""
+MAX_GPUS = 1024
+SOL_PCT_MAX = 10_000.0
+"""The largest SOL % taken from a report: a kernel at 100x the speed of light is a damaged report."""
 
 
 class GpuEntry(BaseModel):
     """One GPU the job benchmarked, as the job saw it."""
 
-    index: int
+    index: int = Field(ge=0, le=MAX_GPUS)
     """Device index inside the job (after CUDA_VISIBLE_DEVICES / the scheduler's binding)."""
-    uuid: str | None = None
+    uuid: str | None = Field(default=None, max_length=MAX_NAME)
     """NVML's GPU UUID (None on the simulated device): the stable identity across jobs."""
-    name: str | None = None
+    name: str | None = Field(default=None, max_length=MAX_NAME)
     """Product name; 'SIMULATED ...' on the simulated device."""
-    driver_version: str | None = None
+    driver_version: str | None = Field(default=None, max_length=MAX_NAME)
     """The driver NVML reports (None on the simulated device)."""
-    pci_bus_id: str | None = None
+    pci_bus_id: str | None = Field(default=None, max_length=MAX_NAME)
     """PCI bus id, to find the board in the chassis."""
-    visible_as: str | None = None
+    visible_as: str | None = Field(default=None, max_length=MAX_NAME)
     """The entry of CUDA_VISIBLE_DEVICES this index maps to (the host's own index or UUID), when
     the scheduler set it."""
 
@@ -50,7 +62,7 @@ class GpuEntry(BaseModel):
 class BenchEntry(BaseModel):
     """The seed bench on one GPU."""
 
-    device: int
+    device: int = Field(ge=0, le=MAX_GPUS)
     """Device index the bench ran on (as ``GpuEntry.index``)."""
     result: dict[str, Any] | None = None
     """The object ``tui bench --json`` prints (None when the bench could not start)."""
@@ -74,23 +86,23 @@ class HostReport(BaseModel):
     """Always 'sol-cockpit.fleet-report': what this JSON file is."""
     version: int = VERSION
     """Schema version (``VERSION``)."""
-    host: str
+    host: str = Field(min_length=1, max_length=MAX_NAME)
     """Host name (a Kubernetes node name, a Slurm node name, or the machine's host name)."""
-    time: str
+    time: str = Field(max_length=MAX_NAME)
     """When the report was written, ISO 8601 in UTC."""
-    tool_version: str
+    tool_version: str = Field(max_length=MAX_NAME)
     """sol-cockpit's version."""
-    backend: str
+    backend: str = Field(max_length=MAX_NAME)
     """'cuda' or 'sim'. Reports of the simulated device are labelled SIMULATED wherever shown."""
     simulated: bool
     """True when the benches ran on the simulated device: never evidence about the host's GPUs."""
     job: dict[str, str] = Field(default_factory=dict)
     """Scheduler facts when present: Slurm job and step ids, Kubernetes pod and node names."""
-    gpus: list[GpuEntry] = Field(default_factory=list)
+    gpus: list[GpuEntry] = Field(default_factory=list, max_length=MAX_GPUS)
     """The GPUs benchmarked."""
     check: dict[str, Any] | None = None
     """The object ``tui check --json`` prints (None with --no-checks)."""
-    benches: list[BenchEntry] = Field(default_factory=list)
+    benches: list[BenchEntry] = Field(default_factory=list, max_length=MAX_GPUS)
     """One seed bench per GPU, in ``gpus`` order."""
     error: str | None = None
     """Why no GPU was benched (no driver, no device): the host still reports, so the fleet view
@@ -128,7 +140,13 @@ def default_host(env: dict[str, str] | os._Environ[str] | None = None) -> str:
     """The node the job runs on: Kubernetes' node name, Slurm's node, else the host name (a pod's
     host name is the pod's, so the manifests pass NODE_NAME)."""
     env = os.environ if env is None else env
-    return env.get("NODE_NAME") or env.get("SLURMD_NODENAME") or socket.gethostname()
+    return clean_host(env.get("NODE_NAME") or env.get("SLURMD_NODENAME") or socket.gethostname())
+
+
+def clean_host(text: str) -> str:
+    """A host name as a report holds it: one line of visible text, no markup brackets (host names
+    have none), at most ``MAX_NAME`` characters."""
+    return visible(text, one_line=True).replace("[", "(").replace("]", ")")[:MAX_NAME] or "host"
 
 
 def safe_file_name(text: str) -> str:
@@ -138,24 +156,17 @@ def safe_file_name(text: str) -> str:
 
 
 def write_report(report: HostReport, path: Path) -> Path:
-    """Write atomically (a temporary file in the same folder, then a rename), so that a collector
-    reading the folder never sees half a report. The folder is created when missing."""
+    """Write atomically (``engine.safe_files.write_atomic``: a temporary file in the same folder, then
+    a rename, never through a link), so that a collector reading the folder never sees half a
+    report. The folder is created when missing."""
+    text = json.dumps(report.to_json(), indent=2, allow_nan=False, default=str) + "\n"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        write_atomic(path, text, mode=0o644)
     except OSError as exc:
         raise InputError(f"--out={path}: cannot write into {path.parent}: {exc.strerror or exc}",
                          fix=f"make {path.parent} writable by uid {os.getuid()} (on a Kubernetes node: "
                              f"install -d -o {os.getuid()} {path.parent}), or pass another --out") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(report.to_json(), f, indent=2, allow_nan=False, default=str)
-            f.write("\n")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
     return path
 
 
@@ -163,17 +174,52 @@ class ReportProblem(Exception):
     """A file in a fleet folder that is not a readable report: the reason, in words."""
 
 
-def read_report(path: Path) -> HostReport:
-    """One report file, or ReportProblem saying what is wrong with it (never a traceback)."""
+class _Refused:
+    """A value ``json.loads`` met that a report never holds: replaced by this, then named."""
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+
+
+def _int(text: str) -> int | _Refused:
+    digits = len(text.lstrip("-"))
+    return _Refused(f"an integer of {digits} digits") if digits > MAX_INT_DIGITS else int(text)
+
+
+def _float(text: str) -> float | _Refused:
+    value = float(text)
+    return value if math.isfinite(value) else _Refused(f"{text[:20]}{'...' if len(text) > 20 else ''}: too large a number")
+
+
+def _constant(name: str) -> _Refused:
+    return _Refused(f"{name}: not a JSON number")
+
+
+def _first_refusal(data: Any) -> str | None:
+    """'field: why' for the first value of ``data`` no report holds (a huge integer, an infinite or
+    NaN number, a string longer than ``MAX_STRING``); None when there is none. Iterative: a deep
+    document cannot exhaust the stack."""
+    stack: list[tuple[str, Any]] = [("", data)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, _Refused):
+            return f"{where or '(top level)'}: {value.why}"
+        if isinstance(value, str) and len(value) > MAX_STRING:
+            return f"{where or '(top level)'}: a string of {len(value)} characters (at most {MAX_STRING})"
+        if isinstance(value, dict):
+            for k, v in value.items():
+                if len(k) > MAX_NAME:
+                    return f"{where or '(top level)'}: a key of {len(k)} characters"
+                stack.append((f"{where}.{k}" if where else k, v))
+        elif isinstance(value, list):
+            stack.extend((f"{where}[{i}]", v) for i, v in enumerate(value))
+    return None
+
+
+def parse_report(raw: bytes) -> HostReport:
+    """The report in ``raw``, or ReportProblem naming the field at fault (never a traceback)."""
     try:
-        size = path.stat().st_size
-        if size > MAX_REPORT_BYTES:
-            raise ReportProblem(f"{size} bytes: larger than a report can be ({MAX_REPORT_BYTES} bytes)")
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise ReportProblem(f"cannot read: {exc.strerror or exc}") from None
-    try:
-        data = json.loads(raw.decode("utf-8"))
+        data = json.loads(raw.decode("utf-8"), parse_int=_int, parse_float=_float, parse_constant=_constant)
     except UnicodeDecodeError:
         raise ReportProblem("not UTF-8 text") from None
     except (json.JSONDecodeError, RecursionError) as exc:
@@ -182,15 +228,35 @@ def read_report(path: Path) -> HostReport:
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise ReportProblem(f"not a fleet report (no \"schema\": \"{SCHEMA}\")")
     version = data.get("version")
-    if not isinstance(version, int) or isinstance(version, bool) or version > VERSION or version < 1:
-        raise ReportProblem(f"report version {version!r} is not one this tool reads (1..{VERSION}): "
-                            "update sol-cockpit")
+    if isinstance(version, _Refused) or not isinstance(version, int) or isinstance(version, bool) \
+            or version > VERSION or version < 1:
+        shown = version.why if isinstance(version, _Refused) else repr(version)[:40]
+        raise ReportProblem(f"report version {shown} is not one this tool reads (1..{VERSION}): update sol-cockpit")
+    problem = _first_refusal(data)
+    if problem is not None:
+        raise ReportProblem(visible(problem, one_line=True))
     try:
-        return HostReport.model_validate(data)
+        report = HostReport.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        raise ReportProblem(f"{where}: {err['msg']}") from None
+        raise ReportProblem(visible(f"{where}: {err['msg']}", one_line=True)) from None
+    for i, bench in enumerate(report.benches):
+        v = (bench.result or {}).get("sol_pct")
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and not 0 <= v <= SOL_PCT_MAX:
+            raise ReportProblem(f"benches[{i}].result.sol_pct: {v:.6g} is outside 0..{SOL_PCT_MAX:g}")
+    return report
+
+
+def read_report(path: Path) -> HostReport:
+    """One report file, or ReportProblem saying what is wrong with it and where (never a traceback).
+    Read through ``engine.safe_files``: a FIFO, a device or a file over ``MAX_REPORT_BYTES`` is
+    refused without being read."""
+    try:
+        raw = read_bytes(path, "fleet report", MAX_REPORT_BYTES)
+    except InputError as exc:
+        raise ReportProblem(exc.message.removeprefix(f"fleet report {path}: ")) from None
+    return parse_report(raw)
 
 
 def _visible_entries(env: dict[str, str] | os._Environ[str]) -> list[str]:
@@ -254,7 +320,7 @@ def collect(task: Any, profile: str | None, devices: Any = None, *, checks: bool
     try:
         choice = choose_backend(task.backend.value, devices if isinstance(devices, int) else 0)
     except BackendUnavailable as exc:  # a GPU node without a working driver is a finding, not silence
-        return HostReport(host=host or default_host(env), time=now_utc(), tool_version=__version__,
+        return HostReport(host=clean_host(host) if host else default_host(env), time=now_utc(), tool_version=__version__,
                           backend=task.backend.value, simulated=False, job=job_facts(env),
                           check=check_json(profile, only) if checks else None,
                           error=exc.message + (f" (fix: {exc.fix})" if exc.fix else ""))
@@ -265,7 +331,7 @@ def collect(task: Any, profile: str | None, devices: Any = None, *, checks: bool
         gpus = [GpuEntry(index=i, visible_as=visible[i] if i < len(visible) else None) for i in indices]
     else:
         gpus = _cuda_gpus(indices, env)
-    report = HostReport(host=host or default_host(env), time=now_utc(), tool_version=__version__,
+    report = HostReport(host=clean_host(host) if host else default_host(env), time=now_utc(), tool_version=__version__,
                         backend=choice.name, simulated=simulated, job=job_facts(env),
                         check=check_json(profile, only) if checks else None, gpus=gpus)
     for gpu in gpus:
