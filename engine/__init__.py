@@ -21,7 +21,7 @@ _EXPORTS: dict[str, str] = {
     "TaskSpec": "engine.task", "DType": "engine.task", "ENV_KNOBS": "engine.task",
     "resolve_task": "engine.task", "save_task": "engine.task", "parse_shape_text": "engine.task",
     "parse_schedule_text": "engine.task", "format_pipelining": "engine.task",
-    "plan": "engine.planner", "Plan": "engine.planner", "PlanError": "engine.planner", "TunedKnobs": "engine.planner",
+    "plan": "engine.planner", "Plan": "engine.planner", "PlanError": "engine.planner", "TunedKnobs": "engine.tuned_knobs",
     "kernel_names": "engine.user_kernels", "kernel_dims": "engine.planner", "kernel_default_shape": "engine.planner",
     "normalize_shape": "engine.planner",
     # running
@@ -29,10 +29,10 @@ _EXPORTS: dict[str, str] = {
     "PreparedRun": "engine.runner", "choose_backend": "engine.backends.select",
     "BackendChoice": "engine.backends.select", "start_engine_server": "engine.process",
     "STAGES": "engine.events",
-    "run_soak": "engine.soak", "SoakOptions": "engine.soak", "SoakEvent": "engine.events",
+    "run_soak": "engine.soak", "SoakOptions": "engine.soak_options", "SoakEvent": "engine.events",
     "parse_duration": "engine.soak", "parse_percent": "engine.soak", "sim_device_count": "engine.multi_device",
     # tuning
-    "tune": "engine.tuner", "TuneResult": "engine.tuner", "Trial": "engine.tuner", "TuningCache": "engine.tuning_cache",
+    "tune": "engine.tuner", "TuneResult": "engine.tune_types", "Trial": "engine.tune_types", "TuningCache": "engine.tuning_cache",
     "tuned_lookup": "engine.tuning_cache", "baseline_marks": "engine.baseline",
     # results, profiles, errors
     "RunResult": "engine.result", "RunStatus": "engine.result", "RecordedTask": "engine.recorded_task",

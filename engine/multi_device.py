@@ -106,16 +106,6 @@ def sim_slow_factor(device: int, env: Mapping[str, str] | None = None) -> float:
     return sim_slow_factors(env).get(device, 1.0)
 
 
-def check_sim_env(env: Mapping[str, str] | None = None) -> None:
-    """The simulated device's rehearsal variables, checked where a run is prepared (InputError,
-    exit 2), so that a malformed one never reaches the engine process as a crash."""
-    from engine.backends.sim_soak import soak_speed
-
-    sim_device_count(env)
-    sim_slow_factors(env)
-    soak_speed(env)
-
-
 def cuda_visible_count(nvml_count: int, env: Mapping[str, str] | None = None) -> int:
     """The GPUs CUDA numbers 0..n-1: NVML's count, or CUDA_VISIBLE_DEVICES' entries when it is set."""
     env = os.environ if env is None else env

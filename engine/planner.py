@@ -15,21 +15,11 @@ from typing import Any
 from engine.profiles import Profile
 from engine.sol import sol_figures
 from engine.task import TaskSpec, format_pipelining
+from engine.tuned_knobs import TunedKnobs
 from kernels import get_spec
 from kernels.spec import DeviceLimits, KnobDef, Violation
 
 KNOB_FIELDS = ("block_size", "memory_pipelining")
-
-
-@dataclass(frozen=True)
-class TunedKnobs:
-    """A tuning cache entry as planning uses it: the knobs a tune found fastest, and its label."""
-
-    block_size: str
-    memory_pipelining: int
-    schedule: dict[str, Any] = field(default_factory=dict)
-    label: str = "tuned"
-    """How the cockpit and CLI name where the knobs came from, e.g. 'tuned YYYY-MM-DD, 12 candidates'."""
 
 
 @dataclass(frozen=True)

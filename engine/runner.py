@@ -83,7 +83,7 @@ def prepare(task: TaskSpec, profile_name: str | None = None, profiles: ProfileSe
     require_trusted_reference(task)
     choice = backend_choice or choose_backend(task.backend.value, task.device)
     if choice.name == "sim":
-        from engine.multi_device import check_sim_env
+        from engine.sim_env import check_sim_env
 
         check_sim_env()
     notices = [choice.notice] if choice.notice else []

@@ -1,6 +1,6 @@
 """Soak: the kernel back to back for a duration, as DCGM's targeted stress runs a GPU, watched.
 
-The engine process (``engine.soak_worker``) launches the kernel in windows of about a quarter of a
+The engine process (``engine.soak_worker``, by ``engine.soak_options``) launches the kernel in windows of about a quarter of a
 second and reports each window: the mean launch time, SM and memory clocks, power, temperature and
 throttle reasons. Every ``verify_every_s`` it re-verifies the output against the reference (silent
 data corruption shows there first) and re-reads the ECC counters; before and after it reads ECC and
@@ -26,39 +26,11 @@ from pydantic import BaseModel, Field
 from engine.errors import InputError
 from engine.events import Event, SoakEvent
 from engine.nvml import HARMFUL_THROTTLE_MASK, decode_throttle
+from engine.soak_options import SoakOptions
 
 DRIFT_SPAN_S = 60.0
 """The first and the last minute are compared (a third of the soak each, when it is shorter)."""
-WINDOW_S = 0.25
-MAX_POINTS = 4000
-"""A long soak's windows grow so that its series keeps at most this many points."""
-MAX_DURATION_S = 7 * 86400.0
-
-SimFault = Literal["none", "corrupt", "throttle", "ecc"]
 SoakStatus = Literal["ok", "error", "drift", "cancelled"]
-
-
-class SoakOptions(BaseModel):
-    """How long to soak and what fails it."""
-
-    duration_s: float = Field(gt=0, le=MAX_DURATION_S)
-    """Seconds of back-to-back launches (not counting compile, warm-up and verifications)."""
-    verify_every_s: float = Field(default=10.0, gt=0)
-    """Re-verify the output against the reference (and re-read ECC) this often."""
-    max_drift_pct: float = Field(default=5.0, ge=0)
-    """Fail when the last minute's median launch time is this many percent above the first's."""
-    sim_fault: SimFault = "none"
-    """Simulated device only: corrupt the output, throttle the clocks, or raise the ECC count."""
-    sim_fault_after_s: float | None = Field(default=None, ge=0)
-    """When the simulated fault starts (default: half-way)."""
-
-    @property
-    def window_s(self) -> float:
-        return max(WINDOW_S, self.duration_s / MAX_POINTS)
-
-    @property
-    def fault_at_s(self) -> float:
-        return self.duration_s / 2 if self.sim_fault_after_s is None else self.sim_fault_after_s
 
 
 _UNITS = {"ms": 1e-3, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}

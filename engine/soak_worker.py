@@ -1,7 +1,8 @@
 """The engine process of a soak: set the kernel up once, then launch it back to back in windows,
 reporting each window as a ``SoakEvent``; re-verify every ``verify_every_s``; stop at the first
 error. Sends one result message at the end: the counters before and after, the last
-verification, the fingerprint and the error (if any). Spawned by ``engine.soak.run_soak``.
+verification, the fingerprint and the error (if any). Spawned by ``engine.soak.run_soak``, with the
+options of ``engine.soak_options``.
 
 A soaker (``engine.backends.cuda_soak.CudaSoak``, ``engine.backends.sim_soak.SimSoak``) offers
 ``setup(emitter)``, ``info()``, ``counters(with_xid)``, ``now()`` (seconds soaked), ``window(seconds)``
@@ -40,8 +41,8 @@ def soak_main(payload: dict[str, Any], conn: Any) -> None:
     from engine.backends.base import Emitter, RunFailure
     from engine.backends.collect import mismatch_text, now_iso
     from engine.events import SoakEvent
-    from engine.soak import SoakOptions
     from engine.soak_health import new_errors
+    from engine.soak_options import SoakOptions
 
     send = event_sender(conn)
     task, profile = task_and_profile(payload)

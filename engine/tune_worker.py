@@ -12,23 +12,22 @@ import traceback
 from typing import Any
 
 from engine.events import LogEvent, TrialEvent
+from engine.tune_search import variations
+from engine.tune_types import (
+    CONFIRM_SHARE,
+    CONFIRM_TOP,
+    SCREEN_MIN,
+    SCREEN_S,
+    VARIATION_SEEDS,
+    VARIATION_SHARE,
+    Candidate,
+    Trial,
+)
 from engine.worker import event_sender, task_and_profile
 
 
 def tune_main(payload: dict[str, Any], conn: Any) -> None:
     """Entry point: run the search, then send {"type": "result", "result": {...}}."""
-    from engine.tuner import (
-        CONFIRM_SHARE,
-        CONFIRM_TOP,
-        SCREEN_MIN,
-        SCREEN_S,
-        VARIATION_SEEDS,
-        VARIATION_SHARE,
-        Candidate,
-        Trial,
-        variations,
-    )
-
     send = event_sender(conn)
     task, profile = task_and_profile(payload)
     candidates = [Candidate(**c) for c in payload["candidates"]]

@@ -13,8 +13,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from engine.planner import TunedKnobs
 from engine.profiles import BUILTIN_DIR
+from engine.tuned_knobs import TunedKnobs
 
 TABLE_DIR = BUILTIN_DIR / "tuned"
 MAX_RATIO = 2.0

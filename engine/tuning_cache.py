@@ -13,23 +13,19 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import InputError
-from engine.planner import TunedKnobs
 from engine.safe_files import write_atomic
 from engine.task import TaskSpec
 from engine.text_safety import visible
 from engine.tomlio import load_toml
+from engine.tuned_knobs import TunedKnobs
 from engine.tuning_import import ImportReport, Refused, check_entries, clean_text
+from engine.tuning_key import shape_key
 from kernels import get_spec
 
 REGIMES = ("burst", "sustained")
 EXPORT_VERSION = 1
 EXPORT_MAX_BYTES = 64 * 2**20
 """The largest export read: about 140 000 entries as ``export`` writes them."""
-
-
-def shape_key(shape: dict[str, int]) -> str:
-    """A shape as the cache spells it: 'k=2560,m=8192,n=2560' (sorted names, so any order matches)."""
-    return ",".join(f"{k}={int(v)}" for k, v in sorted(shape.items()))
 
 
 def gpu_label(device_name: str | None, profile: Any, simulated: bool) -> str:

@@ -185,7 +185,7 @@ class EntryChecker:
         """The entry's knobs read as a task's and planned on ``profile``: its shape in the cache's
         spelling and its knobs as the planner takes them. Refused naming the field that fails."""
         from engine.task import TaskSpec, parse_shape_text
-        from engine.tuning_cache import shape_key
+        from engine.tuning_key import shape_key
 
         try:
             shape = parse_shape_text(e["shape"])

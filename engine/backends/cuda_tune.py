@@ -3,7 +3,7 @@ timer on one set of inputs and verified against one float64 reference, beside th
 timed the same way. Runs inside the tune's engine process (``engine.tune_worker``).
 
 Regimes: ``burst`` rests the card before each candidate and peer (``TaskSpec.rest_s``, or
-``engine.tuner.BURST_REST_S``); ``sustained`` first runs back-to-back launches until the board sits at
+``engine.tune_types.BURST_REST_S``); ``sustained`` first runs back-to-back launches until the board sits at
 its power cap (``SUSTAIN_HEAT_S``), then runs each candidate and peer back to back for
 ``SUSTAIN_HOLD_S`` right before its timed launches, so all are timed in the state a deployed kernel
 lives in, with the same launch count."""
@@ -45,7 +45,7 @@ class CudaTrials:
     broken = False
 
     def __init__(self, task: Any, profile: Any, regime: str) -> None:
-        from engine.tuner import BURST_REST_S
+        from engine.tune_types import BURST_REST_S
 
         cp.cuda.Device(task.device).use()
         self.task, self.profile, self.regime = task, profile, regime
@@ -64,7 +64,7 @@ class CudaTrials:
     # --- set-up --------------------------------------------------------------------------------
     def setup(self) -> list[str]:
         from engine.sol import t_sol_ms
-        from engine.tuner import SUSTAIN_HEAT_S
+        from engine.tune_types import SUSTAIN_HEAT_S
 
         l2 = int(self.props.get("l2CacheSize", 0)) or int(self.profile.l2_mb * 2**20)
         self.sets, self.outs, in_bytes = make_inputs(self.spec, self.task, self.dtype, l2)
@@ -109,7 +109,7 @@ class CudaTrials:
         rest asked for): 100 launches of a 15 us kernel heat nothing, a seed-sized GEMM's 16 ms
         of work warms the card a little, and the card is rested in the same measure for every
         candidate and peer."""
-        from engine.tuner import REST_MIN_S, REST_PER_BUSY, SUSTAIN_HOLD_S
+        from engine.tune_types import REST_MIN_S, REST_PER_BUSY, SUSTAIN_HOLD_S
 
         if self.regime == "sustained":
             self._back_to_back(launch, SUSTAIN_HOLD_S)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from rich.table import Table
 
+from engine.cli import check_context
 from engine.cli.output import print_json, stderr_console, stdout_console
 from engine.multi_device import device_arg
 
@@ -24,12 +25,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", type=device_arg, metavar="all|0,2,5",
                    help="each GPU's checks per GPU at once, compared: which GPU disagrees with the others")
     p.set_defaults(func=run)
-
-
-def make_context(profile: str | None):  # factory the tests replace
-    from engine.checks import CheckContext
-
-    return CheckContext(profile_name=profile)
 
 
 def _record(results: list, store_path: Path | None) -> str | None:
@@ -52,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
         from engine.cli.every_gpu import run_check_all
 
         return run_check_all(args)
-    results = run_checks(profile_name=args.profile, only=args.only, ctx=make_context(args.profile))
+    results = run_checks(profile_name=args.profile, only=args.only, ctx=check_context.make_context(args.profile))
     failed = any(r.status == "fail" for r in results)
     problem = _record(results, args.store) if not args.only else None
     if args.json:

@@ -10,7 +10,11 @@ import threading
 from dataclasses import replace
 from typing import Any
 
+from engine.cli import check_context
 from engine.cli.output import fmt, print_json, stderr_console, stdout_console
+from engine.cli.soak_args import check_fault
+from engine.cli.soak_report import SoakProgress, summary_json
+from engine.cli.task_args import task_from_args
 from engine.events import Event, LogEvent, StageEvent
 from engine.multi_device import devices_for, fan_out, resolve, spread, spread_text
 
@@ -36,8 +40,6 @@ class Lines:
 
 
 def _base_task(args: argparse.Namespace) -> Any:
-    from engine.cli.bench import task_from_args
-
     return task_from_args(argparse.Namespace(**{**vars(args), "device": None}))
 
 
@@ -149,7 +151,6 @@ def _finish(args: argparse.Namespace, what: str, out: list[dict[str, Any]], sp: 
 
 def run_soak_all(args: argparse.Namespace, opts: Any) -> int:
     """`tui soak --device all|0,2,5`: one soak per GPU at once; the spread of the last minute's times."""
-    from engine.cli.soak_cmd import SoakProgress, check_fault, summary_json
     from engine.soak import run_soak
 
     store = _store(args)
@@ -191,9 +192,8 @@ def run_check_all(args: argparse.Namespace) -> int:
     """`tui check --device all|0,2,5`: the machine's checks once, each GPU's checks per GPU in parallel;
     the spread says which GPU disagrees with the others on which check."""
     from engine.checks import CHECKS, run_checks, summary
-    from engine.cli.check import make_context
 
-    ctx = make_context(args.profile)
+    ctx = check_context.make_context(args.profile)
     devs = ctx.devices()
     indices = resolve(args.device, len(devs))
     wanted = [c.id for c in CHECKS if not args.only or any(c.id == w or c.id.startswith(w.rstrip(".") + ".")

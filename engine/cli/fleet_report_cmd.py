@@ -11,8 +11,8 @@ import sys
 import time
 from pathlib import Path
 
-from engine.cli.bench import add_task_args, task_from_args
 from engine.cli.output import fmt, print_json, stderr_console, stdout_console
+from engine.cli.task_args import add_task_args, task_from_args
 
 
 def _positive_seconds(text: str) -> float:

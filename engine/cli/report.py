@@ -23,7 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from engine.checklist import Checklist
-    from engine.cli.check import make_context
+    from engine.cli.check_context import make_context
     from engine.report import build_report, to_markdown
     from engine.store import ResultStore
 

@@ -13,8 +13,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from engine.cli.bench import add_task_args, task_from_args
 from engine.cli.output import fmt, print_json, stderr_console, stdout_console
+from engine.cli.task_args import add_task_args, task_from_args
 from engine.errors import InputError
 from engine.events import Event, TrialEvent
 from engine.task import TaskSpec, parse_shape_text
@@ -87,7 +87,7 @@ class Progress:
         if not isinstance(ev, TrialEvent) or ev.state != "done":
             return
         t = ev.trial
-        from engine.tuner import knob_label
+        from engine.tune_types import knob_label
 
         knobs = knob_label(t["block_size"], t["memory_pipelining"], t.get("schedule"))
         if t["status"] == "skipped":
@@ -209,7 +209,7 @@ def _cache_command(args: argparse.Namespace, store: Any, cache: Any) -> int:
         for col in ("gpu", "SMs", "kernel", "dtype", "shape", "regime", "knobs", "ms", "default ms", "tuned"):
             tab.add_column(col)
         for e in out["entries"]:
-            from engine.tuner import knob_label
+            from engine.tune_types import knob_label
 
             tab.add_row(e["gpu"], str(e["sm_count"]), e["kernel"], e["dtype"], e["shape"], e["regime"],
                         knob_label(e["block_size"], e["memory_pipelining"], e["schedule"]),

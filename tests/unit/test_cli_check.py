@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.cli import check as check_cmd
+from engine.cli import check_context
 from engine.cli.main import main
 from tests.unit.test_checks_support import make_ctx, no_driver_nvml
 
@@ -25,12 +25,12 @@ def run_json(capsys: pytest.CaptureFixture, argv: list[str]) -> tuple[int, dict]
 
 @pytest.fixture
 def healthy(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(check_cmd, "make_context", lambda profile: make_ctx(profile_name=profile))
+    monkeypatch.setattr(check_context, "make_context", lambda profile: make_ctx(profile_name=profile))
 
 
 @pytest.fixture
 def no_driver(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(check_cmd, "make_context", lambda profile: make_ctx(nvml=no_driver_nvml(), profile_name=profile))
+    monkeypatch.setattr(check_context, "make_context", lambda profile: make_ctx(nvml=no_driver_nvml(), profile_name=profile))
 
 
 def test_check_json_healthy_exits_0(healthy: None, capsys: pytest.CaptureFixture) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.cli import check as check_cmd
+from engine.cli import check_context
 from engine.cli.main import main
 from engine.errors import InputError
 from engine.multi_device import (
@@ -190,7 +190,7 @@ def three_gpus(sick: int | None = None) -> FakeNvml:
 
 def test_check_per_gpu_names_the_disagreeing_gpu(capsys: pytest.CaptureFixture,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(check_cmd, "make_context", lambda profile: make_ctx(nvml=three_gpus(sick=2)))
+    monkeypatch.setattr(check_context, "make_context", lambda profile: make_ctx(nvml=three_gpus(sick=2)))
     rc, out = run_json(capsys, ["check", "--device", "all", "--json"])
     assert rc == 1 and [d["device"] for d in out["devices"]] == [0, 1, 2]
     ecc = {d["device"]: next(c for c in d["checks"] if c["id"] == "health.ecc")["status"] for d in out["devices"]}
@@ -200,7 +200,7 @@ def test_check_per_gpu_names_the_disagreeing_gpu(capsys: pytest.CaptureFixture,
 
 
 def test_check_healthy_gpus_agree(capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(check_cmd, "make_context", lambda profile: make_ctx(nvml=three_gpus()))
+    monkeypatch.setattr(check_context, "make_context", lambda profile: make_ctx(nvml=three_gpus()))
     assert main(["check", "--device", "0,1"]) == 0
     assert "every GPU agrees" in capsys.readouterr().out
     rc, out = run_json(capsys, ["check", "--device", "4", "--json"])

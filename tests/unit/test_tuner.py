@@ -15,8 +15,11 @@ from engine.planner import plan
 from engine.profiles import load_profiles
 from engine.store import ResultStore
 from engine.task import TaskSpec
-from engine.tuner import Candidate, Trial, knob_label, search_space, tune
-from engine.tuning_cache import TuningCache, shape_key, tuned_lookup
+from engine.tune_search import search_space
+from engine.tune_types import Candidate, Trial, knob_label
+from engine.tuner import tune
+from engine.tuning_cache import TuningCache, tuned_lookup
+from engine.tuning_key import shape_key
 
 
 @pytest.fixture(autouse=True)
@@ -344,7 +347,7 @@ def test_a_variation_that_wins_is_varied_again(monkeypatch):
 
 
 def test_variations_keep_the_seeds_own_choices():
-    from engine.tuner import variations
+    from engine.tune_search import variations
 
     task = sim_task(shape={"m": 6144, "n": 6144, "k": 6144})
     seed = Trial("128x256", 4, {"cluster": 2}, "ok", median_ms=1.0)
@@ -358,7 +361,7 @@ def test_a_schedule_lent_from_a_tuned_shape_is_varied_not_held_fixed():
     """The default at 6144^3 is lent from a tuned shape with raster=group: the default candidate
     carries it, the other candidates start from the kernel's own choices, and the variations try
     every raster order; a choice the user sets stays fixed."""
-    from engine.tuner import variations
+    from engine.tune_search import variations
 
     task = sim_task(shape={"m": 6144, "n": 6144, "k": 6144})
     base_plan, cands, _ = search_space(task, H200)
