@@ -1,9 +1,10 @@
 """A host binary as an ELF file: what it is, what it needs, and the device code it carries.
 
-Read with pyelftools from the file alone (nothing is loaded or run), so a binary for another
-machine, a stripped one or one whose libraries are missing can still be inspected. Bad input (a
-missing file, a folder, a text file, a truncated ELF) is an InputError naming the path and what
-was wrong.
+Read from the file alone (nothing is loaded or run), so a binary for another machine, a stripped
+one or one whose libraries are missing can still be inspected; every header is checked against the
+file before it is followed (``elf_headers``), so a crafted file cannot make it loop or read past its
+end. Bad input (a missing file, a folder, a FIFO or device, a text file, a truncated ELF) is an
+InputError naming the path and what was wrong.
 """
 
 from __future__ import annotations
@@ -11,15 +12,26 @@ from __future__ import annotations
 import mmap
 import os
 import re
-import shutil
 import stat
+import struct
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from engine.binary_inspect.elf_headers import (
+    PT_INTERP,
+    PT_LOAD,
+    SHF_EXECINSTR,
+    SHT_PROGBITS,
+    ElfError,
+    ElfHeaders,
+    parse,
+)
 from engine.binary_inspect.fatbin import Buffer, CodeImage, FatbinScan, parse_cuobjdump_list, scan
 from engine.errors import InputError
+from engine.programs import find_program
+from engine.text_safety import visible
 
 STATIC_CUDART_MARKS = (b"cudaErrorCudartUnloading", b"libcudart_static_")
 """Text that only a statically linked CUDA runtime puts in a binary (its error-name table, its
@@ -49,6 +61,8 @@ class ElfInfo:
     """Where the code list came from: 'fatbin headers', 'cuobjdump', or 'none'."""
     static_cudart: bool = False
     """A CUDA runtime is linked into the binary itself."""
+    scan_note: str | None = None
+    """Set when the container scan stopped at ``MAX_SCAN_BYTES``: what was searched."""
 
     @property
     def images(self) -> list[CodeImage]:
@@ -66,11 +80,18 @@ def host_machine() -> str | None:
     return _MACHINES.get(os.uname().machine.lower())
 
 
-def _open_checked(path: Path):
-    """The file opened for reading, after the checks that make bad input a clear error."""
-    name = str(path)
+MAX_SCAN_BYTES = 2**30
+"""Bytes searched for fat binary containers at most: the data sections of the largest CUDA libraries
+(cuBLASLt, cuDNN) hold a few hundred MiB; a larger claim is scanned to here, and the report says so."""
+
+
+def _open_checked(path: Path) -> tuple[int, int]:
+    """(file descriptor, size) of ``path`` opened for reading, after the checks that make bad input
+    a clear error: ``stat`` before ``open`` (a FIFO or a device is refused without opening it, a file
+    that reports no size, such as /proc/self/mem, is refused as empty), opened without blocking."""
+    name = visible(path, one_line=True)
     try:
-        st = path.stat()
+        st = os.stat(path)
     except FileNotFoundError:
         raise InputError(f"path={name}: no such file",
                          fix="give the path of an executable or shared library (.so)") from None
@@ -82,73 +103,104 @@ def _open_checked(path: Path):
                          fix="give the path of an executable or shared library inside it")
     if not stat.S_ISREG(st.st_mode):
         raise InputError(f"path={name}: not a regular file", fix="give the path of an executable or shared library")
+    if st.st_size == 0:
+        raise InputError(f"path={name}: an empty file (an ELF executable or shared library was expected)",
+                         fix="give the compiled program or .so, not a source file, script or archive")
     try:
-        fh = path.open("rb")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
         raise InputError(f"path={name}: cannot read it: {exc.strerror or exc}",
                          fix="check the file's permissions (it must be readable)") from None
-    head = fh.read(4)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise InputError(f"path={name}: not a regular file", fix="give the path of an executable or shared library")
+        head = os.pread(fd, 4, 0)
+    except OSError as exc:
+        os.close(fd)
+        raise InputError(f"path={name}: cannot read it: {exc.strerror or exc}",
+                         fix="check the file (a device or a special file cannot be inspected)") from None
+    except BaseException:
+        os.close(fd)
+        raise
     if head != b"\x7fELF":
-        fh.close()
+        os.close(fd)
         what = "an empty file" if not head else ("a script" if head[:2] == b"#!" else "not an ELF file")
         raise InputError(f"path={name}: {what} (an ELF executable or shared library was expected; "
                          f"it starts with {head!r})",
                          fix="give the compiled program or .so, not a source file, script or archive")
-    fh.seek(0)
-    return fh
+    return fd, st.st_size
 
 
-def _kind(elf) -> Literal["executable", "shared library", "object"]:
-    etype = elf["e_type"]
-    if etype == "ET_EXEC":
+def _kind(h: ElfHeaders) -> Literal["executable", "shared library", "object"]:
+    if h.e_type == "ET_EXEC":
         return "executable"
-    if etype == "ET_REL":
+    if h.e_type == "ET_REL":
         return "object"
-    if any(seg["p_type"] == "PT_INTERP" for seg in elf.iter_segments()):
+    if any(p_type == PT_INTERP for p_type, _, _ in h.segments):
         return "executable"  # a position-independent executable
     return "shared library"
 
 
-def _dynamic(elf) -> tuple[list[str], list[str]]:
-    needed: list[str] = []
-    runpath: list[str] = []
-    dyn = elf.get_section_by_name(".dynamic")
-    if dyn is None or not hasattr(dyn, "iter_tags"):
-        return needed, runpath
-    for tag in dyn.iter_tags():
-        t = tag.entry.d_tag
-        if t == "DT_NEEDED":
-            needed.append(tag.needed)
-        elif t == "DT_RUNPATH":
-            runpath.extend(p for p in tag.runpath.split(":") if p)
-        elif t == "DT_RPATH":
-            runpath.extend(p for p in tag.rpath.split(":") if p)
-    return needed, runpath
+def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for a, b in sorted(r for r in ranges if r[1] > r[0]):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
 
 
-def _section_range(elf, name: str) -> tuple[int, int] | None:
-    sec = elf.get_section_by_name(name)
-    if sec is None or sec["sh_type"] == "SHT_NOBITS":
-        return None
-    return sec["sh_offset"], sec["sh_size"]
+def scan_ranges(h: ElfHeaders, size: int) -> tuple[list[tuple[int, int]], bool]:
+    """Where containers may be, each byte once: the file's data sections (nvcc's ``.nv_fatbin``,
+    and the ``.data`` where cuFFT keeps its containers; not code, not debug information), else its
+    loaded segments (a file stripped of its section table), else the whole file; at most
+    ``MAX_SCAN_BYTES`` of them. The flag says whether that limit cut the ranges."""
+    data_sections = [(s.offset, s.offset + s.size) for s in h.sections
+                     if s.has_bytes and s.type == SHT_PROGBITS and not s.flags & SHF_EXECINSTR
+                     and not s.name.startswith((".debug", ".zdebug"))]
+    if h.sections:
+        ranges = _merged(data_sections)
+    elif any(p_type == PT_LOAD for p_type, _, _ in h.segments):
+        ranges = _merged([(off, off + n) for p_type, off, n in h.segments if p_type == PT_LOAD])
+    else:
+        ranges = [(0, size)]
+    out, left = [], MAX_SCAN_BYTES
+    for a, b in ranges:
+        take = min(b - a, left)
+        if take > 0:
+            out.append((a, a + take))
+        left -= take
+    return out, left < 0 or sum(b - a for a, b in ranges) > MAX_SCAN_BYTES
 
 
-def _scan_fatbins(data: Buffer) -> FatbinScan | None:
-    """The containers anywhere in the file: nvcc's go in ``.nv_fatbin``, but libraries also keep
+def _scan_fatbins(data: Buffer, ranges: list[tuple[int, int]]) -> FatbinScan | None:
+    """The containers in ``ranges`` of the file: nvcc's go in ``.nv_fatbin``, but libraries also keep
     them in data sections (cuFFT's are in ``.data``) and a stripped file may have no section table."""
-    found = scan(data)
+    images: list[CodeImage] = []
+    containers = damaged = 0
+    toolkit = None
+    for a, b in ranges:
+        part = scan(data, a, b, first_container=containers)
+        images += part.images
+        containers += part.containers
+        damaged += part.damaged
+        toolkit = toolkit or part.toolkit
+    found = FatbinScan(images=images, containers=containers, toolkit=toolkit, damaged=damaged)
     return found if found.containers or found.damaged else None
 
 
-def _static_cudart(elf, data: mmap.mmap, needed: list[str]) -> bool:
+def _static_cudart(h: ElfHeaders, data: mmap.mmap, needed: list[str], ranges: list[tuple[int, int]]) -> bool:
     if any(n.startswith("libcudart.so") for n in needed):
         return False
-    start, size = _section_range(elf, ".rodata") or (0, len(data))
-    return any(data.find(mark, start, start + size) >= 0 for mark in STATIC_CUDART_MARKS)
+    rodata = h.section(".rodata")
+    where = [(rodata.offset, rodata.offset + rodata.size)] if rodata is not None and rodata.has_bytes else ranges
+    return any(data.find(mark, a, b) >= 0 for a, b in where for mark in STATIC_CUDART_MARKS)
 
 
 def cuobjdump_path() -> str | None:
-    found = shutil.which("cuobjdump")
+    found = find_program("cuobjdump")
     if found:
         return found
     local = Path("/usr/local/cuda/bin/cuobjdump")
@@ -156,40 +208,42 @@ def cuobjdump_path() -> str | None:
 
 
 def _cuobjdump_images(path: Path) -> list[CodeImage] | None:
-    """The code list from cuobjdump, for containers whose headers this reader does not know."""
+    """The code list from cuobjdump, for containers whose headers this reader does not know. The
+    file is passed by its absolute path: a name such as ``--version`` is never read as an option."""
     tool = cuobjdump_path()
     if tool is None:
         return None
     try:
-        out = subprocess.run([tool, "--list-elf", "--list-ptx", str(path)], capture_output=True, text=True,
-                             timeout=CUOBJDUMP_TIMEOUT_S, errors="replace")
+        out = subprocess.run([tool, "--list-elf", "--list-ptx", os.path.abspath(path)], capture_output=True,
+                             text=True, timeout=CUOBJDUMP_TIMEOUT_S, errors="replace", stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return parse_cuobjdump_list(out.stdout) or None
 
 
 def read_elf(path: Path) -> ElfInfo:
-    """Read ``path``; InputError when it is not a readable ELF file."""
-    from elftools.elf.elffile import ELFFile
-
-    fh = _open_checked(path)
-    with fh:
-        try:
-            elf = ELFFile(fh)
-            kind = _kind(elf)
-            needed, runpath = _dynamic(elf)
-            with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
-                fat = _scan_fatbins(data)
-                static = _static_cudart(elf, data, needed)
-            info = ElfInfo(path=path, kind=kind, machine=elf["e_machine"], needed=needed, runpath=runpath,
-                           fatbin=fat, static_cudart=static)
-        except Exception as exc:  # pyelftools raises many kinds on a damaged file: all are bad input
-            raise InputError(f"path={path}: a damaged or truncated ELF file ({exc})",
-                             fix="rebuild or copy the binary again; check it with `readelf -h`") from None
+    """Read ``path``; InputError when it is not a readable ELF file. Every header is checked before it
+    is followed (``elf_headers``) and the container scan is linear (``fatbin.scan``)."""
+    fd, size = _open_checked(path)
+    try:
+        with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as data:
+            h = parse(data)
+            ranges, cut = scan_ranges(h, size)
+            fat = _scan_fatbins(data, ranges)
+            static = _static_cudart(h, data, h.needed, ranges)
+    except (ElfError, ValueError, OSError, struct.error) as exc:
+        raise InputError(f"path={visible(path, one_line=True)}: a damaged or truncated ELF file "
+                         f"({visible(exc, one_line=True)})",
+                         fix="rebuild or copy the binary again; check it with `readelf -h`") from None
+    finally:
+        os.close(fd)
+    info = ElfInfo(path=path, kind=_kind(h), machine=h.machine, needed=[visible(n, one_line=True) for n in h.needed],
+                   runpath=[visible(p, one_line=True) for p in h.runpath], fatbin=fat, static_cudart=static,
+                   scan_note=f"searched the first {MAX_SCAN_BYTES // 2**20} MiB of its data for device code"
+                             if cut else None)
     if info.fatbin and info.fatbin.images:
         info.code_source = "fatbin headers"
     elif info.fatbin is not None and info.fatbin.damaged and (listed := _cuobjdump_images(path)):
         info.fatbin = FatbinScan(images=listed, containers=1, toolkit=info.fatbin.toolkit)
         info.code_source = "cuobjdump"
     return info
-

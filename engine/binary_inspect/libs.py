@@ -10,7 +10,6 @@ from __future__ import annotations
 import glob
 import os
 import re
-import shutil
 import site
 import subprocess
 import sys
@@ -18,6 +17,8 @@ from pathlib import Path
 
 from engine.binary_inspect.compat import DRIVER_FOR_CUDA, parse_version
 from engine.binary_inspect.model import CudaRuntime, Finding, Library
+from engine.programs import find_program
+from engine.text_safety import visible
 
 LDD_TIMEOUT_S = 20.0
 MAX_CANDIDATES = 5
@@ -51,13 +52,15 @@ _SONAME_CUDA_MAJOR = ("libcudart", "libcublas", "libcublasLt", "libnvrtc", "libn
 
 
 def run_ldd(path: Path) -> tuple[list[Library], str | None]:
-    """The libraries ldd lists for ``path`` and a note when it could not list them."""
-    ldd = shutil.which("ldd")
+    """The libraries ldd lists for ``path`` and a note when it could not list them. ldd is found on
+    PATH's absolute folders only (``engine.programs``) and given the file after ``--``, by its
+    absolute path: ``./--version`` is a file, never an option, and ``./ldd`` never runs."""
+    ldd = find_program("ldd")
     if ldd is None:
         return [], "ldd is not installed (package libc-bin): the libraries were not checked"
     try:
-        out = subprocess.run([ldd, str(path)], capture_output=True, text=True, timeout=LDD_TIMEOUT_S,
-                             errors="replace", stdin=subprocess.DEVNULL)
+        out = subprocess.run([ldd, "--", os.path.abspath(path)], capture_output=True, text=True,
+                             timeout=LDD_TIMEOUT_S, errors="replace", stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         return [], f"ldd did not answer within {LDD_TIMEOUT_S:g} s: the libraries were not checked"
     except OSError as exc:
@@ -67,18 +70,19 @@ def run_ldd(path: Path) -> tuple[list[Library], str | None]:
         return [], "ldd: not a dynamic executable here (statically linked, or built for another machine)"
     libs = parse_ldd(text)
     if out.returncode != 0 and not libs:
-        return [], f"ldd failed: {text.strip()[:200]}"
+        return [], f"ldd failed: {visible(text.strip()[:200], one_line=True)}"
     return libs, None
 
 
 def parse_ldd(text: str) -> list[Library]:
-    """ldd's 'name => path (0x...)' and 'name => not found' lines (the loader and vdso skipped)."""
+    """ldd's 'name => path (0x...)' and 'name => not found' lines (the loader and vdso skipped).
+    Names and paths are kept visible (``engine.text_safety``): a binary names its libraries itself."""
     libs: dict[str, Library] = {}
     for line in text.splitlines():
         m = _LDD_LINE.match(line)
         if m is None:
             continue
-        name, where = m.group(1), m.group(2)
+        name, where = visible(m.group(1), one_line=True), visible(m.group(2), one_line=True)
         found = where != "not found"
         libs.setdefault(name, Library(name=name, path=where if found else None, found=found))
     return list(libs.values())
@@ -171,7 +175,7 @@ def missing_findings(libs: list[Library], binary: Path, runpath: list[str], cuda
             fix = ("no copy was found in the usual folders: install or rebuild the library, or add the folder "
                    "that holds it to LD_LIBRARY_PATH")
         out.append(Finding(id="libs.missing", severity="error", title=f"{lib.name} not found",
-                           detail=f"the dynamic loader cannot find {lib.name}: {binary.name} will not start "
+                           detail=f"the dynamic loader cannot find {lib.name}: {visible(binary.name, one_line=True)} will not start "
                                   "(error while loading shared libraries)",
                            fix=fix, rule="missing-shared-object"))
     return out

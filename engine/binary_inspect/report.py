@@ -24,6 +24,7 @@ from engine.binary_inspect.libs import missing_findings, run_ldd, runtime_findin
 from engine.binary_inspect.model import Finding, Library, Report, Target
 from engine.binary_inspect.smoke import diagnose_smoke, run_smoke
 from engine.errors import InputError
+from engine.text_safety import visible
 
 ASSUMED_PROFILE = "h100-sxm"
 """The profile judged against when no GPU answers and no --profile is given (the simulated
@@ -140,7 +141,8 @@ def check_has_cuda(info: ElfInfo) -> None:
     libs = ", ".join(info.needed) or "none"
     where = ("its fat binary could not be read (an unknown format: `cuobjdump --list-elf` may list it)"
              if info.fatbin is not None and info.fatbin.damaged else "no fat binary (.nv_fatbin section)")
-    raise InputError(f"path={info.path}: no CUDA code: {where}, and none of the libraries it needs is a CUDA "
+    raise InputError(f"path={visible(info.path, one_line=True)}: no CUDA code: {where}, and none of the libraries "
+                     "it needs is a CUDA "
                      f"library (it needs: {libs})",
                      fix="give the binary built with nvcc, or the .so that holds the kernels "
                          "(`ldd PROGRAM` lists the libraries a program loads)")
@@ -153,7 +155,7 @@ def inspect_binary(path: Path, profile: str | None = None, device: int = 0, run_
     info = read_elf(path)
     check_has_cuda(info)
     if run_args is not None and info.kind != "executable":
-        raise InputError(f"--run: {path} is a {info.kind}: it cannot run by itself",
+        raise InputError(f"--run: {visible(path, one_line=True)} is a {info.kind}: it cannot run by itself",
                          fix="inspect it without --run, and smoke-test the program that loads it")
     target = resolve_target(profile, device, probe)
     cc = parse_cc(target.compute_capability) or (0, 0)
@@ -186,8 +188,13 @@ def inspect_binary(path: Path, profile: str | None = None, device: int = 0, run_
     if run_args is not None:
         smoke, output = run_smoke(path, run_args, timeout_s)
         findings += diagnose_smoke(smoke, output)
+    if info.scan_note:
+        findings.append(Finding(id="arch.scan-limit", severity="info", title="device code searched in part",
+                                detail=f"{info.scan_note}: its data sections claim more", fix="if the code list looks "
+                                "short, list it with `cuobjdump --list-elf --list-ptx FILE`",
+                                rule="cuda-no-kernel-image"))
     findings.sort(key=lambda f: _ORDER[f.severity])
-    return Report(path=str(path), kind=info.kind, machine=info.machine, code_source=info.code_source,
+    return Report(path=visible(path, one_line=True), kind=info.kind, machine=info.machine, code_source=info.code_source,
                   sass=arch_list(info.images, "sass"), ptx=arch_list(info.images, "ptx"), target=target,
                   runs_via=runs_via, libraries=libraries, libraries_note=note, runtime=rt, findings=findings,
                   smoke=smoke)

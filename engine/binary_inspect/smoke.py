@@ -18,6 +18,7 @@ from pathlib import Path
 
 from engine.binary_inspect.model import Finding, Smoke
 from engine.errors import InputError
+from engine.text_safety import visible
 
 KEEP_BYTES = 256 * 1024
 """Bytes of output kept from each end (the head holds the banner, the tail the error)."""
@@ -98,9 +99,9 @@ def run_smoke(path: Path, args: list[str], timeout_s: float) -> tuple[Smoke, str
         proc.stdout.close()
     text = cap.text()
     sig = signal.Signals(-rc).name if rc < 0 and -rc in signal.valid_signals() else None
-    return Smoke(command=[str(path), *args], exit_code=None if rc < 0 else rc, signal=sig, timed_out=timed_out,
-                 timeout_s=timeout_s, wall_s=round(wall, 3), output_bytes=cap.total,
-                 output_tail=text[-TAIL_CHARS:], rules=[]), text
+    return Smoke(command=[visible(w, one_line=True) for w in (str(path), *args)], exit_code=None if rc < 0 else rc,
+                 signal=sig, timed_out=timed_out, timeout_s=timeout_s, wall_s=round(wall, 3), output_bytes=cap.total,
+                 output_tail=visible(text[-TAIL_CHARS:]), rules=[]), text
 
 
 def diagnose_smoke(smoke: Smoke, output: str) -> list[Finding]:
@@ -127,7 +128,8 @@ def diagnose_smoke(smoke: Smoke, output: str) -> list[Finding]:
         last = next((ln.strip() for ln in reversed(output.splitlines()) if ln.strip()), "")
         out.append(Finding(id="smoke.failed", severity="error", title=f"smoke run failed: {how}",
                            detail=f"smoke run: {how}; no known failure pattern in its output"
-                                  + (f"; its last line: {last[:200]}" if last else " (it printed nothing)"),
+                                  + (f"; its last line: {visible(last[:200], one_line=True)}" if last
+                                     else " (it printed nothing)"),
                            fix="read its output below; check its arguments; for a crash in a kernel run it under "
                                "`compute-sanitizer`",
                            rule="binary-smoke-failed"))

@@ -86,10 +86,11 @@ class RealNvml:
 
 
 def safe_which(name: str) -> str | None:
-    """``shutil.which`` over PATH's absolute folders only: a relative entry ('.', or an empty one)
-    would find, and the checks would run, a program of the current directory's."""
-    path = os.pathsep.join(d for d in os.environ.get("PATH", os.defpath).split(os.pathsep) if os.path.isabs(d))
-    return shutil.which(name, path=path)
+    """``engine.programs.find_program``: PATH's absolute folders only, so that a relative entry ('.',
+    or an empty one) never finds, and the checks never run, a program of the current directory's."""
+    from engine.programs import find_program
+
+    return find_program(name)
 
 
 def run_command(argv: list[str], timeout_s: float = 10.0) -> tuple[int, str] | None:
