@@ -4,7 +4,8 @@ Reading (``read_bytes`` / ``read_text``): regular files only, told apart by ``st
 is opened, so a FIFO, a device or a folder is refused at once instead of hanging or streaming; the
 file is then opened without blocking and checked again (it may have been swapped in between), and at
 most ``limit`` bytes are read: a larger file is refused with its size and the limit. Text is UTF-8.
-Every refusal is an InputError naming the file and what it is for.
+Every refusal is an InputError naming the file and what it is for. ``open_stream`` is the reader
+for what is meant to be streamed (a log: a file, a FIFO, a character device), bounded by its caller.
 
 Writing (``write_atomic``): a temporary file created with ``O_EXCL | O_NOFOLLOW`` in the destination's
 folder, written, flushed and renamed over the destination, so a reader sees the old or the new
@@ -15,10 +16,13 @@ name someone planted (a link at ``X.tmp`` is never written through).
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import secrets
+import select
 import stat
 from pathlib import Path
+from typing import Any, BinaryIO
 
 from engine.errors import InputError
 
@@ -81,6 +85,70 @@ def read_text(path: str | os.PathLike[str], what: str, limit: int) -> str:
     except UnicodeDecodeError as exc:
         raise InputError(f"{what} {path}: not UTF-8 text (byte offset {exc.start})",
                          fix="save it as UTF-8") from None
+
+
+FIFO_IDLE_S = 5.0
+"""Seconds a FIFO given by path may stay silent before it is read as ended (a writer that holds it
+open and writes nothing would otherwise hold the reader forever)."""
+
+
+class _FifoReader(io.RawIOBase):
+    """A FIFO read without blocking: data as it comes, the end when the writer closes it or after
+    ``FIFO_IDLE_S`` seconds without data, and no wait at all when nobody has it open for writing."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.idle_ended = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf: Any) -> int:
+        while True:
+            try:
+                data = os.read(self.fd, len(buf))  # b"": no writer has it open (or had, and closed it)
+            except BlockingIOError:  # a writer, no data yet
+                ready, _, _ = select.select([self.fd], [], [], FIFO_IDLE_S)
+                if not ready:
+                    self.idle_ended = True
+                    return 0
+                continue
+            buf[:len(data)] = data
+            return len(data)
+
+    def close(self) -> None:
+        if not self.closed:
+            os.close(self.fd)
+        super().close()
+
+
+def open_stream(path: str | os.PathLike[str], what: str) -> tuple[BinaryIO, int]:
+    """``path`` opened to be read to its end in chunks, and its size (0 where it has none: a FIFO, a
+    character device, a /proc file). ``stat`` before ``open``: a folder, a block device or a socket
+    is refused; the file is opened without blocking, so a FIFO nobody writes to reads as empty at
+    once, and a silent one ends after ``FIFO_IDLE_S``. InputError naming the file otherwise."""
+    p = Path(path)
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        raise InputError(f"{what} {p}: no such file", fix="check the path") from None
+    except OSError as exc:
+        raise InputError(f"{what} {p}: cannot read it ({exc.strerror or exc})") from None
+    mode = st.st_mode
+    if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)):
+        raise InputError(f"{what} {p}: {_kind(mode)}, not a file or a pipe", fix="give the path of a file")
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise InputError(f"{what} {p}: cannot read it ({exc.strerror or exc})") from None
+    st = os.fstat(fd)
+    if stat.S_ISFIFO(st.st_mode):
+        return io.BufferedReader(_FifoReader(fd)), 0
+    if not (stat.S_ISREG(st.st_mode) or stat.S_ISCHR(st.st_mode)):  # swapped between stat and open
+        os.close(fd)
+        raise InputError(f"{what} {p}: {_kind(st.st_mode)}, not a file or a pipe", fix="give the path of a file")
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb"), st.st_size if stat.S_ISREG(st.st_mode) else 0
 
 
 def _size(n: int) -> str:

@@ -31,6 +31,7 @@ from engine.regex import (
     check_patterns,
     required_literal,
 )
+from engine.text_safety import visible
 from engine.tomlio import load_toml
 
 RULES_PATH = Path(__file__).resolve().parent / "rules.toml"
@@ -162,7 +163,8 @@ class Match(BaseModel):
     sticky: bool = False
     """The engine process must restart (the CUDA context is poisoned)."""
     evidence: str = ""
-    """The line (or telemetry summary, or check) that matched."""
+    """The line (or telemetry summary, or check) that matched, its control characters visible
+    (``engine.text_safety``): a log is text from elsewhere."""
     score: float = 0.0
     """Higher is a better explanation; matches are returned best first."""
 
@@ -205,7 +207,7 @@ def rules() -> list[Rule]:
 
 def _match(rule: Rule, evidence: str, score: float) -> Match:
     return Match(id=rule.id, title=rule.title, cause=rule.cause, fix=rule.fix, knob=rule.knob,
-                 command=rule.command, sticky=rule.sticky, evidence=evidence[:300], score=round(score, 3))
+                 command=rule.command, sticky=rule.sticky, evidence=visible(evidence[:300]), score=round(score, 3))
 
 
 def _line_at(text: str, pos: int) -> str:
