@@ -116,11 +116,43 @@ def parse_toml(text: str, path: Path | str, what: str = "file") -> dict[str, Any
         m = _LONG_DIGITS.search(text)
         if m is None:
             raise InputError(f"{what} {path}: cannot read it as TOML: {exc}") from None
-        raise InputError(f"{what} {path}: line {text.count(chr(10), 0, m.start()) + 1}: integer of "
-                         f"{len(m.group().replace('_', ''))} digits; TOML integers are 64-bit "
+        line = text.count(chr(10), 0, m.start()) + 1
+        key = short_key(key_at(text, m.start()))
+        raise InputError(f"{what} {path}: {key + ' (line ' + str(line) + ')' if key else 'line ' + str(line)}: "
+                         f"integer of {len(m.group().replace('_', ''))} digits; TOML integers are 64-bit "
                          f"({INT_MIN} .. {INT_MAX})", fix="correct the number") from None
     _check_values(doc, path, what)
     return doc
+
+
+_BARE_KEY = r'[A-Za-z0-9_-]+|"[^"\n]*"|\'[^\'\n]*\''
+_KEY_BEFORE = re.compile(rf"((?:{_BARE_KEY})(?:\s*\.\s*(?:{_BARE_KEY}))*)\s*=\s*[+-]?$")
+_TABLE_OPEN = re.compile(rf"((?:{_BARE_KEY})(?:\s*\.\s*(?:{_BARE_KEY}))*)\s*=\s*\{{[^{{}}]*$")
+_HEADER = re.compile(r"^[ \t]*\[\[?[ \t]*([^\]\n]+?)[ \t]*\]\]?[ \t]*(?:#[^\n]*)?$", re.MULTILINE)
+
+
+def _plain(key: str) -> str:
+    return ".".join(p.strip().strip("\"'") for p in key.split("."))
+
+
+def key_at(text: str, pos: int) -> str:
+    """The dotted key whose value starts at ``pos`` of a TOML document, as far as one line and the
+    table header above it say ('shape.m' for ``m = 9...`` under ``[shape]`` or in ``shape = {m = 9...}``);
+    '' where it cannot be told. For naming a value that the parser itself could not read."""
+    start = text.rfind("\n", 0, pos) + 1
+    before = text[max(start, pos - 256):pos]  # a key is short: a megabyte line is not searched
+    m = _KEY_BEFORE.search(before)
+    if m is None:
+        return ""
+    parts = [_plain(m.group(1))]
+    outer = _TABLE_OPEN.search(before[:m.start()])
+    if outer is not None:
+        parts.insert(0, _plain(outer.group(1)))
+    first = outer.start() if outer is not None else m.start()
+    headers = list(_HEADER.finditer(text, 0, start))
+    if headers and not before[:first].strip():
+        parts.insert(0, _plain(headers[-1].group(1)))
+    return ".".join(parts)
 
 
 def _check_values(doc: dict[str, Any], path: Path | str, what: str) -> None:

@@ -44,8 +44,21 @@ def _stamp(*paths: Path) -> tuple[Any, ...]:
     return tuple(out)
 
 
+def _exists(path: Path) -> bool:
+    """Whether ``path`` (or a link there) exists; InputError for a name the system cannot even look up
+    (longer than 255 bytes a component: 'file name too long')."""
+    try:
+        os.lstat(path)
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise InputError(f"kernel file {short_repr(str(path))}: {exc.strerror or exc}",
+                         fix="file names have at most 255 bytes") from None
+    return True
+
+
 def _read_text(path: Path, spec_path: Path, field: str) -> str:
-    if not path.exists() and not path.is_symlink():
+    if not _exists(path):
         raise InputError(f"kernel file {spec_path}: {field}: no such file {path}",
                          fix=f"{field} is relative to the spec file's folder")
     try:
@@ -181,7 +194,11 @@ def discover() -> tuple[list[Any], list[str]]:
 def find_in_config(name: str) -> Path | None:
     """The spec file in the config dir that defines kernel ``name`` (``name.toml`` first)."""
     direct = user_kernels_dir() / f"{name}.toml"
-    if direct.is_file():
+    try:
+        found = direct.is_file()
+    except OSError:  # a name longer than a file name can be: no file defines it
+        found = False
+    if found:
         try:
             if load_kernel_file(direct, "config", register=False).name == name:
                 return direct
@@ -213,7 +230,10 @@ def resolve_task_data(data: Mapping[str, Any]) -> Mapping[str, Any]:
     kernel = data.get("kernel")
     mismatch = None
     if isinstance(kf, (str, os.PathLike)) and str(kf).strip():
-        spec = load_kernel_file(str(kf))
+        try:
+            spec = load_kernel_file(str(kf))
+        except InputError as exc:  # named by the task's field: 'kernel_file=...: kernel file ...: source: ...'
+            raise InputError(f"kernel_file={short_repr(str(kf))}: {exc.message}", fix=exc.fix) from None
         if kernel is None or kernel == spec.name:
             return _with_dtype({**data, "kernel": spec.name, "kernel_file": str(spec.spec_path)}, spec)
         mismatch = InputError(f"kernel={short_repr(kernel)}: the kernel file {kf} defines {spec.name!r}",
@@ -225,7 +245,10 @@ def resolve_task_data(data: Mapping[str, Any]) -> Mapping[str, Any]:
         loaded = _USER.get(kernel)  # loaded here before (a task file, --kernel-file): the same file
         path = Path(loaded.spec_path) if loaded is not None else find_in_config(kernel)  # type: ignore[attr-defined]
         if path is not None:
-            spec = load_kernel_file(path, "file" if loaded is not None else "config")
+            try:
+                spec = load_kernel_file(path, "file" if loaded is not None else "config")
+            except InputError as exc:
+                raise InputError(f"kernel={short_repr(kernel)}: {exc.message}", fix=exc.fix) from None
             return _with_dtype({**data, "kernel_file": str(spec.spec_path)}, spec)
     if mismatch is not None:
         raise mismatch
