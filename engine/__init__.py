@@ -40,6 +40,8 @@ _EXPORTS: dict[str, str] = {
     "ProfileSet": "engine.profiles", "load_profiles": "engine.profiles", "BUILTIN_DIR": "engine.profiles",
     "CockpitError": "engine.errors", "InputError": "engine.errors", "sol_figures": "engine.sol",
     "config_dir": "engine.paths",
+    "read_text": "engine.safe_files", "write_atomic": "engine.safe_files", "visible": "engine.text_safety",
+    "for_rich": "engine.text_safety",
     "load_fleet": "engine.fleet",
     # telemetry, checks, rules, checklist
     "TelemetrySampler": "engine.telemetry", "GpuTelemetry": "engine.telemetry", "Snapshot": "engine.telemetry",

@@ -7,7 +7,6 @@ name. A malformed user profile is reported and skipped, never fatal for the othe
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from engine.errors import InputError
 from engine.paths import config_dir
 from engine.regex import check_patterns
+from engine.safe_files import write_atomic
 from engine.tomlio import load_toml, short_key, short_repr
 
 BUILTIN_DIR = Path(__file__).resolve().parent.parent / "profiles"
@@ -243,7 +243,6 @@ def save_user_profile(profile: Profile, user_dir: Path | None = None) -> Path:
     udir = user_dir if user_dir is not None else user_profiles_dir()
     udir.mkdir(parents=True, exist_ok=True)
     path = udir / f"{profile.name}.toml"
-    tmp = path.with_suffix(".toml.tmp")
-    tmp.write_text(tomli_w.dumps(profile.model_dump(mode="json", exclude_none=True)), encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, tomli_w.dumps(profile.model_dump(mode="json", exclude_none=True)), mode=0o644,
+                 what="profile")
     return path

@@ -77,6 +77,32 @@ def read_bytes(path: str | os.PathLike[str], what: str, limit: int) -> bytes:
     return data
 
 
+def read_head(path: str | os.PathLike[str], what: str, n: int) -> bytes:
+    """The first ``n`` bytes (or fewer) of the regular file ``path``, which may be of any size (an
+    SQLite file's header); the same checks and errors as ``read_bytes``."""
+    p = Path(path)
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        raise InputError(f"{what} {p}: no such file", fix="check the path") from None
+    except OSError as exc:
+        raise InputError(f"{what} {p}: cannot read it ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise InputError(f"{what} {p}: {_kind(st.st_mode)}, not a regular file", fix="give the path of a file")
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise InputError(f"{what} {p}: cannot read it ({exc.strerror or exc})") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise InputError(f"{what} {p}: not a regular file", fix="give the path of a file")
+        return os.pread(fd, n, 0)
+    except OSError as exc:
+        raise InputError(f"{what} {p}: cannot read it ({exc.strerror or exc})") from None
+    finally:
+        os.close(fd)
+
+
 def read_text(path: str | os.PathLike[str], what: str, limit: int) -> str:
     """``read_bytes`` decoded as UTF-8; InputError naming the byte offset where it is not."""
     data = read_bytes(path, what, limit)

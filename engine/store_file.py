@@ -18,6 +18,7 @@ from urllib.parse import quote
 
 from engine.errors import InputError
 from engine.paths import private_dir
+from engine.safe_files import read_head
 
 APPLICATION_ID = 0x534F4C43
 """``PRAGMA application_id`` of a cockpit store ("SOLC")."""
@@ -164,10 +165,9 @@ def ensure_store_file(path: Path, checked: tuple[int, int] | None = None) -> tup
                           fix=f"remove it (a new store is created in its place: rm '{path}') or "
                               "set SOL_COCKPIT_STORE or --store to another path")
     try:
-        with open(path, "rb") as f:
-            header = f.read(100)
-    except OSError as exc:
-        raise store_error(path, f"cannot read ({exc.strerror or exc})") from None
+        header = read_head(path, "results store", 100)
+    except InputError as exc:
+        raise store_error(path, exc.message.removeprefix(f"results store {path}: ")) from None
     if not header.startswith(SQLITE_MAGIC):
         raise store_error(path, "not an SQLite file, so not a cockpit store (left unchanged)", fix=FIX_FOREIGN)
     if int.from_bytes(header[68:72], "big", signed=True) != APPLICATION_ID:

@@ -7,6 +7,7 @@ Sources, lowest to highest precedence: defaults, a TOML task file, the environme
 from __future__ import annotations
 
 import enum
+import errno
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -406,11 +407,14 @@ def task_to_toml_dict(task: TaskSpec) -> dict[str, Any]:
 
 
 def save_task(task: TaskSpec, path: Path) -> None:
-    """Write the task as TOML atomically (a crash never leaves half a file)."""
+    """Write the task as TOML atomically (a crash never leaves half a file); OSError when it cannot."""
     import tomli_w
+
+    from engine.safe_files import write_atomic
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(tomli_w.dumps(task_to_toml_dict(task)), encoding="utf-8")
-    os.replace(tmp, path)
+    try:  # never through a link at the path or beside it; callers take OSError
+        write_atomic(path, tomli_w.dumps(task_to_toml_dict(task)), mode=0o644)
+    except InputError as exc:
+        raise OSError(errno.ELOOP, exc.message) from None

@@ -313,13 +313,19 @@ def process_info(pid: int) -> dict[str, Any]:
         out["user"] = pwd.getpwuid(proc.stat().st_uid).pw_name
     except (ImportError, OSError, KeyError):
         pass
-    try:
-        out["command"] = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip() or None
-    except OSError:
+    from engine.errors import InputError
+    from engine.safe_files import read_bytes
+    from engine.text_safety import visible
+
+    try:  # another user's command line: text to show, never to obey (engine.text_safety)
+        raw = read_bytes(proc / "cmdline", "process", 64 * 1024)
+        out["command"] = visible(raw.replace(b"\0", b" ").decode(errors="replace").strip(), one_line=True) or None
+    except InputError:
         pass
     try:
-        out["ppid"] = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
+        stat_text = read_bytes(proc / "stat", "process", 64 * 1024).decode(errors="replace")
+        out["ppid"] = int(stat_text.rsplit(")", 1)[1].split()[1])
+    except (InputError, IndexError, ValueError):
         pass
     return out
 

@@ -1,17 +1,19 @@
 """The cockpit's preferences (theme, profile, last task, last screen): a small TOML file in the
-user's config dir, read at start and written when the cockpit quits, atomically (a temporary file
-then a rename). A file that cannot be read is reported and left untouched for the whole session."""
+user's config dir, read at start (``engine.read_text``: a regular file of at most ``MAX_BYTES``) and
+written when the cockpit quits (``engine.write_atomic``: a temporary file then a rename, never
+through a link). A file that cannot be read is reported and left untouched for the whole session."""
 
 from __future__ import annotations
 
 import os
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import tomli_w
+
+from engine import InputError, read_text, write_atomic
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -21,6 +23,8 @@ else:  # pragma: no cover
 FILE_NAME = "cockpit.toml"
 HEADER = ("# SOL Cockpit preferences, written by the cockpit when it quits (tui/README-cockpit.md).\n"
           "# The command line wins over these; delete the file to go back to the defaults.\n")
+MAX_BYTES = 2**20
+"""The largest preferences file read (it is a few hundred bytes)."""
 KEYS = {"theme": str, "profile": str, "screen": str, "task": dict}
 """Every key the file may hold and its TOML type; other keys are kept as they are."""
 
@@ -87,11 +91,11 @@ class PreferencesFile:
         """Read ``path`` (default: the config dir's file). ``allowed``: the values a key may take."""
         path = Path(path) if path is not None else default_path()
         try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return cls(path)
-        except (OSError, UnicodeDecodeError) as exc:
-            return cls(path, problem=f"{path}: cannot read ({exc}); it is left as it is.")
+            data = tomllib.loads(read_text(path, "preferences", MAX_BYTES))
+        except InputError as exc:
+            if not os.path.lexists(path):
+                return cls(path)
+            return cls(path, problem=f"{exc.message}; it is left as it is.")
         except tomllib.TOMLDecodeError as exc:
             return cls(path, problem=f"{path}: not valid TOML ({exc}); it is left as it is and not written "
                                      "this session. Fix or delete it.")
@@ -114,17 +118,10 @@ class PreferencesFile:
         text = HEADER + tomli_w.dumps(prefs.to_toml())
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as f:
-                    f.write(text)
-                    f.flush()
-                    os.fsync(f.fileno())
-                os.replace(tmp, self.path)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
+            write_atomic(self.path, text)
         except OSError as exc:
             return f"{self.path}: cannot write ({exc.strerror or exc})"
+        except InputError as exc:  # a link at the path: never written through
+            return exc.message
         self.prefs = prefs
         return None

@@ -19,6 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from engine.errors import InputError
+from engine.safe_files import read_bytes
+
+SYSTEM_FILE_BYTES = 4 * 2**20
+"""The most read of one system file (/proc/modules is tens of KiB)."""
+
 
 class FileSystem(Protocol):
     """The few file operations the checks need; paths are absolute ('/proc/modules')."""
@@ -38,9 +44,11 @@ class RealFS:
         return self.root / path.lstrip("/")
 
     def read_text(self, path: str) -> str | None:
+        """A system file's text (/proc/meminfo, /proc/modules: regular files without a size), read
+        through ``engine.safe_files`` to ``SYSTEM_FILE_BYTES``; None when it cannot be read."""
         try:
-            return self._p(path).read_text(encoding="utf-8", errors="replace")
-        except OSError:
+            return read_bytes(self._p(path), "system file", SYSTEM_FILE_BYTES).decode("utf-8", errors="replace")
+        except InputError:
             return None
 
     def listdir(self, path: str) -> list[str] | None:
