@@ -215,8 +215,7 @@ class Baselines:
         sql = (f"SELECT {', '.join(self.COLUMNS)} FROM baselines"
                + (" WHERE " + " AND ".join(f"{c} = ?" for c in cols) if cols else "")
                + " ORDER BY kernel, shape, dtype, gpu")
-        with self.store.transaction() as conn:
-            rows = conn.execute(sql, [where[c] for c in cols]).fetchall()
+        rows = self.store.read_rows(sql, [where[c] for c in cols])  # no write: history reads on a full disk
         return [self._row(r) for r in rows]
 
     def get(self, kernel: str, shape: Any, dtype: str, gpu: str) -> Baseline | None:

@@ -19,7 +19,17 @@ from pydantic import ValidationError
 from engine.errors import InputError
 from engine.paths import store_path
 from engine.result import RunResult
-from engine.store_file import APPLICATION_ID, SCHEMA, SCHEMA_VERSION, connect, ensure_store_file, store_error
+from engine.store_file import (
+    APPLICATION_ID,
+    SCHEMA,
+    SCHEMA_VERSION,
+    connect,
+    ensure_store_file,
+    refuse_foreign,
+    store_error,
+    store_failure,
+    wal_is_empty,
+)
 
 __all__ = ["APPLICATION_ID", "SCHEMA", "SCHEMA_VERSION", "ResultStore", "RunRecord"]
 
@@ -52,6 +62,10 @@ class RunRecord:
         return dict(self.__dict__)
 
 
+class _MissingTable(Exception):
+    """A read-only connection met a table this version added and the store does not have yet."""
+
+
 def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
@@ -74,26 +88,56 @@ class ResultStore:
         """(device, inode) of the file last found to be ours: checked once, not per call."""
 
     def check(self) -> None:
-        """Open the store, creating it when missing, and take its write lock once: a caller about
-        to spend minutes on a run learns before the run, not after it, that nothing could be saved."""
+        """Open the store, creating it when missing, take its write lock and write a row that is
+        rolled back: a caller about to spend minutes on a run learns before the run, not after it,
+        that nothing could be saved (a read-only file opens and even locks; only a write tells)."""
         with self._conn() as conn:
             conn.execute("BEGIN IMMEDIATE")
-            conn.execute("ROLLBACK")
+            try:
+                conn.execute("INSERT INTO kv (host, key, value, updated_at) VALUES ('', '', '', '')")
+            finally:
+                conn.execute("ROLLBACK")
 
     @contextmanager
-    def _conn(self) -> Iterator[sqlite3.Connection]:
+    def _conn(self, write: bool = True, immutable: bool = False) -> Iterator[sqlite3.Connection]:
+        """A checked connection in one transaction. ``write=False``: read-only, nothing created or
+        switched, so reading works on a full disk or a read-only file system (``_MissingTable``
+        where a table this version added is not there yet; ``immutable``: see ``connect``).
+        SQLite's errors are told apart (``store_failure``)."""
         self._checked = ensure_store_file(self.path, self._checked)
-        conn = connect(self.path)
+        conn = connect(self.path, read_only=not write, immutable=immutable)
         try:
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.executescript(SCHEMA)
+            refuse_foreign(conn, self.path)
+            if write:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
+                conn.executescript(SCHEMA)
             with conn:
                 yield conn
-        except sqlite3.DatabaseError as exc:
-            raise store_error(self.path, str(exc), fix="the file is not a cockpit store or is damaged; move it aside") from None
+        except sqlite3.Error as exc:
+            if not write and "no such table" in str(exc):
+                raise _MissingTable from None
+            raise store_failure(self.path, exc) from None
         finally:
             conn.close()
+
+    def read_rows(self, sql: str, args: Any = ()) -> builtins.list[Any]:
+        """The rows of a query (for modules that keep their own table: ``engine.baseline``), read
+        without writing: where SQLite cannot even read (a full disk
+        that cannot grow the -shm file) and the WAL holds nothing, the file is read as it is; a
+        table this version added and the store lacks is created first (that once needs a write)."""
+        try:
+            try:
+                with self._conn(write=False) as conn:
+                    return conn.execute(sql, args).fetchall()
+            except InputError:
+                if not wal_is_empty(self.path):
+                    raise
+                with self._conn(write=False, immutable=True) as conn:
+                    return conn.execute(sql, args).fetchall()
+        except _MissingTable:
+            with self._conn() as conn:
+                return conn.execute(sql, args).fetchall()
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -144,8 +188,7 @@ class ResultStore:
                " block_size, memory_pipelining, fusion, median_ms, tflops, gbps, sol_pct, correct, gpu_name"
                " FROM runs" + (" WHERE " + " AND ".join(where) if where else "")
                + " ORDER BY id DESC LIMIT ?")
-        with self._conn() as conn:
-            rows = conn.execute(sql, (*args, int(limit))).fetchall()
+        rows = self.read_rows(sql, (*args, int(limit)))
         return [self._record(r) for r in rows]
 
     def _record(self, r: tuple[Any, ...]) -> RunRecord:
@@ -176,8 +219,8 @@ class ResultStore:
         )
 
     def get(self, run_id: int) -> RunResult | None:
-        with self._conn() as conn:
-            row = conn.execute("SELECT result_json FROM runs WHERE id = ?", (run_id,)).fetchone()
+        rows = self.read_rows("SELECT result_json FROM runs WHERE id = ?", (run_id,))
+        row = rows[0] if rows else None
         if row is None:
             return None
         try:
@@ -205,8 +248,8 @@ class ResultStore:
 
     def get_state(self, key: str, default: Any = None, host: str | None = None) -> Any:
         host = host or socket.gethostname()
-        with self._conn() as conn:
-            row = conn.execute("SELECT rowid, value FROM kv WHERE host = ? AND key = ?", (host, key)).fetchone()
+        rows = self.read_rows("SELECT rowid, value FROM kv WHERE host = ? AND key = ?", (host, key))
+        row = rows[0] if rows else None
         if row is None:
             return default
         try:
@@ -228,9 +271,8 @@ class ResultStore:
 
     def soak_series(self, run_id: int) -> builtins.list[dict[str, Any]]:
         """A soak's windows in time order ([] for a run that is not a soak)."""
-        with self._conn() as conn:
-            rows = conn.execute(f"SELECT {', '.join(self.SOAK_COLUMNS)} FROM soak_samples WHERE run_id = ? "
-                                "ORDER BY t_s", (run_id,)).fetchall()
+        rows = self.read_rows(f"SELECT {', '.join(self.SOAK_COLUMNS)} FROM soak_samples WHERE run_id = ? ORDER BY t_s",
+                          (run_id,))
         out = []
         for r in rows:
             d = dict(zip(self.SOAK_COLUMNS, r, strict=True))
@@ -251,8 +293,7 @@ class ResultStore:
                          (tune_id, _now(), json.dumps(key, sort_keys=True), json.dumps(trial, sort_keys=True)))
 
     def trials(self, tune_id: str) -> builtins.list[dict[str, Any]]:
-        with self._conn() as conn:
-            rows = conn.execute("SELECT id, trial_json FROM trials WHERE tune_id = ? ORDER BY id", (tune_id,)).fetchall()
+        rows = self.read_rows("SELECT id, trial_json FROM trials WHERE tune_id = ? ORDER BY id", (tune_id,))
         return [self._json(r[1], "trials", r[0], dict) for r in rows]
 
     def _json(self, text: Any, table: str, row_id: Any, kind: type) -> Any:
@@ -289,8 +330,7 @@ class ResultStore:
         cols = [c for c in where if c in self.TUNED_KEY]
         sql = (f"SELECT rowid, {', '.join(self.TUNED_COLUMNS)} FROM tuned"
                + (" WHERE " + " AND ".join(f"{c} = ?" for c in cols) if cols else "") + " ORDER BY tuned_at DESC")
-        with self._conn() as conn:
-            rows = conn.execute(sql, [where[c] for c in cols]).fetchall()
+        rows = self.read_rows(sql, [where[c] for c in cols])
         out = []
         for r in rows:
             d = dict(zip(self.TUNED_COLUMNS, r[1:], strict=True))

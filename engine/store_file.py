@@ -5,7 +5,13 @@ A missing file becomes a new store, built beside its path and linked into place,
 process ever sees it empty or half made. Anything else that is not a cockpit store (an empty file,
 a folder, a device, another program's database) is refused before a single byte of it changes:
 no WAL switch, no schema. Stores are marked with ``PRAGMA application_id``; an unmarked file
-holding only our tables (a store from before the mark) is marked and used."""
+holding only our tables (a store from before the mark) is marked and used. A store holding a
+trigger or a view, which a cockpit store never has, is refused on every connection: a trigger
+could delete every run while the CLI says "stored as run N".
+
+SQLite's errors are told apart (``store_failure``): a full disk, a lock another process holds, a
+read-only file or file system, a file that cannot be opened and a damaged one each say so, with
+their own fix, instead of one "not a cockpit store or damaged"."""
 
 from __future__ import annotations
 
@@ -25,6 +31,8 @@ APPLICATION_ID = 0x534F4C43
 SCHEMA_VERSION = 1
 """``PRAGMA user_version`` of a store made by this version."""
 SQLITE_MAGIC = b"SQLite format 3\x00"
+BUSY_TIMEOUT_S = 10.0
+"""Seconds a connection waits for another one's write lock before the store reports it locked."""
 FIX_PATH = "set SOL_COCKPIT_STORE or --store to a writable path"
 FIX_FOREIGN = "set SOL_COCKPIT_STORE or --store to another path (a new store is created there)"
 
@@ -175,12 +183,102 @@ def ensure_store_file(path: Path, checked: tuple[int, int] | None = None) -> tup
     return st.st_dev, st.st_ino
 
 
-def connect(path: Path) -> sqlite3.Connection:
-    """A read-write connection that never creates the file (sqlite3.connect would, silently)."""
+def connect(path: Path, read_only: bool = False, immutable: bool = False) -> sqlite3.Connection:
+    """A read-write (or read-only) connection that never creates the file (sqlite3.connect would,
+    silently), with SQLite's untrusted-schema defences on. ``immutable``: read the file as it is,
+    without locks, the -shm file or the WAL (exact only when the WAL holds nothing: a full disk
+    where the -shm file cannot grow, a read-only file system)."""
+    mode = "ro&immutable=1" if immutable else "ro" if read_only else "rw"
     try:
-        return sqlite3.connect(f"{_uri(path)}?mode=rw", uri=True, timeout=10)
+        conn = sqlite3.connect(f"{_uri(path)}?mode={mode}", uri=True, timeout=BUSY_TIMEOUT_S)
     except sqlite3.Error as exc:
-        raise store_error(path, f"cannot open ({exc})") from None
+        raise store_failure(path, exc) from None
+    try:
+        conn.execute("PRAGMA trusted_schema = OFF")
+    except sqlite3.Error:  # an SQLite older than 3.31: the foreign-object check below still holds
+        pass
+    return conn
+
+
+def wal_is_empty(path: Path) -> bool:
+    """True when the store's WAL holds no transaction (missing or empty)."""
+    try:
+        return os.stat(f"{path}-wal").st_size == 0
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+
+
+def foreign_objects(conn: sqlite3.Connection) -> list[str]:
+    """The triggers and views in the store: a cockpit store has none."""
+    rows = conn.execute("SELECT type, name, tbl_name FROM sqlite_master WHERE type IN ('trigger', 'view') "
+                        "ORDER BY type, name").fetchall()
+    return [f"{t} {n!r}" + (f" on {tbl}" if t == "trigger" else "") for t, n, tbl in rows]
+
+
+def refuse_foreign(conn: sqlite3.Connection, path: Path) -> None:
+    """InputError, before anything is read or written, when the store holds a trigger or a view."""
+    found = foreign_objects(conn)
+    if found:
+        shown = ", ".join(found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
+        raise store_error(path, f"holds {shown}, which a cockpit store never has (a trigger could change or delete "
+                                "what is stored); left unchanged",
+                          fix=f"move it aside (mv '{path}' '{path}.foreign'; a new store is created), or drop them "
+                              f"after reading them (sqlite3 '{path}' .schema)")
+
+
+_PRIMARY_CODES = {5: "busy", 6: "busy", 8: "readonly", 10: "io", 11: "damaged", 13: "full", 14: "cantopen",
+                  26: "damaged"}
+"""SQLite's primary result codes (the low byte of an extended code) -> the kind of failure."""
+_MESSAGES = (("disk is full", "full"), ("database is locked", "busy"), ("readonly database", "readonly"),
+             ("read-only", "readonly"), ("disk i/o error", "io"), ("unable to open", "cantopen"),
+             ("not a database", "damaged"), ("malformed", "damaged"))
+"""The same kinds told by SQLite's message, where Python does not give the code (before 3.11)."""
+
+
+def failure_kind(exc: sqlite3.Error) -> str:
+    """'full', 'busy', 'readonly', 'io', 'cantopen', 'damaged' or 'other'."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(code, int) and (code & 0xFF) in _PRIMARY_CODES:
+        return _PRIMARY_CODES[code & 0xFF]
+    text = str(exc).lower()
+    return next((kind for needle, kind in _MESSAGES if needle in text), "other")
+
+
+def _no_space(folder: Path) -> bool:
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < 64 * 1024
+
+
+def store_failure(path: Path, exc: sqlite3.Error) -> InputError:
+    """SQLite's error as what happened to the store and its own fix."""
+    kind = failure_kind(exc)
+    where = path.parent
+    if kind in ("io", "cantopen", "other") and _no_space(where):  # SQLite says I/O error when the -shm cannot grow
+        kind = "full"
+    what, fix = {
+        "full": ("the disk that holds it is full",
+                 f"free space there (df -h '{where}'), or set SOL_COCKPIT_STORE or --store to a path on another "
+                 "disk; reading it (tui history) still works"),
+        "busy": (f"another process held its write lock for more than {BUSY_TIMEOUT_S:g} s",
+                 f"let the other cockpit, tui bench or tui tune on this store finish (fuser -v '{path}' names it), "
+                 "or use another --store"),
+        "readonly": ("it cannot be written: the file, its folder or its file system is read-only",
+                     f"make the file and its folder writable by uid {os.getuid()} (ls -ld '{path}' '{where}'; its "
+                     "-wal and -shm files need the folder), or set SOL_COCKPIT_STORE or --store to a writable "
+                     "path; reading it (tui history) still works"),
+        "io": ("the disk reported an I/O error", "check the disk (dmesg; df -h) and retry, or use another --store"),
+        "cantopen": ("it cannot be opened", f"check that {where} exists and uid {os.getuid()} may write it "
+                                            "(the -wal and -shm files are made there), or use another --store"),
+        "damaged": ("the file is damaged", f"move it aside (mv '{path}' '{path}.damaged'; a new store is created in "
+                                           f"its place); sqlite3 '{path}.damaged' .recover may save its runs"),
+        "other": ("SQLite failed", "the file may be damaged: move it aside, or use another --store"),
+    }[kind]
+    return store_error(path, f"{what} (SQLite: {exc})", fix=fix)
 
 
 def _uri(path: Path) -> str:
@@ -190,17 +288,23 @@ def _uri(path: Path) -> str:
 def _adopt(path: Path) -> None:
     """Read an unmarked SQLite file read-only; mark it only if it holds nothing but our tables."""
     try:
-        conn = sqlite3.connect(f"{_uri(path)}?mode=ro", uri=True, timeout=10)
+        conn = sqlite3.connect(f"{_uri(path)}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
         try:
             app_id = conn.execute("PRAGMA application_id").fetchone()[0]
             tables = {r[0]: {c[1] for c in conn.execute(f"PRAGMA table_info('{r[0]}')")}
                       for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            others = foreign_objects(conn)
         finally:
             conn.close()
-    except sqlite3.DatabaseError as exc:
+    except sqlite3.Error as exc:
+        if failure_kind(exc) not in ("damaged", "other"):
+            raise store_failure(path, exc) from None
         raise store_error(path, f"cannot read it as SQLite ({exc}); left unchanged", fix=FIX_FOREIGN) from None
     if app_id == APPLICATION_ID:  # marked, but the mark is still in the WAL
         return
+    if others:
+        raise store_error(path, f"holds {', '.join(others)}, which a cockpit store never has; left unchanged",
+                          fix=FIX_FOREIGN)
     foreign = sorted(t for t, cols in tables.items() if t not in OUR_COLUMNS or not OUR_COLUMNS[t] <= cols)
     if app_id != 0 or foreign:
         why = f"application id {app_id:#x}" if app_id else f"table(s) {', '.join(foreign)}"
@@ -209,8 +313,8 @@ def _adopt(path: Path) -> None:
     conn = connect(path)
     try:
         _mark(conn)
-    except sqlite3.DatabaseError as exc:
-        raise store_error(path, str(exc), fix="the file is damaged; move it aside") from None
+    except sqlite3.Error as exc:
+        raise store_failure(path, exc) from None
     finally:
         conn.close()
 
