@@ -10,7 +10,6 @@ the outlier."""
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import statistics
@@ -44,27 +43,6 @@ class DeviceSelection:
 
     def __str__(self) -> str:
         return self.text
-
-
-def device_arg(text: str) -> int | DeviceSelection:
-    """argparse type of ``--device``: one index stays an int (one GPU, as before); ``all`` or a
-    comma-separated list is a DeviceSelection."""
-    raw = text.strip().lower()
-    if raw == "all":
-        return DeviceSelection("all")
-    parts = [p.strip() for p in raw.split(",")]
-    if not raw or any(not p for p in parts):
-        raise argparse.ArgumentTypeError(f"{text!r}: give a GPU index, a list such as 0,2,5, or all")
-    out: list[int] = []
-    for p in parts:
-        if not p.isdigit():
-            raise argparse.ArgumentTypeError(f"{p!r} is not a GPU index (0, 1, ...); use a list such as 0,2,5 or all")
-        if int(p) in out:
-            raise argparse.ArgumentTypeError(f"{text!r} names GPU {p} twice")
-        out.append(int(p))
-    if len(out) == 1 and "," not in raw:
-        return out[0]
-    return DeviceSelection(",".join(map(str, out)), tuple(out))
 
 
 def is_multi(value: Any) -> bool:
@@ -225,20 +203,3 @@ def spread_text(s: dict[str, Any], unit: str = "ms", fmt: str = ".4f") -> str:
     if s.get("note") and s.get("gpus", 0) >= 2:
         text += f" ({s['note']})"
     return text
-
-
-def outlier_pct_arg(text: str) -> float:
-    """argparse type of ``--outlier-pct``: a percentage above 0 ('5' or '5%')."""
-    try:
-        v = float(text.strip().rstrip("%"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a percentage (e.g. 5 or 5%)") from None
-    if not 0 < v < 1e6:
-        raise argparse.ArgumentTypeError(f"{text!r}: give a percentage above 0")
-    return v
-
-
-def add_spread_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--outlier-pct", type=outlier_pct_arg, default=OUTLIER_PCT, metavar="PCT",
-                   help=f"with --device all or a list: a GPU this many percent off the median of the others "
-                        f"is the outlier, and the exit status is 1 (default {OUTLIER_PCT:g})")

@@ -24,7 +24,7 @@ DEFAULT_THEME = "dark"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from engine import CLI_COMMANDS
+    from tui.cli.main import COMMANDS as CLI_COMMANDS
 
     p = argparse.ArgumentParser(
         prog="tui", description="SOL Cockpit: open the terminal cockpit (no command), or run a headless "
@@ -46,8 +46,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def full_help() -> str:
-    """``tui --help``: the cockpit's own options, then the headless commands (the engine CLI's help)."""
-    from engine import cli_main
+    """``tui --help``: the cockpit's own options, then the headless commands (the CLI's help)."""
+    from tui.cli.main import main as cli_main
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):

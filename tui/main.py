@@ -1,17 +1,17 @@
-"""The `tui` console command: a headless subcommand goes to the engine's CLI; no subcommand opens
-the cockpit (Textual is imported only then). ``tui --help`` prints the cockpit's options and the
-headless commands."""
+"""The `tui` console command: a headless subcommand goes to the headless CLI (``tui.cli``); no
+subcommand opens the cockpit (Textual is imported only then). ``tui --help`` prints the cockpit's
+options and the headless commands."""
 
 from __future__ import annotations
 
 import sys
 
+from tui.cli.main import COMMANDS
+from tui.cli.main import main as cli_main
+
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    from engine import CLI_COMMANDS as COMMANDS
-    from engine import cli_main
-
     if argv[:1] in (["-h"], ["--help"]):
         from tui.cli_options import full_help
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.cli.main import main
 from tests.fleet.slurm_cluster import SlurmCluster, missing_programs
+from tui.cli.main import main
 
 pytestmark = [
     pytest.mark.slow,

@@ -12,7 +12,7 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from engine.cli.main import main
+from tui.cli.main import main
 
 pytestmark = pytest.mark.gpu
 

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from engine.cli.main import main
+from tui.cli.main import main
 
 pytestmark = pytest.mark.gpu
 

@@ -12,8 +12,8 @@ import subprocess
 import pytest
 
 from engine import nvml
-from engine.cli.main import main
 from tests.unit.cuda_binaries import build_all, nvcc_path
+from tui.cli.main import main
 
 pytestmark = pytest.mark.gpu
 

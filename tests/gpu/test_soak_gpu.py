@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from engine.cli.main import main
 from engine.store import ResultStore
 from tests.unit.test_multi_device import child_pids
+from tui.cli.main import main
 
 pytestmark = pytest.mark.gpu
 

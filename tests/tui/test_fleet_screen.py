@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from textual.widgets import DataTable, Input, Static
 
-from engine.cli.main import main
 from tests.tui.conftest import fixed_sampler, screen_lines, wait_until
 from tests.unit.test_fleet import host
+from tui.cli.main import main
 
 
 @pytest.fixture

@@ -29,8 +29,8 @@ def test_the_error_names_only_the_criteria_that_failed():
 
 
 def test_cli_json_and_store_agree_a_wrong_run_has_no_score(tmp_path, capsys):
-    from engine.cli.main import main
     from engine.store import ResultStore
+    from tui.cli.main import main
 
     store = tmp_path / "s.db"
     code = main(["bench", "--backend", "sim", "--fault", "nan", "--json", "--store", str(store)])

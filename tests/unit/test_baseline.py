@@ -7,9 +7,9 @@ import sqlite3
 import pytest
 
 from engine.baseline import Baselines, compare, parse_tolerance
-from engine.cli.main import main
 from engine.paths import store_path
 from engine.store import ResultStore
+from tui.cli.main import main
 
 
 @pytest.fixture(autouse=True)

@@ -7,9 +7,9 @@ from types import SimpleNamespace
 import pytest
 
 from engine.batch import BatchTask, load_batch, run_batch
-from engine.cli.main import main
 from engine.store import ResultStore
 from engine.task import TaskSpec
+from tui.cli.main import main
 
 HEAD = """
 [defaults]

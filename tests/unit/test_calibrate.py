@@ -6,10 +6,10 @@ import pytest
 
 from engine import nvml
 from engine.calibrate import measured_for, measured_profile
-from engine.cli.main import main
 from engine.profiles import load_profiles, save_user_profile
 from engine.runner import prepare, run_prepared
 from engine.task import TaskSpec
+from tui.cli.main import main
 
 CEILINGS = {"copy_gbps": 4137.0, "tflops": {"bf16": 790.0, "fp16": 760.0, "tf32": 380.0, "fp32": 50.0},
             "gpu_name": "NVIDIA H100 80GB HBM3", "copy_bytes": 2**30}
@@ -81,7 +81,7 @@ def test_run_screen_summary_shows_measured_sol():
 def test_calibrate_without_a_gpu_does_not_offer_the_simulated_device(monkeypatch, capsys):
     """`tui calibrate` takes no --backend: its fix must not suggest `--backend sim`."""
     from engine import nvml
-    from engine.cli.main import main
+    from tui.cli.main import main
 
     monkeypatch.setattr(nvml, "probe", lambda: (False, "no NVIDIA driver found", "install the driver; "
                                                 "in a container run with --gpus all; or use --backend sim"))

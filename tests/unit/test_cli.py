@@ -5,7 +5,7 @@ import json
 import pytest
 
 from engine import nvml
-from engine.cli.main import main
+from tui.cli.main import main
 
 SIM = ["--backend", "sim", "--iterations", "10", "--warmup", "2"]
 
@@ -180,9 +180,9 @@ def test_profile_mismatch_is_a_visible_warning(capsys, monkeypatch):
 def test_peer_rows_of_a_real_run_carry_the_timed_after_ours_caveat(capsys):
     """Real runs time the peers right after ours, on a warmer card: the CLI, the JSON and the Run
     screen say so; simulated runs and runs without peers do not."""
-    from engine.cli.bench import print_result
     from engine.result import PeerResult, RunResult, RunStatus
     from engine.timing import timing_stats
+    from tui.cli.bench import print_result
     from tui.screens.run import summary_text
 
     peer = PeerResult(name="cublas_gemm", label="cuBLAS GEMM", timing=timing_stats([0.17, 0.18]))
@@ -204,9 +204,9 @@ def test_timing_note_says_rest_and_hold(capsys):
     """A run says how it was timed where that is not plain back-to-back launches: the rest (not
     applied on the simulated device), which implementations went behind the hold kernel, and a
     warning where a hold ran out; the CLI, the JSON and the Run screen carry it."""
-    from engine.cli.bench import print_result
     from engine.result import PeerResult, RunResult, RunStatus
     from engine.timing import timing_stats
+    from tui.cli.bench import print_result
     from tui.screens.run import summary_text
 
     peer = PeerResult(name="cublas_gemm", label="cuBLAS GEMM", timing=timing_stats([0.011]))
@@ -247,7 +247,7 @@ def test_tables_to_a_pipe_are_log_width_and_a_terminal_or_columns_keeps_its_own(
     rich's own width."""
     import io
 
-    from engine.cli import output
+    from tui.cli import output
 
     class Tty(io.StringIO):
         def isatty(self) -> bool:
@@ -282,7 +282,7 @@ def test_every_json_command_prints_one_object_whatever_the_outcome(argv, code, f
     """--json prints one JSON object on stdout on exit 2 and 3 too: status, error, field, fix."""
     import json
 
-    from engine.cli.main import main
+    from tui.cli.main import main
 
     try:
         got = main(argv)
@@ -294,7 +294,7 @@ def test_every_json_command_prints_one_object_whatever_the_outcome(argv, code, f
 
 
 def test_the_unknown_tile_error_lists_the_tiles_once(capsys):
-    from engine.cli.main import main
+    from tui.cli.main import main
 
     assert main(["bench", "--backend", "sim", "--block-size", "999x999"]) == 2
     assert capsys.readouterr().err.count("200x128") == 1
@@ -302,8 +302,8 @@ def test_the_unknown_tile_error_lists_the_tiles_once(capsys):
 
 def test_human_output_prints_no_python_reprs(capsys, tmp_path):
     """Lists, tables and None read as text, not as Python's repr."""
-    from engine.cli.main import main
-    from engine.cli.output import human
+    from tui.cli.main import main
+    from tui.cli.output import human
 
     assert human(["h200-sxm"]) == "h200-sxm" and human({"fp32": 66.9, "bf16": 989.4}) == "fp32=66.9, bf16=989.4"
     assert human(None) == "-" and human(True) == "yes" and human({"block_size": "smaller"}) == "block_size=smaller"

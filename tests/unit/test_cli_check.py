@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.cli import check_context
-from engine.cli.main import main
 from tests.unit.test_checks_support import make_ctx, no_driver_nvml
+from tui.cli import check_context
+from tui.cli.main import main
 
 
 @pytest.fixture(autouse=True)

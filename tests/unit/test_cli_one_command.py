@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from engine.cli.main import COMMANDS, build_parser
+from tui.cli.main import COMMANDS, build_parser
 
 
 def _command(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
@@ -43,7 +43,7 @@ def test_anything_but_a_command_gets_every_command(capsys):
 
 
 def test_a_command_imports_no_other_commands_module():
-    code = ("import sys; from engine.cli.main import COMMANDS, build_parser; build_parser('history'); "
+    code = ("import sys; from tui.cli.main import COMMANDS, build_parser; build_parser('history'); "
             "print(','.join(m for n, m in COMMANDS.items() if n != 'history' and m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.cli import diagnose
-from engine.cli.main import main
 from engine.errors import InputError
 from engine.regex import _Anchor, _Chars, _p, _paths, check_linear, linear_problem, required_literal
 from engine.troubleshoot import _default_rules, _lowered, _search, load_rules, match_text, rules
+from tui.cli import diagnose
+from tui.cli.main import main
 
 MIB = 2**20
 RULE_BUDGET_S = 0.5

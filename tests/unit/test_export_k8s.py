@@ -11,7 +11,7 @@ import subprocess
 import pytest
 import yaml
 
-from engine.cli.main import main
+from tui.cli.main import main
 
 kubernetes = pytest.importorskip("kubernetes", reason="the kubernetes client is in the test extra")
 from kubernetes.client import ApiClient  # noqa: E402
@@ -91,7 +91,7 @@ def test_json_is_a_v1_list_of_the_same_manifests(capsys):
 
 
 def test_output_file_and_the_container_args_parse_as_fleet_report_flags(capsys, tmp_path):
-    from engine.cli.main import build_parser
+    from tui.cli.main import build_parser
 
     path = tmp_path / "job.yaml"
     code, out = export(capsys, "k8s", "--backend", "sim", "--gpus", "0", "--shape", "m=256,n=256,k=256",

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from engine.cli.main import main
 from engine.exporter import CockpitCollector, Exporter
 from engine.store import ResultStore
 from engine.telemetry import SimulatedSource, simulated_sampler
+from tui.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 SIM = ["--backend", "sim", "--iterations", "10", "--warmup", "2", "--no-peers"]
@@ -175,7 +175,7 @@ def test_bad_input_is_exit_2_naming_it(capsys, argv, needle):
 
 def _start_cli(*argv):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.Popen([sys.executable, "-m", "engine.cli.main", "exporter", *argv], cwd=ROOT, env=env,
+    return subprocess.Popen([sys.executable, "-m", "tui.cli.main", "exporter", *argv], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 

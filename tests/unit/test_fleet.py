@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.cli.main import main
 from engine.fleet import load_fleet
 from engine.fleet_report import SCHEMA, BenchEntry, GpuEntry, HostReport, read_report, write_report
+from tui.cli.main import main
 
 
 @pytest.fixture(autouse=True)
@@ -193,7 +193,7 @@ def test_every_rewrites_the_report_until_sigterm(tmp_path):
     import time
 
     out = tmp_path / "r"
-    proc = subprocess.Popen([sys.executable, "-m", "engine.cli.main", "fleet-report", "--backend", "sim",
+    proc = subprocess.Popen([sys.executable, "-m", "tui.cli.main", "fleet-report", "--backend", "sim",
                              "--no-checks", "--no-peers", "--host", "node-x", "--every", "0.2", "--out-dir", str(out)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     seen: set[int] = set()

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.cli.main import main
 from tests.unit.test_fleet import host, write
 from tests.unit.test_fuzz_inputs import run_main, strict_json
+from tui.cli.main import main
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -18,11 +18,11 @@ import tomllib
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from engine.cli.main import main
-from engine.cli.output import print_json
 from engine.errors import InputError
 from engine.profiles import BUILTIN_DIR, PEAK_TFLOPS_MAX, load_profiles
 from engine.task import TaskSpec, resolve_task
+from tui.cli.main import main
+from tui.cli.output import print_json
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -65,7 +65,7 @@ def no_runs(monkeypatch):
     def fake_run(*args, **kwargs):
         raise Reached
 
-    monkeypatch.setattr("engine.cli.bench.run_prepared", fake_run)
+    monkeypatch.setattr("tui.cli.bench.run_prepared", fake_run)
 
 
 # --- TOML text, hostile values included --------------------------------------------------------------

@@ -14,9 +14,9 @@ from hypothesis import event, example, given
 from hypothesis import strategies as st
 
 from engine.errors import InputError
-from engine.multi_device import device_arg
 from engine.soak import parse_duration, parse_percent
 from tests.unit.test_fuzz_inputs import fuzz, run_main, strict_json
+from tui.cli.device_args import device_arg
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.cli.main import main
-from engine.cli.output import print_json
 from engine.errors import InputError
 from engine.profiles import BUILTIN_DIR, load_profiles
 from engine.task import FILE_TYPES, TaskSpec, resolve_task
+from tui.cli.main import main
+from tui.cli.output import print_json
 
 SIM = ["--backend", "sim", "--iterations", "3", "--warmup", "1", "--no-peers", "--no-store"]
 

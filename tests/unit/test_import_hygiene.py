@@ -1,13 +1,14 @@
-"""The engine is headless: importing it (and its CLI) must not load textual, cupy or pynvml."""
+"""The engine is headless: importing it (and building the headless CLI's parser, ``tui.cli``) must not
+load textual, cupy or pynvml; the front ends reach the engine only through its public surface."""
 
 import subprocess
 import sys
 
 CODE = """
 import sys
-import engine, engine.task, engine.profiles, engine.sol, engine.runner, engine.store, engine.cli.main
+import engine, engine.task, engine.profiles, engine.sol, engine.runner, engine.store, tui.cli.main
 import engine.backends.select, engine.backends.sim, kernels
-engine.cli.main.build_parser()
+tui.cli.main.build_parser()
 bad = [m for m in ("textual", "cupy", "pynvml") if m in sys.modules]
 print(",".join(bad))
 """
@@ -105,3 +106,24 @@ def test_public_surface_names_resolve():
             if isinstance(node, ast.ImportFrom) and node.module == "engine":
                 used |= {a.name for a in node.names}
     assert used <= set(engine.__all__), used - set(engine.__all__)
+
+
+def test_type_checkers_see_the_same_public_surface():
+    """``engine/__init__.py`` names its public surface twice: ``_EXPORTS`` (loaded on use) and the
+    imports under ``if TYPE_CHECKING:`` (so that mypy checks the front ends' calls); each name
+    imported there must come from the module ``_EXPORTS`` names."""
+    import ast
+
+    import engine
+
+    seen = {}
+    for node in ast.walk(ast.parse((ROOT / "engine" / "__init__.py").read_text())):
+        if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING":
+            for imp in node.body:
+                assert isinstance(imp, ast.ImportFrom), ast.dump(imp)
+                for a in imp.names:
+                    seen[a.asname or a.name] = f"{imp.module}:{a.name}"
+    wanted = {name: f"{where.partition(':')[0]}:{where.partition(':')[2] or name}"
+              for name, where in engine._EXPORTS.items()}
+    wanted.update({m: f"engine:{m}" for m in engine._MODULES})
+    assert seen == wanted

@@ -15,8 +15,8 @@ import pytest
 from engine.binary_inspect import inspect_binary
 from engine.binary_inspect import report as report_mod
 from engine.binary_inspect.report import Gpu
-from engine.cli.main import main
 from tests.unit.cuda_binaries import build_shared, nvcc_path
+from tui.cli.main import main
 
 
 @pytest.fixture(scope="session")

@@ -10,18 +10,18 @@ from pathlib import Path
 
 import pytest
 
-from engine.cli import check_context
-from engine.cli.main import main
 from engine.errors import InputError
 from engine.multi_device import (
     DeviceSelection,
-    device_arg,
     resolve,
     sim_device_count,
     sim_slow_factor,
     spread,
 )
 from tests.unit.test_checks_support import FakeDevice, FakeNvml, healthy_answers, make_ctx
+from tui.cli import check_context
+from tui.cli.device_args import device_arg
+from tui.cli.main import main
 
 
 def _children(pid: int) -> list[tuple[int, bytes]]:
@@ -103,7 +103,7 @@ def test_sim_device_env(monkeypatch: pytest.MonkeyPatch) -> None:
                                       ("SOL_COCKPIT_SIM_DEVICES", "lots")])
 def test_a_malformed_rehearsal_variable_is_exit_2_naming_it(monkeypatch, capsys, var, bad) -> None:
     """Checked where the run is prepared, before an engine process starts (never a crash in it)."""
-    from engine.cli.main import main
+    from tui.cli.main import main
 
     monkeypatch.setenv(var, bad)
     assert main(["bench", "--backend", "sim", "--no-store", "--json"]) == 2

@@ -20,8 +20,8 @@ def test_rest_seconds_validated(value, ok):
 
 
 def test_cli_rest_flag_defaults_to_three_seconds():
-    from engine.cli.main import build_parser
-    from engine.cli.task_args import task_from_args
+    from tui.cli.main import build_parser
+    from tui.cli.task_args import task_from_args
 
     parser = build_parser()
     for argv, want in ((["bench"], 0.0), (["bench", "--rest"], 3.0), (["bench", "--rest", "7.5"], 7.5)):

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from engine.cli.main import main
+from tui.cli.main import main
 
 
 @pytest.fixture
@@ -95,7 +95,7 @@ def test_sessions_get_the_cockpit_options(tmp_path):
 
 
 def test_engine_parser_loads_no_serving_code():
-    code = ("import sys, engine.cli.main as m; m.build_parser(); "
+    code = ("import sys, tui.cli.main as m; m.build_parser(); "
             "print(','.join(x for x in ('tui.serve', 'textual_serve', 'aiohttp', 'textual') if x in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""

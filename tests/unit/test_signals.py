@@ -38,7 +38,7 @@ def _start(tmp_path: Path, sig: signal.Signals) -> tuple[subprocess.Popen[bytes]
     marker = f"sol-signal-test-{uuid.uuid4().hex}"
     err = tmp_path / f"{sig.name}.err"
     env = {**os.environ, "SOL_COCKPIT_STORE": str(tmp_path / f"{marker}.sqlite"), "SOL_SIM_DELAY": "0"}
-    proc = subprocess.Popen([sys.executable, "-m", "engine.cli.main", "bench", "--backend", "sim", "--fault", "hang",
+    proc = subprocess.Popen([sys.executable, "-m", "tui.cli.main", "bench", "--backend", "sim", "--fault", "hang",
                              "--timeout", "120"], cwd=ROOT, env=env, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=err.open("wb"))
     return proc, marker, err
@@ -126,7 +126,7 @@ def test_closing_the_terminal_stops_bench_cleanly(tmp_path):
 
     marker = f"sol-hangup-test-{uuid.uuid4().hex}"
     env = {**os.environ, "SOL_COCKPIT_STORE": str(tmp_path / f"{marker}.sqlite"), "SOL_SIM_DELAY": "0"}
-    argv = [sys.executable, "-m", "engine.cli.main", "bench", "--backend", "sim", "--fault", "hang", "--timeout", "120"]
+    argv = [sys.executable, "-m", "tui.cli.main", "bench", "--backend", "sim", "--fault", "hang", "--timeout", "120"]
     pid, fd = pty.fork()
     if pid == 0:  # the child: a session leader on the terminal, as a login shell's command is
         try:

@@ -10,13 +10,13 @@ import sqlite3
 
 import pytest
 
-from engine.cli.main import main
 from engine.errors import InputError
 from engine.soak import parse_duration, parse_percent, summarize
 from engine.soak_health import delta, new_errors, xid_events
 from engine.soak_options import SoakOptions
 from engine.store import ResultStore
 from tests.unit.test_multi_device import child_pids
+from tui.cli.main import main
 
 SOAK = ["soak", "--backend", "sim", "--json", "--verify-every", "2s"]
 
@@ -152,7 +152,7 @@ def test_soak_every_gpu_spread(capsys: pytest.CaptureFixture, monkeypatch: pytes
 
 
 def test_sim_fault_needs_the_simulated_device() -> None:
-    from engine.cli.soak_args import check_fault
+    from tui.cli.soak_args import check_fault
 
     class Prep:
         simulated = False

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.cli.main import main
 from engine.errors import InputError
 from engine.result import RunResult, RunStatus, Timing
 from engine.store import APPLICATION_ID, ResultStore
+from tui.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 

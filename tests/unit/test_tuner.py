@@ -176,7 +176,7 @@ def test_knob_labels_and_trial_round_trip():
 
 
 def test_cli_tune_json_and_shapes_file(tmp_path, capsys):
-    from engine.cli.main import main
+    from tui.cli.main import main
 
     shapes = tmp_path / "shapes.toml"
     shapes.write_text('[[shape]]\nname = "q"\nm = 8\nn = 4096\nk = 4096\n\n[[shape]]\nm = 1\nn = 2560\nk = 2560\n')
@@ -196,7 +196,7 @@ def test_cli_tune_json_and_shapes_file(tmp_path, capsys):
     ("[[shape]\n", "malformed TOML"),
 ])
 def test_cli_refuses_bad_shapes_files(tmp_path, capsys, text, why):
-    from engine.cli.main import main
+    from tui.cli.main import main
 
     bad = tmp_path / "bad.toml"
     bad.write_text(text)

@@ -36,7 +36,7 @@ def _forget_user_kernels():
 
 
 def tui(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "engine.cli.main", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "tui.cli.main", *args], capture_output=True, text=True,
                           timeout=120, cwd=ROOT)
 
 

@@ -13,13 +13,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from engine.cli.output import fmt, print_json, stderr_console, stdout_console
-from engine.cli.task_args import add_task_args, task_from_args
-from engine.errors import InputError
-from engine.events import Event, TrialEvent
-from engine.task import TaskSpec, parse_shape_text
-from engine.tomlio import load_toml
-from engine.tuning_cache import REGIMES
+from engine import TUNE_REGIMES as REGIMES
+from engine import Event, InputError, TaskSpec, TrialEvent, load_toml, parse_shape_text
+from tui.cli.output import fmt, print_json, stderr_console, stdout_console
+from tui.cli.task_args import add_task_args, task_from_args
 
 MAX_SHAPES = 256
 
@@ -87,7 +84,7 @@ class Progress:
         if not isinstance(ev, TrialEvent) or ev.state != "done":
             return
         t = ev.trial
-        from engine.tune_types import knob_label
+        from engine import knob_label
 
         knobs = knob_label(t["block_size"], t["memory_pipelining"], t.get("schedule"))
         if t["status"] == "skipped":
@@ -106,8 +103,7 @@ def _task_for(args: argparse.Namespace, shape: dict[str, int] | None) -> TaskSpe
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine.store import ResultStore
-    from engine.tuning_cache import TuningCache
+    from engine import ResultStore, TuningCache
 
     store = ResultStore(args.store)
     if args.export or args.import_ or args.list:
@@ -142,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _tune_one(args: argparse.Namespace, task: TaskSpec, name: str | None, store: Any, cancel: threading.Event) -> Any:
-    from engine.tuner import tune
+    from engine import tune
 
     label = name or "x".join(str(v) for v in task.shape.values())
     progress = Progress(label) if not args.json else None
@@ -209,7 +205,7 @@ def _cache_command(args: argparse.Namespace, store: Any, cache: Any) -> int:
         for col in ("gpu", "SMs", "kernel", "dtype", "shape", "regime", "knobs", "ms", "default ms", "tuned"):
             tab.add_column(col)
         for e in out["entries"]:
-            from engine.tune_types import knob_label
+            from engine import knob_label
 
             tab.add_row(e["gpu"], str(e["sm_count"]), e["kernel"], e["dtype"], e["shape"], e["regime"],
                         knob_label(e["block_size"], e["memory_pipelining"], e["schedule"]),

@@ -11,8 +11,8 @@ import sys
 import time
 from pathlib import Path
 
-from engine.cli.output import fmt, print_json, stderr_console, stdout_console
-from engine.cli.task_args import add_task_args, task_from_args
+from tui.cli.output import fmt, print_json, stderr_console, stdout_console
+from tui.cli.task_args import add_task_args, task_from_args
 
 
 def _positive_seconds(text: str) -> float:
@@ -43,7 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _target(args: argparse.Namespace, host: str) -> Path | None:
-    from engine.fleet_report import safe_file_name
+    from engine import safe_file_name
 
     if args.out is not None:
         return args.out
@@ -79,8 +79,10 @@ def _print_human(report, path: Path | None) -> None:
 
 
 def _one(args: argparse.Namespace, task) -> int:
-    from engine.cli.bench import Progress
-    from engine.fleet_report import collect, default_host, write_report
+    from engine import collect_fleet_report as collect
+    from engine import fleet_report_host as default_host
+    from engine import write_fleet_report as write_report
+    from tui.cli.bench import Progress
 
     host = args.host or default_host()
     with Progress() as progress:
@@ -100,7 +102,7 @@ def _one(args: argparse.Namespace, task) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine.errors import InputError
+    from engine import InputError
 
     if args.host is not None and not args.host.strip():
         raise InputError("--host='': empty", fix="give the node's name, or leave --host out")

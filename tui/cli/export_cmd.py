@@ -11,11 +11,11 @@ import os
 import sys
 from pathlib import Path
 
-from engine.cli.output import print_json
+from tui.cli.output import print_json
 
 
 def _job_args(p: argparse.ArgumentParser) -> None:
-    from engine.task import DType
+    from engine import DType
 
     p.add_argument("--name", default="sol-fleet", help="job name (default %(default)s)")
     p.add_argument("--gpus", type=int, default=1, help="GPUs per host (default %(default)s; 0 only with --backend sim)")
@@ -38,7 +38,8 @@ def _job_args(p: argparse.ArgumentParser) -> None:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from engine.k8s_export import DEFAULT_HOST_PATH, DEFAULT_IMAGE, IMAGE_UID
+    from engine import DEFAULT_IMAGE, IMAGE_UID
+    from engine import K8S_DEFAULT_HOST_PATH as DEFAULT_HOST_PATH
 
     p = sub.add_parser("export", help="a Kubernetes Job/DaemonSet or a Slurm script that runs the fleet report")
     kinds = p.add_subparsers(dest="target", metavar="TARGET", required=True)
@@ -76,7 +77,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def fleet_job(args: argparse.Namespace):
-    from engine.fleet_job import FleetJob, parse_pairs
+    from engine import FleetJob, parse_pairs
 
     return FleetJob(name=args.name, gpus=args.gpus, backend=args.backend, kernel=args.kernel, shape=args.shape,
                     dtype=args.dtype, profile=args.profile, iterations=args.iterations, warmup=args.warmup,
@@ -85,8 +86,10 @@ def fleet_job(args: argparse.Namespace):
 
 
 def _k8s(args: argparse.Namespace) -> tuple[str, object]:
-    from engine.fleet_job import parse_pairs
-    from engine.k8s_export import K8sOptions, as_list, manifests, to_yaml
+    from engine import K8sOptions, parse_pairs
+    from engine import k8s_as_list as as_list
+    from engine import k8s_manifests as manifests
+    from engine import k8s_to_yaml as to_yaml
 
     opts = K8sOptions(image=args.image, namespace=args.namespace, every_node=args.every_node, every_s=args.every,
                       host_path=args.host_path, pvc=args.pvc, run_as_user=args.run_as_user,
@@ -97,7 +100,8 @@ def _k8s(args: argparse.Namespace) -> tuple[str, object]:
 
 
 def _slurm(args: argparse.Namespace) -> tuple[str, object]:
-    from engine.slurm_export import SlurmOptions, script
+    from engine import SlurmOptions
+    from engine import slurm_script as script
 
     opts = SlurmOptions(results_dir=args.results_dir, tui=args.tui, time_limit=args.time_limit,
                         partition=args.partition, account=args.account, cpus_per_gpu=args.cpus_per_gpu,
@@ -107,7 +111,7 @@ def _slurm(args: argparse.Namespace) -> tuple[str, object]:
 
 
 def _write(path: Path, text: str, executable: bool) -> None:
-    from engine.errors import InputError
+    from engine import InputError
 
     try:
         path.write_text(text, encoding="utf-8")

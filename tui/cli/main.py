@@ -9,29 +9,28 @@ import signal
 import sys
 import threading
 
-from engine import __version__
-from engine.errors import CockpitError
+from engine import CockpitError, __version__
 
 COMMANDS = {
-    "bench": "engine.cli.bench",
-    "soak": "engine.cli.soak_cmd",
-    "tune": "engine.cli.tune_cmd",
-    "profiles": "engine.cli.profiles_cmd",
-    "history": "engine.cli.history",
-    "kernels": "engine.cli.kernels_cmd",
-    "calibrate": "engine.cli.calibrate_cmd",
-    "check": "engine.cli.check",
-    "diagnose": "engine.cli.diagnose",
-    "inspect": "engine.cli.inspect_cmd",
-    "checklist": "engine.cli.checklist_cmd",
-    "report": "engine.cli.report",
-    "fleet-report": "engine.cli.fleet_report_cmd",
-    "fleet": "engine.cli.fleet_cmd",
-    "export": "engine.cli.export_cmd",
-    "serve": "engine.cli.serve_cmd",
-    "baseline": "engine.cli.baseline_cmd",
-    "batch": "engine.cli.batch_cmd",
-    "exporter": "engine.cli.exporter_cmd",
+    "bench": "tui.cli.bench",
+    "soak": "tui.cli.soak_cmd",
+    "tune": "tui.cli.tune_cmd",
+    "profiles": "tui.cli.profiles_cmd",
+    "history": "tui.cli.history",
+    "kernels": "tui.cli.kernels_cmd",
+    "calibrate": "tui.cli.calibrate_cmd",
+    "check": "tui.cli.check",
+    "diagnose": "tui.cli.diagnose",
+    "inspect": "tui.cli.inspect_cmd",
+    "checklist": "tui.cli.checklist_cmd",
+    "report": "tui.cli.report",
+    "fleet-report": "tui.cli.fleet_report_cmd",
+    "fleet": "tui.cli.fleet_cmd",
+    "export": "tui.cli.export_cmd",
+    "serve": "tui.cli.serve_cmd",
+    "baseline": "tui.cli.baseline_cmd",
+    "batch": "tui.cli.batch_cmd",
+    "exporter": "tui.cli.exporter_cmd",
 }
 """Command name -> module with ``register(subparsers)`` and ``run(args) -> int``."""
 
@@ -140,7 +139,7 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str] | None, want_json: b
 
 
 def _print_json(obj: object) -> None:
-    from engine.cli.output import print_json
+    from tui.cli.output import print_json
 
     print_json(obj)
 

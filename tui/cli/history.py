@@ -8,9 +8,8 @@ from pathlib import Path
 from rich.table import Table
 from rich.text import Text
 
-from engine.baseline import marks as baseline_marks
-from engine.cli.output import fmt, print_json, stdout_console
-from engine.store import ResultStore
+from engine import ResultStore, baseline_marks
+from tui.cli.output import fmt, print_json, stdout_console
 
 LIMIT_MAX = 1_000_000
 """The most runs one listing shows: SQLite's LIMIT is a 64-bit integer, and no table needs more."""

@@ -11,7 +11,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from engine.cli.output import fmt, print_json, stderr_console, stdout_console
+from tui.cli.output import fmt, print_json, stderr_console, stdout_console
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -24,10 +24,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine.batch import MAX_ATTEMPTS, STOP_AFTER, load_batch, run_batch, stopped_early
-    from engine.errors import CockpitError
-    from engine.runner import prepare, run_prepared
-    from engine.store import ResultStore
+    from engine import BATCH_MAX_ATTEMPTS as MAX_ATTEMPTS
+    from engine import BATCH_STOP_AFTER as STOP_AFTER
+    from engine import CockpitError, ResultStore, load_batch, prepare, run_batch, run_prepared
+    from engine import batch_stopped_early as stopped_early
 
     tasks = load_batch(args.file)
     store = None if args.no_store else ResultStore(args.store)

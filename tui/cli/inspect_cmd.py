@@ -11,8 +11,8 @@ from pathlib import Path
 from rich.markup import escape
 from rich.table import Table
 
-from engine.cli.output import print_json, stdout_console
-from engine.errors import InputError
+from engine import InputError
+from tui.cli.output import print_json, stdout_console
 
 EXIT_RUNNABLE, EXIT_BLOCKED, EXIT_BAD_INPUT = 0, 1, 2
 STYLE = {"error": "bold red", "warn": "yellow", "info": "dim"}
@@ -73,7 +73,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine.binary_inspect import inspect_binary
+    from engine import inspect_binary
 
     program_args = getattr(args, "program_args", None)
     if program_args is not None and not args.run:

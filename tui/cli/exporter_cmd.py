@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from engine.cli.output import print_json, stderr_console, stdout_console
+from tui.cli.output import print_json, stderr_console, stdout_console
 
 
 def port_arg(text: str) -> int:
@@ -32,7 +32,8 @@ def interval_arg(text: str) -> float:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from engine.exporter import DEFAULT_HOST, DEFAULT_PORT
+    from engine import EXPORTER_DEFAULT_HOST as DEFAULT_HOST
+    from engine import EXPORTER_DEFAULT_PORT as DEFAULT_PORT
 
     p = sub.add_parser("exporter", help="serve GPU telemetry and stored results on /metrics for Prometheus")
     p.add_argument("--host", default=DEFAULT_HOST,
@@ -53,17 +54,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _sampler(args: argparse.Namespace) -> tuple[Any, dict[int, Any], str]:
     """The telemetry sampler, device labels by index, and the simulated GPU's model name."""
-    from engine.telemetry import nvml_sampler, simulated_sampler
+    from engine import nvml_sampler, simulated_sampler
 
     if args.sim:
-        from engine.profiles import load_profiles
-        from engine.runner import DEFAULT_SIM_PROFILE
+        from engine import DEFAULT_SIM_PROFILE, load_profiles
 
         prof = load_profiles().get(args.profile or DEFAULT_SIM_PROFILE)
         return simulated_sampler(interval_s=args.interval, history_s=60, profile=prof), {}, \
             f"SIMULATED {prof.display_name}"
-    from engine import nvml
-    from engine.errors import BackendUnavailable
+    from engine import BackendUnavailable, nvml
 
     sampler = nvml_sampler(interval_s=args.interval, history_s=60)
     devices: dict[int, Any] = {}
@@ -92,11 +91,10 @@ def _families_json(registry: Any) -> list[dict[str, Any]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine.exporter import CockpitCollector, Exporter
-    from engine.store import ResultStore
+    from engine import CockpitCollector, Exporter, ResultStore
 
     if args.profile and not args.sim:
-        from engine.errors import InputError
+        from engine import InputError
 
         raise InputError("--profile: only with --sim (real GPUs label themselves)", fix="add --sim or drop --profile")
     _log_to_stderr()
@@ -131,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
                                    + (", SIMULATED" if sampler.simulated else "") + "); Ctrl-C stops",
                                    highlight=False)
             sys.stdout.flush()
-        while True:  # until Ctrl-C or SIGTERM (raised here as KeyboardInterrupt by engine.cli.main)
+        while True:  # until Ctrl-C or SIGTERM (raised here as KeyboardInterrupt by tui.cli.main)
             time.sleep(1.0)
     except KeyboardInterrupt:
         err.print("exporter stopped")

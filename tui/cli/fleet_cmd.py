@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from engine.cli.output import fmt, print_json, stdout_console
+from tui.cli.output import fmt, print_json, stdout_console
 
 
 def _pct(text: str) -> float:
@@ -23,7 +23,7 @@ def _pct(text: str) -> float:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from engine.fleet import DEFAULT_OUTLIER_PCT
+    from engine import FLEET_OUTLIER_PCT as DEFAULT_OUTLIER_PCT
 
     p = sub.add_parser("fleet", help="one table of the fleet reports in a folder, outliers marked "
                                      "(exit 1 when any)")
@@ -68,7 +68,7 @@ def row_cells(r) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     from rich.markup import escape
 
-    from engine.fleet import load_fleet
+    from engine import load_fleet
 
     view = load_fleet(args.dir, args.outlier_pct)
     if args.json:

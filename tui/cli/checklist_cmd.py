@@ -8,11 +8,11 @@ from pathlib import Path
 
 from rich.table import Table
 
-from engine.cli.output import print_json, stdout_console
+from tui.cli.output import print_json, stdout_console
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from engine.checklist import step_ids
+    from engine import checklist_step_ids as step_ids
 
     p = sub.add_parser("checklist", help="the operators' checklist for this host (resumable)")
     p.add_argument("--json", action="store_true", help='print {"steps": [...], "next": STEP}')
@@ -26,9 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine.checklist import Checklist
-    from engine.errors import InputError
-    from engine.store import ResultStore
+    from engine import Checklist, InputError, ResultStore
 
     cl = Checklist(ResultStore(args.store))
     if args.reset:
@@ -38,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
         if args.done == "profile":
             if not args.profile:
                 raise InputError("--done profile needs --profile NAME", fix="e.g. tui checklist --done profile --profile h100")
-            from engine.profiles import load_profiles
+            from engine import load_profiles
 
             extra["profile"] = load_profiles().get(args.profile).name
         cl.mark(args.done, True, args.note, **extra)

@@ -6,12 +6,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from engine.checks import CheckContext
+    from engine import CheckContext
 
 
 def make_context(profile: str | None) -> CheckContext:
     """The context the checks read the machine through, for the profile named (None: detected).
     ``engine.checks`` is imported here, not above: building the CLI's parser loads no check."""
-    from engine.checks import CheckContext
+    from engine import CheckContext
 
     return CheckContext(profile_name=profile)

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from rich.table import Table
 
-from engine.cli import check_context
-from engine.cli.output import print_json, stderr_console, stdout_console
-from engine.multi_device import device_arg
+from tui.cli import check_context
+from tui.cli.device_args import device_arg
+from tui.cli.output import print_json, stderr_console, stdout_console
 
 STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}
 
@@ -28,10 +28,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _record(results: list, store_path: Path | None) -> str | None:
-    from engine.checklist import Checklist
-    from engine.checks import summary
-    from engine.errors import CockpitError
-    from engine.store import ResultStore
+    from engine import Checklist, CockpitError, ResultStore
+    from engine import checks_summary as summary
 
     try:
         Checklist(ResultStore(store_path)).record_checks(summary(results), {r.id: r.status for r in results})
@@ -41,10 +39,11 @@ def _record(results: list, store_path: Path | None) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine.checks import run_checks, summary
+    from engine import checks_summary as summary
+    from engine import run_checks
 
-    if getattr(args, "device", None) is not None:  # per GPU (engine.cli.every_gpu)
-        from engine.cli.every_gpu import run_check_all
+    if getattr(args, "device", None) is not None:  # per GPU (tui.cli.every_gpu)
+        from tui.cli.every_gpu import run_check_all
 
         return run_check_all(args)
     results = run_checks(profile_name=args.profile, only=args.only, ctx=check_context.make_context(args.profile))

@@ -6,8 +6,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from engine.cli.output import fmt, stderr_console, stdout_console
-from engine.events import Event, LogEvent, SoakEvent, StageEvent
+from engine import Event, LogEvent, SoakEvent, StageEvent
+from tui.cli.output import fmt, stderr_console, stdout_console
 
 
 class SoakProgress:

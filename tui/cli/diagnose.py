@@ -23,8 +23,8 @@ from typing import IO, Any
 from rich.markup import escape
 from rich.table import Table
 
-from engine.cli.output import human, print_json, stdout_console
-from engine.errors import InputError
+from engine import InputError
+from tui.cli.output import human, print_json, stdout_console
 
 HEAD_BYTES = 4 * 2**20
 """Bytes read from the start of a log."""
@@ -229,7 +229,7 @@ def _read_text_stream(fh: IO[str]) -> LogText:
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine.troubleshoot import match_text
+    from engine import match_text
 
     log = read_log(args.file)
     matches = match_text(log.text)[: max(1, args.limit)]

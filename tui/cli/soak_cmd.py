@@ -10,10 +10,10 @@ import sys
 import time
 from pathlib import Path
 
-from engine.cli.output import print_json, stderr_console
-from engine.cli.soak_args import check_fault, options_from_args
-from engine.cli.soak_report import SoakProgress, print_summary, summary_json
-from engine.cli.task_args import add_task_args, task_from_args
+from tui.cli.output import print_json, stderr_console
+from tui.cli.soak_args import check_fault, options_from_args
+from tui.cli.soak_report import SoakProgress, print_summary, summary_json
+from tui.cli.task_args import add_task_args, task_from_args
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -32,21 +32,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sim-fault", choices=["none", "corrupt", "throttle", "ecc"], default="none",
                    help="simulated device only: corrupt the output, throttle the clocks or raise the ECC count")
     p.add_argument("--sim-fault-after", metavar="TIME", help="when the simulated fault starts (default: half-way)")
-    from engine.multi_device import add_spread_arg
+    from tui.cli.device_args import add_spread_arg
 
     add_spread_arg(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine.multi_device import device_count, is_multi, resolve
-    from engine.runner import prepare
-    from engine.soak import run_soak
-    from engine.store import ResultStore
+    from engine import ResultStore, device_count, is_multi, prepare, run_soak
+    from engine import resolve_devices as resolve
 
     opts = options_from_args(args)
     if is_multi(args.device):
-        from engine.cli.every_gpu import run_soak_all
+        from tui.cli.every_gpu import run_soak_all
 
         return run_soak_all(args, opts)
     task = task_from_args(args)

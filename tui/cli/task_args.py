@@ -8,9 +8,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from engine.multi_device import device_arg, is_multi
-from engine.task import DType, resolve_task
-from engine.user_kernels import trust_reference
+from engine import DType, is_multi, resolve_task, trust_reference
+from tui.cli.device_args import device_arg
 
 
 def _profile_name(text: str) -> str:
@@ -68,7 +67,7 @@ TASK_FIELDS = ("kernel", "kernel_file", "shape", "dtype", "block_size", "memory_
 
 def task_from_args(args: argparse.Namespace) -> Any:
     if is_multi(getattr(args, "device", None)):
-        from engine.errors import InputError
+        from engine import InputError
 
         raise InputError(f"--device={args.device}: this command runs on one GPU", fix="give one index, e.g. --device 0")
     overrides = {f: getattr(args, f, None) for f in TASK_FIELDS}

@@ -9,7 +9,7 @@ import json
 import sys
 from pathlib import Path
 
-from engine.errors import InputError
+from engine import InputError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -22,10 +22,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine.checklist import Checklist
-    from engine.cli.check_context import make_context
-    from engine.report import build_report, to_markdown
-    from engine.store import ResultStore
+    from engine import Checklist, ResultStore, build_report
+    from engine import report_markdown as to_markdown
+    from tui.cli.check_context import make_context
 
     store = ResultStore(args.store)
     rep = build_report(store, profile_name=args.profile, ctx=make_context(args.profile))

@@ -9,7 +9,7 @@ from typing import Any
 
 def options_from_args(args: argparse.Namespace) -> Any:
     """SoakOptions from the flags; InputError naming the flag for 0, negative or unreadable values."""
-    from engine.soak import SoakOptions, parse_duration, parse_percent
+    from engine import SoakOptions, parse_duration, parse_percent
 
     return SoakOptions(duration_s=parse_duration(args.duration, "--duration"),
                        verify_every_s=parse_duration(args.verify_every, "--verify-every"),
@@ -19,7 +19,7 @@ def options_from_args(args: argparse.Namespace) -> Any:
 
 
 def check_fault(prep: Any, opts: Any) -> None:
-    from engine.errors import InputError
+    from engine import InputError
 
     if opts.sim_fault != "none" and not prep.simulated:
         raise InputError(f"--sim-fault {opts.sim_fault}: only the simulated device injects soak faults",

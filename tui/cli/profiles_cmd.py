@@ -8,8 +8,8 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from engine.cli.output import human, print_json, stderr_console, stdout_console
-from engine.profiles import load_profiles
+from engine import load_profiles
+from tui.cli.output import human, print_json, stderr_console, stdout_console
 
 
 def register(sub: argparse._SubParsersAction) -> None:

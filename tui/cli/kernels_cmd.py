@@ -5,14 +5,20 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from engine.cli.output import print_json, stdout_console
-from engine.errors import InputError
-from engine.profiles import load_profiles
-from engine.task import format_pipelining
-from engine.user_kernels import discover, load_kernel_file, trust_reference, user_kernels_dir
-from kernels import builtin_names, get_spec
-from kernels.spec import DeviceLimits
-from kernels.user_spec import UserKernelSpec
+from engine import (
+    DeviceLimits,
+    InputError,
+    UserKernelSpec,
+    format_pipelining,
+    get_spec,
+    load_kernel_file,
+    load_profiles,
+    trust_reference,
+    user_kernels_dir,
+)
+from engine import builtin_kernel_names as builtin_names
+from engine import discover_user_kernels as discover
+from tui.cli.output import print_json, stdout_console
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -29,9 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine.planner import PlanError, plan
-    from engine.store import ResultStore
-    from engine.task import TaskSpec
+    from engine import PlanError, ResultStore, TaskSpec, plan
 
     prof = load_profiles().get(args.profile)
     limits = DeviceLimits.from_profile(prof)

@@ -10,13 +10,13 @@ import threading
 from dataclasses import replace
 from typing import Any
 
-from engine.cli import check_context
-from engine.cli.output import fmt, print_json, stderr_console, stdout_console
-from engine.cli.soak_args import check_fault
-from engine.cli.soak_report import SoakProgress, summary_json
-from engine.cli.task_args import task_from_args
-from engine.events import Event, LogEvent, StageEvent
-from engine.multi_device import devices_for, fan_out, resolve, spread, spread_text
+from engine import Event, LogEvent, StageEvent, devices_for, fan_out, spread, spread_text
+from engine import resolve_devices as resolve
+from tui.cli import check_context
+from tui.cli.output import fmt, print_json, stderr_console, stdout_console
+from tui.cli.soak_args import check_fault
+from tui.cli.soak_report import SoakProgress, summary_json
+from tui.cli.task_args import task_from_args
 
 
 class Lines:
@@ -44,7 +44,7 @@ def _base_task(args: argparse.Namespace) -> Any:
 
 
 def _on(task: Any, device: int) -> Any:
-    from engine.task import TaskSpec
+    from engine import TaskSpec
 
     return TaskSpec.model_validate({**task.model_dump(mode="json", exclude_none=True), "device": device})
 
@@ -66,8 +66,7 @@ def _table(title: str, cols: list[str], rows: list[list[str]]) -> None:
 
 def _prepare_all(args: argparse.Namespace, store: Any) -> tuple[list[int], dict[int, Any]]:
     """Every GPU's PreparedRun (all validated before anything runs); notices printed once."""
-    from engine.runner import prepare
-    from engine.store import ResultStore
+    from engine import ResultStore, prepare
 
     task = _base_task(args)
     indices, _ = devices_for(args.device, task.backend.value)
@@ -81,7 +80,7 @@ def _prepare_all(args: argparse.Namespace, store: Any) -> tuple[list[int], dict[
 
 
 def _store(args: argparse.Namespace) -> Any:
-    from engine.store import ResultStore
+    from engine import ResultStore
 
     store = None if args.no_store else ResultStore(args.store)
     if store is not None:
@@ -91,14 +90,13 @@ def _store(args: argparse.Namespace) -> Any:
 
 def run_bench_all(args: argparse.Namespace) -> int:
     """`tui bench --device all|0,2,5`."""
-    from engine.errors import CockpitError
-    from engine.runner import run_prepared
+    from engine import CockpitError, run_prepared
 
     store = _store(args)
     indices, preps = _prepare_all(args, store)
     guards: dict[int, Any] = {}
     if getattr(args, "against_baseline", False):
-        from engine.cli.baseline_cmd import bench_guard
+        from tui.cli.baseline_cmd import bench_guard
 
         guards = {i: bench_guard(args, preps[i]) for i in indices}
     got = fan_out(indices, lambda i, cancel: run_prepared(preps[i], on_event=Lines(i), cancel=cancel))
@@ -151,7 +149,7 @@ def _finish(args: argparse.Namespace, what: str, out: list[dict[str, Any]], sp: 
 
 def run_soak_all(args: argparse.Namespace, opts: Any) -> int:
     """`tui soak --device all|0,2,5`: one soak per GPU at once; the spread of the last minute's times."""
-    from engine.soak import run_soak
+    from engine import run_soak
 
     store = _store(args)
     indices, preps = _prepare_all(args, store)
@@ -191,7 +189,8 @@ def _per_device(check_id: str) -> bool:
 def run_check_all(args: argparse.Namespace) -> int:
     """`tui check --device all|0,2,5`: the machine's checks once, each GPU's checks per GPU in parallel;
     the spread says which GPU disagrees with the others on which check."""
-    from engine.checks import CHECKS, run_checks, summary
+    from engine import CHECKS, run_checks
+    from engine import checks_summary as summary
 
     ctx = check_context.make_context(args.profile)
     devs = ctx.devices()
@@ -265,9 +264,8 @@ def disagreement(per: dict[int, dict[str, str]]) -> dict[str, Any]:
 def run_calibrate_all(args: argparse.Namespace) -> int:
     """`tui calibrate --device all|0,2,5`: each GPU measured in its own engine process at once; the
     spread of copy bandwidth and bf16 GEMM rate. Nothing is saved (a profile is one GPU's)."""
-    from engine import nvml
-    from engine.calibrate import measure
-    from engine.errors import BackendUnavailable
+    from engine import BackendUnavailable, nvml
+    from engine import measure_ceilings as measure
 
     ok, problem, fix = nvml.probe()
     if not ok:

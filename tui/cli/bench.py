@@ -7,14 +7,21 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from engine.cli.baseline_cmd import add_bench_args, bench_guard, print_verdict
-from engine.cli.output import fmt, human, print_json, stderr_console, stdout_console
-from engine.cli.task_args import add_task_args, task_from_args
-from engine.energy import describe as describe_energy
-from engine.events import Event, LogEvent, ProgressEvent, StageEvent
-from engine.multi_device import add_spread_arg, is_multi
-from engine.result import RunResult
-from engine.runner import prepare, run_prepared
+from engine import (
+    Event,
+    LogEvent,
+    ProgressEvent,
+    RunResult,
+    StageEvent,
+    describe_energy,
+    is_multi,
+    prepare,
+    run_prepared,
+)
+from tui.cli.baseline_cmd import add_bench_args, bench_guard, print_verdict
+from tui.cli.device_args import add_spread_arg
+from tui.cli.output import fmt, human, print_json, stderr_console, stdout_console
+from tui.cli.task_args import add_task_args, task_from_args
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -148,11 +155,10 @@ def run(args: argparse.Namespace) -> int:
     """The store is opened and checked before the run (an unusable one is exit 2 with nothing
     run); one that fails after the run still gets the result printed, with a line saying it was
     not stored, and the run's own exit status."""
-    from engine.errors import CockpitError
-    from engine.store import ResultStore
+    from engine import CockpitError, ResultStore
 
-    if is_multi(args.device):  # every GPU at once (engine.cli.every_gpu)
-        from engine.cli.every_gpu import run_bench_all
+    if is_multi(args.device):  # every GPU at once (tui.cli.every_gpu)
+        from tui.cli.every_gpu import run_bench_all
 
         return run_bench_all(args)
     task = task_from_args(args)

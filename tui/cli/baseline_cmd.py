@@ -11,7 +11,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from engine.cli.output import fmt, print_json, stdout_console
+from tui.cli.output import fmt, print_json, stdout_console
 
 
 def run_id_arg(text: str) -> int:
@@ -22,8 +22,7 @@ def run_id_arg(text: str) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from engine.baseline import parse_tolerance
-    from engine.task import DType
+    from engine import DType, parse_tolerance
 
     p = sub.add_parser("baseline", help="performance baselines: set, list, clear (bench --against-baseline judges them)")
     acts = p.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -52,9 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _shape(text: str | None) -> str | None:
-    from engine.baseline import shape_text
-    from engine.errors import InputError
-    from engine.task import parse_shape_text
+    from engine import InputError, parse_shape_text, shape_text
 
     if text is None:
         return None
@@ -69,7 +66,7 @@ def _shape(text: str | None) -> str | None:
 
 
 def _newest_ok(store: Any, kernel: str | None) -> int:
-    from engine.errors import InputError
+    from engine import InputError
 
     recs = [r for r in store.list(kernel=kernel, limit=1, status="ok")]
     if not recs:
@@ -83,9 +80,7 @@ def _row(b: Any) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine.baseline import Baselines
-    from engine.errors import InputError
-    from engine.store import ResultStore
+    from engine import Baselines, InputError, ResultStore
 
     store = ResultStore(args.store)
     book = Baselines(store)
@@ -135,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
 
 # --- `tui bench --against-baseline [--tolerance PCT]` ---------------------------------------------
 def add_bench_args(p: argparse.ArgumentParser) -> None:
-    from engine.baseline import parse_tolerance
+    from engine import parse_tolerance
 
     p.add_argument("--against-baseline", dest="against_baseline", action="store_true",
                    help="judge the run against the baseline of its kernel, shape, dtype and GPU model "
@@ -147,14 +142,14 @@ def add_bench_args(p: argparse.ArgumentParser) -> None:
 def bench_guard(args: argparse.Namespace, prep: Any) -> Any:
     """The baseline a bench run is judged against, found before the run (none without
     --against-baseline; exit 2 with nothing run when there is no baseline)."""
-    from engine.errors import InputError
+    from engine import InputError
 
     if not getattr(args, "against_baseline", False):
         if getattr(args, "tolerance", None) is not None:
             raise InputError("--tolerance: only with --against-baseline", fix="add --against-baseline")
         return None
-    from engine.baseline import guard_for
-    from engine.store import ResultStore
+    from engine import ResultStore
+    from engine import baseline_guard as guard_for
 
     return guard_for(ResultStore(args.store), prep, args.tolerance)
 

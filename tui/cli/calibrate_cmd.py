@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from engine.calibrate import measure, measured_profile
-from engine.cli.output import print_json, stderr_console, stdout_console
-from engine.events import LogEvent
-from engine.multi_device import add_spread_arg, device_arg, is_multi
-from engine.profiles import Profile, load_profiles, save_user_profile
+from engine import LogEvent, Profile, is_multi, load_profiles, measured_profile, save_user_profile
+from tui.cli.device_args import add_spread_arg, device_arg
+from tui.cli.output import print_json, stderr_console, stdout_console
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -25,10 +23,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine import nvml
+    from engine import measure_ceilings, nvml  # looked up per run, as the every-GPU run does
 
-    if is_multi(args.device):  # every GPU at once (engine.cli.every_gpu)
-        from engine.cli.every_gpu import run_calibrate_all
+    if is_multi(args.device):  # every GPU at once (tui.cli.every_gpu)
+        from tui.cli.every_gpu import run_calibrate_all
 
         return run_calibrate_all(args)
     ps = load_profiles()
@@ -40,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
         info = nvml.device_info(args.device) if ok else None
         base = ps.detect(info.name) if info else None
         if base is None:
-            from engine.errors import BackendUnavailable, InputError
+            from engine import BackendUnavailable, InputError
 
             if not ok:  # the backends' fix offers the simulated device, which has nothing to measure
                 fix = (fix or "").replace("; or use --backend sim", "")
@@ -53,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
         if isinstance(ev, LogEvent):
             err.print(ev.message, markup=False)
 
-    ceilings = measure(args.device, on_event=progress, timeout_s=args.timeout)
+    ceilings = measure_ceilings(args.device, on_event=progress, timeout_s=args.timeout)
     prof = measured_profile(base, ceilings, args.name)
     path = None if args.no_save else save_user_profile(prof)
     if args.json:
