@@ -266,11 +266,78 @@ class _SimInfo:
         self.name, self.uuid, self.pci_bus_id = model, f"SIMULATED-GPU-{index}", ""
 
 
+MAX_CONNECTIONS = 32
+"""Connections served at once (a thread each); one more is closed at once. Prometheus scrapes with
+one connection at a time; 2 000 half-open connections once held 2 003 threads."""
+REQUEST_TIMEOUT_S = 10.0
+"""Seconds a connection may last, request and answer: a slow, trickling or half-open one is shut
+then (the server's loop looks every ``poll_interval``), and its thread ends."""
+
+
 class _Server(ThreadingMixIn, WSGIServer):
+    """A thread per connection, at most ``MAX_CONNECTIONS`` of them, each at most
+    ``REQUEST_TIMEOUT_S`` long."""
+
     daemon_threads = True
+    request_queue_size = 64
+    """The listen backlog: a burst is accepted (and what is over the cap closed) rather than left to
+    retry its SYN."""
+
+    def server_activate(self) -> None:
+        super().server_activate()
+        self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self.refused = 0
+        self._active: dict[Any, float] = {}
+        self._lock = threading.Lock()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.slots.acquire(blocking=False):
+            self.refused += 1
+            self.shutdown_request(request)
+            return
+        with self._lock:
+            self._active[request] = time.monotonic()
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._done(request)
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._done(request)
+
+    def _done(self, request: Any) -> None:
+        with self._lock:
+            if self._active.pop(request, None) is not None:
+                self.slots.release()
+
+    def service_actions(self) -> None:
+        """Shut every connection older than ``REQUEST_TIMEOUT_S``: its handler's read or write
+        fails at once and its thread ends."""
+        now = time.monotonic()
+        with self._lock:
+            late = [r for r, t0 in self._active.items() if now - t0 > REQUEST_TIMEOUT_S]
+        for request in late:
+            try:
+                request.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
 
 class _QuietHandler(WSGIRequestHandler):
+    def setup(self) -> None:
+        super().setup()
+        self.connection.settimeout(REQUEST_TIMEOUT_S)  # a read or write that waits longer fails
+
+    def handle(self) -> None:
+        try:
+            super().handle()
+        except OSError:  # timed out or reset: the connection is dropped, the thread ends
+            pass
+
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
         log.debug("%s " + format, self.address_string(), *args)
 
