@@ -27,7 +27,7 @@ from engine.runner import prepare
 from engine.sol import solexec_score
 from engine.task import REST_MAX_S, TaskSpec
 from kernels import get_spec, kernel_names
-from kernels.spec import DeviceLimits
+from kernels.spec import DeviceLimits, render_task
 
 SEED = {"m": 8192, "n": 2560, "k": 2560}
 SWEEP_M = (256, 512, 1024, 1571, 2048, 2400, 2500, 3000, 4096, 5000, 7976, 8192)
@@ -43,7 +43,7 @@ def _compile(task_json: str) -> str:
     task = TaskSpec.model_validate_json(task_json)
     limits, _ = device_limits(task.device, "")
     try:
-        compile_cubin(*compile_inputs(get_spec(task.kernel).build(task, limits), limits))
+        compile_cubin(*compile_inputs(render_task(get_spec(task.kernel), task, limits), limits))
         return "ok"
     except Exception as exc:  # reported by the run itself
         return str(exc)[:200]
@@ -131,7 +131,7 @@ BASELINES = {  # kernel -> (torch baseline, CuPy fallback) of the SOL-ExecBench 
 
 
 def row(label: str, res, torch_ms: dict[str, float]) -> dict:
-    sol = res.sol or {}
+    sol = res.sol.model_dump() if res.sol is not None else {}
     peers = {p.name: (p.timing.median_ms if p.timing else None) for p in res.peers}
     peers.update(torch_ms)
     kernel = res.task.kernel or "gemm_residual"
@@ -146,7 +146,7 @@ def row(label: str, res, torch_ms: dict[str, float]) -> dict:
         "max_rel_err": res.correctness.max_rel_err if res.correctness else None,
         "knobs": f"{res.task.block_size}/{res.task.memory_pipelining or 'off'}/"
                  f"{'fused' if res.task.fusion else 'unfused'}",
-        "path": res.launch.get("info", {}).get("path") if res.launch else None,
+        "path": (res.launch.info or {}).get("path"),
         "peers": peers, "error": (res.error or "")[:160] or None,
     }
 

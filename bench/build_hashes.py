@@ -30,7 +30,7 @@ from pathlib import Path
 from engine.profiles import load_profiles
 from engine.task import TaskSpec
 from kernels import get_spec, kernel_names
-from kernels.spec import DeviceLimits
+from kernels.spec import DeviceLimits, render_task, violations_of
 
 M_LIST = (1, 7, 64, 256, 512, 777, 1024, 1571, 1700, 2048, 2083, 2400, 2500, 3000, 4096, 5000, 7976, 8192)
 NK_LIST = ((2560, 2560), (4096, 4096), (1024, 2560), (5120, 5120), (4096, 14336), (2600, 704))
@@ -75,7 +75,7 @@ def cases(profile: str, schedules: bool = False):
                 for bs in tiles:
                     plain = TaskSpec(kernel=name, shape=shape, dtype=dtype, block_size=bs, backend="sim")
                     stages = spec.stages_for(limits, dtype, bs, shape)
-                    if spec.check(plain.model_copy(update={"memory_pipelining": stages}), limits):
+                    if violations_of(spec, plain.model_copy(update={"memory_pipelining": stages}), limits):
                         continue  # the tile does not serve this shape (e.g. the decode path's at M > 64)
                     knobs = spec.schedule_knobs(limits, dtype, shape, bs)
                     for combo in itertools.product(*(k.values for k in knobs)) if knobs else ():
@@ -97,12 +97,12 @@ def resolved_builds(profile: str, functions: frozenset[str] = frozenset(), sched
                                     "memory_pipelining": st if task.memory_pipelining is None
                                     else task.memory_pipelining})
         knobs = f"{t.block_size}/{t.memory_pipelining}"
-        if spec.check(t, limits):
+        if violations_of(spec, t, limits):
             if not functions:
-                yield key, knobs, limits, "violation:" + "; ".join(str(v) for v in spec.check(t, limits))
+                yield key, knobs, limits, "violation:" + "; ".join(str(v) for v in violations_of(spec, t, limits))
             continue
         try:
-            build = spec.build(t, limits)
+            build = render_task(spec, t, limits)
         except ValueError as exc:
             if not functions:
                 yield key, knobs, limits, f"error: {exc}"

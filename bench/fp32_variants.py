@@ -69,7 +69,7 @@ VARIANTS: dict[str, tuple[int, int, int, int, dict[str, int]]] = {
 
 
 def source(bm: int, bn: int, bk: int, stages: int, defs: dict[str, int], orig: str | None = None) -> str:
-    src = SPEC.render("fp32", (bm, bn, bk), stages, True)
+    src = SPEC.source("fp32", (bm, bn, bk), stages, True)
     if orig:
         i = src.index("// fp32 path of gemm_residual")
         src = src[:i] + open(orig).read()

@@ -34,7 +34,7 @@ from bench.membound_hints import Launcher, device_copy, make_buffers, shuffled
 from bench.sm90.gemm import limits_of_device
 from kernels.add_rmsnorm import BULK_STATIC_SMEM, RESERVED_SMEM, SPEC, ring_bytes, vpt_for
 from kernels.rowwise import threads_per_sm
-from kernels.spec import Build, Launch
+from kernels.spec import Build, Launch, render_task
 
 SHAPES = ({"m": 32768, "n": 4096}, {"m": 8192, "n": 2560})
 VARIANTS = [  # (threads, blocks per SM, slots)
@@ -52,7 +52,7 @@ def bulk_build(dtype: str, shape: dict, variant: tuple, sms: int) -> Build:
     launch = Launch("add_rmsnorm", (max(1, min(shape["m"], sms * minb)), 1, 1), (threads, 1, 1),
                     ring_bytes(shape["n"], dtype, stages),
                     ("x", "r", "weight", "residual_out", "out", shape["m"], shape["n"]))
-    return Build(source=SPEC.render(dtype, threads, vpt, stages, minb, True, bulk=True),
+    return Build(source=SPEC.source(dtype, threads, vpt, stages, minb, True, bulk=True),
                  functions=("add_rmsnorm",), launches=(launch,), options=("-std=c++17",))
 
 
@@ -94,10 +94,10 @@ def rmsnorm_section(dtype: str, shape: dict, limits, args, lines: list, report: 
     """add_rmsnorm: the engine's build, the register path, the bulk variants; returns wrong ones."""
     wrong = 0
     task = SimpleNamespace(shape=shape, dtype=dtype, block_size=None, memory_pipelining=None, fusion=True)
-    build = SPEC.build(task, limits)
+    build = render_task(SPEC, task, limits)
     bufs = make_buffers(SPEC, task, seed=5)
     older = replace(limits, compute_capability=(8, 0))  # the register path, as before
-    reg = SPEC.build(task, older)
+    reg = render_task(SPEC, task, older)
     runs = {f"engine ({build.info['threads']} thr x{build.info['blocks_per_sm']}, "
             f"{build.info['rows_in_flight']} rows)": Launcher(build, bufs, None),
             f"registers ({reg.info['threads']} thr x{reg.info['blocks_per_sm']}, "
@@ -109,7 +109,7 @@ def rmsnorm_section(dtype: str, shape: dict, limits, args, lines: list, report: 
         threads = v[0]
         if threads not in refs:  # the register path with this thread count
             t2 = SimpleNamespace(**{**vars(task), "block_size": str(threads), "memory_pipelining": 2})
-            refs[threads] = outputs_of(Launcher(SPEC.build(t2, older), bufs, None), bufs)
+            refs[threads] = outputs_of(Launcher(render_task(SPEC, t2, older), bufs, None), bufs)
         name = f"bulk {v[0]} thr x{v[1]}/SM, {v[2]} slot{'s' if v[2] > 1 else ''}"
         print(f"checking {dtype} {shape} {name}", flush=True)  # a hang shows where
         run = Launcher(bulk_build(dtype, shape, v, limits.sm_count), bufs, None)

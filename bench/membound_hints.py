@@ -36,6 +36,7 @@ import numpy as np
 from bench.sm90.gemm import limits_of_device, time_fn
 from kernels.add_rmsnorm import AddRmsNormSpec
 from kernels.bias_gelu import BiasGeluSpec
+from kernels.spec import render_task
 
 HINTS = [None, (0, 0), (0, 1), (1, 1), (2, 1), (0, 2), (2, 2), None]
 """(load hint, store hint) pairs (``variant_source``); None = the build as the engine compiles it."""
@@ -159,7 +160,7 @@ def main() -> int:
     for spec, shape in CASES:
         task = SimpleNamespace(shape=shape, dtype=args.dtype, block_size=None,
                                memory_pipelining=None, fusion=not args.unfused)
-        build = spec.build(task, limits)
+        build = render_task(spec, task, limits)
         nbytes = spec.bytes_moved(shape, args.dtype)
         bufs = make_buffers(spec, task, seed=5)
         outputs = [b.name for b in spec.buffers(task) if b.role == "output"]

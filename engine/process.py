@@ -160,7 +160,7 @@ def _leave_server_alive_pipe() -> None:
         server._forkserver_alive_fd = None
 
 
-def _engine_main(entry: Callable[[dict[str, Any], Any], None], parent_pid: int | None, payload: dict[str, Any],
+def _engine_main(entry: Callable[[Any, Any], None], parent_pid: int | None, payload: Any,
                  conn: Any, env: dict[str, str] | None = None) -> None:
     """The engine process's first code: bound to the server's life (which is bound to the
     caller's), with the caller's environment of now (the server's is that of its start), and deaf
@@ -185,7 +185,7 @@ def _kill(proc: Any) -> None:
         proc.join(2)
 
 
-def run_in_engine_process(entry: Callable[[dict[str, Any], Any], None], payload: dict[str, Any],
+def run_in_engine_process(entry: Callable[[Any, Any], None], payload: Any,
                           timeout_s: float, on_event: Callable[[Event], None] | None = None,
                           cancel: threading.Event | None = None, name: str = "sol-engine",
                           stall_s: float | None = None, daemon: bool = True) -> ProcessOutcome:

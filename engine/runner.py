@@ -16,6 +16,7 @@ from engine.backends.collect import base_fingerprint, now_iso
 from engine.backends.select import choose_backend
 from engine.errors import CockpitError, InputError
 from engine.events import Event
+from engine.job import REPLANNED, JobRequest
 from engine.planner import Plan, PlanError, plan
 from engine.process import run_in_engine_process
 from engine.profiles import Profile, ProfileSet, load_profiles
@@ -116,10 +117,12 @@ def run_prepared(prep: PreparedRun, on_event: Callable[[Event], None] | None = N
                  cancel: threading.Event | None = None, store: Any = None) -> RunResult:
     """Run in an engine process; block until it finishes, times out or is cancelled.
     Safe to call from a worker thread. Saves the result in ``store`` when given."""
-    payload = {"task": prep.task.model_dump(mode="json"), "profile": prep.profile.model_dump(mode="json"),
-               "backend": prep.backend}
+    if prep.plan is None or prep.plan.kernel is None:
+        raise InputError(prep.plan.error_text() if prep.plan is not None else "the task was not planned")
+    request = JobRequest(kind="run", task=prep.task, profile=prep.profile, backend=prep.backend,  # type: ignore[arg-type]
+                         plan=prep.plan.kernel)
     started, t0 = now_iso(), time.monotonic()
-    out = run_in_engine_process(_child_entry, payload, prep.task.timeout_s, on_event, cancel)
+    out = run_in_engine_process(_child_entry, request, prep.task.timeout_s, on_event, cancel)
     if out.status == "ok":
         result = RunResult.model_validate(out.result)
     elif out.status == "cancelled":
@@ -135,8 +138,10 @@ def run_prepared(prep: PreparedRun, on_event: Callable[[Event], None] | None = N
                          f"the engine process died during {out.stage} (exit code {out.exitcode})",
                          "crashed", started, t0, out.log)
     result.wall_s = out.wall_s
-    if prep.plan is not None:
-        result.knobs_from = prep.plan.source_label
+    result.knobs_from = prep.plan.source_label
+    replanned = next((line for line in result.log if line.startswith(REPLANNED)), None)
+    if replanned is not None:
+        result.knobs_from += f"; {replanned}"
     attach_measured_sol(result, prep.profile)
     if result.error:
         result.matched_rules = match_rules(result.error)
@@ -154,16 +159,16 @@ def attach_measured_sol(result: RunResult, profile: Profile, profiles: ProfileSe
     from engine.calibrate import measured_for
     from engine.sol import sol_figures
 
-    sol = result.sol or {}
-    if result.timing is None or not sol.get("flops"):
+    sol = result.sol
+    if result.timing is None or sol is None or not sol.flops:
         return
     measured = measured_for(profiles or load_profiles(), profile)
     if measured is None:
         return
     dtype = result.task.dtype or "bf16"
-    fig = sol_figures(sol["flops"], sol["bytes"], measured.sol_peak_flops(dtype), measured.bandwidth_bytes_per_s,
+    fig = sol_figures(sol.flops, sol.bytes, measured.sol_peak_flops(dtype), measured.bandwidth_bytes_per_s,
                       result.timing.median_ms)
-    result.sol_measured, result.measured_profile = fig.to_dict(), measured.name
+    result.sol_measured, result.measured_profile = fig.record(), measured.name
 
 
 def match_rules(error_text: str) -> list[dict[str, Any]]:
@@ -175,10 +180,10 @@ def match_rules(error_text: str) -> list[dict[str, Any]]:
     return [m.to_dict() for m in match_text(error_text)][:5]
 
 
-def _child_entry(payload: dict[str, Any], conn: Any) -> None:
+def _child_entry(request: JobRequest, conn: Any) -> None:
     from engine.worker import child_main
 
-    child_main(payload, conn)
+    child_main(request, conn)
 
 
 def run_task(task: TaskSpec, profile_name: str | None = None, on_event: Callable[[Event], None] | None = None,

@@ -33,17 +33,20 @@ def task_and_profile(payload: dict[str, Any]) -> tuple[Any, Any]:
     return TaskSpec.model_validate(payload["task"]), Profile.model_validate(payload["profile"])
 
 
-def child_main(payload: dict[str, Any], conn: Any) -> None:
-    """Entry point of the engine process."""
+def child_main(request: Any, conn: Any) -> None:
+    """Entry point of the engine process for a ``JobRequest`` of kind ``run``: render the plan it
+    carries and run it."""
     # Imports happen here, in the child, so that the parent never loads cupy.
     from engine.backends.base import Emitter, RunContext, RunFailure
     from engine.backends.collect import base_fingerprint, now_iso
     from engine.result import RunResult, RunStatus
+    from engine.user_kernels import load_kernel_file
     from kernels import get_spec
 
     send = event_sender(conn)
-    task, profile = task_and_profile(payload)
-    backend_name = payload["backend"]
+    task, profile, backend_name = request.task, request.profile, request.backend
+    if task.kernel_file:  # a user kernel: its spec registered here too, its reference's trust read again
+        load_kernel_file(task.kernel_file)
     spec = get_spec(task.kernel)
     em = Emitter(send=send)
     started = now_iso()
@@ -56,7 +59,7 @@ def child_main(payload: dict[str, Any], conn: Any) -> None:
             from engine.backends.sim import SimBackend
 
             backend = SimBackend()
-        result = backend.run(RunContext(task=task, profile=profile, spec=spec, emit=em))
+        result = backend.run(RunContext(task=task, profile=profile, spec=spec, emit=em, plan=request.plan))
     except RunFailure as exc:
         result = RunResult(status=RunStatus(exc.status), simulated=backend_name == "sim",
                            task=task.model_dump(mode="json"), profile=profile.name, error=exc.message,

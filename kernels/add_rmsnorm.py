@@ -34,11 +34,24 @@ Elsewhere (older GPUs, fusion off, rows too long for registers or for the ring) 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 from kernels.rowwise import DTYPE_CODE, ITEMSIZE, check_rows, threads_per_sm
 from kernels.rowwise import dtype_of as _dtype
-from kernels.spec import Buffer, Build, DeviceLimits, KernelSpec, Launch, PeerSpec, Violation, torch_view
+from kernels.spec import (
+    Buffer,
+    Build,
+    DeviceLimits,
+    KernelPlan,
+    KernelSpec,
+    Launch,
+    PeerSpec,
+    Violation,
+    fill_knobs,
+    torch_view,
+    with_fields,
+)
 
 STAGE_CHOICES = (0, 2, 3, 4)
 """MEMORY_PIPELINING: off (0) or rows in flight per block."""
@@ -260,7 +273,7 @@ class AddRmsNormSpec(KernelSpec):
                 Buffer("weight", (n,), dt, "input"), Buffer("residual_out", (m, n), dt, "output"),
                 Buffer("out", (m, n), dt, "output")]
 
-    def render(self, dtype: str, threads: int, vpt: int, stages: int, minb: int, fusion: bool,
+    def source(self, dtype: str, threads: int, vpt: int, stages: int, minb: int, fusion: bool,
                bulk: bool = False) -> str:
         defines = {"AR_DTYPE": DTYPE_CODE[dtype], "AR_THREADS": int(threads), "AR_VPT": int(vpt),
                    "AR_STAGES": max(1, int(stages)), "AR_MINB": int(minb), "AR_FUSE": int(bool(fusion))}
@@ -270,21 +283,25 @@ class AddRmsNormSpec(KernelSpec):
         return head + self.vec16(defines["AR_DTYPE"]) + self.read_source("add_rmsnorm.cu")
 
     def _resolve(self, task: Any, limits: DeviceLimits) -> tuple[int, int]:
-        dtype = _dtype(task)
-        shape = self.normalize_shape(dict(task.shape))
-        bs_d, st_d = self.default_knobs(limits, dtype, shape)
-        threads = int(task.block_size) if task.block_size is not None else int(bs_d)
-        stages = task.memory_pipelining if task.memory_pipelining is not None else st_d
-        return threads, stages
+        """(threads, stages) of a task, its unset knobs filled by the kernel's rules (``fill_knobs``)."""
+        task = with_fields(task, fill_knobs(self, task, limits))
+        return int(str(task.block_size)), task.memory_pipelining
 
-    def build(self, task: Any, limits: DeviceLimits) -> Build:
-        problems = self.check(task, limits)
-        if problems:
-            raise ValueError("; ".join(str(p) for p in problems))
+    def describe(self, plan: KernelPlan, task: Any, limits: DeviceLimits) -> dict[str, Any]:
+        return self._layout(replace(plan, task=task), limits)[1]
+
+    def render(self, plan: KernelPlan, limits: DeviceLimits) -> Build:
+        launches, _, source_args = self._layout(plan, limits)
+        return Build(source=self.source(*source_args), functions=tuple(ln.function for ln in launches),
+                     launches=tuple(launches), options=("-std=c++17",), info=dict(plan.info))
+
+    def _layout(self, plan: KernelPlan, limits: DeviceLimits) -> tuple[list[Launch], dict[str, Any], tuple[Any, ...]]:
+        """(launches, display info, the source's arguments) of a plan."""
+        task = plan.task
         dtype = _dtype(task)
         s = self.normalize_shape(dict(task.shape))
         m, n = s["m"], s["n"]
-        threads, stages = self._resolve(task, limits)
+        threads, stages = int(str(plan.block_size)), plan.memory_pipelining
         fusion = bool(task.fusion)
         vpt = vpt_for(n, dtype, threads)
         bulk = uses_bulk(dtype, n, threads, stages, fusion, limits)
@@ -312,9 +329,7 @@ class AddRmsNormSpec(KernelSpec):
                                       else register_estimate(dtype, threads, vpt, stages, fusion))}
         if bulk:
             info["shared_memory_bytes"] = smem
-        return Build(source=self.render(dtype, threads, vpt, stages, minb, fusion, bulk),
-                     functions=tuple(ln.function for ln in launches), launches=tuple(launches),
-                     options=("-std=c++17",), info=info)
+        return launches, info, (dtype, threads, vpt, stages, minb, fusion, bulk)
 
     def reference(self, xp: Any, inputs: dict[str, Any]) -> Any:
         """float64: s = x + r; out = s * rsqrt(mean(s^2) + eps) * weight."""

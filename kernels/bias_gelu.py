@@ -18,6 +18,7 @@ Knobs:
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 from kernels.rowwise import DTYPE_CODE, ITEMSIZE, check_rows, threads_per_sm
@@ -27,11 +28,14 @@ from kernels.spec import (
     Buffer,
     Build,
     DeviceLimits,
+    KernelPlan,
     KernelSpec,
     Launch,
     PeerSpec,
     Violation,
+    fill_knobs,
     torch_view,
+    with_fields,
 )
 
 STAGE_CHOICES = (0, 2, 4, 8)
@@ -110,26 +114,32 @@ class BiasGeluSpec(KernelSpec):
         return [Buffer("x", (s["m"], s["n"]), dt, "input"), Buffer("bias", (s["n"],), dt, "input"),
                 Buffer("out", (s["m"], s["n"]), dt, "output")]
 
-    def render(self, dtype: str, threads: int, stages: int, fusion: bool) -> str:
+    def source(self, dtype: str, threads: int, stages: int, fusion: bool) -> str:
         defines = {"BG_DTYPE": DTYPE_CODE[dtype], "BG_THREADS": int(threads),
                    "BG_UNROLL": max(1, int(stages)), "BG_FUSE": int(bool(fusion))}
         head = "".join(f"#define {k} {v}\n" for k, v in defines.items())
         return head + self.vec16(defines["BG_DTYPE"]) + self.read_source("bias_gelu.cu")
 
     def _resolve(self, task: Any, limits: DeviceLimits) -> tuple[int, int]:
-        bs_d, st_d = self.default_knobs(limits, _dtype(task))
-        threads = int(task.block_size) if task.block_size is not None else int(bs_d)
-        stages = task.memory_pipelining if task.memory_pipelining is not None else st_d
-        return threads, stages
+        """(threads, stages) of a task, its unset knobs filled by the kernel's rules (``fill_knobs``)."""
+        task = with_fields(task, fill_knobs(self, task, limits))
+        return int(str(task.block_size)), task.memory_pipelining
 
-    def build(self, task: Any, limits: DeviceLimits) -> Build:
-        problems = self.check(task, limits)
-        if problems:
-            raise ValueError("; ".join(str(p) for p in problems))
+    def describe(self, plan: KernelPlan, task: Any, limits: DeviceLimits) -> dict[str, Any]:
+        return self._layout(replace(plan, task=task), limits)[1]
+
+    def render(self, plan: KernelPlan, limits: DeviceLimits) -> Build:
+        launches, _, source_args = self._layout(plan, limits)
+        return Build(source=self.source(*source_args), functions=tuple(ln.function for ln in launches),
+                     launches=tuple(launches), options=("-std=c++17",), info=dict(plan.info))
+
+    def _layout(self, plan: KernelPlan, limits: DeviceLimits) -> tuple[list[Launch], dict[str, Any], tuple[Any, ...]]:
+        """(launches, display info, the source's arguments) of a plan."""
+        task = plan.task
         dtype = _dtype(task)
         s = self.normalize_shape(dict(task.shape))
         m, n = s["m"], s["n"]
-        threads, stages = self._resolve(task, limits)
+        threads, stages = int(str(plan.block_size)), plan.memory_pipelining
         fusion = bool(task.fusion)
         unroll = max(1, stages)
         nvec = m * n * ITEMSIZE[dtype] // 16
@@ -142,9 +152,7 @@ class BiasGeluSpec(KernelSpec):
                         Launch("gelu_inplace", grid, block, 0, ("out", m, n))]
         info = {"threads": threads, "vectors_in_flight": unroll, "grid": grid, "fusion": fusion,
                 "path": f"16-byte vectors, {unroll} in flight per thread"}
-        return Build(source=self.render(dtype, threads, stages, fusion),
-                     functions=tuple(ln.function for ln in launches), launches=tuple(launches),
-                     options=("-std=c++17",), info=info)
+        return launches, info, (dtype, threads, stages, fusion)
 
     def reference(self, xp: Any, inputs: dict[str, Any]) -> Any:
         """float64 gelu_tanh(x + bias)."""

@@ -15,18 +15,22 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import replace
 from typing import Any
 
 from kernels.spec import (
     Buffer,
     Build,
     DeviceLimits,
+    KernelPlan,
     KernelSpec,
     Launch,
     PeerSpec,
     Violation,
+    fill_knobs,
     torch_view,
     vec16_source,
+    with_fields,
 )
 
 # Tensor-core tiles (BM, BN, BK) for bf16/fp16 -> warps (along M, along N); best default first. tf32
@@ -161,18 +165,12 @@ class GemmResidualSpec(KernelSpec):
         return opts[0], (stages if stages is not None else 0)
 
     def _resolve(self, task: Any, limits: DeviceLimits) -> tuple[tuple[int, int, int], int]:
-        dtype = _dtype(task)
-        bs_default, st_default = self.default_knobs(limits, dtype)
-        bs = task.block_size if task.block_size is not None else bs_default
-        tile = self.parse_block_size(bs, dtype)
+        """(tile, stages) of a task, its unset knobs filled by the kernel's rules (``fill_knobs``)."""
+        task = with_fields(task, fill_knobs(self, task, limits))
+        tile = self.parse_block_size(str(task.block_size), _dtype(task))
         if tile is None:
-            raise ValueError(f"BLOCK_SIZE={bs!r} is not BMxBN or BMxBNxBK")
-        if task.memory_pipelining is not None:
-            stages = task.memory_pipelining
-        else:
-            fit = self.default_stages(limits, dtype, bs)
-            stages = fit if fit is not None else st_default
-        return tile, stages
+            raise ValueError(f"BLOCK_SIZE={task.block_size!r} is not BMxBN or BMxBNxBK")
+        return tile, task.memory_pipelining
 
     def check(self, task: Any, limits: DeviceLimits) -> list[Violation]:
         """dtype, shape (dims present, N and K multiples of 8, int32 range), BLOCK_SIZE syntax and
@@ -249,7 +247,7 @@ class GemmResidualSpec(KernelSpec):
         return [Buffer("a", (m, k), dt, "input"), Buffer("w", (n, k), dt, "input"),
                 Buffer("r", (m, n), dt, "input"), Buffer("out", (m, n), dt, "output")]
 
-    def render(self, dtype: str, tile: tuple[int, int, int], stages: int, fusion: bool) -> str:
+    def source(self, dtype: str, tile: tuple[int, int, int], stages: int, fusion: bool) -> str:
         """The CUDA source for these knobs: integer #defines, then the kernel text."""
         bm, bn, bk = tile
         wm, wn = MMA_WARPS.get((bm, bn), (0, 0)) if dtype != "fp32" else (0, 0)
@@ -262,35 +260,44 @@ class GemmResidualSpec(KernelSpec):
             src += "\n" + self.read_source("gemm_residual_fp32.cu")
         return src
 
-    def build(self, task: Any, limits: DeviceLimits) -> Build:
-        """Render the source and plan the GEMM launch (plus the add launch when fusion is off)."""
-        problems = self.check(task, limits)
-        if problems:
-            raise ValueError("; ".join(str(p) for p in problems))
+    def _geometry(self, plan: KernelPlan, limits: DeviceLimits) -> dict[str, Any]:
+        """What a plan launches: tile, stages, threads, shared memory, grid, fusion, shape."""
+        task = plan.task
         dtype = _dtype(task)
-        tile, stages = self._resolve(task, limits)
+        tile = self.parse_block_size(str(plan.block_size), dtype)
+        if tile is None:
+            raise ValueError(f"BLOCK_SIZE={plan.block_size}: not BMxBN or BMxBNxBK")
         s = self.normalize_shape(dict(task.shape))
-        m, n, k = s["m"], s["n"], s["k"]
-        fusion = bool(task.fusion)
-        threads = self.threads(dtype, tile)
-        smem = self.smem_bytes(dtype, tile, stages)
+        return {"dtype": dtype, "tile": tile, "stages": plan.memory_pipelining, "m": s["m"], "n": s["n"], "k": s["k"],
+                "fusion": bool(task.fusion), "threads": self.threads(dtype, tile),
+                "smem": self.smem_bytes(dtype, tile, plan.memory_pipelining),
+                "grid": (math.ceil(s["n"] / tile[1]), math.ceil(s["m"] / tile[0]), 1)}
+
+    def describe(self, plan: KernelPlan, task: Any, limits: DeviceLimits) -> dict[str, Any]:
+        g = self._geometry(replace(plan, task=task), limits)
+        dtype, tile, stages = g["dtype"], g["tile"], g["stages"]
+        path = {"fp32": "ffma", "tf32": "mma.sync.tf32"}.get(dtype, "mma.sync")
+        path += "+cp.async" if stages else "+sync-loads"
+        info = {"tile": "x".join(map(str, tile)), "stages": stages, "path": path, "threads": g["threads"],
+                "shared_mem_bytes": g["smem"], "grid": g["grid"], "fusion": g["fusion"]}
+        if dtype != "fp32":
+            info["warps"] = "{}x{}".format(*MMA_WARPS[(tile[0], tile[1])])
+        return info
+
+    def render(self, plan: KernelPlan, limits: DeviceLimits) -> Build:
+        """The source and the GEMM launch (plus the add launch when fusion is off)."""
+        g = self._geometry(plan, limits)
+        dtype, m, n, k, fusion = g["dtype"], g["m"], g["n"], g["k"], g["fusion"]
         gemm = "gemm_residual_fp32" if dtype == "fp32" else "gemm_residual_mma"
-        grid = (math.ceil(n / tile[1]), math.ceil(m / tile[0]), 1)
-        launches = [Launch(gemm, grid, (threads, 1, 1), smem, ("a", "w", "r", "out", m, n, k))]
+        launches = [Launch(gemm, g["grid"], (g["threads"], 1, 1), g["smem"], ("a", "w", "r", "out", m, n, k))]
         functions = [gemm]
         if not fusion:
             nvec = m * n * ITEMSIZE[dtype] // 16
             blocks = max(1, min(math.ceil(nvec / 256), limits.sm_count * 16))
             launches.append(Launch("residual_add", (blocks, 1, 1), (256, 1, 1), 0, ("out", "r", m, n)))
             functions.append("residual_add")
-        path = {"fp32": "ffma", "tf32": "mma.sync.tf32"}.get(dtype, "mma.sync")
-        path += "+cp.async" if stages else "+sync-loads"
-        info = {"tile": "x".join(map(str, tile)), "stages": stages, "path": path, "threads": threads,
-                "shared_mem_bytes": smem, "grid": grid, "fusion": fusion}
-        if dtype != "fp32":
-            info["warps"] = "{}x{}".format(*MMA_WARPS[(tile[0], tile[1])])
-        return Build(source=self.render(dtype, tile, stages, fusion), functions=tuple(functions),
-                     launches=tuple(launches), options=("-std=c++17",), info=info)
+        return Build(source=self.source(dtype, g["tile"], g["stages"], fusion), functions=tuple(functions),
+                     launches=tuple(launches), options=("-std=c++17",), info=dict(plan.info))
 
     def reference(self, xp: Any, inputs: dict[str, Any]) -> Any:
         """float64 ``a @ w.T + r`` on ``xp``."""

@@ -13,6 +13,7 @@ from typing import Any
 from kernels import gemm_residual_skinny as sk
 from kernels import gemm_residual_sm90 as sm90
 from kernels.gemm_residual import GemmResidualSpec
+from kernels.sm90.codegen import describe as sm90_describe
 from kernels.spec import Build, DeviceLimits, KernelPlan, KnobDef, KnobError, Tile, Violation
 
 SM90_SCHEDULE = (
@@ -390,16 +391,8 @@ class AutoGemmResidualSpec(GemmResidualSpec):
         path = self._path(limits, dtype, shape, task.block_size) if shape is not None else "portable"
         if path == "skinny":
             return self._skinny_check(task, limits, shape)
-        if path == "sm90":
-            out = sm90.check(task.model_copy(update={"shape": shape}), limits)
-            if not out:
-                try:
-                    self.plan(task, limits)
-                except KnobError as exc:
-                    out.append(exc.violation)
-                except ValueError as exc:  # the planner cannot build these choices together
-                    out.append(Violation("schedule", _schedule_text(task.schedule), str(exc)))
-            return out
+        if path == "sm90":  # the planner's own refusals come from ``decide``
+            return sm90.check(task.model_copy(update={"shape": shape}), limits)
         out = super().check(task, limits)
         if task.schedule:
             out.append(Violation("schedule", dict(task.schedule),
@@ -433,7 +426,15 @@ class AutoGemmResidualSpec(GemmResidualSpec):
                 return Violation(field, value, message)
             return Violation("block_size", task.block_size, text)
 
-    def plan(self, task: Any, limits: DeviceLimits) -> KernelPlan:
+    def decide(self, task: Any, limits: DeviceLimits) -> KernelPlan:
+        try:
+            return self._decide(task, limits)
+        except KnobError:
+            raise
+        except ValueError as exc:  # the planner cannot build these choices together
+            raise KnobError("schedule", _schedule_text(task.schedule), str(exc)) from None
+
+    def _decide(self, task: Any, limits: DeviceLimits) -> KernelPlan:
         dtype = task.dtype.value
         shape = self.normalize_shape(task.shape)
         path = self._path(limits, dtype, shape, task.block_size)
@@ -446,7 +447,7 @@ class AutoGemmResidualSpec(GemmResidualSpec):
                 schedule.update(w_bulk=p.w_bulk, bulk_k=p.bulk_k)
             return KernelPlan(block_size=Tile(p.bm, p.bn), memory_pipelining=p.stages, schedule=schedule, detail=p)
         if path == "portable":
-            return super().plan(task, limits)
+            return super().decide(task, limits)
         t = task.model_copy(update={"shape": shape})
         stages = task.memory_pipelining or 0
         choices = sm90_choices(dict(task.schedule or {}), t, limits, task.block_size, stages)
@@ -458,14 +459,20 @@ class AutoGemmResidualSpec(GemmResidualSpec):
                                 f"runs {key}={resolved.get(key)} at this shape")
         return KernelPlan(block_size=p.tile, memory_pipelining=stages, schedule=resolved, detail=p)
 
-    def build(self, task: Any, limits: DeviceLimits) -> Build:
-        kp = self.plan(task, limits)
-        if isinstance(kp.detail, sm90.Sm90Plan):
-            return sm90.render(kp.detail, limits)
-        if isinstance(kp.detail, sk.SkinnyPlan):
-            shape = self.normalize_shape(task.shape)
-            return sk.render(kp.detail, shape["m"], shape["n"], shape["k"], task.dtype.value)
-        return super().build(task, limits)
+    def describe(self, plan: KernelPlan, task: Any, limits: DeviceLimits) -> dict[str, Any]:
+        if isinstance(plan.detail, sm90.Sm90Plan):
+            return sm90_describe(plan.detail, limits)
+        if isinstance(plan.detail, sk.SkinnyPlan):
+            return plan.detail.info()
+        return super().describe(plan, task, limits)
+
+    def render(self, plan: KernelPlan, limits: DeviceLimits) -> Build:
+        if isinstance(plan.detail, sm90.Sm90Plan):
+            return sm90.render(plan.detail, limits)
+        if isinstance(plan.detail, sk.SkinnyPlan):
+            shape = self.normalize_shape(plan.task.shape)
+            return sk.render(plan.detail, shape["m"], shape["n"], shape["k"], plan.task.dtype.value)
+        return super().render(plan, limits)
 
     def predict_ms(self, task: Any, limits: DeviceLimits, peak_flops: float, bandwidth_bytes_per_s: float) -> float:
         """The tuner's prior. Decode path: its own model (``sk.cost_us``). Hopper path: a roofline per
@@ -473,7 +480,7 @@ class AutoGemmResidualSpec(GemmResidualSpec):
         L2's bandwidth for the tile's operands, whichever is slower, times the rounds of tiles the
         plan runs (wave quantisation), against the DRAM floor."""
         shape = self.normalize_shape(task.shape)
-        kp = self.plan(task, limits)
+        kp = self.decide(task, limits)
         if isinstance(kp.detail, sk.SkinnyPlan):
             return 1e-3 * _skinny_cost_us(kp.detail, shape, task.dtype.value, bandwidth_bytes_per_s, limits)
         if isinstance(kp.detail, sm90.Sm90Plan):

@@ -14,7 +14,7 @@ import posixpath
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -217,13 +217,87 @@ class KnobDef:
 class KernelPlan:
     """A spec's decisions for one task: the knobs that run, the schedule they run with (every
     choice resolved), the spec's own plan object (``detail``, e.g. the Hopper path's ``Sm90Plan``)
-    and what to display of it."""
+    and what to display of it. It is a value: planned once in the caller, it travels to the engine
+    process, whose ``render`` takes no decision of its own."""
 
     block_size: Tile
     memory_pipelining: int
     schedule: dict[str, Any] = field(default_factory=dict)
     detail: Any = None
     info: dict[str, Any] = field(default_factory=dict)
+    """Resolved knobs and geometry for display (path, tile, stages, grid, ...): what ``render`` builds."""
+    task: Any = None
+    """The request this plan answers (its shape normalised, its knobs resolved): ``render`` reads
+    the shape, dtype and fusion from it."""
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a spec will not plan a task: each violation names the field, the value and the limit."""
+
+    violations: tuple[Violation, ...]
+
+    def __str__(self) -> str:
+        return "; ".join(str(v) for v in self.violations)
+
+
+def _dtype_of(task: Any) -> str:
+    return str(getattr(task.dtype, "value", task.dtype))
+
+
+def with_fields(task: Any, update: Mapping[str, Any]) -> Any:
+    """``task`` with ``update`` applied (a pydantic task's ``model_copy``, or a plain namespace's copy)."""
+    if not update:
+        return task
+    if hasattr(task, "model_copy"):
+        return task.model_copy(update=dict(update))
+    return type(task)(**{**vars(task), **update})
+
+
+def fill_knobs(spec: KernelSpec, task: Any, limits: DeviceLimits,
+               default: tuple[Any, int] | None = None) -> dict[str, Any]:
+    """BLOCK_SIZE and MEMORY_PIPELINING for the knobs ``task`` leaves unset, by the kernel's rules:
+    ``default`` (a tuned table's tile and stages) or the kernel's own default for the shape; a task
+    that names another tile gets that tile's stages (``stages_for``), and schedule choices that
+    change what a stage is decide them (``stages_for_schedule``). ValueError where no tile fits."""
+    if getattr(task, "block_size", None) is not None and getattr(task, "memory_pipelining", None) is not None:
+        return {}
+    dtype = _dtype_of(task)
+    shape = spec.normalize_shape(dict(task.shape))
+    bs, pl = default or spec.default_knobs(limits, dtype, shape)
+    out: dict[str, Any] = {}
+    if task.block_size is None:
+        out["block_size"] = bs
+    if task.memory_pipelining is None:
+        tile = out.get("block_size", task.block_size)
+        stages = pl if str(tile) == str(bs) else spec.stages_for(limits, dtype, tile, shape)
+        schedule = getattr(task, "schedule", None) or {}
+        if schedule:
+            by_schedule = spec.stages_for_schedule(limits, dtype, tile, shape, schedule)
+            stages = stages if by_schedule is None else by_schedule
+        out["memory_pipelining"] = stages
+    return out
+
+
+def plan_or_raise(spec: KernelSpec, task: Any, limits: DeviceLimits) -> KernelPlan:
+    """``spec.plan``, with a refusal raised as ValueError naming the violations (for tools and tests
+    that hold a task rather than a plan)."""
+    out = spec.plan(task, limits)
+    if isinstance(out, Refusal):
+        raise ValueError(str(out))
+    return out
+
+
+def render_task(spec: KernelSpec, task: Any, limits: DeviceLimits) -> Build:
+    """``spec.render(spec.plan(task))``: the build of a task, for tools and tests (ValueError when
+    the spec refuses it)."""
+    return spec.render(plan_or_raise(spec, task, limits), limits)
+
+
+def violations_of(spec: KernelSpec, task: Any, limits: DeviceLimits) -> list[Violation]:
+    """What a spec refuses in a task (empty when it plans)."""
+    out = spec.plan(task, limits)
+    return list(out.violations) if isinstance(out, Refusal) else []
 
 
 def torch_view(x: Any) -> Any:
@@ -306,11 +380,33 @@ class KernelSpec(ABC):
         default)."""
         return []
 
-    def plan(self, task: Any, limits: DeviceLimits) -> KernelPlan:
-        """The spec's decisions for a task whose BLOCK_SIZE and MEMORY_PIPELINING are resolved and
-        checked: by default the knobs themselves (specs with schedule choices override this)."""
+    def plan(self, task: Any, limits: DeviceLimits) -> KernelPlan | Refusal:
+        """The spec's one decision for a task whose BLOCK_SIZE and MEMORY_PIPELINING are resolved:
+        its constraints checked (a ``Refusal`` naming each violation), then its knobs, schedule and
+        display ``info`` decided. ``render`` builds from the plan without deciding anything."""
+        try:
+            task = with_fields(task, fill_knobs(self, task, limits))
+        except ValueError as exc:  # an unreadable dtype or shape, or no tile fits
+            return Refusal(tuple(self.check(task, limits))
+                           or (Violation("block_size", getattr(task, "block_size", None), str(exc)),))
+        violations = self.check(task, limits)
+        if violations:
+            return Refusal(tuple(violations))
+        try:
+            kp = self.decide(task, limits)
+        except KnobError as exc:
+            return Refusal((exc.violation,))
+        return replace(kp, task=task, info=self.describe(kp, task, limits))
+
+    def decide(self, task: Any, limits: DeviceLimits) -> KernelPlan:
+        """The knobs and schedule of a checked task: by default the knobs themselves (specs with
+        schedule choices or code paths override this); KnobError for a choice it cannot honour."""
         return KernelPlan(Tile.parse(task.block_size), int(task.memory_pipelining or 0),
                           dict(getattr(task, "schedule", {}) or {}))
+
+    def describe(self, plan: KernelPlan, task: Any, limits: DeviceLimits) -> dict[str, Any]:
+        """What to display of a plan (``KernelPlan.info``), without rendering its source."""
+        return dict(plan.info)
 
     def read_source(self, filename: str) -> str:
         """A template's text, its ``#include "file"`` lines inlined (``kernel_source``)."""
@@ -411,8 +507,8 @@ class KernelSpec(ABC):
         """The buffers one run needs (inputs, outputs, scratch)."""
 
     @abstractmethod
-    def build(self, task: Any, limits: DeviceLimits) -> Build:
-        """Render the source for the task's knobs (integers only) and plan the launches."""
+    def render(self, plan: KernelPlan, limits: DeviceLimits) -> Build:
+        """The source for the plan's knobs (integers only) and its launches; never decides."""
 
     @abstractmethod
     def reference(self, xp: Any, inputs: dict[str, Any]) -> Any:

@@ -311,7 +311,7 @@ class UserKernelSpec(KernelSpec):
                 out.append(Violation("shape", shape, f"buffer {n} would have shape {tuple(dims)}"))
         return out + self.violations(shape, knobs, dtype, limits)
 
-    def plan(self, task: Any, limits: DeviceLimits) -> KernelPlan:
+    def decide(self, task: Any, limits: DeviceLimits) -> KernelPlan:
         knobs, _ = self.knob_values(task)
         sched = {low: knobs[k] for low, k in self.sched_knobs.items()}
         info: dict[str, Any] = {"knobs": knobs}
@@ -333,29 +333,30 @@ class UserKernelSpec(KernelSpec):
                        dt, a.kind)  # type: ignore[arg-type]
                 for a in self.defn.args if a.kind in ("input", "output")]
 
-    def render(self, dtype: str, knobs: dict[str, int]) -> str:
+    def source(self, dtype: str, knobs: dict[str, int]) -> str:
         head = f"// {self.name}: a user kernel from {self.spec_path.name}, knobs as #defines\n"
         head += "".join(f"#define {k} {int(v)}\n" for k, v in knobs.items())
         head += f"#define SOL_DTYPE {DTYPE_CODE[dtype]}\n" + PRELUDE
         return f'{head}#line 1 "{self.source_path.name}"\n{self.source_text}\n#line 1 "sol_cockpit_support"\n'
 
-    def build(self, task: Any, limits: DeviceLimits) -> Build:
-        problems = self.check(task, limits)
-        if problems:
-            raise ValueError("; ".join(str(p) for p in problems))
+    def describe(self, plan: KernelPlan, task: Any, limits: DeviceLimits) -> dict[str, Any]:
+        knobs = plan.info["knobs"]
+        grid, block, smem = self.geometry(self.normalize_shape(dict(task.shape)), knobs, _dtype(task), limits)
+        shown = ", ".join(f"{k}={v}" for k, v in knobs.items())
+        runs = f"; verification runs Python from {self.reference_file}" if self.reference_file else ""
+        return {**plan.info, "grid": grid, "block": block, "shared_mem_bytes": smem,
+                "path": f"user kernel {self.source_path.name}: {shown}{runs}"}
+
+    def render(self, plan: KernelPlan, limits: DeviceLimits) -> Build:
+        task, knobs = plan.task, plan.info["knobs"]
         dtype = _dtype(task)
         shape = self.normalize_shape(dict(task.shape))
-        knobs, _ = self.knob_values(task)
         grid, block, smem = self.geometry(shape, knobs, dtype, limits)
         scalars = self.scalars(shape, knobs)
         args = tuple(a.name if a.kind in ("input", "output") else scalars[a.name] for a in self.defn.args)
         launch = Launch(self.defn.entry, grid, block, smem, args)
-        shown = ", ".join(f"{k}={v}" for k, v in knobs.items())
-        runs = f"; verification runs Python from {self.reference_file}" if self.reference_file else ""
-        info = {"knobs": knobs, "grid": grid, "block": block, "shared_mem_bytes": smem,
-                "path": f"user kernel {self.source_path.name}: {shown}{runs}"}
-        return Build(source=self.render(dtype, knobs), functions=(self.defn.entry,), launches=(launch,),
-                     options=("-std=c++17",), info=info)
+        return Build(source=self.source(dtype, knobs), functions=(self.defn.entry,), launches=(launch,),
+                     options=("-std=c++17",), info=dict(plan.info))
 
     def reference(self, xp: Any, inputs: dict[str, Any]) -> Any:
         shape = self.infer_dims(inputs)

@@ -29,7 +29,8 @@ from typing import Any, TextIO
 from urllib.parse import urlencode, urlparse
 
 from engine import CockpitError, InputError, load_profiles, resolve_task
-from tui.cli_options import SCREENS, THEMES
+from tui.cli_options import THEMES
+from tui.screen_list import MODES
 
 QUIT_GRACE_S = 3.0
 """How long a session's cockpit gets to quit when asked (it cancels its work and saves the
@@ -171,7 +172,7 @@ def check_cockpit_options(options: ServeOptions) -> None:
         load_profiles().get(options.profile)
     if options.task is not None:
         resolve_task(options.task)
-    for flag, value, allowed in (("--screen", options.screen, SCREENS), ("--theme", options.theme, THEMES),
+    for flag, value, allowed in (("--screen", options.screen, MODES), ("--theme", options.theme, THEMES),
                                  ("--backend", options.backend, ("auto", "cuda", "sim"))):
         if value is not None and value not in allowed:
             raise InputError(f"{flag}={value}: unknown", fix=f"pass one of {', '.join(allowed)}")
@@ -415,7 +416,7 @@ def serve(options: ServeOptions) -> int:
     _require_textual_serve()
     check_cockpit_options(options)
     if not 1 <= options.max_sessions <= 64:
-        raise InputError(f"--max-sessions={options.max_sessions}: outside 1..64", fix="e.g. --max-sessions=4")
+        raise InputError(f"--max-sessions={options.max_sessions}: outside 1..64", fix="pass a number from 1 to 64 (default 4)")
     public_url(options.host, options.port, options.public_url)
     addresses(options.host, options.port)  # a bad port or host is an error before any warning
     warning = exposure_warning(options.host, options.port)

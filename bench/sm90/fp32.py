@@ -15,6 +15,7 @@ from bench.sm90.gemm import (
 from bench.sm90.report import alternate, alternation_rows, check_all, make_sampler, sweep_line, write_table
 from bench.sm90.variants import CL_SHAPES, SWEEP
 from kernels import gemm_residual_sm90 as sm90
+from kernels.spec import render_task
 
 FP32_CHECKS = [  # (tile, stages, dtype, fuse, streamk, pingpong, cluster, split_hi, promote)
     ("128x128", 5, "fp32", True, True, False, 1, False, 1),
@@ -67,7 +68,7 @@ def fp32_mode(args, limits, report, failures, forced_checks, timed, get, out_dir
         runs[name] = Runner(build(m, n, k, v), bufs, "fp32")
         measure_err(name, runs[name], bufs["out"])
     bs, st = PORTABLE_SPEC.default_knobs(limits, "fp32", shape)
-    ffma = PORTABLE_SPEC.build(TaskSpec(kernel="gemm_residual_mma", dtype="fp32", shape=shape,
+    ffma = render_task(PORTABLE_SPEC, TaskSpec(kernel="gemm_residual_mma", dtype="fp32", shape=shape,
                                         block_size=bs, memory_pipelining=st), limits)
     runs[f"FFMA {bs} s{st}"] = Runner(ffma, bufs, "fp32")
     measure_err(f"FFMA {bs} s{st}", runs[f"FFMA {bs} s{st}"], bufs["out"])

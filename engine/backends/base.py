@@ -8,9 +8,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.events import Event, LogEvent, LogLevel, ProgressEvent, Stage, StageEvent
+from engine.job import REPLANNED
 from engine.profiles import Profile
 from engine.task import TaskSpec
-from kernels.spec import KernelSpec
+from kernels.spec import DeviceLimits, KernelPlan, KernelSpec, Refusal
+
+LIMIT_FIELDS = ("compute_capability", "sm_count", "shared_memory_per_block_bytes", "shared_memory_per_sm_bytes",
+                "registers_per_sm", "max_threads_per_block")
 
 
 class RunFailure(Exception):
@@ -65,6 +69,25 @@ class RunContext:
     spec: KernelSpec
     emit: Emitter
     extra: dict[str, Any] = field(default_factory=dict)
+    plan: KernelPlan | None = None
+    """The caller's plan of ``task`` against ``profile`` (None: plan here, as a tool calling a
+    backend directly does)."""
+
+    def device_plan(self, limits: DeviceLimits) -> KernelPlan:
+        """The plan to render on a device with ``limits``: the caller's where the device's limits
+        are the profile's; else the spec's plan against the device's own, said in the log
+        (``REPLANNED``). RunFailure 'invalid' where the device refuses the task."""
+        planned = DeviceLimits.from_profile(self.profile)
+        if self.plan is not None and limits == planned:
+            return self.plan
+        out = self.spec.plan(self.task, limits)
+        if isinstance(out, Refusal):
+            raise RunFailure("invalid", f"{out} (on this device)", "constraint")
+        if self.plan is not None:
+            differ = ", ".join(f"{f} {getattr(planned, f)} -> {getattr(limits, f)}" for f in LIMIT_FIELDS
+                               if getattr(planned, f) != getattr(limits, f))
+            self.emit.info(f"{REPLANNED} its limits differ from profile {self.profile.name}'s ({differ})", "warning")
+        return out
 
 
 def progress_every(total: int) -> int:

@@ -68,13 +68,11 @@ class CudaBackend:
     def _run(self, ctx: RunContext, limits: DeviceLimits, props: dict[str, Any], dtype: str,
              started: str) -> RunResult:
         task, spec, profile, em = ctx.task, ctx.spec, ctx.profile, ctx.emit
-        violations = spec.check(task, limits)
-        if violations:
-            raise RunFailure("invalid", "; ".join(str(v) for v in violations) + " (on this device)", "constraint")
+        kp = ctx.device_plan(limits)
 
         # --- compile -----------------------------------------------------------------------
         em.start("compile", f"NVRTC for {limits.arch}")
-        build = spec.build(task, limits)
+        build = spec.render(kp, limits)
         try:
             cubin, log, cached = compile_cubin(*compile_inputs(build, limits, task.fault.value))
         except RunFailure as exc:

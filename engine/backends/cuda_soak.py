@@ -30,6 +30,7 @@ from engine.backends.cuda_support import POISON_BITS
 from engine.backends.cuda_timer import QueuedTimer
 from engine.verify import compare, merge
 from kernels import get_spec
+from kernels.spec import Refusal
 
 BATCH_S = 0.25
 """GPU time per timed batch; a longer window is several batches, each followed by an NVML sample."""
@@ -76,11 +77,11 @@ class CudaSoak:
 
     def _setup(self, em: Any) -> None:
         task, spec, limits = self.task, self.spec, self.limits
-        violations = spec.check(task, limits)
-        if violations:
-            raise RunFailure("invalid", "; ".join(str(v) for v in violations) + " (on this device)", "constraint")
+        kp = spec.plan(task, limits)
+        if isinstance(kp, Refusal):
+            raise RunFailure("invalid", f"{kp} (on this device)", "constraint")
         em.start("compile", f"NVRTC for {limits.arch}")
-        self.build = build = spec.build(task, limits)
+        self.build = build = spec.render(kp, limits)
         try:
             cubin, _, cached = compile_cubin(*compile_inputs(build, limits))
         except RunFailure as exc:

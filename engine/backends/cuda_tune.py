@@ -36,6 +36,7 @@ from engine.backends.cuda_timer import queued_timer
 from engine.timing import timing_stats
 from engine.verify import compare, merge
 from kernels import get_spec
+from kernels.spec import plan_or_raise, render_task
 
 
 class CudaTrials:
@@ -144,7 +145,7 @@ class CudaTrials:
         times the ones before them: the cubins land in the kernel cache, where ``trial`` finds them."""
         for cand in cands:
             try:
-                build = self.spec.build(cand.task(self.task), self.limits)
+                build = render_task(self.spec, cand.task(self.task), self.limits)
             except ValueError:
                 continue
             self._pool.submit(cand.key, _precompile, *compile_inputs(build, self.limits))
@@ -220,8 +221,8 @@ class CudaTrials:
         """Compile, load, time and verify one candidate: its Trial (a failure is a result)."""
         task = cand.task(self.task)
         try:
-            kp = self.spec.plan(task, self.limits)
-            build = self.spec.build(task, self.limits)
+            kp = plan_or_raise(self.spec, task, self.limits)
+            build = self.spec.render(kp, self.limits)
         except ValueError as exc:
             return replace(start, status="skipped", reason=str(exc))
         if fault == "none":

@@ -115,7 +115,7 @@ class SimBackend:
         rng = np.random.default_rng(task_seed(task) % 2**63)
 
         em.start("compile", f"SIMULATED: rendering {spec.name} for {limits.arch}")
-        build = spec.build(task, limits)
+        build = spec.render(ctx.device_plan(limits), limits)
         time.sleep(delay)
         if task.fault.value == "compile_error":
             msg = (f"{spec.name}.cu(1): error: identifier \"SOL_INJECTED_FAULT\" is undefined\n"

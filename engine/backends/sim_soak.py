@@ -24,7 +24,7 @@ from engine.multi_device import sim_slow_factor
 from engine.sol import t_sol_ms
 from engine.verify import compare, merge
 from kernels import get_spec
-from kernels.spec import DeviceLimits
+from kernels.spec import DeviceLimits, render_task
 
 SM_CLOCK_MHZ = 1980.0
 THROTTLED_MHZ = 1590.0
@@ -68,7 +68,7 @@ class SimSoak:
     def setup(self, em: Any) -> None:
         delay = _stage_delay()
         em.start("compile", f"SIMULATED: rendering {self.spec.name} for {self.limits.arch}")
-        self.build = self.spec.build(self.task, self.limits)
+        self.build = render_task(self.spec, self.task, self.limits)
         time.sleep(delay)
         em.done("compile", "SIMULATED")
         em.start("inputs")

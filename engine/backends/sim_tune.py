@@ -12,7 +12,7 @@ import numpy as np
 from engine.backends.sim import PEER_EFFICIENCY, SIM_LAUNCH_MS, _stage_delay, task_seed
 from engine.sol import t_sol_ms
 from kernels import get_spec
-from kernels.spec import DeviceLimits
+from kernels.spec import DeviceLimits, plan_or_raise
 
 
 class SimTrials:
@@ -73,7 +73,8 @@ class SimTrials:
                            reason="cudaErrorIllegalAddress: an illegal memory access was encountered "
                                   "[SIMULATED fault injection]")
         try:
-            build = self.spec.build(task, self.limits)
+            kp = plan_or_raise(self.spec, task, self.limits)
+            build = self.spec.render(kp, self.limits)
             eff = max(1e-3, min(0.99, self.spec.sim_efficiency(task, self.limits)))
         except ValueError as exc:
             return replace(start, status="compile_error", reason=str(exc))
@@ -81,7 +82,6 @@ class SimTrials:
         t_model = (self.t_sol / eff + SIM_LAUNCH_MS * max(1, len(build.launches))) * self.hot
         samples = t_model * rng.lognormal(0.0, 0.015, size=max(5, iters or self.task.iterations))
         med, p10, p90 = (float(np.percentile(samples, q)) for q in (50, 10, 90))
-        kp = self.spec.plan(task, self.limits)
         status = "incorrect" if fault == "nan" else "ok"
         return replace(start, status=status, median_ms=med, p10_ms=p10, p90_ms=p90,
                        sol_pct=100.0 * self.t_sol / med, resolved=dict(kp.schedule),

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from kernels.include_once import inline_once
 from kernels.sm90 import wgmma_table
 from kernels.sm90.constants import DECODE_DEFINES, DECODE_L2_PROMOTION, SPLIT_HI_DEFAULT, defines
 from kernels.sm90.model import STREAMK_DEFAULT
@@ -19,18 +20,17 @@ from kernels.spec import (
     DeviceLimits,
     Launch,
     TensorMapArg,
-    kernel_source,
     vec16_source,
 )
 
 SOURCE_FILE = "gemm_residual_sm90.cu"
 """The GEMM kernel (under kernels/), between ``HEADERS`` and ``TRAILERS`` in every rendered source."""
 CONSUMERS = {False: "sm90/consumer_cooperative.cuh", True: "sm90/consumer_pingpong.cuh"}
-"""The consumer warpgroups' body of each schedule (the plan's ``pingpong``): the kernel's
-``#include CONSUMER_BODY`` renders as the plan's one."""
+"""The consumer warpgroups of each schedule (the plan's ``pingpong``), each header defining
+``consumer_warpgroups``: the kernel's ``#include CONSUMER_BODY`` renders as the plan's one."""
 HEADERS = ("sm90/config.cuh", "sm90/ptx.cuh", "sm90/wgmma.cuh", "sm90/epilogue.cuh", "sm90/scheduler.cuh")
-"""The kernel's parts before it, in order: the checked configuration, the pipeline's PTX, the
-wgmma wrappers, the epilogue buffer, the tile scheduler."""
+"""The kernel's first parts, in order (it includes them too): the checked configuration, the
+pipeline's PTX, the wgmma wrappers, the epilogue buffer, the tile scheduler."""
 TRAILERS = ("sm90/side_kernels.cuh",)
 """After it: the residual add (fusion off) and the 3xTF32 operand split."""
 KERNEL = "gemm_residual_sm90"
@@ -39,7 +39,7 @@ ADD_KERNEL_F32 = "residual_add_inplace_f32"
 SPLIT_KERNEL = "tf32_split"
 PAD_KERNEL = "pad_rows16"
 PAD_SOURCE = "pad_rows16.cuh"
-SOURCE_FILES = ("gemm_residual_sm90.py", SOURCE_FILE, PAD_SOURCE, "mbarrier.cuh",
+SOURCE_FILES = ("gemm_residual_sm90.py", SOURCE_FILE, PAD_SOURCE, "mbarrier.cuh", "vec16.cuh", "include_once.py",
                 *sorted(p.relative_to(KERNEL_DIR).as_posix() for p in (KERNEL_DIR / "sm90").iterdir()
                         if p.suffix in (".py", ".cuh")))
 """The files under kernels/ whose text decides what this path builds: its planner and templates (for a
@@ -58,14 +58,13 @@ def render_source(block_size: str, stages: int, dtype: str, fuse: bool = True,
 def _source(consts: dict[str, int]) -> str:
     """``defines``' constants as #defines of integers, the shared 16-bit conversions
     (``vec16.cuh``, VEC_DTYPE 0 bf16, 1 fp16, 2 fp32 data), then the kernel template: ``HEADERS``,
-    ``SOURCE_FILE`` and ``TRAILERS`` concatenated, their #includes inlined (``kernel_source``:
-    ``#include CONSUMER_BODY`` as the plan's schedule's body, ``CONSUMERS``; the ``GENERATED`` parts
-    by their generators)."""
+    ``SOURCE_FILE`` and ``TRAILERS`` concatenated, each file they include inlined once
+    (``inline_once``: ``#include CONSUMER_BODY`` as the plan's schedule's consumers, ``CONSUMERS``;
+    the ``GENERATED`` parts by their generators)."""
     head = "".join(f"#define {k} {int(v)}\n" for k, v in consts.items())
     body = CONSUMERS[bool(consts["PINGPONG"])]
     return (head + vec16_source(min(int(consts["DT"]), 2))
-            + "".join(kernel_source(name, {"CONSUMER_BODY": body}, GENERATED)
-                      for name in (*HEADERS, SOURCE_FILE, *TRAILERS)))
+            + inline_once((*HEADERS, SOURCE_FILE, *TRAILERS), {"CONSUMER_BODY": body}, GENERATED, seen=("vec16.cuh",)))
 
 
 GENERATED = {"sm90/wgmma_table.cuh": wgmma_table.table}
@@ -97,7 +96,7 @@ def render(p: Sm90Plan, limits: DeviceLimits) -> Build:
     bk = bk_of(dtype)
     cm, cn = p.cluster
     cluster = cm * cn
-    grid, dp_tiles, tiles = p.grid, p.dp_tiles, p.tiles
+    grid, dp_tiles = p.grid, p.dp_tiles
     x3 = dtype == "fp32"
     consts = defines_of(p)
     source = _source(consts)
@@ -158,6 +157,25 @@ def render(p: Sm90Plan, limits: DeviceLimits) -> Build:
         add = ADD_KERNEL_F32 if ITEMSIZE[dtype] == 4 else ADD_KERNEL
         launches.append(Launch(add, (add_grid, 1, 1), (256, 1, 1), 0, ("out", "r", m, n)))
         functions.append(add)
+    info = describe(p, limits)
+    return Build(source=source, functions=tuple(functions), launches=tuple(launches),
+                 options=options(limits) + (HALF_TAIL_OPTIONS if p.half_tail else ()), info=info,
+                 scratch=scratch)
+
+
+def describe(p: Sm90Plan, limits: DeviceLimits) -> dict[str, Any]:
+    """What to display of a plan (``KernelPlan.info``): the same ``render`` puts in its build, without
+    rendering the source."""
+    if p.swapped_rows:
+        return _describe_swapped(p, limits)
+    m, n, dtype = p.m, p.n, p.dtype
+    bm, bn, consumers = parse_block_size(p.block_size, dtype)
+    bk = bk_of(dtype)
+    cm, cn = p.cluster
+    grid, dp_tiles, tiles = p.grid, p.dp_tiles, p.tiles
+    x3 = dtype == "fp32"
+    consts = defines_of(p)
+    smem = smem_bytes(p.block_size, p.stages, dtype, p.pingpong, p.epi_ring, p.epi_shared)
     info = {
         "path": "wgmma+TMA (sm_90a, warp-specialised, persistent)",
         "tile": f"{bm}x{bn}x{bk}",
@@ -191,9 +209,24 @@ def render(p: Sm90Plan, limits: DeviceLimits) -> Build:
                         + (f"tensor cores sum {consts['PROMOTE']} k-blocks, then FADD"
                            if consts["PROMOTE"] else "tensor-core accumulation over all of K")
                         + ")")
-    return Build(source=source, functions=tuple(functions), launches=tuple(launches),
-                 options=options(limits) + (HALF_TAIL_OPTIONS if p.half_tail else ()), info=info,
-                 scratch=scratch)
+    return info
+
+
+def _describe_swapped(p: Sm90Plan, limits: DeviceLimits) -> dict[str, Any]:
+    """A swapped plan's display: the inner (kernel-frame) plan's, its tile, order and cluster
+    named in the problem's frame."""
+    rows, dtype = p.swapped_rows, p.dtype
+    inner = describe(replace(p, swapped_rows=0), limits)
+    # the inner build names its tile order in the kernel's frame, where M and N trade places
+    order = str(inner.get("tile_order", ""))
+    order = {"N-fastest": "M-fastest", "M-fastest": "N-fastest"}.get(order, order.replace(" M blocks", " N blocks"))
+    cols = parse_block_size(p.block_size, dtype)[0]
+    cm, cn = p.cluster  # the kernel's frame: its M-neighbours are the problem's N-neighbours
+    info = dict(inner, tile=f"{rows}x{cols}x{bk_of(dtype)} swapped (out^T = W A^T)", tile_order=order,
+                tail="tiles past M, N clipped by TMA", cluster=cluster_label(cn, cm, p.pairs))
+    if p.decode:
+        info["l2_policy"] = f"W loaded evict-first (read once), {DECODE_L2_PROMOTION}-byte L2 promotion"
+    return info
 
 
 def _render_swapped(p: Sm90Plan, limits: DeviceLimits) -> Build:
@@ -224,15 +257,7 @@ def _render_swapped(p: Sm90Plan, limits: DeviceLimits) -> Build:
         scratch = tuple(replace(sb, name=swap[sb.name], shape=(m if sb.name == "w_pad" else n, p.k_pad))
                         for sb in b.scratch)
         b = replace(b, scratch=scratch)
-    # the inner build names its tile order in the kernel's frame, where M and N trade places
-    order = str(b.info.get("tile_order", ""))
-    order = {"N-fastest": "M-fastest", "M-fastest": "N-fastest"}.get(order, order.replace(" M blocks", " N blocks"))
-    cols = parse_block_size(p.block_size, dtype)[0]
-    cm, cn = p.cluster  # the kernel's frame: its M-neighbours are the problem's N-neighbours
-    info = dict(b.info, tile=f"{rows}x{cols}x{bk_of(dtype)} swapped (out^T = W A^T)", tile_order=order,
-                tail="tiles past M, N clipped by TMA", cluster=cluster_label(cn, cm, p.pairs))
+    info = describe(p, limits)
     head = {"SWAP_AB": 1, **(DECODE_DEFINES if p.decode else {})}  # as ``defines`` writes a swapped tile's
-    if p.decode:
-        info["l2_policy"] = f"W loaded evict-first (read once), {DECODE_L2_PROMOTION}-byte L2 promotion"
     return replace(b, source="".join(f"#define {k} {v}\n" for k, v in head.items()) + b.source,
                    launches=tuple(launches), info=info)

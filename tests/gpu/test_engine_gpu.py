@@ -14,7 +14,7 @@ from engine.result import RunStatus
 from engine.runner import prepare, run_prepared
 from engine.task import TaskSpec
 from kernels import get_spec
-from kernels.spec import DeviceLimits
+from kernels.spec import DeviceLimits, render_task, violations_of
 
 pytestmark = pytest.mark.gpu
 
@@ -52,7 +52,7 @@ def _wrong(dtype: str, shape: tuple[int, int, int], block_size: str | None = Non
     res = _backend_run(TaskSpec(shape={"m": m, "n": n, "k": k}, dtype=dtype, block_size=block_size,
                                 memory_pipelining=stages, fusion=fusion, warmup=1, iterations=2,
                                 peers=False))
-    info = res.launch["info"] if res.launch else {}
+    info = res.launch.info or {}
     ok = (res.status is RunStatus.ok and res.correctness.correct
           and res.correctness.unwritten_count == 0
           and all(want(info.get(key)) if callable(want) else info.get(key) == want
@@ -96,7 +96,7 @@ def _knob_combos(dtype: str, kernel: str = "gemm_residual"):
     for bs in spec.block_size_options(limits, dtype):
         for st in spec.pipelining_options(limits, dtype, bs):
             for fusion in (True, False):
-                shape = next((sh for sh in COMBO_SHAPES if not spec.check(
+                shape = next((sh for sh in COMBO_SHAPES if not violations_of(spec,
                     TaskSpec(kernel=kernel, shape=dict(zip("mnk", sh, strict=True)), dtype=dtype,
                              block_size=bs, memory_pipelining=st, fusion=fusion), limits)), None)
                 yield bs, st, fusion, shape
@@ -123,7 +123,7 @@ def _precompile(args):
     task = TaskSpec(kernel=kernel, shape=dict(zip("mnk", shape, strict=True)), dtype=dtype, block_size=bs,
                     memory_pipelining=st, fusion=fusion)
     limits, _ = device_limits(0, "h200")
-    compile_cubin(*compile_inputs(get_spec(kernel).build(task, limits), limits))
+    compile_cubin(*compile_inputs(render_task(get_spec(kernel), task, limits), limits))
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
@@ -165,7 +165,7 @@ def test_cluster_shapes_correct(monkeypatch, dtype):
         for m, n, k in ((333, 1032, 520), (1, 2560, 2560), (8192, 2560, 2560)):
             res = _backend_run(TaskSpec(shape={"m": m, "n": n, "k": k}, dtype=dtype, block_size=bs,
                                         memory_pipelining=st, warmup=1, iterations=2, peers=False))
-            ln = res.launch["launches"][-1] if res.launch else {}
+            ln = res.launch.launches[-1].model_dump() if res.launch.launches else {}
             ok = (res.status is RunStatus.ok and res.correctness.correct
                   and res.correctness.unwritten_count == 0
                   and ln.get("cluster") == cl[0] * cl[1] and ln["grid"][0] % ln["cluster"] == 0)
@@ -203,8 +203,8 @@ def _paired_run_failure(dtype, bs, st, sched, shape, label_end):
     m, n, k = shape
     res = _backend_run(TaskSpec(shape={"m": m, "n": n, "k": k}, dtype=dtype, block_size=bs,
                                 memory_pipelining=st, schedule=sched, warmup=1, iterations=2, peers=False))
-    ln = res.launch["launches"][-1] if res.launch else {}
-    label = res.launch["info"].get("cluster", "") if res.launch else ""
+    ln = res.launch.launches[-1].model_dump() if res.launch.launches else {}
+    label = (res.launch.info or {}).get("cluster", "")
     ok = (res.status is RunStatus.ok and res.correctness.correct
           and res.correctness.unwritten_count == 0 and ln.get("cluster") == 2
           and ln["grid"][0] % 2 == 0 and label.endswith(label_end))
@@ -477,7 +477,7 @@ def test_tail_shift_correct_and_bit_for_bit(monkeypatch, dtype):
                         warmup=1, iterations=2, peers=False)
         res0, out0 = _engine_out(monkeypatch, task, False)
         res1, out1 = _engine_out(monkeypatch, task, True)
-        tails = [r.launch["info"].get("tail") if r.launch else None for r in (res0, res1)]
+        tails = [(r.launch.info or {}).get("tail") for r in (res0, res1)]
         ok = (all(r.status is RunStatus.ok and r.correctness.correct and r.correctness.unwritten_count == 0
                   for r in (res0, res1))
               and tails == ["tiles past M, N clipped by TMA", "last tiles moved back to end at M, N"])
@@ -533,7 +533,7 @@ def test_half_tail_correct_and_bit_for_bit(monkeypatch, dtype):
                         iterations=2, peers=False)
         res0, out0 = _engine_out_with(monkeypatch, task, HALF_TAIL_DEFAULT=False, STREAMK_DEFAULT=False)
         res1, out1 = _engine_out_with(monkeypatch, task)
-        scheds = [r.launch["info"].get("schedule") if r.launch else None for r in (res0, res1)]
+        scheds = [(r.launch.info or {}).get("schedule") for r in (res0, res1)]
         ok = (all(r.status is RunStatus.ok and r.correctness.correct and r.correctness.unwritten_count == 0
                   for r in (res0, res1))
               and scheds[0] == "data-parallel" and "64-row halves" in (scheds[1] or ""))
@@ -578,7 +578,7 @@ def test_fp32_3xtf32_as_accurate_as_ffma():
             for kernel in ("gemm_residual", "gemm_residual_mma")}
     tf32 = _backend_run(TaskSpec(shape=shape, dtype="tf32", warmup=1, iterations=2, peers=False))
     x3, ffma = runs["gemm_residual"], runs["gemm_residual_mma"]
-    assert "3xTF32" in x3.launch["info"]["math"]
+    assert "3xTF32" in (x3.launch.info or {})["math"]
     assert x3.correctness.correct and ffma.correctness.correct
     assert x3.correctness.max_rel_err < get_spec("gemm_residual").rtol("fp32") / 10
     assert x3.correctness.normwise_rel_err < 10 * ffma.correctness.normwise_rel_err
@@ -602,7 +602,7 @@ def test_peers_timed_and_correct():
         assert p.error is None and p.timing.median_ms > 0
     assert names["cublas_gemm_beta1"].correct and names["cupy_matmul_add"].correct
     assert res.solexec_score is not None
-    v = res.validity  # what the run saw: clocks, throttling, the power limit in force
+    v = res.validity.model_dump()  # what the run saw: clocks, throttling, the power limit in force
     assert v["samples"] > 0 and v["sm_clock_mhz_max"] > 0
     assert 100 < v["power_limit_w"] < 2000 and 100 < v["power_limit_default_w"] < 2000
 
@@ -623,29 +623,29 @@ def test_small_kernels_are_timed_queued_behind_a_hold():
     behind the hold kernel and run back to back (event pairs time the GPU, not the launch rate); the
     seed GEMM (~0.15 ms) keeps the queue ahead by itself and is not held. No chunk ran out of hold."""
     small = _backend_run(TaskSpec(shape={"m": 256, "n": 2560, "k": 2560}, warmup=10, iterations=100))
-    q = small.validity["queue_hold"]
+    q = small.validity.queue_hold.model_dump() if small.validity.queue_hold else {}
     assert small.status is RunStatus.ok and small.correctness.correct
     assert "ours" in q["held"] and q["held_chunks"] >= 1 and q["expired_chunks"] == 0, q
     assert small.timing.median_ms < 0.03, small.timing  # GPU time (~0.015 ms), not a launch rate
     # the peers rotate over the same input sets as ours (these inputs are smaller than the L2), and
     # the in-place beta=1 peer stays correct through that
-    assert small.launch["input_sets"] > 1
+    assert (small.launch.input_sets or 0) > 1
     peers = {p.name: p for p in small.peers}
     assert peers["cublas_gemm_beta1"].correct and peers["cupy_matmul_add"].correct
     assert {"cublas_gemm_beta1", "cublas_gemm"} <= set(q["held"]), q
     seed = _backend_run(TaskSpec(warmup=10, iterations=20, peers=False))
-    assert seed.validity["queue_hold"]["not_held"] == ["ours"], seed.validity["queue_hold"]
+    assert seed.validity.queue_hold and seed.validity.queue_hold.not_held == ["ours"], seed.validity.queue_hold
 
 
 def test_energy_per_launch_from_the_board_counter():
     """--energy: power edge to edge on NVML's energy counter; energy per launch = W x ms."""
     res = _backend_run(TaskSpec(warmup=10, iterations=50, peers=False, energy_s=1.0))
-    e = res.energy
+    e = None if res.energy is None else res.energy.model_dump()
     assert res.status is RunStatus.ok and e is not None and "note" not in e, e
     assert 50 < e["watts"] < 1500 and e["window_s"] >= 1.0 and e["launches"] > 0
     assert e["mj_per_launch"] == pytest.approx(e["watts"] * e["ms_per_launch"])
     assert 0.5 < e["ms_per_launch"] / res.timing.median_ms < 2.0
-    assert e["gflop_per_j"] == pytest.approx(res.sol["flops"] / (e["mj_per_launch"] / 1e3) / 1e9)
+    assert e["gflop_per_j"] == pytest.approx(res.sol.flops / (e["mj_per_launch"] / 1e3) / 1e9)
 
 
 @pytest.mark.parametrize("fault,status,needle", [

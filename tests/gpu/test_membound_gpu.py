@@ -15,7 +15,7 @@ from engine.result import RunStatus
 from engine.runner import prepare
 from engine.task import TaskSpec
 from kernels import get_spec
-from kernels.spec import DeviceLimits
+from kernels.spec import DeviceLimits, render_task, violations_of
 
 pytestmark = pytest.mark.gpu
 KERNELS = {"add_rmsnorm": {"n": 2560}, "bias_gelu": {"n": 1000}}
@@ -41,7 +41,7 @@ def _combos(kernel: str, dtype: str, shape: dict[str, int]):
         for st in spec.pipelining_options(limits, dtype, bs):
             for fusion in (True, False):
                 t = SimpleNamespace(shape=shape, dtype=dtype, block_size=bs, memory_pipelining=st, fusion=fusion)
-                if not spec.check(t, limits):
+                if not violations_of(spec, t, limits):
                     yield bs, st, fusion
 
 
@@ -64,7 +64,7 @@ def test_long_rows_reread_path_correct():
                                             block_size="256", memory_pipelining=st, fusion=fusion,
                                             warmup=1, iterations=2, peers=False))
                 assert res.status is RunStatus.ok, (dtype, st, fusion, res.error)
-                assert res.launch["info"]["vectors_per_thread"] == 0
+                assert (res.launch.info or {})["vectors_per_thread"] == 0
 
 
 @pytest.mark.parametrize("kernel", list(KERNELS))
@@ -85,8 +85,8 @@ def _line(res, **extra):
     peers = {p.name: (round(p.timing.median_ms, 4) if p.timing else p.error, p.correct) for p in res.peers}
     return json.dumps({"kernel": t.kernel, "shape": t.shape, "dtype": t.dtype, "bs": t.block_size,
                        "st": t.memory_pipelining, "fusion": t.fusion, "ms": round(res.timing.median_ms, 4),
-                       "gbps": round(res.sol["gbps"]), "ok": res.status.value, "peers": peers,
-                       "score": res.solexec_score, "info": res.launch.get("info", {}).get("path"), **extra})
+                       "gbps": round(res.sol.gbps), "ok": res.status.value, "peers": peers,
+                       "score": res.solexec_score, "info": (res.launch.info or {}).get("path"), **extra})
 
 
 SWEEP = [("add_rmsnorm", {"m": 32768, "n": 4096}), ("add_rmsnorm", {"m": 8192, "n": 2560}),
@@ -106,7 +106,7 @@ def test_bandwidth_sweep(kernel, shape):
                                     warmup=5, iterations=30, peers=False))
         print("SWEEP", _line(res))
         assert res.status is RunStatus.ok, res.error
-        best = max(best, res.sol["gbps"])
+        best = max(best, res.sol.gbps)
     for dtype in ("bf16", "fp16", "fp32"):
         for fusion in (True, False):
             res = _backend_run(TaskSpec(kernel=kernel, shape=shape, dtype=dtype, fusion=fusion,
@@ -116,7 +116,7 @@ def test_bandwidth_sweep(kernel, shape):
             if fusion:
                 assert all(p.correct for p in res.peers), res.peers
             if fusion and dtype == "bf16" and kernel == "add_rmsnorm":
-                assert res.sol["gbps"] >= 3500, res.sol["gbps"]
+                assert res.sol.gbps >= 3500, res.sol.gbps
     print("BEST of the short sweep runs", kernel, shape, round(best))
 
 
@@ -169,12 +169,12 @@ def test_bulk_ring_matches_the_register_path_bit_for_bit(dtype):
         for bs in spec.block_size_options(hopper, dtype):
             for st in spec.pipelining_options(hopper, dtype, bs):
                 t = SimpleNamespace(shape=shape, dtype=dtype, block_size=bs, memory_pipelining=st, fusion=True)
-                if spec.check(t, hopper):
+                if violations_of(spec, t, hopper):
                     continue
-                bulk = spec.build(t, hopper)
+                bulk = render_task(spec, t, hopper)
                 if not bulk.info["path"].startswith("TMA bulk ring"):
                     continue
-                ref = spec.build(SimpleNamespace(**{**vars(t), "memory_pipelining": 0}), older)
+                ref = render_task(spec, SimpleNamespace(**{**vars(t), "memory_pipelining": 0}), older)
                 want = launch(ref, bufs)
                 got = launch(bulk, bufs)
                 assert all(bool((g == w).all()) for g, w in zip(got, want, strict=True)), (shape, bs, st)

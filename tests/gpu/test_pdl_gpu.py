@@ -13,6 +13,7 @@ import pytest
 from engine.runner import prepare
 from engine.task import TaskSpec
 from kernels import get_spec
+from kernels.spec import render_task
 
 pytestmark = pytest.mark.gpu
 
@@ -41,7 +42,7 @@ def test_a_dependent_chain_ends_where_the_synchronised_chain_ends(shape, block_s
     task = prepare(TaskSpec(backend="cuda", shape={"m": m, "n": n, "k": k}, dtype="bf16", block_size=block_size,
                             memory_pipelining=stages, schedule=schedule), "h200").task
     limits, _ = device_limits(0, "h200")
-    build = get_spec(task.kernel).build(task, limits)
+    build = render_task(get_spec(task.kernel), task, limits)
     assert [ln.pdl for ln in build.launches] == [True]
     cubin, _, _ = compile_cubin(*compile_inputs(build, limits))
     funcs, grids, _ = load_build(build, cubin, limits)

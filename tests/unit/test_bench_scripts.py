@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from kernels.spec import render_task
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -354,7 +356,7 @@ def test_membound_bulk_variant_builds_what_the_engine_builds():
 
     h200 = DeviceLimits((9, 0), 132, 232448, 233472, profile="h200")
     shape = {"m": 32768, "n": 4096}
-    engine = SPEC.build(SimpleNamespace(shape=shape, dtype="bf16", block_size=None, memory_pipelining=None,
+    engine = render_task(SPEC, SimpleNamespace(shape=shape, dtype="bf16", block_size=None, memory_pipelining=None,
                                         fusion=True), h200)
     ours = mb.bulk_build("bf16", shape, (256, 4, 3), 132)
     assert ours.source == engine.source and ours.launches == engine.launches

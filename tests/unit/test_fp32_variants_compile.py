@@ -31,7 +31,7 @@ def _variants_module():
 
 
 def test_default_render_is_the_8x8_kernel():
-    src = SPEC.render("fp32", (128, 128, 16), 4, True)
+    src = SPEC.source("fp32", (128, 128, 16), 4, True)
     head = src[:src.index("// out[M,N]")]
     assert "GR_TN" not in head and "GR_KUNROLL" not in head
     assert "#ifndef GR_TN\n#define GR_TN 8" in src

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from kernels.gemm_residual import SPEC, GemmResidualSpec
-from kernels.spec import Build, DeviceLimits, KernelSpec
+from kernels.spec import Build, DeviceLimits, KernelSpec, plan_or_raise, render_task, violations_of
 
 H200 = DeviceLimits((9, 0), 132, 232448, 233472, profile="h200")
 A100 = DeviceLimits((8, 0), 108, 166912, 167936, profile="a100")
@@ -82,8 +82,8 @@ def test_valid_task_has_no_violations_and_builds():
     for dt in ("bf16", "fp16", "fp32", "tf32"):
         for fusion in (True, False):
             t = task(dtype=dt, fusion=fusion)
-            assert SPEC.check(t, H200) == []
-            b = SPEC.build(t, H200)
+            assert violations_of(SPEC, t, H200) == []
+            b = render_task(SPEC, t, H200)
             assert isinstance(b, Build)
             assert len(b.launches) == (1 if fusion else 2)
             assert b.launches[0].args == ("a", "w", "r", "out", 8192, 2560, 2560)
@@ -93,20 +93,20 @@ def test_valid_task_has_no_violations_and_builds():
 
 
 def test_build_geometry_and_defines():
-    b = SPEC.build(task(block_size="128x256", memory_pipelining=3, shape={"m": 586, "n": 2560, "k": 2560}),
+    b = render_task(SPEC, task(block_size="128x256", memory_pipelining=3, shape={"m": 586, "n": 2560, "k": 2560}),
                    H200)
     ln = b.launches[0]
     assert ln.grid == (10, 5, 1) and ln.block == (256, 1, 1)
     assert ln.shared_mem_bytes == 3 * (128 + 256) * 40 * 2
     assert "#define GR_STAGES 3" in b.source and "#define GR_BN 256" in b.source
     assert b.info["tile"] == "128x256x32" and b.info["stages"] == 3
-    off = SPEC.build(task(memory_pipelining=0), H200)
+    off = render_task(SPEC, task(memory_pipelining=0), H200)
     assert off.info["path"] == "mma.sync+sync-loads"
-    f32 = SPEC.build(task(dtype="fp32", block_size="128x128", memory_pipelining=2), H200)
+    f32 = render_task(SPEC, task(dtype="fp32", block_size="128x128", memory_pipelining=2), H200)
     assert f32.functions == ("gemm_residual_fp32",) and f32.launches[0].block == (256, 1, 1)
     assert f32.info["tile"] == "128x128x16" and "#define GR_DTYPE 2" in f32.source
     assert f32.launches[0].shared_mem_bytes == 2 * 256 * 20 * 4
-    tf = SPEC.build(task(dtype="tf32", block_size="128x256", memory_pipelining=3, shape={"m": 1, "n": 8, "k": 8}),
+    tf = render_task(SPEC, task(dtype="tf32", block_size="128x256", memory_pipelining=3, shape={"m": 1, "n": 8, "k": 8}),
                     H200)
     assert tf.functions == ("gemm_residual_mma",) and tf.launches[0].block == (256, 1, 1)
     assert tf.launches[0].grid == (1, 1, 1) and tf.launches[0].shared_mem_bytes == 3 * 384 * 20 * 4
@@ -115,54 +115,54 @@ def test_build_geometry_and_defines():
 
 
 def test_bad_dtype():
-    v = SPEC.check(task(dtype="int8"), H200)
+    v = violations_of(SPEC, task(dtype="int8"), H200)
     assert fields(v) == ["dtype"] and "int8" in str(v[0])
 
 
 def test_bad_block_size_syntax_and_unknown_tile():
-    v = SPEC.check(task(block_size="12345"), H200)
+    v = violations_of(SPEC, task(block_size="12345"), H200)
     assert fields(v) == ["block_size"]
     assert "BLOCK_SIZE=12345" in str(v[0]) and "BMxBN" in str(v[0])
-    v = SPEC.check(task(block_size="96x96"), H200)
+    v = violations_of(SPEC, task(block_size="96x96"), H200)
     assert fields(v) == ["block_size"] and "not offered" in v[0].message and "128x256" in v[0].limit
     # an fp32 tile is not a tensor-core tile, nor is BK 32 offered for tf32
-    assert fields(SPEC.check(task(block_size="128x128x16"), H200)) == ["block_size"]
-    assert fields(SPEC.check(task(dtype="tf32", block_size="128x128x32"), H200)) == ["block_size"]
-    assert fields(SPEC.check(task(dtype="fp32", block_size="128x256"), H200)) == ["block_size"]
+    assert fields(violations_of(SPEC, task(block_size="128x128x16"), H200)) == ["block_size"]
+    assert fields(violations_of(SPEC, task(dtype="tf32", block_size="128x128x32"), H200)) == ["block_size"]
+    assert fields(violations_of(SPEC, task(dtype="fp32", block_size="128x256"), H200)) == ["block_size"]
     with pytest.raises(ValueError, match="BLOCK_SIZE"):
-        SPEC.build(task(block_size="12345"), H200)
+        render_task(SPEC, task(block_size="12345"), H200)
 
 
 def test_shared_memory_over_the_limit_names_the_bytes():
-    v = SPEC.check(task(block_size="128x256", memory_pipelining=4), L40S)
+    v = violations_of(SPEC, task(block_size="128x256", memory_pipelining=4), L40S)
     assert fields(v) == ["memory_pipelining"]
     assert "122880 bytes" in v[0].message and "101376" in v[0].limit
     tiny = DeviceLimits((8, 0), 10, 16384, 16384)
-    v = SPEC.check(task(block_size="256x128"), tiny)
+    v = violations_of(SPEC, task(block_size="256x128"), tiny)
     assert fields(v) == ["block_size"] and "bytes of shared memory" in v[0].message
-    v = SPEC.check(task(), tiny)  # default tile: none fits at all
+    v = violations_of(SPEC, task(), tiny)  # default tile: none fits at all
     assert "block_size" in fields(v) or "memory_pipelining" in fields(v)
 
 
 def test_pipelining_not_offered():
-    v = SPEC.check(task(memory_pipelining=7), H200)
+    v = violations_of(SPEC, task(memory_pipelining=7), H200)
     assert fields(v) == ["memory_pipelining"] and "MEMORY_PIPELINING=7" in str(v[0])
 
 
 def test_threads_over_the_limit():
     few = DeviceLimits((9, 0), 132, 232448, 233472, max_threads_per_block=128)
-    v = SPEC.check(task(block_size="128x128", memory_pipelining=2), few)
+    v = violations_of(SPEC, task(block_size="128x128", memory_pipelining=2), few)
     assert fields(v) == ["block_size"] and "256 threads" in v[0].message
 
 
 def test_shape_rules():
-    v = SPEC.check(task(shape={"m": 7976, "n": 2561, "k": 2564}), H200)
+    v = violations_of(SPEC, task(shape={"m": 7976, "n": 2561, "k": 2564}), H200)
     assert fields(v) == ["shape.n", "shape.k"]
     assert "multiple of 8" in v[0].message and "shape.n=2561" in str(v[0])
-    v = SPEC.check(task(shape={"m": 8192, "n": 2560}), H200)
+    v = violations_of(SPEC, task(shape={"m": 8192, "n": 2560}), H200)
     assert fields(v) == ["shape"] and "missing k" in v[0].message
     for m in (1, 586, 1571, 7976):
-        assert SPEC.check(task(shape={"m": m, "n": 1000, "k": 1000}), H200) == []
+        assert violations_of(SPEC, task(shape={"m": m, "n": 1000, "k": 1000}), H200) == []
 
 
 def test_buffers():
@@ -352,8 +352,8 @@ def test_simulated_timings_carry_a_fixed_launch_cost():
 
     knobs = {"block_size": "64x80", "memory_pipelining": 8}  # the same build fused and not
     seed, small = run(8192), run(256, **knobs)
-    assert small.sol["sol_pct"] < 0.6 * seed.sol["sol_pct"]
-    assert small.timing.median_ms > small.sol["t_sol_ms"] + SIM_LAUNCH_MS
+    assert small.sol.sol_pct < 0.6 * seed.sol.sol_pct
+    assert small.timing.median_ms > small.sol.t_sol_ms + SIM_LAUNCH_MS
     unfused = run(256, fusion=False, **knobs)
     assert unfused.timing.median_ms > small.timing.median_ms + 0.5 * SIM_LAUNCH_MS
 
@@ -369,9 +369,9 @@ def test_raster_choice_on_a_swapped_tile_is_in_the_problems_frame():
         for raster, order in (("m", "M-fastest"), ("n", "N-fastest"), ("group", "groups of 4 N blocks")):
             task = TaskSpec(shape=dict(zip("mnk", shape, strict=True)), dtype="bf16", block_size=bs,
                             memory_pipelining=4, schedule={"raster": raster})
-            assert AUTO.check(task, H200) == [], (bs, raster)
-            assert AUTO.plan(task, H200).schedule["raster"] == raster
-            assert AUTO.build(task, H200).info["tile_order"] == order, (bs, raster)
+            assert violations_of(AUTO, task, H200) == [], (bs, raster)
+            assert plan_or_raise(AUTO, task, H200).schedule["raster"] == raster
+            assert render_task(AUTO, task, H200).info["tile_order"] == order, (bs, raster)
 
 
 def test_multicast_names_the_problems_operand_and_refuses_what_it_cannot_build():
@@ -389,16 +389,16 @@ def test_multicast_names_the_problems_operand_and_refuses_what_it_cannot_build()
     for bs, shape, st in (("128x256", (4096, 4096, 4096), 4), ("112x256", (3072, 3584, 3584), 4)):
         for op in ("w", "a"):
             t = task(bs, shape, st, multicast=op)
-            assert AUTO.check(t, H200) == [], (bs, op)
-            assert AUTO.plan(t, H200).schedule["multicast"] == op
-            assert AUTO.plan(t, H200).schedule["cluster"] == 2
-            assert AUTO.build(t, H200).info["cluster"].endswith(f"{op.upper()} multicast"), (bs, op)
+            assert violations_of(AUTO, t, H200) == [], (bs, op)
+            assert plan_or_raise(AUTO, t, H200).schedule["multicast"] == op
+            assert plan_or_raise(AUTO, t, H200).schedule["cluster"] == 2
+            assert render_task(AUTO, t, H200).info["cluster"].endswith(f"{op.upper()} multicast"), (bs, op)
     bad = (({"multicast": "x"}, "takes w, a, none"), ({"multicast": "a", "cluster": 1}, "cluster=2"))
     for sched, words in bad:
-        (v,) = AUTO.check(task("128x256", (4096, 4096, 4096), 4, **sched), H200)
+        (v,) = violations_of(AUTO, task("128x256", (4096, 4096, 4096), 4, **sched), H200)
         assert v.field == "schedule.multicast" and words in v.message, v
-    (v,) = AUTO.check(task("16x64", (16, 8192, 8192), 8, multicast="w"), H200)
+    (v,) = violations_of(AUTO, task("16x64", (16, 8192, 8192), 8, multicast="w"), H200)
     assert "decode tile" in v.message and "schedule" in v.field, v
     knobs = {k.name: k.values for k in AUTO.schedule_knobs(H200, "bf16", {"m": 16, "n": 8192, "k": 8192}, "16x64")}
     assert knobs["multicast"] == ("none",) and knobs["cluster"] == (1, 2)
-    assert AUTO.plan(task("16x64", (16, 8192, 8192), 8, multicast="none"), H200).schedule["multicast"] == "none"
+    assert plan_or_raise(AUTO, task("16x64", (16, 8192, 8192), 8, multicast="none"), H200).schedule["multicast"] == "none"

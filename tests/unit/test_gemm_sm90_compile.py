@@ -20,7 +20,7 @@ import pytest
 from kernels import gemm_residual_sm90 as sm90
 from kernels.nvrtc_check import compile_cubin, complete_elf
 from kernels.sm90 import choices, constants, defaults
-from kernels.spec import DeviceLimits
+from kernels.spec import DeviceLimits, render_task
 from tests.unit.compile_cover import covering, switch_values
 
 nvrtc = pytest.importorskip("cupy_backends.cuda.libs.nvrtc")
@@ -382,9 +382,9 @@ def test_tf32_build_and_routing() -> None:
                                                         block_size="128x256",
                                                         memory_pipelining=3), H200)] \
         == ["memory_pipelining"]
-    assert AUTO.build(_auto_task("tf32"), H200).info["path"].startswith("wgmma")
+    assert render_task(AUTO, _auto_task("tf32"), H200).info["path"].startswith("wgmma")
     a100 = DeviceLimits((8, 0), 108, 166912, 167936, profile="a100")
-    assert AUTO.build(_auto_task("tf32"), a100).info["path"] == "mma.sync.tf32+cp.async"
+    assert render_task(AUTO, _auto_task("tf32"), a100).info["path"] == "mma.sync.tf32+cp.async"
 
 
 def test_fp32_3xtf32_build_and_routing() -> None:
@@ -435,12 +435,12 @@ def test_fp32_3xtf32_build_and_routing() -> None:
     log, _ = _compile(hi.source)
     assert "0 bytes spill stores" in log and " 0 bytes spill loads" in log
     assert "bytes spill stores" not in log.replace("0 bytes spill stores", "")
-    auto = AUTO.build(_auto_task("fp32"), H200)
+    auto = render_task(AUTO, _auto_task("fp32"), H200)
     assert auto.info["path"].startswith("wgmma") and "3xTF32" in auto.info["math"]
     assert [x.name for x in auto.scratch] == ["a_lo", "w_lo"]
     a100 = DeviceLimits((8, 0), 108, 166912, 167936, profile="a100")
-    assert AUTO.build(_auto_task("fp32", "128x64"), a100).functions == ("gemm_residual_fp32",)
-    assert PORTABLE_SPEC.build(_auto_task("fp32", "128x64"), H200).functions == ("gemm_residual_fp32",)
+    assert render_task(AUTO, _auto_task("fp32", "128x64"), a100).functions == ("gemm_residual_fp32",)
+    assert render_task(PORTABLE_SPEC, _auto_task("fp32", "128x64"), H200).functions == ("gemm_residual_fp32",)
 
 
 def _auto_task(dtype: str, block_size: str = "128x128"):

@@ -15,7 +15,7 @@ import tests.gpu.test_engine_gpu as gpu_tests
 from engine.profiles import load_profiles
 from engine.result import RunStatus
 from kernels import get_spec
-from kernels.spec import DeviceLimits
+from kernels.spec import DeviceLimits, render_task, violations_of
 
 H200 = DeviceLimits.from_profile(load_profiles().get("h200"))
 
@@ -30,11 +30,11 @@ def _planned_run(task):
     checks that part)."""
     spec = get_spec(task.kernel)
     task = gpu_tests.with_default_knobs(task, H200)
-    violations = spec.check(task, H200)
+    violations = violations_of(spec, task, H200)
     if violations:
         return SimpleNamespace(status=RunStatus.invalid, launch=None, correctness=None,
                                error="; ".join(v.message for v in violations))
-    build = spec.build(task, H200)
+    build = render_task(spec, task, H200)
     return SimpleNamespace(status=RunStatus.ok, launch={"info": build.info},
                            correctness=SimpleNamespace(correct=True, unwritten_count=0), error="")
 

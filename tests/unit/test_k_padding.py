@@ -9,6 +9,7 @@ from engine.planner import plan
 from engine.profiles import load_profiles
 from engine.task import TaskSpec
 from kernels import get_spec, nvrtc_check
+from kernels.spec import render_task
 
 H200 = load_profiles().get("h200")
 
@@ -28,7 +29,7 @@ def test_tma_path_pads_k_and_compiles(shape, block):
     p = _plan(shape=shape, block_size=block)
     assert p.ok, p.error_text()
     assert "padded to" in p.info["k_padding"] and "MB more traffic" in p.info["k_padding"]
-    b = get_spec("gemm_residual").build(p.task, p.limits)
+    b = render_task(get_spec("gemm_residual"), p.task, p.limits)
     pads = [ln for ln in b.launches if ln.function == "pad_rows16"]
     kp = -(-shape["k"] // 8) * 8
     assert {(ln.args[0], ln.args[1]) for ln in pads} == {("a", "a_pad"), ("w", "w_pad")}
@@ -44,7 +45,7 @@ def test_tma_path_pads_k_and_compiles(shape, block):
 
 def test_aligned_k_builds_no_padding():
     p = _plan(shape={"m": 8192, "n": 2560, "k": 2560})
-    b = get_spec("gemm_residual").build(p.task, p.limits)
+    b = render_task(get_spec("gemm_residual"), p.task, p.limits)
     assert "k_padding" not in p.info and not any(ln.function == "pad_rows16" for ln in b.launches)
 
 

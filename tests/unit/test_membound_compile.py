@@ -17,7 +17,11 @@ pytest.importorskip("cupy_backends.cuda.libs.nvrtc", reason="CuPy's NVRTC is not
 from kernels.add_rmsnorm import SPEC as RMS  # noqa: E402
 from kernels.bias_gelu import SPEC as GELU  # noqa: E402
 from kernels.nvrtc_check import compile_cubin  # noqa: E402
-from kernels.spec import DeviceLimits  # noqa: E402
+from kernels.spec import (
+    DeviceLimits,  # noqa: E402
+    render_task,
+    violations_of,
+)
 from tests.unit.compile_cover import compile_problems, covering, switch_values  # noqa: E402
 
 LIMITS = {
@@ -47,9 +51,9 @@ def _variants(arch: str):
                         for fusion in (True, False):
                             task = SimpleNamespace(shape=shape, dtype=dtype, block_size=bs,
                                                    memory_pipelining=st, fusion=fusion)
-                            if spec.check(task, limits):
+                            if violations_of(spec, task, limits):
                                 continue
-                            build = spec.build(task, limits)
+                            build = render_task(spec, task, limits)
                             label = f"{spec.name} n={shape['n']} {dtype} {bs} st={st} fuse={int(fusion)}"
                             seen.setdefault(build.source_sha256, (label, build))
     return list(seen.values())
@@ -85,11 +89,11 @@ def test_pipelining_changes_the_generated_code() -> None:
     for st in (0, 2, 4):
         task = SimpleNamespace(shape={"m": 777, "n": 4096}, dtype="bf16", block_size="256",
                                memory_pipelining=st, fusion=True)
-        b = RMS.build(task, LIMITS["sm_80"])
+        b = render_task(RMS, task, LIMITS["sm_80"])
         rep = compile_cubin(b.source, "sm_80", b.options)
         assert rep.ok, rep.log
         regs[st] = rep.functions["add_rmsnorm"].registers
-        bulk = RMS.build(task, LIMITS["sm_90a"])
+        bulk = render_task(RMS, task, LIMITS["sm_90a"])
         rep = compile_cubin(bulk.source, "sm_90a", bulk.options)
         assert rep.ok and not rep.spills, rep.log
         cubins[st], smem[st] = rep.cubin, bulk.launches[0].shared_mem_bytes

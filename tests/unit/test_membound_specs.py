@@ -23,7 +23,7 @@ from kernels.add_rmsnorm import (
     vpt_for,
 )
 from kernels.bias_gelu import SPEC as GELU
-from kernels.spec import DeviceLimits
+from kernels.spec import DeviceLimits, render_task, violations_of
 
 H200 = DeviceLimits((9, 0), 132, 232448, 233472, profile="h200")
 BENCH = Path(__file__).resolve().parents[2] / "bench"
@@ -74,7 +74,7 @@ def test_rmsnorm_bulk_path_where_it_applies():
     """Compute capability >= 9.0, fused, the row in registers and the ring in shared memory: the
     TMA bulk ring with its slots as dynamic shared memory; everywhere else the register path."""
     def built(limits, **kw):
-        b = RMS.build(task(RMS, **kw), limits)
+        b = render_task(RMS, task(RMS, **kw), limits)
         return b, b.launches[-1], b.info
 
     b, ln, info = built(H200)
@@ -108,18 +108,18 @@ def test_rmsnorm_register_model_and_occupancy():
 
 @pytest.mark.parametrize("spec", [RMS, GELU])
 def test_violations_name_the_field(spec):
-    assert spec.check(task(spec), H200) == []
-    assert fields(spec.check(task(spec, shape={"m": 64, "n": 100}), H200)) == ["shape.n"]
-    assert fields(spec.check(task(spec, block_size="96"), H200)) == ["block_size"]
-    assert fields(spec.check(task(spec, block_size="128x128"), H200)) == ["block_size"]
-    assert fields(spec.check(task(spec, memory_pipelining=5), H200)) == ["memory_pipelining"]
-    assert fields(spec.check(task(spec, dtype="int8"), H200)) == ["dtype"]
-    assert fields(spec.check(task(spec, shape={"m": 8}), H200)) == ["shape"]
+    assert violations_of(spec, task(spec), H200) == []
+    assert fields(violations_of(spec, task(spec, shape={"m": 64, "n": 100}), H200)) == ["shape.n"]
+    assert fields(violations_of(spec, task(spec, block_size="96"), H200)) == ["block_size"]
+    assert fields(violations_of(spec, task(spec, block_size="128x128"), H200)) == ["block_size"]
+    assert fields(violations_of(spec, task(spec, memory_pipelining=5), H200)) == ["memory_pipelining"]
+    assert fields(violations_of(spec, task(spec, dtype="int8"), H200)) == ["dtype"]
+    assert fields(violations_of(spec, task(spec, shape={"m": 8}), H200)) == ["shape"]
     small = DeviceLimits((9, 0), 132, 232448, 233472, max_threads_per_block=512)
-    v = spec.check(task(spec, block_size="1024"), small)
+    v = violations_of(spec, task(spec, block_size="1024"), small)
     assert fields(v) == ["block_size"] and "512 threads" in str(v[0])
     with pytest.raises(ValueError, match="shape.n"):
-        spec.build(task(spec, shape={"m": 4, "n": 12}), H200)
+        render_task(spec, task(spec, shape={"m": 4, "n": 12}), H200)
 
 
 def test_rmsnorm_pipelining_options_follow_the_shape():
@@ -132,7 +132,7 @@ def test_rmsnorm_pipelining_options_follow_the_shape():
     assert RMS.pipelining_options(L40S, "bf16", "1024", {"m": 64, "n": 4096}) == [2, 0]
     assert RMS.pipelining_options(H200, "bf16", "1024") == [4, 3, 2, 0]               # no shape: all
     for st in RMS.pipelining_options(L40S, "bf16", "1024", {"m": 64, "n": 4096}):
-        assert RMS.check(task(RMS, block_size="1024", memory_pipelining=st), L40S) == []
+        assert violations_of(RMS, task(RMS, block_size="1024", memory_pipelining=st), L40S) == []
     # the runner's fix says so instead of listing depths that do not fit
     from engine.errors import InputError
 
@@ -146,10 +146,10 @@ def test_rmsnorm_register_violation():
     # 4 rows in flight at 1024 threads: too many registers on the register path (an older GPU, or
     # fusion off); Hopper's fused bulk ring holds the rows in shared memory and takes it
     for limits, fusion in ((L40S, True), (H200, False)):
-        v = RMS.check(task(RMS, block_size="1024", memory_pipelining=4, fusion=fusion), limits)
+        v = violations_of(RMS, task(RMS, block_size="1024", memory_pipelining=4, fusion=fusion), limits)
         assert fields(v) == ["memory_pipelining"] and "registers" in str(v[0])
         assert str(v[0]).startswith("MEMORY_PIPELINING=4")
-    assert RMS.check(task(RMS, block_size="1024", memory_pipelining=4), H200) == []
+    assert violations_of(RMS, task(RMS, block_size="1024", memory_pipelining=4), H200) == []
 
 
 def test_flops_and_bytes():
@@ -163,25 +163,25 @@ def test_flops_and_bytes():
 
 
 def test_builds():
-    b = RMS.build(task(RMS), H200)
+    b = render_task(RMS, task(RMS), H200)
     assert b.functions == ("add_rmsnorm",)
     ln = b.launches[0]
     assert ln.args == ("x", "r", "weight", "residual_out", "out", 32768, 4096)
     assert ln.block == (256, 1, 1) and ln.grid == (132 * 4, 1, 1)   # the bulk ring: 4 blocks per SM
     assert "#define AR_STAGES 3" in b.source and "#define AR_VPT 2" in b.source
-    r = RMS.build(task(RMS), L40S)                                   # the register path
+    r = render_task(RMS, task(RMS), L40S)                                   # the register path
     assert r.launches[0].grid == (142 * 2, 1, 1) and "#define AR_STAGES 2" in r.source
-    b0 = RMS.build(task(RMS, memory_pipelining=0), H200)
+    b0 = render_task(RMS, task(RMS, memory_pipelining=0), H200)
     assert "#define AR_STAGES 1" in b0.source and b0.source != b.source
-    u = RMS.build(task(RMS, fusion=False), H200)
+    u = render_task(RMS, task(RMS, fusion=False), H200)
     assert u.functions == ("residual_add", "rmsnorm")
     assert u.launches[0].args == ("x", "r", "residual_out", 32768, 4096)
-    assert RMS.build(task(RMS, shape={"m": 1, "n": 4096}), H200).launches[0].grid == (1, 1, 1)
-    lr = RMS.build(task(RMS, shape={"m": 3, "n": 131072}), H200)
+    assert render_task(RMS, task(RMS, shape={"m": 1, "n": 4096}), H200).launches[0].grid == (1, 1, 1)
+    lr = render_task(RMS, task(RMS, shape={"m": 3, "n": 131072}), H200)
     assert lr.info["vectors_per_thread"] == 0 and "#define AR_VPT 0" in lr.source
-    g = GELU.build(task(GELU), H200)
+    g = render_task(GELU, task(GELU), H200)
     assert g.functions == ("bias_gelu",) and g.launches[0].args == ("x", "bias", "out", 8192, 10240)
-    gu = GELU.build(task(GELU, fusion=False, memory_pipelining=4), H200)
+    gu = render_task(GELU, task(GELU, fusion=False, memory_pipelining=4), H200)
     assert gu.functions == ("bias_add", "gelu_inplace") and "#define BG_UNROLL 4" in gu.source
 
 
@@ -287,7 +287,7 @@ def test_default_builds_store_plainly_and_the_hint_builds_do_not():
     spec_ = importlib.util.spec_from_file_location("membound_hints", BENCH / "membound_hints.py")
     hints = importlib.util.module_from_spec(spec_)
     spec_.loader.exec_module(hints)
-    fused = RMS.build(task(RMS, memory_pipelining=2), L40S).source   # the register path
+    fused = render_task(RMS, task(RMS, memory_pipelining=2), L40S).source   # the register path
     assert "STREAM_STORES" not in fused.split("#define VEC_DTYPE")[0]
     plain = _ptx(fused)
     assert "st.global.cs" not in plain and "cache_hint" not in plain
@@ -296,6 +296,6 @@ def test_default_builds_store_plainly_and_the_hint_builds_do_not():
     assert cs.count("st.global.cs.v4.u32") == 2 * 2 * 2 and "st.global.v4.u32" not in cs
     ef = _ptx(hints.variant_source(fused, (1, 2)))
     assert ef.count("st.global.L2::cache_hint") == 8 and "ld.global.nc.L1::no_allocate.L2::cache_hint" in ef
-    unfused = _ptx(hints.variant_source(RMS.build(task(RMS, fusion=False), H200).source, (0, 1)))
+    unfused = _ptx(hints.variant_source(render_task(RMS, task(RMS, fusion=False), H200).source, (0, 1)))
     add_body, rms_body = unfused.split(".entry rmsnorm")
     assert "st.global.cs" not in add_body and "st.global.cs" in rms_body

@@ -20,7 +20,11 @@ import tomllib  # noqa: E402
 
 from kernels.gemm_residual import SPEC  # noqa: E402
 from kernels.nvrtc_check import compile_cubin  # noqa: E402
-from kernels.spec import DeviceLimits  # noqa: E402
+from kernels.spec import (
+    DeviceLimits,  # noqa: E402
+    render_task,
+    violations_of,
+)
 from tests.unit.compile_cover import compile_problems, covering, switch_values  # noqa: E402
 
 PROFILES = Path(__file__).resolve().parents[2] / "profiles"
@@ -42,8 +46,8 @@ def _variants(limits: DeviceLimits):
                 for fusion in (True, False):
                     task = SimpleNamespace(shape={"m": 1571, "n": 2560, "k": 2560}, dtype=dtype,
                                            block_size=bs, memory_pipelining=stages, fusion=fusion)
-                    assert SPEC.check(task, limits) == [], (dtype, bs, stages)
-                    yield f"{dtype} {bs} st={stages} fuse={int(fusion)}", SPEC.build(task, limits)
+                    assert violations_of(SPEC, task, limits) == [], (dtype, bs, stages)
+                    yield f"{dtype} {bs} st={stages} fuse={int(fusion)}", render_task(SPEC, task, limits)
 
 
 @pytest.mark.slow

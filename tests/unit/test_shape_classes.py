@@ -11,6 +11,7 @@ from engine.planner import plan
 from engine.profiles import load_profiles
 from engine.task import TaskSpec
 from kernels import get_spec, nvrtc_check
+from kernels.spec import render_task
 
 H200 = load_profiles().get("h200")
 
@@ -30,7 +31,7 @@ def test_each_class_plans_and_its_default_compiles(m, n, k, dtype):
     p = plan(TaskSpec(backend="sim", shape={"m": m, "n": n, "k": k}, dtype=dtype), H200)
     assert p.ok, p.error_text()
     assert p.block_size_options and p.pipelining_options and p.schedule_options
-    build = get_spec("gemm_residual").build(p.task, p.limits)
+    build = render_task(get_spec("gemm_residual"), p.task, p.limits)
     src, arch, opts = compile_inputs(build, p.limits)
     report = nvrtc_check.compile_cubin(src, arch, tuple(opts))
     assert report.ok and not report.spills, report.log[-400:]

@@ -17,7 +17,7 @@ import pytest
 from engine.errors import InputError
 from engine.user_kernels import load_kernel_file
 from kernels.expr import ExprError, evaluate, parse
-from kernels.spec import DeviceLimits
+from kernels.spec import DeviceLimits, render_task, violations_of
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "kernels"
@@ -118,21 +118,21 @@ def test_constraints_prune_against_the_profile_limits():
     small = DeviceLimits((8, 9), 142, 12 * 1024, 100 * 1024, profile="small")
     assert spec.block_size_options(H200, "fp32") == ["16", "8", "32"]
     assert spec.block_size_options(small, "fp32") == ["16", "8"]  # 32 x 32 x 2 slabs need 16 KB
-    problems = spec.check(task(spec, block_size="32", schedule={"depth": 4}), small)
+    problems = violations_of(spec, task(spec, block_size="32", schedule={"depth": 4}), small)
     assert [p.field for p in problems] == ["block_size", "block_size"]
     text = str(problems[0])
     assert "TILE = 32" in text and "shared_memory_per_block_bytes = 12288" in text
-    assert not spec.check(task(spec, block_size="32", schedule={"depth": 1}), small)
-    bad = spec.check(task(spec, block_size="12", schedule={"depht": 2}), H200)
+    assert not violations_of(spec, task(spec, block_size="32", schedule={"depth": 1}), small)
+    bad = violations_of(spec, task(spec, block_size="12", schedule={"depht": 2}), H200)
     assert {p.field for p in bad} == {"block_size", "schedule.depht"}
 
 
 def test_dimension_constraint_names_the_dimension():
     spec = load_kernel_file(SAXPY)
-    problems = spec.check(task(spec, shape={"n": 1001}), H200)
+    problems = violations_of(spec, task(spec, shape={"n": 1001}), H200)
     assert [p.field for p in problems] == ["shape.n"] and "16-byte vectors" in str(problems[0])
-    assert not spec.check(task(spec, shape={"n": 1000}), H200)
-    assert spec.check(task(spec, shape={"n": 1004}, dtype="bf16"), H200)  # 8 per vector in 16 bits
+    assert not violations_of(spec, task(spec, shape={"n": 1000}), H200)
+    assert violations_of(spec, task(spec, shape={"n": 1004}, dtype="bf16"), H200)  # 8 per vector in 16 bits
 
 
 def test_plan_shows_the_knobs_as_the_engine_knobs():
@@ -236,7 +236,7 @@ def test_the_examples_compile_with_nvrtc(path):
     for dtype in spec.dtypes:
         for bs in spec.block_size_options(H200, dtype):
             t = task(spec, dtype=dtype, block_size=bs)
-            build = spec.build(t, H200)
+            build = render_task(spec, t, H200)
             report = compile_cubin(build.source, H200.arch, build.options)
             assert report.ok, report.log
             assert not report.spills and spec.defn.entry in report.functions
@@ -251,7 +251,7 @@ def test_a_compile_error_shows_the_log_with_the_users_line(tmp_path):
     lines[at] = lines[at].replace("Vec16 r;", "Vec16 r")  # a missing semicolon, 1-based line at + 1
     (tmp_path / "broken.cu").write_text("\n".join(lines) + "\n")
     spec = load_kernel_file(spec_path)
-    build = spec.build(task(spec, shape={"n": 4096}), H200)
+    build = render_task(spec, task(spec, shape={"n": 4096}), H200)
     report = compile_cubin(build.source, H200.arch, build.options)
     assert not report.ok
     assert re.search(rf"broken\.cu\({at + 1}|broken\.cu\({at + 2}\)", report.log), report.log
