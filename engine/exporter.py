@@ -25,6 +25,7 @@ from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from engine.errors import InputError
+from engine.tuned_knobs import tuned_here
 
 log = logging.getLogger(__name__)
 
@@ -193,7 +194,7 @@ class CockpitCollector:
             if r.correct is not None:
                 fams["correct"].add_metric(values, 1.0 if r.correct else 0.0)
             res = self.store.get(r.id)
-            fams["tuned"].add_metric(values, 1.0 if res is not None and str(res.knobs_from or "").startswith("tuned")
+            fams["tuned"].add_metric(values, 1.0 if res is not None and tuned_here(res.knobs_from)
                                      else 0.0)
             try:
                 fams["when"].add_metric(values, datetime.fromisoformat(r.created_at).timestamp())

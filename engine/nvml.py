@@ -169,6 +169,8 @@ class DeviceInfo:
     memory_total_mib: float | None = None
     compute_capability: str | None = None
     power_limit_w: float | None = None
+    sm_count: int | None = None
+    """Multiprocessors, where NVML's device attributes answer (None: not reported)."""
 
 
 def device_info(index: int) -> DeviceInfo | None:
@@ -179,6 +181,8 @@ def device_info(index: int) -> DeviceInfo | None:
     cc = _q("nvmlDeviceGetCudaComputeCapability", h)
     pci = _q("nvmlDeviceGetPciInfo", h)
     pl = _q("nvmlDeviceGetEnforcedPowerLimit", h)
+    attrs = _q("nvmlDeviceGetAttributes_v2", h) or _q("nvmlDeviceGetAttributes", h)
+    sm = getattr(attrs, "multiprocessorCount", None)
     return DeviceInfo(
         index=index,
         name=_s(_q("nvmlDeviceGetName", h)) or f"GPU {index}",
@@ -187,6 +191,7 @@ def device_info(index: int) -> DeviceInfo | None:
         memory_total_mib=mem.total / 2**20 if mem is not None else None,
         compute_capability=f"{cc[0]}.{cc[1]}" if cc else None,
         power_limit_w=pl / 1000.0 if pl else None,
+        sm_count=sm if isinstance(sm, int) and sm > 0 else None,
     )
 
 
@@ -305,6 +310,8 @@ def sample(index: int, gpm: GpmTracker | None = None) -> Sample:
     p = _q("nvmlDeviceGetPowerUsage", h)
     s.power_w = p / 1000.0 if p is not None else None
     pl = _q("nvmlDeviceGetEnforcedPowerLimit", h)
+    attrs = _q("nvmlDeviceGetAttributes_v2", h) or _q("nvmlDeviceGetAttributes", h)
+    sm = getattr(attrs, "multiprocessorCount", None)
     s.power_limit_w = pl / 1000.0 if pl is not None else None
     s.temperature_c = _q("nvmlDeviceGetTemperature", h, mod.NVML_TEMPERATURE_GPU)
     s.temperature_slowdown_c = _q("nvmlDeviceGetTemperatureThreshold", h,

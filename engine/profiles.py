@@ -166,19 +166,60 @@ class ProfileSet:
         raise InputError(f"unknown profile {name!r}; known profiles: {known}",
                          fix="pick one of the known profiles, or save a calibrated one with `tui calibrate`")
 
-    def detect(self, device_name: str) -> Profile | None:
+    def detect(self, device_name: str, *, sm_count: int | None = None, memory_gib: float | None = None,
+               power_limit_w: float | None = None) -> Profile | None:
         """The profile whose NVML name patterns match ``device_name``, most specific pattern first.
-        Measured (calibrated) profiles are never picked by detection: they are chosen by name."""
-        best: tuple[int, Profile] | None = None
+        Where the device's facts are known (SM count, memory in GiB as NVML reports it, the enforced
+        power limit), a profile they contradict is not picked (``contradicts``), and among equally
+        specific names the one nearest in power and memory wins: an H100 SXM (132 SMs, 80 GB, 700 W), PCIe
+        (114 SMs, 80 GB, 350 W) and NVL (132 SMs, 94 GB, 400 W) are told apart even by a name that
+        says only "H100". None where no profile fits, or where several fit equally (a name that says
+        only "H100" with no facts to tell the boards apart). Measured (calibrated) profiles are never picked by
+        detection: they are chosen by name."""
+        facts = {"sm_count": sm_count, "memory_gib": memory_gib, "power_limit_w": power_limit_w}
+        scored: dict[str, tuple[int, float]] = {}
         for prof in self.profiles.values():
-            if prof.measured:
+            if prof.measured or contradicts(prof, **facts):
                 continue
-            for pat in prof.nvml_name_patterns:
-                if re.search(pat, device_name, re.IGNORECASE):
-                    score = len(pat)
-                    if best is None or score > best[0]:
-                        best = (score, prof)
-        return best[1] if best else None
+            lengths = [len(p) for p in prof.nvml_name_patterns if re.search(p, device_name, re.IGNORECASE)]
+            if lengths:
+                scored[prof.name] = (max(lengths), -_distance(prof, **facts))
+        if not scored:
+            return None
+        top = max(scored.values())
+        winners = [name for name, score in scored.items() if score == top]
+        return self.profiles[winners[0]] if len(winners) == 1 else None  # a tie: the name alone cannot say
+
+
+MEMORY_TOLERANCE = 0.10
+"""NVML's total memory (GiB) against a profile's memory_gb: within this share fits (80 GB boards report
+79.2-79.6 GiB, the H200's 141 GB 140.4)."""
+POWER_OVER = 1.10
+"""An enforced power limit above this multiple of a profile's board power is another board (a 700 W
+SXM limit is no 350 W PCIe card); limits below it fit (administrators lower them)."""
+
+
+def contradicts(prof: Profile, sm_count: int | None = None, memory_gib: float | None = None,
+                power_limit_w: float | None = None) -> bool:
+    """Whether a device's known facts rule ``prof`` out: another SM count, memory outside
+    ``MEMORY_TOLERANCE``, or a power limit above ``POWER_OVER`` times the profile's. Unknown facts
+    (None) rule nothing out."""
+    if sm_count is not None and sm_count != prof.sm_count:
+        return True
+    if memory_gib is not None and abs(memory_gib - prof.memory_gb) > MEMORY_TOLERANCE * prof.memory_gb:
+        return True
+    return power_limit_w is not None and power_limit_w > POWER_OVER * prof.power_w
+
+
+def _distance(prof: Profile, sm_count: int | None = None, memory_gib: float | None = None,
+              power_limit_w: float | None = None) -> float:
+    """How far the known facts are from the profile's (relative memory plus relative power)."""
+    d = 0.0
+    if memory_gib is not None:
+        d += abs(memory_gib - prof.memory_gb) / prof.memory_gb
+    if power_limit_w is not None:
+        d += abs(power_limit_w - prof.power_w) / prof.power_w
+    return d
 
 
 def user_profiles_dir() -> Path:

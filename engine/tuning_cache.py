@@ -17,7 +17,7 @@ from engine.safe_files import write_atomic
 from engine.task import TaskSpec
 from engine.text_safety import visible
 from engine.tomlio import load_toml
-from engine.tuned_knobs import TunedKnobs
+from engine.tuned_knobs import TUNED_HERE_LABEL, TunedKnobs
 from engine.tuning_import import ImportReport, Refused, check_entries, clean_text
 from engine.tuning_key import shape_key
 from kernels import get_spec
@@ -67,7 +67,7 @@ def as_knobs(entry: dict[str, Any]) -> TunedKnobs:
     """A stored entry as planning takes it, labelled with when and how it was tuned."""
     day = visible(entry.get("tuned_at", ""), one_line=True)[:10]
     origin = f", imported from {_label_text(entry['origin'])}" if entry.get("origin") else ""
-    label = f"tuned {day}, {entry.get('candidates', 0)} candidates{origin}"
+    label = f"{TUNED_HERE_LABEL} ({day}, {entry.get('candidates', 0)} candidates{origin})"
     return TunedKnobs(block_size=str(entry["block_size"]), memory_pipelining=int(entry["memory_pipelining"]),
                       schedule=dict(entry.get("schedule") or {}), label=label)
 

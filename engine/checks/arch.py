@@ -20,6 +20,13 @@ def _cc(text: str | None) -> tuple[int, int] | None:
     return int(major), int(minor or 0)
 
 
+def device_facts(dev: object) -> dict[str, float | int | None]:
+    """What NVML says of a device beside its name, as ``ProfileSet.detect`` takes it (None: unknown)."""
+    mib = getattr(dev, "memory_total_mib", None)
+    return {"sm_count": getattr(dev, "sm_count", None), "memory_gib": mib / 1024 if mib else None,
+            "power_limit_w": getattr(dev, "power_limit_w", None)}
+
+
 def check_profile(ctx: CheckContext) -> tuple[Status, str, str]:
     devs = ctx.devices()
     ps = ctx.profile_set()
@@ -34,7 +41,7 @@ def check_profile(ctx: CheckContext) -> tuple[Status, str, str]:
             return skip(f"profile {prof.name} (cc {prof.compute_capability}) selected; no GPU to compare it with")
         return skip(NO_DRIVER_SKIP if not ctx.driver_ok() else "no GPU visible")
     dev = devs[0]
-    detected = ps.detect(dev.name)
+    detected = ps.detect(dev.name, **device_facts(dev))
     if prof is None:
         if detected is None:
             return "warn", f"no built-in profile matches '{dev.name}' (cc {dev.compute_capability})", (

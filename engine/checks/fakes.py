@@ -19,6 +19,7 @@ class FakeDevice:
     pci_bus_id: str | None = "00000000:18:00.0"
     memory_total_mib: float | None = 81559.0
     power_limit_w: float | None = 700.0
+    sm_count: int | None = 132
 
 
 @dataclass

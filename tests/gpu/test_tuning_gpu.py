@@ -23,7 +23,7 @@ def _run(**kw):
     ctx = RunContext(task=prep.task, profile=prep.profile, spec=get_spec(prep.task.kernel),
                      emit=Emitter(send=lambda e: None))
     res = CudaBackend().run(ctx)
-    return res, (res.launch or {}).get("info", {})
+    return res, res.launch.info or {}
 
 
 def _bad(res) -> str | None:
@@ -127,4 +127,4 @@ def test_a_real_tune_finds_a_correct_best_and_caches_it(tmp_path):
     assert res.peer_ms("cublas_gemm_beta1")
     assert not [t for t in res.trials if t.status in ("incorrect", "crashed", "timeout")]
     prep = prepare(TaskSpec(backend="cuda", shape={"m": 8, "n": 4096, "k": 4096}), "h200", store=store)
-    assert prep.plan.source_label.startswith("tuned ")
+    assert prep.plan.source_label.startswith("tuned on this GPU")

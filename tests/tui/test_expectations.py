@@ -185,7 +185,8 @@ def test_tuned_column_reads_where_the_knobs_came_from():
 
     cells = {key: str(c) for (key, _), c in zip(COLUMNS, row_cells(history_row(rec, None), False), strict=True)}
     assert cells["tuned"] == "-" and cells["iterations"] == "-" and cells["pipe"] == "-" and cells["when"] == "-"
-    for source, shown in (("tuned 2025-05-14 (burst)", "yes"), ("default (tuned at 8192x2560x2560)", "no"),
+    for source, shown in (("tuned 2025-05-14 (burst)", "yes"), ("tuned on this GPU (2025-05-14, 9 candidates)", "yes"),
+                          ("tuned table h200 (nearest 8192x2560x2560)", "no"), ("rules for this profile", "no"),
                           ("task", "no")):
         result = SimpleNamespace(task=RecordedTask(iterations=9), knobs_from=source)
         assert str(row_cells(history_row(rec, result), False)[13]) == shown, source

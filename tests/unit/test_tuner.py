@@ -82,7 +82,7 @@ def test_tune_keeps_the_fastest_correct_and_plan_uses_it(store):
     lookup = tuned_lookup(store, None, H200, simulated=True)
     p = plan(task, H200, lookup)
     assert p.task.block_size == best.block_size and p.task.memory_pipelining == best.memory_pipelining
-    assert p.source_label.startswith("tuned ") and f"{len(res.trials)} candidates" in p.source_label
+    assert p.source_label.startswith("tuned on this GPU") and f"{len(res.trials)} candidates" in p.source_label
     # a task that sets a knob the entry disagrees with is not overridden
     other = "8x32" if best.block_size != "8x32" else "8x64"
     p2 = plan(task.model_copy(update={"block_size": other}), H200, lookup)
@@ -93,14 +93,14 @@ def test_tune_keeps_the_fastest_correct_and_plan_uses_it(store):
     store._conn  # noqa: B018 - the store stays usable
     with store._conn() as conn:
         conn.execute("DELETE FROM tuned WHERE source_hash != ?", ("0" * 64,))
-    assert plan(task, H200, lookup).source_label.startswith("default")
+    assert not plan(task, H200, lookup).source_label.startswith("tuned on this GPU")
 
 
 def test_a_real_gpu_never_sees_a_simulated_entry(store):
     task = sim_task(shape={"m": 8, "n": 4096, "k": 4096})
     tune(task, "h200", budget_s=10, store=store)
     gpu = tuned_lookup(store, "NVIDIA H200", H200, simulated=False)
-    assert plan(task, H200, gpu).source_label.startswith("default")
+    assert not plan(task, H200, gpu).source_label.startswith("tuned on this GPU")
 
 
 def test_big_shapes_screen_then_confirm_the_fastest(store):
@@ -235,19 +235,19 @@ def test_defaults_come_from_the_nearest_tuned_shape_where_one_is_near(tuned_tabl
                 _entry("k=5120,m=32,n=5120", "64x80", 12))
     near = plan(sim_task(shape={"m": 3000, "n": 3584, "k": 5000}), H200)
     assert (near.task.block_size, near.task.memory_pipelining) == ("128x256", 4)
-    assert near.source_label == "default (tuned at 4096x4096x4096 on h200)"
+    assert near.source_label == "tuned table h200 (nearest 4096x4096x4096)"
     decode = plan(sim_task(shape={"m": 4, "n": 5120, "k": 3000}), H200)
     assert decode.task.block_size == "8x16" and decode.task.schedule == {"split_k": 1}
     far = plan(sim_task(shape={"m": 3000, "n": 10240, "k": 4096}), H200)  # N more than 2x away
-    assert far.source_label == "default"
+    assert far.source_label == "rules for this profile"
     own = plan(sim_task(shape={"m": 3000, "n": 3584, "k": 5000}, block_size="128x128"), H200)
     assert own.task.block_size == "128x128" and not own.default_from
     other_dtype = plan(sim_task(shape={"m": 3000, "n": 3584, "k": 5000}, dtype="fp16"), H200)
-    assert other_dtype.source_label == "default"
+    assert other_dtype.source_label == "rules for this profile"
     # M = 8 runs the decode path on Hopper: the M = 32 shape's wgmma tile (another path) is not
     # lent, though it is the nearest decode-side shape
     other_path = plan(sim_task(shape={"m": 8, "n": 8192, "k": 8192}), H200)
-    assert other_path.source_label == "default" and other_path.schedule.get("w_bulk") == 2
+    assert other_path.source_label == "rules for this profile" and other_path.schedule.get("w_bulk") == 2
     same_path = plan(sim_task(shape={"m": 48, "n": 4096, "k": 4096}), H200)
     assert same_path.task.block_size in ("64x80", "48x64")  # the wgmma path: lent, or its decode tile
 
@@ -280,7 +280,7 @@ def test_a_tuned_tile_the_model_rates_clearly_slower_at_this_shape_is_not_lent(t
 
     tuned_table(_entry("k=2560,m=1024,n=2560", "128x160", 6))
     far = plan(sim_task(shape={"m": 1337, "n": 2560, "k": 2560}), H200)
-    assert far.source_label == "default" and far.task.block_size != "128x160"
+    assert far.source_label == "rules for this profile" and far.task.block_size != "128x160"
     near = plan(sim_task(shape={"m": 1000, "n": 2560, "k": 2560}, memory_pipelining=None), H200)
     assert near.task.block_size == "128x160" and near.default_from
     monkeypatch.setattr(planner, "LEND_MARGIN", 10.0)  # no veto: the nearest shape's knobs

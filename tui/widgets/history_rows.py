@@ -8,6 +8,7 @@ from typing import Any
 
 from rich.text import Text
 
+from engine import tuned_here
 from tui.widgets.format import fmt, fmt_ms, fmt_shape
 
 COLUMNS = (
@@ -33,7 +34,7 @@ def when_text(created_at: str | None) -> str:
 def history_row(record: Any, result: Any = None, mark: dict[str, Any] | None = None) -> dict[str, Any]:
     """A stored run (the store's summary record, and its full result when read) as a row.
     ``tuned``: whether the knobs came from this GPU's tuning cache (the plan's source label starts
-    'tuned'); None while the result does not record it (``RunResult.knobs_from``, requested).
+    'tuned on this GPU', ``engine.tuned_knobs.tuned_here``); None while the result does not record it (``RunResult.knobs_from``, requested).
     ``mark``: the run against its baseline (``engine.baseline.marks``), None without one."""
     knobs_from = getattr(result, "knobs_from", None)
     iterations = None if result is None else result.task.iterations
@@ -42,7 +43,7 @@ def history_row(record: Any, result: Any = None, mark: dict[str, Any] | None = N
         "shape": record.shape, "dtype": record.dtype, "block_size": record.block_size,
         "pipe": record.memory_pipelining, "iterations": iterations, "median_ms": record.median_ms,
         "sol_pct": record.sol_pct, "profile": record.profile, "simulated": record.simulated,
-        "tuned": None if knobs_from is None else str(knobs_from).startswith("tuned"),
+        "tuned": None if knobs_from is None else tuned_here(knobs_from),
         "baseline_ratio": (mark or {}).get("ratio"), "regression": bool((mark or {}).get("regression")),
     }
 
