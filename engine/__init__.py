@@ -25,7 +25,6 @@ _EXPORTS: dict[str, str] = {
     "resolve_task": "engine.task", "save_task": "engine.task", "parse_shape_text": "engine.task",
     "parse_schedule_text": "engine.task", "format_pipelining": "engine.task",
     "plan": "engine.planner", "Plan": "engine.planner", "PlanError": "engine.planner", "TunedKnobs": "engine.tuned_knobs",
-    "tuned_here": "engine.tuned_knobs",
     "kernel_names": "engine.user_kernels", "kernel_dims": "engine.planner", "kernel_default_shape": "engine.planner",
     "normalize_shape": "engine.planner",
     # kernels
@@ -88,6 +87,8 @@ _EXPORTS: dict[str, str] = {
     "HARMFUL_THROTTLE_MASK": "engine.nvml", "run_checks": "engine.checks", "checks_summary": "engine.checks:summary",
     "CHECKS": "engine.checks", "CheckContext": "engine.checks",
     "match_text": "engine.troubleshoot", "match_check": "engine.troubleshoot",
+    "read_log": "engine.log_reader", "LogText": "engine.log_reader", "LOG_HEAD_BYTES": "engine.log_reader:HEAD_BYTES",
+    "LOG_TAIL_BYTES": "engine.log_reader:TAIL_BYTES", "LOG_STREAM_MAX_BYTES": "engine.log_reader:STREAM_MAX_BYTES",
     "match_telemetry": "engine.troubleshoot", "Checklist": "engine.checklist",
     "checklist_step_ids": "engine.checklist:step_ids",
 }
@@ -150,6 +151,11 @@ if TYPE_CHECKING:  # the same names for type checkers; tests/unit/test_import_hy
     from engine.k8s_export import as_list as k8s_as_list
     from engine.k8s_export import manifests as k8s_manifests
     from engine.k8s_export import to_yaml as k8s_to_yaml
+    from engine.log_reader import HEAD_BYTES as LOG_HEAD_BYTES
+    from engine.log_reader import STREAM_MAX_BYTES as LOG_STREAM_MAX_BYTES
+    from engine.log_reader import TAIL_BYTES as LOG_TAIL_BYTES
+    from engine.log_reader import LogText as LogText
+    from engine.log_reader import read_log as read_log
     from engine.multi_device import OUTLIER_PCT as SPREAD_OUTLIER_PCT
     from engine.multi_device import DeviceSelection as DeviceSelection
     from engine.multi_device import device_count as device_count
@@ -219,7 +225,6 @@ if TYPE_CHECKING:  # the same names for type checkers; tests/unit/test_import_hy
     from engine.tune_types import TuneResult as TuneResult
     from engine.tune_types import knob_label as knob_label
     from engine.tuned_knobs import TunedKnobs as TunedKnobs
-    from engine.tuned_knobs import tuned_here as tuned_here
     from engine.tuner import tune as tune
     from engine.tuning_cache import REGIMES as TUNE_REGIMES
     from engine.tuning_cache import TuningCache as TuningCache

@@ -161,7 +161,8 @@ class EntryChecker:
         if current is None or current != source_hash:
             return None
         gpu = e["gpu"]
-        if not isinstance(gpu, str) or not gpu.strip() or len(gpu) > MAX_TEXT or has_control(gpu):
+        if not isinstance(gpu, str) or not gpu.strip() or len(gpu) > MAX_TEXT or has_control(gpu) \
+                or "[" in gpu or "]" in gpu:  # part of the key, shown in tables: kept as it is, so only plain text
             raise Refused("gpu", f"expected a GPU model name, got {short_repr(gpu)}")
         if e["regime"] not in REGIMES:
             raise Refused("regime", f"expected {' or '.join(REGIMES)}, got {short_repr(e['regime'])}")

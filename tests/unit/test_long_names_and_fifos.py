@@ -16,7 +16,8 @@ from tests.unit.test_fuzz_inputs import run_main
 
 pytestmark = pytest.mark.timeout(120)
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "kernels"
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples" / "kernels"
 LONG = "a" * 300
 
 
@@ -82,7 +83,7 @@ def test_a_fifo_named_toml_in_the_config_folders_hangs_nothing(config, tmp_path)
     os.mkfifo(config / "profiles" / "evil.toml")
     os.mkfifo(config / "kernels" / "evil.toml")
     env = {**os.environ, "SOL_COCKPIT_CONFIG_DIR": str(config), "SOL_COCKPIT_DATA_DIR": str(tmp_path / "data"),
-           "SOL_SIM_DELAY": "0"}
+           "SOL_SIM_DELAY": "0", "PYTHONPATH": str(ROOT)}  # this checkout, wherever the package is installed from
     profiles = _tui("profiles", env=env)
     assert profiles.returncode == 0 and "evil.toml: a FIFO" in profiles.stdout + profiles.stderr
     kernels = _tui("kernels", env=env)

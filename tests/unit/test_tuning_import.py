@@ -49,6 +49,7 @@ HOSTILE = [
     ({"shape": "k=4096,m=" + "9" * 30 + ",n=4096"}, "shape"),
     ({"dtype": "int3"}, "dtype"),
     ({"gpu": "NVIDIA Quantum 9000"}, "gpu"),
+    ({"gpu": "NVIDIA H100 [bold]x[/]"}, "gpu"),
     ({"regime": "forever"}, "regime"),
     ({"sm_count": -1}, "sm_count"),
     ({"median_ms": float("inf")}, "median_ms"),
