@@ -25,6 +25,7 @@ _EXPORTS: dict[str, str] = {
     "resolve_task": "engine.task", "save_task": "engine.task", "parse_shape_text": "engine.task",
     "parse_schedule_text": "engine.task", "format_pipelining": "engine.task",
     "plan": "engine.planner", "Plan": "engine.planner", "PlanError": "engine.planner", "TunedKnobs": "engine.tuned_knobs",
+    "tuned_here": "engine.tuned_knobs",
     "kernel_names": "engine.user_kernels", "kernel_dims": "engine.planner", "kernel_default_shape": "engine.planner",
     "normalize_shape": "engine.planner",
     # kernels
@@ -225,6 +226,7 @@ if TYPE_CHECKING:  # the same names for type checkers; tests/unit/test_import_hy
     from engine.tune_types import TuneResult as TuneResult
     from engine.tune_types import knob_label as knob_label
     from engine.tuned_knobs import TunedKnobs as TunedKnobs
+    from engine.tuned_knobs import tuned_here as tuned_here
     from engine.tuner import tune as tune
     from engine.tuning_cache import REGIMES as TUNE_REGIMES
     from engine.tuning_cache import TuningCache as TuningCache
