@@ -3,13 +3,17 @@
 # steps named as arguments (facts, gpu-tests with PYTEST_K, PYTEST_ARGS and GPU_TESTS_FILES (the whole
 # suite needs about 11 minutes: more than one call, so split it by file), bench-cli with CLI_ARGS, check, bench with BENCH_ARGS, calibrate, sm90 with
 # SM90_ARGS, ncu with NCU_CASES, ncu-source with NCU_CASES, membound-hints with HINTS_ARGS, membound-bulk with BULK_ARGS, energy with ENERGY_ARGS, energy-cli, ramp with RAMP_ARGS, swap with SWAP_ARGS,
-# ncu-metrics with NCU_CASES, tui, skinny with SKINNY_ARGS, tune with TUNE_ARGS, gpu-file with GPU_FILE, tune-each with TUNE_SHAPES and TUNE_BUDGET). Logs go to $OUT.
+# ncu-metrics with NCU_CASES, tui, skinny with SKINNY_ARGS, tune with TUNE_ARGS, gpu-file with GPU_FILE, tune-each with TUNE_SHAPES and TUNE_BUDGET,
+# soak with SOAK_S). Logs go to $OUT. PROFILE names the profile for tune, tune-each, calibrate and soak; left
+# unset they use the one detected from the GPU (the H200 is h200, an H100 SXM h100-sxm).
 set -uo pipefail
 OUT=${OUT:-./out}; mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >/dev/null 2>&1 || { echo "wheel install failed"; exit 1; }
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 export SOL_COCKPIT_DATA_DIR=/tmp/sol-data SOL_COCKPIT_CACHE_DIR=/tmp/sol-cache SOL_COCKPIT_CONFIG_DIR=/tmp/sol-config
 tui() { python3 -m tui.main "$@"; }
+PROFILE_ARGS=()
+[ -n "${PROFILE:-}" ] && PROFILE_ARGS=(--profile "$PROFILE")
 for step in "$@"; do
   echo "=== $step"
   case "$step" in
@@ -20,7 +24,7 @@ for step in "$@"; do
     skinny)
       timeout ${SKINNY_TIMEOUT:-300} python3 -m bench.skinny_probe --out "$OUT" ${SKINNY_ARGS:-} 2>&1 | tee "$OUT/skinny.txt" | tail -${SKINNY_TAIL:-80} ;;
     tune)
-      timeout ${TUNE_TIMEOUT:-400} python3 -m tui.main tune --backend cuda --profile h200 --json ${TUNE_ARGS:-} > "$OUT/tune.json" 2> "$OUT/tune.err"; echo "tune rc=$?"
+      timeout ${TUNE_TIMEOUT:-400} python3 -m tui.main tune --backend cuda "${PROFILE_ARGS[@]}" --json ${TUNE_ARGS:-} > "$OUT/tune.json" 2> "$OUT/tune.err"; echo "tune rc=$?"
       python3 -m bench.tune_summary "$OUT/tune.json" ${TUNE_TORCH:---torch} 2>&1 | tail -${TUNE_TAIL:-40} ;;
     facts)
       nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv
@@ -39,7 +43,7 @@ for step in "$@"; do
     bench)
       timeout ${BENCH_TIMEOUT:-300} python3 -m bench.bench ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.txt" | tail -60 ;;
     calibrate)
-      tui calibrate --profile h200 > "$OUT/calibrate.txt" 2>&1; echo "calibrate rc=$?"; cat "$OUT/calibrate.txt"
+      tui calibrate "${PROFILE_ARGS[@]}" > "$OUT/calibrate.txt" 2>&1; echo "calibrate rc=$?"; cat "$OUT/calibrate.txt"
       tui bench --backend cuda --no-peers 2>&1 | grep -E "measured|T_SOL|ours" ;;
     sm90)
       if [ -z "${SM90_ARGS:-}" ]; then echo "sm90: SM90_ARGS names the mode (python -m bench.sm90_gemm --help)"; continue; fi
@@ -84,6 +88,9 @@ for step in "$@"; do
         tui bench --backend cuda --dtype "$dt" --no-peers --energy ${ENERGY_S:-2} > "$OUT/energy-cli-$dt.txt" 2>&1; echo "$dt rc=$?"
         grep -E "^(ours|energy)|median" "$OUT/energy-cli-$dt.txt" | head -6
       done ;;
+    soak)
+      timeout $((${SOAK_S:-60} + 120)) python3 -m tui.main soak --backend cuda "${PROFILE_ARGS[@]}" --duration "${SOAK_S:-60}s" ${SOAK_ARGS:-} --json > "$OUT/soak.json" 2> "$OUT/soak.err"; echo "soak rc=$?"
+      python3 -c "import json; d=json.load(open('$OUT/soak.json')); print({k: d.get(k) for k in ('status', 'verdict', 'launches', 'drift_pct', 'median_first_ms', 'median_last_ms', 'verifications', 'failures', 'throttle', 'error')})" 2>&1 | tail -3; tail -5 "$OUT/soak.err" ;;
     tui)
       OUT="$OUT" timeout 150 python3 tests/gpu/tui_flow.py 2>&1 | tail -40 ;;
     *) echo "unknown step $step" ;;
