@@ -57,6 +57,8 @@ _EXPORTS: dict[str, str] = {
     "TUNE_REGIMES": "engine.tuning_cache:REGIMES",
     # results, baselines, profiles, errors
     "RunResult": "engine.result", "RunStatus": "engine.result", "RecordedTask": "engine.recorded_task",
+    "SolRecord": "engine.run_records", "EnergyRecord": "engine.run_records", "LaunchRecord": "engine.run_records",
+    "ValidityRecord": "engine.run_records",
     "ResultStore": "engine.store",
     "Baselines": "engine.baseline", "baseline_marks": "engine.baseline:marks",
     "baseline_guard": "engine.baseline:guard_for", "parse_tolerance": "engine.baseline",
@@ -186,6 +188,10 @@ if TYPE_CHECKING:  # the same names for type checkers; tests/unit/test_import_hy
     from engine.report import to_markdown as report_markdown
     from engine.result import RunResult as RunResult
     from engine.result import RunStatus as RunStatus
+    from engine.run_records import EnergyRecord as EnergyRecord
+    from engine.run_records import LaunchRecord as LaunchRecord
+    from engine.run_records import SolRecord as SolRecord
+    from engine.run_records import ValidityRecord as ValidityRecord
     from engine.runner import DEFAULT_SIM_PROFILE as DEFAULT_SIM_PROFILE
     from engine.runner import PreparedRun as PreparedRun
     from engine.runner import prepare as prepare

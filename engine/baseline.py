@@ -69,9 +69,9 @@ def fingerprint_of(result: Any) -> dict[str, Any]:
     """What a run is compared on: its fingerprint plus the clocks and power limit it ran under."""
     fp = result.fingerprint.model_dump(mode="json")
     out = {k: fp.get(k) for k, _, _ in COMPARED if k in fp}
-    v = result.validity or {}
-    out.update(sm_clock_mhz_max=v.get("sm_clock_mhz_max"), sm_clock_mhz_min=v.get("sm_clock_mhz_min"),
-               power_limit_w=v.get("power_limit_w"))
+    v = result.validity
+    out.update(sm_clock_mhz_max=v.sm_clock_mhz_max, sm_clock_mhz_min=v.sm_clock_mhz_min,
+               power_limit_w=v.power_limit_w)
     return out
 
 

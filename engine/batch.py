@@ -73,7 +73,7 @@ class Attempt:
     @classmethod
     def of(cls, res: Any) -> Attempt:
         return cls(status=res.status.value, run_id=res.run_id, median_ms=res.timing.median_ms if res.timing else None,
-                   sol_pct=(res.sol or {}).get("sol_pct"), error=res.error, wall_s=res.wall_s, simulated=res.simulated)
+                   sol_pct=None if res.sol is None else res.sol.sol_pct, error=res.error, wall_s=res.wall_s, simulated=res.simulated)
 
 
 @dataclass

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from engine import nvml
+from engine.run_records import EnergyRecord
 
 SOURCE = ("NVML total-energy counter (the whole board: GPU and HBM), read edge to edge over "
           "back-to-back launches")
@@ -195,24 +196,24 @@ def per_work(fig: dict[str, Any], flops: int, nbytes: int) -> dict[str, Any]:
                   "gb_per_j": nbytes / joules / 1e9 if nbytes else None}
 
 
-def describe(fig: dict[str, Any]) -> str:
+def describe(fig: EnergyRecord) -> str:
     """One line for people: 'energy: 698 W board power (...), 0.1530 ms and 107 mJ per launch, ...'."""
-    if "note" in fig:
-        return f"energy: not measured: {fig['note']}"
+    if fig.note is not None or fig.watts is None:
+        return f"energy: not measured: {fig.note}"
     cond = []
-    if fig.get("instant_w") is not None:
-        cond.append(f"instant {fig['instant_w']:.0f} W")
-    if fig.get("sm_clock_mhz") is not None:
-        cond.append(f"SM {fig['sm_clock_mhz']:.0f} MHz")
-    if fig.get("throttle_reasons"):
-        cond.append(", ".join(fig["throttle_reasons"]))
+    if fig.instant_w is not None:
+        cond.append(f"instant {fig.instant_w:.0f} W")
+    if fig.sm_clock_mhz is not None:
+        cond.append(f"SM {fig.sm_clock_mhz:.0f} MHz")
+    if fig.throttle_reasons:
+        cond.append(", ".join(fig.throttle_reasons))
     work = []
-    if fig.get("gflop_per_j"):
-        work.append(f"{fig['gflop_per_j']:.0f} GFLOP/J")
-    if fig.get("gb_per_j"):
-        work.append(f"{fig['gb_per_j']:.1f} GB/J")
-    return (f"energy: {fig['watts']:.0f} W board power" + (f" ({'; '.join(cond)})" if cond else "")
-            + f", {fig['ms_per_launch']:.4f} ms and {fig['mj_per_launch']:.3g} mJ per launch"
+    if fig.gflop_per_j:
+        work.append(f"{fig.gflop_per_j:.0f} GFLOP/J")
+    if fig.gb_per_j:
+        work.append(f"{fig.gb_per_j:.1f} GB/J")
+    return (f"energy: {fig.watts:.0f} W board power" + (f" ({'; '.join(cond)})" if cond else "")
+            + f", {fig.ms_per_launch or 0:.4f} ms and {fig.mj_per_launch or 0:.3g} mJ per launch"
             + (f", {', '.join(work)}" if work else "")
-            + f", over {fig['window_s']:.2f} s of back-to-back launches (NVML energy counter"
-            + (f", +-{fig['uncertainty_pct']:.0f} %" if fig.get("uncertainty_pct") else "") + ")")
+            + f", over {fig.window_s or 0:.2f} s of back-to-back launches (NVML energy counter"
+            + (f", +-{fig.uncertainty_pct:.0f} %" if fig.uncertainty_pct else "") + ")")

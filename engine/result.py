@@ -5,9 +5,10 @@ from __future__ import annotations
 import enum
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from engine.recorded_task import RecordedTask
+from engine.run_records import EnergyRecord, LaunchRecord, SolRecord, ValidityRecord
 
 
 class RunStatus(str, enum.Enum):
@@ -89,6 +90,9 @@ class Fingerprint(BaseModel):
 class RunResult(BaseModel):
     """One run's outcome. ``simulated`` is true for every result of the simulated backend."""
 
+    model_config = ConfigDict(validate_assignment=True)
+    """A record assigned as a dict (``result.validity = {...}``) is read as its type."""
+
     run_id: int | None = None
     status: RunStatus
     simulated: bool
@@ -98,9 +102,9 @@ class RunResult(BaseModel):
     error: str | None = None
     error_kind: str | None = None
     timing: Timing | None = None
-    sol: dict[str, Any] | None = None
-    """engine.sol.SolFigures as a dict (t_sol_ms, tflops, gbps, sol_pct, bound, ...)."""
-    sol_measured: dict[str, Any] | None = None
+    sol: SolRecord | None = None
+    """The SOL figures against the profile's datasheet peaks (``engine.sol.SolFigures``)."""
+    sol_measured: SolRecord | None = None
     """The same SOL figures against this machine's measured ceilings (``tui calibrate``)."""
     measured_profile: str | None = None
     """The calibrated profile ``sol_measured`` uses."""
@@ -111,13 +115,12 @@ class RunResult(BaseModel):
     baseline_peer: str | None = None
     """The peer the score is against (``torch_matmul_add``, SOL-ExecBench's baseline, where torch is
     installed; else ``cupy_matmul_add``, whose score is not comparable with SOL-ExecBench's)."""
-    energy: dict[str, Any] | None = None
-    """Board power and energy per launch (``engine.energy``; task.energy_s > 0): watts,
-    ms_per_launch, mj_per_launch, gflop_per_j, gb_per_j, window_s, sm_clock_mhz, instant_w,
-    throttle_reasons, source; or {"note": why not measured}."""
-    launch: dict[str, Any] = Field(default_factory=dict)
-    """Geometry and resources: grid, block, shared memory, registers, spills."""
-    validity: dict[str, Any] = Field(default_factory=dict)
+    energy: EnergyRecord | None = None
+    """Board power and energy per launch (``engine.energy``; task.energy_s > 0), or a note saying
+    why they were not measured; None when not asked for."""
+    launch: LaunchRecord = Field(default_factory=LaunchRecord)
+    """The build that ran: functions, the kernel's description, geometry and resources."""
+    validity: ValidityRecord = Field(default_factory=ValidityRecord)
     """Conditions during the run: clocks, throttle reasons seen, other processes on the GPU."""
     fingerprint: Fingerprint = Field(default_factory=Fingerprint)
     log: list[str] = Field(default_factory=list)
@@ -137,7 +140,7 @@ class RunResult(BaseModel):
     def rest_s(self) -> float:
         """The rest before each timed implementation: what the run applied (the task's, or the fair
         rest a run with peers takes), else the task's (0 for results saved before either)."""
-        applied = self.validity.get("rest_applied_s")
+        applied = self.validity.rest_applied_s
         return float(applied if applied is not None else (self.task.rest_s or 0))
 
     @property
@@ -161,28 +164,27 @@ class RunResult(BaseModel):
         parts = []
         rest = self.rest_s
         if rest > 0:
-            launches = self.validity.get("launches_each") or {}
-            each = (f", {launches['warmup']} warm-ups and {launches['timed']} timed launches each"
+            launches = self.validity.launches_each
+            each = (f", {launches.warmup} warm-ups and {launches.timed} timed launches each"
                     if launches else "")
             parts.append(f"rest {rest:g} s not applied: the simulated device has no card to rest" if self.simulated
                          else f"ours and each peer timed after {rest:g} s of rest{each}")
         if self.baseline_peer and self.baseline_peer != "torch_matmul_add":
             parts.append(f"score against {self.baseline_peer}: SOL-ExecBench scores against PyTorch's eager "
                          "matmul + add, so this score is not comparable with its")
-        hold = self.validity.get("queue_hold") or {}
-        if hold.get("held"):
+        hold = self.validity.queue_hold
+        if hold is not None and hold.held:
             parts.append("queued behind a hold kernel, as the GPU ran them faster than the host queues "
-                         f"launches: {', '.join(hold['held'])}")
-        if hold.get("expired_chunks"):
-            who = f" ({', '.join(hold['expired'])})" if hold.get("expired") else ""
-            parts.append(f"{hold['expired_chunks']} of {hold.get('held_chunks')} held chunks{who} ran out of hold "
+                         f"launches: {', '.join(hold.held)}")
+        if hold is not None and hold.expired_chunks:
+            who = f" ({', '.join(hold.expired)})" if hold.expired else ""
+            parts.append(f"{hold.expired_chunks} of {hold.held_chunks} held chunks{who} ran out of hold "
                          "before they were queued: those times include launch gaps")
         return "; ".join(parts) or None
 
     def summary_json(self) -> dict[str, Any]:
         """The stable JSON shape of ``tui bench --json``."""
-        sol = self.sol or {}
-        t = self.timing
+        sol, t = self.sol, self.timing
         return {
             "status": self.status.value,
             "simulated": self.simulated,
@@ -192,18 +194,18 @@ class RunResult(BaseModel):
             "dtype": self.task.dtype,
             "knobs": self.task.knobs,
             "profile": self.profile,
-            "t_sol_ms": sol.get("t_sol_ms"),
+            "t_sol_ms": None if sol is None else sol.t_sol_ms,
             "time_ms": None if t is None else {"median": t.median_ms, "p10": t.p10_ms, "p90": t.p90_ms},
-            "tflops": sol.get("tflops"),
-            "gbps": sol.get("gbps"),
-            "sol_pct": sol.get("sol_pct"),
-            "compute_util_pct": sol.get("compute_util_pct"),
-            "bandwidth_util_pct": sol.get("bandwidth_util_pct"),
-            "bound": sol.get("bound"),
-            "sol_pct_measured": (self.sol_measured or {}).get("sol_pct"),
+            "tflops": None if sol is None else sol.tflops,
+            "gbps": None if sol is None else sol.gbps,
+            "sol_pct": None if sol is None else sol.sol_pct,
+            "compute_util_pct": None if sol is None else sol.compute_util_pct,
+            "bandwidth_util_pct": None if sol is None else sol.bandwidth_util_pct,
+            "bound": None if sol is None else sol.bound,
+            "sol_pct_measured": None if self.sol_measured is None else self.sol_measured.sol_pct,
             "measured_profile": self.measured_profile,
-            "flops": sol.get("flops"),
-            "bytes": sol.get("bytes"),
+            "flops": None if sol is None else sol.flops,
+            "bytes": None if sol is None else sol.bytes,
             "correct": None if self.correctness is None else self.correctness.correct,
             "max_abs_err": None if self.correctness is None else self.correctness.max_abs_err,
             "normwise_rel_err": None if self.correctness is None else self.correctness.normwise_rel_err,
@@ -217,8 +219,8 @@ class RunResult(BaseModel):
             "error": self.error,
             "error_kind": self.error_kind,
             "matched_rules": self.matched_rules,
-            "energy": self.energy,
-            "launch": self.launch,
-            "validity": self.validity,
+            "energy": None if self.energy is None else self.energy.model_dump(),
+            "launch": self.launch.model_dump(),
+            "validity": self.validity.model_dump(),
             "fingerprint": self.fingerprint.model_dump(mode="json"),
         }

@@ -8,6 +8,7 @@ from typing import Any
 
 from engine.recorded_task import RecordedTask
 from engine.result import Correctness, Fingerprint, RunResult, RunStatus
+from engine.run_records import ValidityRecord
 
 STATUS = {"hang": RunStatus.timeout, "timeout": RunStatus.timeout, "crashed": RunStatus.crashed,
           "sdc": RunStatus.incorrect, "nan": RunStatus.incorrect}
@@ -38,11 +39,11 @@ def soak_run_result(prep: Any, summary: Any, child: dict[str, Any], log: list[st
         spec, dtype = get_spec(prep.task.kernel), prep.task.dtype.value
         shape = spec.normalize_shape(prep.task.shape)
         sol = sol_figures(spec.flops(shape), spec.bytes_moved(shape, dtype), peak_flops_for(prep.profile, dtype),
-                          prep.profile.bandwidth_bytes_per_s, timing.median_ms).to_dict()
+                          prep.profile.bandwidth_bytes_per_s, timing.median_ms).record()
     return RunResult(
         status=soak_status(summary), simulated=prep.simulated, task=RecordedTask.of(prep.task),
         profile=prep.profile.name, error=summary.error, error_kind=summary.error_kind, timing=timing, sol=sol,
-        correctness=correctness, validity={"soak": summary.model_dump(mode="json")}, fingerprint=fp,
+        correctness=correctness, validity=ValidityRecord(soak=summary.model_dump(mode="json")), fingerprint=fp,
         log=list(child.get("log") or log), matched_rules=[summary.rule] if summary.rule else [],
         started_at=child.get("started_at") or now_iso(), wall_s=wall_s,
         knobs_from=prep.plan.source_label if getattr(prep, "plan", None) is not None else None)

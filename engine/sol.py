@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
 
+from engine.run_records import SolRecord
+
 LATENCY_THRESHOLD = 0.60
 
 
@@ -35,6 +37,10 @@ class SolFigures:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def record(self) -> SolRecord:
+        """The figures as a run records them (``RunResult.sol``)."""
+        return SolRecord.model_validate(asdict(self))
 
 
 def t_sol_ms(flops: float, nbytes: float, peak_flops: float, peak_bytes_per_s: float) -> float:

@@ -154,14 +154,15 @@ class ResultStore:
     def save(self, result: RunResult) -> int:
         """Store one run in one transaction; returns its id (also set on ``result.run_id``)."""
         t = result.task
-        sol = result.sol or {}
+        sol = result.sol
         row = (
             result.started_at or _now(), result.fingerprint.host or socket.gethostname(),
             t.kernel or "", result.profile, result.fingerprint.backend or t.backend or "",
             int(result.simulated), result.status.value, t.dtype, json.dumps(t.shape),
             t.block_size, t.memory_pipelining, None if t.fusion is None else int(t.fusion),
-            result.timing.median_ms if result.timing else None, sol.get("tflops"), sol.get("gbps"),
-            sol.get("sol_pct"), None if result.correctness is None else int(result.correctness.correct),
+            result.timing.median_ms if result.timing else None, None if sol is None else sol.tflops,
+            None if sol is None else sol.gbps, None if sol is None else sol.sol_pct,
+            None if result.correctness is None else int(result.correctness.correct),
             result.fingerprint.gpu_name, result.fingerprint.kernel_source_sha256,
             result.model_dump_json(),
         )

@@ -10,6 +10,7 @@ from engine import __version__
 from engine.energy import per_work
 from engine.recorded_task import RecordedTask
 from engine.result import Correctness, Fingerprint, PeerResult, RunResult, RunStatus, Timing
+from engine.run_records import EnergyRecord, LaunchRecord, ValidityRecord
 from engine.sol import sol_figures, solexec_score
 from engine.task import TaskSpec
 
@@ -83,9 +84,9 @@ def finish(
     return RunResult(
         status=status, simulated=simulated, task=RecordedTask.of(task, shape=shape),
         profile=profile.name, error=error, error_kind="incorrect" if error else None, timing=timing,
-        sol=fig.to_dict(), correctness=correctness, peers=peers, solexec_score=score,
+        sol=fig.record(), correctness=correctness, peers=peers, solexec_score=score,
         baseline_ms=baseline_ms,
-        baseline_peer=None if baseline is None else baseline.name, launch=launch,
-        validity=validity, fingerprint=fingerprint, log=log, started_at=started_at,
-        energy=None if energy is None else per_work(energy, flops, nbytes),
+        baseline_peer=None if baseline is None else baseline.name, launch=LaunchRecord.model_validate(launch),
+        validity=ValidityRecord.model_validate(validity), fingerprint=fingerprint, log=log, started_at=started_at,
+        energy=None if energy is None else EnergyRecord.model_validate(per_work(energy, flops, nbytes)),
     )

@@ -89,8 +89,8 @@ async def flow(size: tuple[int, int], iterations: int, backend: str) -> dict:
         res = app.last_result
         ok = res is not None and res.ok
         detail = "no result" if res is None else (
-            f"{res.status.value}: median {res.timing.median_ms:.4f} ms, SOL {res.sol.get('sol_pct'):.1f} %, "
-            f"{res.sol.get('tflops'):.0f} TFLOP/s, score {res.solexec_score}" if res.timing and res.sol
+            f"{res.status.value}: median {res.timing.median_ms:.4f} ms, SOL {res.sol.sol_pct:.1f} %, "
+            f"{res.sol.tflops:.0f} TFLOP/s, score {res.solexec_score}" if res.timing and res.sol
             else f"{res.status.value}: {res.error}")
         step("run on GPU", ok, detail)
         app.save_screenshot("run.svg", path=str(OUT))

@@ -8,6 +8,7 @@ from textual.widgets import DataTable, Select
 
 from tests.tui.conftest import screen_lines, wait_until
 from tests.tui.test_flows import text_of
+from tests.unit.test_run_records import sol_of
 
 
 async def test_question_mark_shows_the_keys_of_the_current_screen(make):
@@ -84,7 +85,7 @@ def stored(store, kernel: str, median_ms: float, sol_pct: float, iterations: int
     res = RunResult(status=RunStatus(status), simulated=simulated, profile="h100-sxm",
                     task={"kernel": kernel, "shape": shape, "dtype": "bf16", "iterations": iterations,
                           "block_size": "128x128", "memory_pipelining": 4, "fusion": True},
-                    timing=timing_stats([median_ms] * 3), sol={"sol_pct": sol_pct},
+                    timing=timing_stats([median_ms] * 3), sol=sol_of(sol_pct=sol_pct),
                     started_at="2025-05-14T13:02:00+00:00")
     return store.save(res)
 

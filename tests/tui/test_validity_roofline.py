@@ -8,6 +8,7 @@ import pytest
 
 from engine import RunResult, TaskSpec, sol_figures
 from engine.result import Correctness, PeerResult, Timing
+from engine.run_records import ValidityRecord
 from tests.tui.conftest import wait_for_run, wait_until
 from tests.tui.test_flows import text_of
 from tui.widgets.roofline import Roof, RooflinePlot, RoofPoint, log_ticks, roofline_data, tick_label
@@ -22,6 +23,7 @@ THROTTLED = CLEAN | {"sm_clock_mhz_min": 1290.0, "throttle_reasons_seen": ["soft
                      "harmful_throttle": True, "other_processes": [{"pid": 4242, "used_mib": 3072.0}]}
 H100_BF16, H100_BW = 989.4e12, 3.35e12
 """The h100-sxm profile's bf16 peak and bandwidth (the simulated device's default profile)."""
+V = ValidityRecord.model_validate
 
 
 def timing(ms: float) -> Timing:
@@ -53,34 +55,34 @@ def fabricated(validity: dict, correct: bool = True, measured: bool = False) -> 
 
 # --- the badge, without an app ----------------------------------------------------------------
 def test_a_clean_run_reads_valid_in_full_or_shortened():
-    assert validity_badge(CLEAN).plain == ("valid: clocks 1980 MHz steady · no throttling · no other processes"
+    assert validity_badge(V(CLEAN)).plain == ("valid: clocks 1980 MHz steady · no throttling · no other processes"
                                            " · queue held")
-    narrow = validity_badge(CLEAN, 77).plain
+    narrow = validity_badge(V(CLEAN), 77).plain
     assert narrow == "valid: 1980 MHz steady · no throttling · no other procs · queue held"
 
 
 def test_what_is_off_comes_first_in_the_warning_colour():
-    badge = validity_badge(THROTTLED)
+    badge = validity_badge(V(THROTTLED))
     assert badge.plain == ("suspect: clocks 1290-1980 MHz · throttled: sw power cap · 1 other process on the GPU"
                            " (pid 4242) · queue held")
-    assert validity_badge(THROTTLED, 77).plain.startswith("suspect: clocks 1290-1980 MHz · throttled: sw power cap")
+    assert validity_badge(V(THROTTLED), 77).plain.startswith("suspect: clocks 1290-1980 MHz · throttled: sw power cap")
     styles = {badge.plain[s.start:s.end]: str(s.style) for s in badge.spans}
     assert styles["clocks 1290-1980 MHz"] == "bold yellow" and styles["queue held"] == "green"
 
 
 def test_the_badge_reads_steady_clocks_expired_holds_and_missing_samples():
     one_step = CLEAN | {"sm_clock_mhz_min": 1965.0}  # one NVML clock step under 1980: steady
-    assert "clocks 1980 MHz steady" in validity_badge(one_step).plain
+    assert "clocks 1980 MHz steady" in validity_badge(V(one_step)).plain
     expired = CLEAN | {"queue_hold": {"held": ["ours"], "held_chunks": 4, "expired_chunks": 1, "expired": ["ours"]}}
-    assert validity_badge(expired).plain.startswith("suspect: queue hold ran out in 1 of 4 chunks (ours)")
+    assert validity_badge(V(expired)).plain.startswith("suspect: queue hold ran out in 1 of 4 chunks (ours)")
     harmless = CLEAN | {"throttle_reasons_seen": ["application clocks setting"]}
-    assert "no throttling (app clocks)" in validity_badge(harmless).plain
+    assert "no throttling (app clocks)" in validity_badge(V(harmless)).plain
     no_samples = {"queue_hold": CLEAN["queue_hold"], "rest_applied_s": 0.0}
-    assert verdict(validity_parts(no_samples)) == "unchecked"
-    assert validity_badge(no_samples).plain.startswith("unchecked: clocks not sampled")
+    assert verdict(validity_parts(V(no_samples))) == "unchecked"
+    assert validity_badge(V(no_samples)).plain.startswith("unchecked: clocks not sampled")
     sim = {"note": "SIMULATED: no clocks, throttling or other processes"}
-    assert validity_badge(sim).plain == sim["note"]
-    assert validity_badge({}).plain == "validity: not recorded for this run"
+    assert validity_badge(V(sim)).plain == sim["note"]
+    assert validity_badge(V({})).plain == "validity: not recorded for this run"
 
 
 # --- the badge on the Run screen ----------------------------------------------------------------
@@ -128,7 +130,7 @@ def test_roofline_data_of_a_run_with_peers_and_measured_ceilings():
     assert sheet.peak_flops == pytest.approx(H100_BF16) and sheet.bandwidth_bytes_per_s == pytest.approx(H100_BW)
     assert measured.measured and measured.peak_flops == pytest.approx(702e12)
     assert measured.bandwidth_bytes_per_s == pytest.approx(2.9e12)
-    flops, nbytes = result.sol["flops"], result.sol["bytes"]
+    flops, nbytes = result.sol.flops, result.sol.bytes
     assert [p.label for p in points] == ["ours", "torch_addmm", "cupy_matmul_add"]  # the failed peer has no time
     assert all(p.intensity == pytest.approx(flops / nbytes) for p in points)
     assert points[0].ours and points[0].flops_per_s == pytest.approx(flops / 0.156e-3)
@@ -178,7 +180,7 @@ async def test_the_roofline_of_a_simulated_run_with_peers(make):
         assert plot.roofs[0].peak_flops == prof.sol_peak_flops("bf16")
         assert plot.roofs[0].bandwidth_bytes_per_s == prof.bandwidth_bytes_per_s
         assert [p.label for p in plot.points] == ["ours"] + [p.name for p in res.peers]
-        assert plot.points[0].flops_per_s == pytest.approx(res.sol["flops"] / (res.timing.median_ms * 1e-3))
+        assert plot.points[0].flops_per_s == pytest.approx(res.sol.flops / (res.timing.median_ms * 1e-3))
         await pilot.pause()
         assert plot.labels and plot.labels[0].startswith(f"datasheet {prof.name}: ")
 

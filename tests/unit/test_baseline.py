@@ -195,12 +195,12 @@ def test_compare_names_gpu_and_clock_changes_and_a_failed_run_is_not_compared(ca
     b = Baselines(store).find()[0]
     res = store.get(b.run_id)
     res.fingerprint.gpu_uuid = "GPU-new"
-    res.validity["sm_clock_mhz_max"] = 1500
+    res.validity.sm_clock_mhz_max = 1500
     b.fingerprint.update(gpu_uuid="GPU-old", sm_clock_mhz_max=1980)
     v = compare(b, res, 5.0)
     assert not v.regression and {c["area"] for c in v.changes} == {"GPU", "clocks"}
     assert any("GPU UUID: GPU-old -> GPU-new" in line for line in v.lines())
-    res.validity["sm_clock_mhz_max"] = 1965  # boost wander is not a change
+    res.validity.sm_clock_mhz_max = 1965  # boost wander is not a change
     assert {c["area"] for c in compare(b, res).changes} == {"GPU"}
     res.status, res.timing = type(res.status)("timeout"), None
     v = compare(b, res)

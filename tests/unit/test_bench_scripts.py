@@ -322,17 +322,20 @@ def test_bench_rows_score_each_kernel_against_its_own_baseline():
     from types import SimpleNamespace
 
     from engine.recorded_task import RecordedTask
+    from engine.run_records import LaunchRecord, SolRecord
     from engine.sol import solexec_score
+    from tests.unit.test_run_records import sol_of
 
     bench = importlib.import_module("bench.bench")
 
     def res(kernel, peers):
         return SimpleNamespace(
             task=RecordedTask(kernel=kernel, block_size="256", memory_pipelining=3, fusion=True),
-            sol={"t_sol_ms": 0.2237, "gbps": 3851.0, "sol_pct": 80.2, "tflops": None}, status=SimpleNamespace(value="ok"),
+            sol=SolRecord.model_validate(sol_of(t_sol_ms=0.2237, gbps=3851.0, sol_pct=80.2, tflops=None)),
+            status=SimpleNamespace(value="ok"),
             peers=[SimpleNamespace(name=n, timing=SimpleNamespace(median_ms=t)) for n, t in peers.items()],
             timing=SimpleNamespace(median_ms=0.2788), correctness=SimpleNamespace(correct=True, max_rel_err=0.0),
-            launch={"info": {"path": "TMA bulk ring"}}, error=None)
+            launch=LaunchRecord(info={"path": "TMA bulk ring"}), error=None)
 
     r = bench.row("rms", res("add_rmsnorm", {"cupy_add_rmsnorm": 5.47}), {"torch_add_rms_norm": 0.3403})
     assert r["score_vs_torch"] == pytest.approx(solexec_score(0.2788, 0.3403, 0.2237)) and 0.67 < r["score_vs_torch"] < 0.69

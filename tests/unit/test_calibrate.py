@@ -32,9 +32,9 @@ def test_sol_against_measured_ceilings_beside_the_datasheet():
     assert ps.detect("NVIDIA H100 80GB HBM3").name == "h100-sxm"   # never auto-detected
     res = run_prepared(prepare(TaskSpec(backend="sim", iterations=5, warmup=1), "h100"))
     assert res.measured_profile == "h100-sxm-measured"
-    assert res.sol_measured["t_sol_ms"] == pytest.approx(2 * 8192 * 2560 * 2560 / 790e12 * 1e3)
-    assert res.sol_measured["sol_pct"] > res.sol["sol_pct"]
-    assert res.summary_json()["sol_pct_measured"] == res.sol_measured["sol_pct"]
+    assert res.sol_measured.t_sol_ms == pytest.approx(2 * 8192 * 2560 * 2560 / 790e12 * 1e3)
+    assert res.sol_measured.sol_pct > res.sol.sol_pct
+    assert res.summary_json()["sol_pct_measured"] == res.sol_measured.sol_pct
 
 
 def test_no_measured_profile_no_measured_sol():

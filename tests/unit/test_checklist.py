@@ -10,6 +10,7 @@ from engine.checklist import Checklist, step_ids
 from engine.errors import InputError
 from engine.result import Correctness, Fingerprint, RunResult, Timing
 from engine.store import ResultStore
+from tests.unit.test_run_records import sol_of
 
 
 def save_run(store: ResultStore, simulated: bool = False, block: str = "128x128x32", stages: int = 3,
@@ -21,7 +22,7 @@ def save_run(store: ResultStore, simulated: bool = False, block: str = "128x128x
         timing=Timing(median_ms=0.5, p10_ms=0.49, p90_ms=0.52, mean_ms=0.5, min_ms=0.48, samples=100),
         correctness=Correctness(correct=True, max_abs_err=0.01, max_rel_err=0.001, normwise_rel_err=0.001,
                                 rtol=0.02, checked_elements=10),
-        sol={"tflops": 640.0, "gbps": 300.0, "sol_pct": 72.0},
+        sol=sol_of(tflops=640.0, gbps=300.0, sol_pct=72.0),
         fingerprint=Fingerprint(gpu_name="NVIDIA H100 80GB HBM3", backend="sim" if simulated else "cuda"), **kw)
     return store.save(res)
 

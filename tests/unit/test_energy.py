@@ -7,6 +7,7 @@ import math
 import pytest
 
 from engine import energy
+from engine.run_records import EnergyRecord
 from engine.task import TaskSpec
 
 
@@ -104,10 +105,10 @@ def test_per_work_and_describe():
                            "throttle_reasons": ["software power cap"]}, flops=int(107.4e9), nbytes=139_000_000)
     assert fig["gflop_per_j"] == pytest.approx(107.4 / 0.105)
     assert fig["gb_per_j"] == pytest.approx(0.139 / 0.105)
-    line = energy.describe(fig)
+    line = energy.describe(EnergyRecord.model_validate(fig))
     assert line.startswith("energy: 700 W board power") and "105 mJ per launch" in line
     assert "1023 GFLOP/J" in line and "software power cap" in line and "+-10 %" in line
-    assert energy.describe({"note": "SIMULATED: none"}) == "energy: not measured: SIMULATED: none"
+    assert energy.describe(EnergyRecord(note="SIMULATED: none")) == "energy: not measured: SIMULATED: none"
     assert energy.per_work({"note": "x"}, 1, 1) == {"note": "x"}
 
 

@@ -14,6 +14,7 @@ import pytest
 import tests.gpu.test_engine_gpu as gpu_tests
 from engine.profiles import load_profiles
 from engine.result import RunStatus
+from engine.run_records import LaunchRecord
 from kernels import get_spec
 from kernels.spec import DeviceLimits, render_task, violations_of
 
@@ -32,10 +33,10 @@ def _planned_run(task):
     task = gpu_tests.with_default_knobs(task, H200)
     violations = violations_of(spec, task, H200)
     if violations:
-        return SimpleNamespace(status=RunStatus.invalid, launch=None, correctness=None,
+        return SimpleNamespace(status=RunStatus.invalid, launch=LaunchRecord(), correctness=None,
                                error="; ".join(v.message for v in violations))
     build = render_task(spec, task, H200)
-    return SimpleNamespace(status=RunStatus.ok, launch={"info": build.info},
+    return SimpleNamespace(status=RunStatus.ok, launch=LaunchRecord(info=build.info),
                            correctness=SimpleNamespace(correct=True, unwritten_count=0), error="")
 
 

@@ -11,6 +11,7 @@ from engine.result import PeerResult, RunResult, RunStatus
 from engine.store import ResultStore
 from engine.task import TaskSpec
 from engine.timing import timing_stats
+from tests.unit.test_run_records import sol_of
 
 LEGACY_TASK = ('{"kernel":"gemm_residual","shape":{"m":8192,"n":2560,"k":2560},"dtype":"bf16","block_size":"128x128",'
                '"memory_pipelining":4,"fusion":true,"warmup":10,"iterations":100,"device":0,"backend":"cuda",'
@@ -28,7 +29,7 @@ def stored_with_task(store: ResultStore, task_json: str) -> tuple[int, str]:
     """A real run's result stored with ``task_json`` as its task, as an older version wrote it."""
     peer = PeerResult(name="cublas_gemm", label="cuBLAS GEMM", timing=timing_stats([0.17, 0.18]))
     res = RunResult(status=RunStatus.ok, simulated=False, task=RecordedTask.of(TaskSpec(backend="cuda")),
-                    profile="h200", timing=timing_stats([0.15, 0.16]), peers=[peer], sol={"sol_pct": 50.0},
+                    profile="h200", timing=timing_stats([0.15, 0.16]), peers=[peer], sol=sol_of(sol_pct=50.0),
                     started_at="2025-05-14T13:02:00+00:00")
     run_id = store.save(res)
     text = res.model_dump_json()

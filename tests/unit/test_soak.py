@@ -112,7 +112,7 @@ def test_soak_ok_stores_its_series(capsys: pytest.CaptureFixture) -> None:
     assert len(rows) == 120 and rows[0]["t_s"] == pytest.approx(0.25) and rows[-1]["t_s"] == pytest.approx(30.0)
     assert all(r["ms"] > 0 and r["sm_clock_mhz"] == 1980 for r in rows)
     run = store.get(out["run_id"])
-    assert run.status.value == "ok" and run.validity["soak"]["windows"] == 120 and run.simulated
+    assert run.status.value == "ok" and run.validity.soak["windows"] == 120 and run.simulated
     assert child_pids() == []
 
 

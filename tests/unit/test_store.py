@@ -7,6 +7,7 @@ import time
 
 from engine.result import RunResult, RunStatus, Timing
 from engine.store import ResultStore
+from tests.unit.test_run_records import sol_of
 
 
 def _result(kernel="gemm_residual", median=0.2, status=RunStatus.ok):
@@ -14,7 +15,7 @@ def _result(kernel="gemm_residual", median=0.2, status=RunStatus.ok):
                                                          "block_size": "128x128", "memory_pipelining": 3, "fusion": True},
                      profile="h100-sxm", timing=Timing(median_ms=median, p10_ms=median, p90_ms=median, mean_ms=median,
                                                        min_ms=median, samples=1),
-                     sol={"tflops": 1.0, "sol_pct": 50.0})
+                     sol=sol_of(tflops=1.0, sol_pct=50.0))
 
 
 def test_roundtrip_and_filters(tmp_path):

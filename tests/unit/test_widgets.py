@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+from engine.run_records import SolRecord
 from tui.widgets.format import fmt, fmt_delta_pct, fmt_kbps, fmt_mib, fmt_ms
 from tui.widgets.gauge import bar_cells, level_style, render_gauge
 from tui.widgets.solbar import render_sol_bar, render_sol_bars, sol_rows
@@ -50,7 +51,8 @@ def test_spark_text_scales_pads_and_blanks_missing():
 
 
 def test_sol_rows_and_bars():
-    sol = {"compute_util_pct": 60.2, "bandwidth_util_pct": 23.0, "sol_pct": 60.2}
+    sol = SolRecord(flops=1, bytes=1, t_sol_ms=1.0, t_compute_ms=1.0, t_memory_ms=0.4, sol_bound="compute",
+                    compute_util_pct=60.2, bandwidth_util_pct=23.0, sol_pct=60.2)
     rows = sol_rows(sol, 0.622)
     assert [r[0] for r in rows] == ["Compute", "Bandwidth", "SOL", "Score"]
     assert rows[3][1] == 62.2

@@ -96,19 +96,19 @@ def print_result(res: RunResult, notices: list[str], knobs_from: str = "default"
         for r in res.matched_rules:
             con.print(f"  [yellow]rule {r.get('id')}[/]: {r.get('title')} -- fix: {r.get('fix')}")
         return
-    sol = res.sol or {}
+    sol = res.sol
     tab = Table(title=f"status: {res.status.value}" + ("  [SIMULATED]" if res.simulated else ""))
     for col in ("implementation", "median ms", "p10", "p90", "TFLOP/s", "GB/s", "SOL %", "correct"):
         tab.add_column(col, justify="right" if col != "implementation" else "left")
     c = res.correctness
     tm = res.timing
-    info = res.launch.get("info", {})
+    info = res.launch.info or {}
     if info.get("path"):  # the whole line: a table column would cut it at 80 columns
         con.print(f"ours: {info['path']}" + (f"; {info['math']}" if info.get("math") else ""))
     tab.add_row("ours",
                 fmt(tm.median_ms if tm else None, ".4f"), fmt(tm.p10_ms if tm else None, ".4f"),
-                fmt(tm.p90_ms if tm else None, ".4f"), fmt(sol.get("tflops"), ".1f"),
-                fmt(sol.get("gbps"), ".0f"), fmt(sol.get("sol_pct"), ".1f"),
+                fmt(tm.p90_ms if tm else None, ".4f"), fmt(sol and sol.tflops, ".1f"),
+                fmt(sol and sol.gbps, ".0f"), fmt(sol and sol.sol_pct, ".1f"),
                 "-" if c is None else ("yes" if c.correct else "[red]NO[/]"))
     for p in res.peers:
         if p.timing is None:
@@ -123,15 +123,15 @@ def print_result(res: RunResult, notices: list[str], knobs_from: str = "default"
         con.print(f"[yellow]note:[/] {res.peers_caveat}")
     if res.timing_note:
         con.print(f"timing: {res.timing_note}", markup=False)
-    con.print(f"T_SOL {sol.get('t_sol_ms', 0):.4f} ms ({sol.get('sol_bound')}-bound by the roofline); measured bound: "
-              f"{sol.get('bound')}; compute {fmt(sol.get('compute_util_pct'), '.1f')} % / bandwidth "
-              f"{fmt(sol.get('bandwidth_util_pct'), '.1f')} % of {res.profile} peaks; SOL-ExecBench score "
-              f"{fmt(res.solexec_score, '.3f')}")
+    con.print(f"T_SOL {sol.t_sol_ms if sol else 0:.4f} ms ({sol and sol.sol_bound}-bound by the roofline); "
+              f"measured bound: {sol and sol.bound}; compute {fmt(sol and sol.compute_util_pct, '.1f')} % / "
+              f"bandwidth {fmt(sol and sol.bandwidth_util_pct, '.1f')} % of {res.profile} peaks; SOL-ExecBench "
+              f"score {fmt(res.solexec_score, '.3f')}")
     if res.sol_measured:
         sm = res.sol_measured
-        con.print(f"against measured ceilings ({res.measured_profile}): T_SOL {sm['t_sol_ms']:.4f} ms, SOL "
-                  f"{fmt(sm.get('sol_pct'), '.1f')} %, compute {fmt(sm.get('compute_util_pct'), '.1f')} % / bandwidth "
-                  f"{fmt(sm.get('bandwidth_util_pct'), '.1f')} %")
+        con.print(f"against measured ceilings ({res.measured_profile}): T_SOL {sm.t_sol_ms:.4f} ms, SOL "
+                  f"{fmt(sm.sol_pct, '.1f')} %, compute {fmt(sm.compute_util_pct, '.1f')} % / bandwidth "
+                  f"{fmt(sm.bandwidth_util_pct, '.1f')} %")
     if c is not None:
         con.print(f"verification: max abs err {c.max_abs_err:.3g}, max rel err {c.max_rel_err:.3g} (rtol {c.rtol:g}), "
                   f"normwise {c.normwise_rel_err:.3g}, NaN {c.nan_count}, Inf {c.inf_count}, unwritten {c.unwritten_count}"
@@ -139,11 +139,10 @@ def print_result(res: RunResult, notices: list[str], knobs_from: str = "default"
     if res.energy is not None:
         con.print(describe_energy(res.energy))
     v = res.validity
-    if v.get("throttle_reasons_seen"):
-        con.print(f"[yellow]clocks throttled during the run:[/] {', '.join(v['throttle_reasons_seen'])}")
-    if v.get("other_processes"):
-        procs = "; ".join(human(p) for p in v["other_processes"]) if isinstance(v["other_processes"], list) \
-            else human(v["other_processes"])
+    if v.throttle_reasons_seen:
+        con.print(f"[yellow]clocks throttled during the run:[/] {', '.join(v.throttle_reasons_seen)}")
+    if v.other_processes:
+        procs = "; ".join(human(p.model_dump()) for p in v.other_processes)
         con.print(f"[yellow]other processes on the GPU:[/] {procs}", highlight=False)
     if res.error:
         con.print(f"[red]{res.error}[/]")

@@ -121,10 +121,10 @@ def run_bench_all(args: argparse.Namespace) -> int:
         if verdict is not None:
             row["against_baseline"] = verdict.to_json()
         out.append(row)
-        tm, sol = res.timing, res.sol or {}
+        tm, sol = res.timing, res.sol
         rows.append([str(i), res.fingerprint.gpu_name or "-", res.status.value if res.ok else f"[red]{res.status.value}[/]",
                      fmt(tm.median_ms if tm else None, ".4f"), fmt(tm.p90_ms if tm else None, ".4f"),
-                     fmt(sol.get("sol_pct"), ".1f"), "-" if res.correctness is None else
+                     fmt(sol and sol.sol_pct, ".1f"), "-" if res.correctness is None else
                      ("yes" if res.correctness.correct else "[red]NO[/]"), res.error or ""])
     sp = spread(medians, threshold_pct=args.outlier_pct, metric="median_ms")
     return _finish(args, "bench", out, sp, failed, preps, ["GPU", "name", "status", "median ms", "p90", "SOL %",

@@ -11,7 +11,7 @@ from typing import Any
 
 from textual_plotext import PlotextPlot
 
-from engine import RunResult
+from engine import RunResult, SolRecord
 
 
 @dataclass(frozen=True)
@@ -46,23 +46,21 @@ class RoofPoint:
     ours: bool = False
 
 
-def _ceilings(sol: dict[str, Any] | None) -> tuple[float, float] | None:
-    """(FLOP/s, bytes/s) a SOL figures dict was computed against, from its FLOPs, bytes and terms."""
-    sol = sol or {}
-    try:
-        return (sol["flops"] / (sol["t_compute_ms"] * 1e-3), sol["bytes"] / (sol["t_memory_ms"] * 1e-3))
-    except (KeyError, TypeError, ZeroDivisionError):
+def _ceilings(sol: SolRecord | None) -> tuple[float, float] | None:
+    """(FLOP/s, bytes/s) a run's SOL figures were computed against, from its FLOPs, bytes and terms."""
+    if sol is None or not sol.t_compute_ms or not sol.t_memory_ms:
         return None
+    return sol.flops / (sol.t_compute_ms * 1e-3), sol.bytes / (sol.t_memory_ms * 1e-3)
 
 
 def roofline_data(result: RunResult, profile: Any = None) -> tuple[list[Roof], list[RoofPoint]]:
     """The roofs and points of ``result``; ([], []) when it has no FLOPs, bytes or time. The
     datasheet roofs come from ``profile`` when it is the one the run used (else from the ceilings
     the run's SOL figures were computed against); the measured ones from ``result.sol_measured``."""
-    sol = result.sol or {}
-    flops, nbytes = sol.get("flops"), sol.get("bytes")
-    if not flops or not nbytes or result.timing is None:
+    sol = result.sol
+    if sol is None or not sol.flops or not sol.bytes or result.timing is None:
         return [], []
+    flops, nbytes = sol.flops, sol.bytes
     dtype = result.task.dtype or "bf16"
     roofs: list[Roof] = []
     sheet = None

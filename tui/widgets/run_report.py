@@ -30,10 +30,10 @@ def result_table(result: RunResult, wide: bool = False, width: int = 0) -> Table
             times += [fmt_ms(tm.p10_ms if tm else None), fmt_ms(tm.p90_ms if tm else None)]
         t.add_row(label, *times, fmt(tflops, digits=1), fmt(gbps), fmt(sol_pct, digits=1), ok, style=style)
 
-    sol = result.sol or {}
+    sol = result.sol
     ok = NA if result.correctness is None else ("yes" if result.correctness.correct else "NO")
-    row("this kernel" + (" [SIM]" if result.simulated else ""), result.timing, sol.get("tflops"),
-        sol.get("gbps"), sol.get("sol_pct"), ok, style="bold")
+    row("this kernel" + (" [SIM]" if result.simulated else ""), result.timing, sol and sol.tflops,
+        sol and sol.gbps, sol and sol.sol_pct, ok, style="bold")
     for p in result.peers:
         label = p.label.replace(" [SIMULATED]", "")
         if p.baseline:  # the baseline's mark survives a cut name
@@ -45,7 +45,7 @@ def result_table(result: RunResult, wide: bool = False, width: int = 0) -> Table
 
 def summary_text(result: RunResult) -> Text:
     """Status, T_SOL and bound, score, correctness: the few lines an operator reads first."""
-    sol = result.sol or {}
+    sol = result.sol
     out = Text()
     style = "bold green" if result.ok else "bold red"
     out.append(f"{result.status.value.upper()}", style=style)
@@ -56,9 +56,9 @@ def summary_text(result: RunResult) -> Text:
     if result.timing is not None:
         tm = result.timing
         out.append(f"\nmedian {fmt_ms(tm.median_ms)}  p10 {fmt_ms(tm.p10_ms)}  p90 {fmt_ms(tm.p90_ms)}"
-                   f"  {fmt(sol.get('tflops'), 'TFLOP/s', 1)}  {fmt(sol.get('gbps'), 'GB/s')}")
-    out.append(f"\nT_SOL {fmt_ms(sol.get('t_sol_ms'))} ({sol.get('sol_bound', NA)}-bound)  "
-               f"measured bound: {sol.get('bound') or NA}  "
+                   f"  {fmt(sol and sol.tflops, 'TFLOP/s', 1)}  {fmt(sol and sol.gbps, 'GB/s')}")
+    out.append(f"\nT_SOL {fmt_ms(sol and sol.t_sol_ms)} ({sol.sol_bound if sol else NA}-bound)  "
+               f"measured bound: {(sol and sol.bound) or NA}  "
                f"score {fmt(result.solexec_score, digits=3)}")
     if result.peers_caveat:
         out.append(f"\nnote: {result.peers_caveat}", style="dim")
@@ -66,17 +66,17 @@ def summary_text(result: RunResult) -> Text:
         out.append(f"\ntiming: {result.timing_note}", style="dim")
     if result.sol_measured:
         sm = result.sol_measured
-        out.append(f"\nvs measured ceilings ({result.measured_profile}): T_SOL {fmt_ms(sm.get('t_sol_ms'))}  "
-                   f"SOL {fmt(sm.get('sol_pct'), '%', 1)}")
+        out.append(f"\nvs measured ceilings ({result.measured_profile}): T_SOL {fmt_ms(sm.t_sol_ms)}  "
+                   f"SOL {fmt(sm.sol_pct, '%', 1)}")
     c = result.correctness
     if c is not None:
         out.append(f"\nmax abs err {c.max_abs_err:.3g}  rel {c.normwise_rel_err:.3g}  "
                    f"NaN {c.nan_count}  Inf {c.inf_count}")
     e = result.energy
-    if e:
-        out.append("\n" + (f"energy not measured: {e['note']}" if "note" in e else
-                           f"board {e['watts']:.0f} W  {e['mj_per_launch']:.3g} mJ/launch  "
-                           f"{fmt(e.get('gflop_per_j'), 'GFLOP/J')}"))
+    if e is not None:
+        out.append("\n" + (f"energy not measured: {e.note}" if e.note is not None or e.watts is None else
+                           f"board {e.watts:.0f} W  {e.mj_per_launch or 0:.3g} mJ/launch  "
+                           f"{fmt(e.gflop_per_j, 'GFLOP/J')}"))
     return out
 
 
@@ -140,11 +140,11 @@ def comparison_table(new: RunResult, old: RunResult | None) -> Table | Text:
         t.add_row(label, sa, sb, "changed" if a != b else "", style="yellow" if a != b else "")
     om, nm = (old.timing.median_ms if old.timing else None), (new.timing.median_ms if new.timing else None)
     t.add_row("median", fmt_ms(om), fmt_ms(nm), fmt_delta_pct(nm, om))
-    osol, nsol = (old.sol or {}).get("sol_pct"), (new.sol or {}).get("sol_pct")
+    osol, nsol = old.sol and old.sol.sol_pct, new.sol and new.sol.sol_pct
     t.add_row("SOL %", fmt(osol, digits=1), fmt(nsol, digits=1), fmt_delta_pct(nsol, osol, lower_is_better=False))
     t.add_row("score", fmt(old.solexec_score, digits=3), fmt(new.solexec_score, digits=3),
               fmt_delta_pct(new.solexec_score, old.solexec_score, lower_is_better=False))
-    oe, ne = (old.energy or {}).get("mj_per_launch"), (new.energy or {}).get("mj_per_launch")
+    oe, ne = old.energy and old.energy.mj_per_launch, new.energy and new.energy.mj_per_launch
     if oe is not None or ne is not None:  # at a power cap the joules per launch set the pace
         t.add_row("mJ/launch", fmt(oe, digits=1), fmt(ne, digits=1), fmt_delta_pct(ne, oe))
     return t

@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.text import Text
 
+from engine import SolRecord
 from tui.widgets.format import NA
 from tui.widgets.gauge import EMPTY, FULL
 
 
-def sol_rows(sol: dict[str, Any] | None, score: float | None) -> list[tuple[str, float | None, str]]:
+def sol_rows(sol: SolRecord | None, score: float | None) -> list[tuple[str, float | None, str]]:
     """(label, percent 0..100 or None, note) for the four SOL bars of a result."""
-    sol = sol or {}
     score_pct = None if score is None else 100.0 * score
     return [
-        ("Compute", sol.get("compute_util_pct"), "of peak FLOP/s"),
-        ("Bandwidth", sol.get("bandwidth_util_pct"), "of peak DRAM B/W"),
-        ("SOL", sol.get("sol_pct"), "T_SOL / T_measured"),
+        ("Compute", sol and sol.compute_util_pct, "of peak FLOP/s"),
+        ("Bandwidth", sol and sol.bandwidth_util_pct, "of peak DRAM B/W"),
+        ("SOL", sol and sol.sol_pct, "T_SOL / T_measured"),
         ("Score", score_pct, "SOL-ExecBench (50 = baseline)"),
     ]
 
@@ -52,7 +50,7 @@ def render_sol_bar(label: str, pct: float | None, note: str, width: int, label_w
     return out
 
 
-def render_sol_bars(sol: dict[str, Any] | None, score: float | None, width: int, valid: bool = True) -> Text:
+def render_sol_bars(sol: SolRecord | None, score: float | None, width: int, valid: bool = True) -> Text:
     """The four bars; ``valid=False`` (a run whose output failed verification) draws them dim and
     says that its speed is not a result: a wrong kernel's time measures nothing."""
     lines = [render_sol_bar(label, pct, note, width) for label, pct, note in sol_rows(sol, score)]

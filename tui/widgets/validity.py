@@ -5,9 +5,10 @@ read from ``RunResult.validity``. Pure: tested without an app."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from rich.text import Text
+
+from engine import ValidityRecord
 
 CLOCK_STEADY_FRACTION = 0.01
 """SM clocks whose lowest sample is within this share of the highest count as steady: NVML reports
@@ -37,8 +38,8 @@ class Part:
     """'ok', 'warn' (the times may not be trusted) or 'unknown' (not recorded)."""
 
 
-def _clocks(v: dict[str, Any]) -> Part:
-    lo, hi = v.get("sm_clock_mhz_min"), v.get("sm_clock_mhz_max")
+def _clocks(v: ValidityRecord) -> Part:
+    lo, hi = v.sm_clock_mhz_min, v.sm_clock_mhz_max
     if lo is None or hi is None:
         return Part("clocks not sampled", "clocks ?", "unknown")
     if hi - lo <= CLOCK_STEADY_FRACTION * hi:
@@ -46,11 +47,11 @@ def _clocks(v: dict[str, Any]) -> Part:
     return Part(f"clocks {lo:.0f}-{hi:.0f} MHz", f"clocks {lo:.0f}-{hi:.0f} MHz", "warn")
 
 
-def _throttle(v: dict[str, Any]) -> Part:
-    if "throttle_reasons_seen" not in v and "harmful_throttle" not in v:
+def _throttle(v: ValidityRecord) -> Part:
+    if v.throttle_reasons_seen is None and v.harmful_throttle is None:
         return Part("throttling not sampled", "throttle ?", "unknown")
-    reasons = [SHORT_REASONS.get(r, r) for r in v.get("throttle_reasons_seen") or []]
-    if v.get("harmful_throttle"):
+    reasons = [SHORT_REASONS.get(r, r) for r in v.throttle_reasons_seen or []]
+    if v.harmful_throttle:
         words = ", ".join(reasons) or "yes"
         return Part(f"throttled: {words}", f"throttled: {words}", "warn")
     if reasons:  # clock events that do not slow a running kernel (app clocks, sync boost)
@@ -58,37 +59,37 @@ def _throttle(v: dict[str, Any]) -> Part:
     return Part("no throttling", "no throttling", "ok")
 
 
-def _processes(v: dict[str, Any]) -> Part:
-    if "other_processes" not in v:
+def _processes(v: ValidityRecord) -> Part:
+    others = v.other_processes
+    if others is None:
         return Part("other processes not checked", "procs ?", "unknown")
-    others = v.get("other_processes") or []
     if not others:
         return Part("no other processes", "no other procs", "ok")
     n = len(others)
     noun = "process" if n == 1 else "processes"
-    pids = ", ".join(str(p.get("pid", "?")) for p in others[:2]) + (", ..." if n > 2 else "")
+    pids = ", ".join(str(p.pid) for p in others[:2]) + (", ..." if n > 2 else "")
     return Part(f"{n} other {noun} on the GPU (pid {pids})", f"{n} other {noun} (pid {pids})", "warn")
 
 
-def _queue(v: dict[str, Any]) -> Part | None:
-    hold = v.get("queue_hold")
-    if not isinstance(hold, dict):
+def _queue(v: ValidityRecord) -> Part | None:
+    hold = v.queue_hold
+    if hold is None:
         return None
-    expired = hold.get("expired_chunks") or 0
+    expired = hold.expired_chunks or 0
     if expired:
-        who = f" ({', '.join(hold['expired'])})" if hold.get("expired") else ""
-        return Part(f"queue hold ran out in {expired} of {hold.get('held_chunks', '?')} chunks{who}",
-                    f"hold ran out {expired}x", "warn")
-    if hold.get("held"):
+        who = f" ({', '.join(hold.expired)})" if hold.expired else ""
+        chunks = "?" if hold.held_chunks is None else hold.held_chunks
+        return Part(f"queue hold ran out in {expired} of {chunks} chunks{who}", f"hold ran out {expired}x", "warn")
+    if hold.held:
         return Part("queue held", "queue held", "ok")
     return Part("no queue hold needed", "queue ok", "ok")
 
 
-def validity_parts(validity: dict[str, Any] | None) -> list[Part]:
+def validity_parts(validity: ValidityRecord | None) -> list[Part]:
     """The badge's conditions in reading order: clocks, throttling, other processes, queue hold.
     Empty for a simulated run (its ``note`` says why) or a result that recorded none."""
-    v = validity or {}
-    if not v or set(v) <= {"note"}:
+    v = validity or ValidityRecord()
+    if set(v.model_dump()) <= {"note"}:
         return []
     parts = [_clocks(v), _throttle(v), _processes(v)]
     queue = _queue(v)
@@ -105,16 +106,15 @@ def verdict(parts: list[Part]) -> str:
     return "unchecked" if "unknown" in states or not parts else "valid"
 
 
-def validity_badge(validity: dict[str, Any] | None, width: int = 200) -> Text:
+def validity_badge(validity: ValidityRecord | None, width: int = 200) -> Text:
     """``valid: clocks 1980 MHz steady · no throttling · no other processes · queue held`` in at
     most ``width`` cells: the long wording when it fits, else the short one for the conditions
     that are fine, else the short one for all, else cut. A condition that is off comes first, in
     the warning colour, and the verdict says 'suspect'. The simulated device's validity note is
     shown as it is."""
-    v = validity or {}
-    parts = validity_parts(v)
+    parts = validity_parts(validity)
     if not parts:
-        note = v.get("note")
+        note = validity.note if validity is not None else None
         if note:
             return Text(str(note), style="bold magenta", no_wrap=True, overflow="ellipsis")
         return Text("validity: not recorded for this run", style=UNKNOWN_STYLE, no_wrap=True, overflow="ellipsis")
