@@ -205,14 +205,14 @@ class EntryChecker:
             raise Refused("block_size", "a cache entry sets both knobs")
         spec, shape = self._spec_shape(task)
         task = task.model_copy(update={"shape": shape})
-        key = (profile.name, task.kernel, task.dtype.value, tuple(sorted(shape.items())), task.block_size,
+        key = (profile.name, task.kernel, task.dtype.value, tuple(sorted(shape.items())), str(task.block_size),
                task.memory_pipelining, tuple(sorted((k, str(v)) for k, v in task.schedule.items())))
         if key not in self._plans:
             self._plans[key] = self._plan_problem(spec, task, profile)
         problem = self._plans[key]
         if problem is not None:
             raise Refused(problem[0], f"does not plan on {profile.name}: {problem[1]}")
-        return {"shape": shape_key(shape), "dtype": task.dtype.value, "block_size": task.block_size,
+        return {"shape": shape_key(shape), "dtype": task.dtype.value, "block_size": str(task.block_size),
                 "memory_pipelining": task.memory_pipelining, "schedule": dict(task.schedule)}
 
     def _spec_shape(self, task: Any) -> tuple[Any, dict[str, int]]:

@@ -28,7 +28,7 @@ def good_entry() -> dict:
     p = plan(TaskSpec(kernel="gemm_residual", shape=SHAPE), load_profiles().get("h200"))
     return {"gpu": "SIMULATED h200", "sm_count": 132, "kernel": "gemm_residual",
             "source_hash": get_spec("gemm_residual").source_hash(), "dtype": "bf16", "shape": "k=4096,m=8,n=4096",
-            "fusion": True, "regime": "burst", "block_size": p.task.block_size,
+            "fusion": True, "regime": "burst", "block_size": str(p.task.block_size),
             "memory_pipelining": p.task.memory_pipelining, "schedule": dict(p.schedule), "median_ms": 0.1,
             "candidates": 10, "simulated": True, "tuned_at": "2026-01-01T00:00:00+00:00", "host": "node-1"}
 
