@@ -191,11 +191,23 @@ def _scan_fatbins(data: Buffer, ranges: list[tuple[int, int]]) -> FatbinScan | N
     return found if found.containers or found.damaged else None
 
 
+STATIC_SCAN_BYTES = 256 * 2**20
+"""Bytes searched for a static CUDA runtime's marks when the file has no .rodata (they sit in its
+read-only data, which comes early)."""
+
+
 def _static_cudart(h: ElfHeaders, data: mmap.mmap, needed: list[str], ranges: list[tuple[int, int]]) -> bool:
     if any(n.startswith("libcudart.so") for n in needed):
         return False
     rodata = h.section(".rodata")
-    where = [(rodata.offset, rodata.offset + rodata.size)] if rodata is not None and rodata.has_bytes else ranges
+    if rodata is not None and rodata.has_bytes:
+        where = [(rodata.offset, rodata.offset + rodata.size)]
+    else:
+        where, left = [], STATIC_SCAN_BYTES
+        for a, b in ranges:
+            if left > 0:
+                where.append((a, min(b, a + left)))
+                left -= b - a
     return any(data.find(mark, a, b) >= 0 for a, b in where for mark in STATIC_CUDART_MARKS)
 
 

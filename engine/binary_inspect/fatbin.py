@@ -130,6 +130,9 @@ def _entries(data: Buffer, start: int, end: int, container: int, budget: _Budget
 
 
 _MAGIC_BYTES = tuple(struct.pack("<I", m) for m in MAGICS)
+_MAGIC_RES = {m: re.compile(re.escape(m)) for m in _MAGIC_BYTES}
+"""Each magic as a literal pattern: the regex engine's literal search reads a long stretch without
+a hit about twice as fast as ``bytes.find`` does for a 4-byte needle."""
 
 
 def _next_magic(data: Buffer, pos: int, n: int, ahead: dict[bytes, int]) -> int:
@@ -139,7 +142,8 @@ def _next_magic(data: Buffer, pos: int, n: int, ahead: dict[bytes, int]) -> int:
     for magic in _MAGIC_BYTES:
         hit = ahead.get(magic)
         if hit is None or 0 <= hit < pos:
-            hit = ahead[magic] = data.find(magic, pos, n)
+            m = _MAGIC_RES[magic].search(data, pos, n)
+            hit = ahead[magic] = m.start() if m else -1
         if hit >= 0 and (best < 0 or hit < best):
             best = hit
     return best
@@ -153,6 +157,7 @@ def scan(data: Buffer, start: int = 0, end: int | None = None, first_container: 
     candidates are bounded (``STEP_BUDGET_PER_BYTE``); what the budget cuts counts as damaged."""
     images: list[CodeImage] = []
     containers = damaged = 0
+    toolkit: tuple[int, int] | None = None
     n = len(data) if end is None else min(end, len(data))
     budget = _Budget(STEP_BUDGET_MIN + int(max(0, n - start) * STEP_BUDGET_PER_BYTE))
     ahead: dict[bytes, int] = {}
@@ -169,10 +174,9 @@ def scan(data: Buffer, start: int = 0, end: int | None = None, first_container: 
             continue
         images.extend(found)
         containers += 1
+        if toolkit is None and (m := TOOLKIT_RE.search(data, pos, stop)):  # in a cubin: inside a container
+            toolkit = int(m.group(1)), int(m.group(2))
         pos = _next_magic(data, max(stop, pos + 1), n, ahead)
-    toolkit = None
-    if m := TOOLKIT_RE.search(data, start, n):
-        toolkit = int(m.group(1)), int(m.group(2))
     return FatbinScan(images=images, containers=containers, toolkit=toolkit, damaged=damaged)
 
 

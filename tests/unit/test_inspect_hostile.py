@@ -196,3 +196,20 @@ def test_names_from_the_binary_ldd_and_the_file_system_never_reach_stdout_raw(tm
             assert "\\x1b" in doc["path"] and "\\x1b" in doc["runtime"]["soname"]
             assert [lib["found"] for lib in doc["libraries"]] == [False, True]
             assert any("\\x1b" in f["title"] for f in doc["findings"])
+
+
+@pytest.mark.slow
+def test_a_data_section_claiming_2_gb_is_searched_to_the_limit_and_said(tmp_path):
+    """A sparse 2 GB file whose data section claims all of it: 1 GiB is searched, linearly (1.4 s
+    once the file's pages are cached, a few seconds before), and the report says it stopped there."""
+    data = bytearray(elf([b"libcudart.so.12"]))
+    table_at = struct.unpack_from("<Q", data, 40)[0]
+    struct.pack_into("<I", data, table_at + 64 + 4, 1)  # .dynstr as PROGBITS data
+    struct.pack_into("<Q", data, table_at + 64 + 32, 2 * 2**30 - 64)
+    path = tmp_path / "claims.so"
+    with open(path, "wb") as f:
+        f.write(data)
+        f.truncate(2 * 2**30)
+    code, out, err, took = _inspect(path, "--json")
+    assert code in (0, 1) and took < 10.0, (err, took)
+    assert any(f["id"] == "arch.scan-limit" for f in json.loads(out)["findings"])
