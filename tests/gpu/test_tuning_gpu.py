@@ -19,7 +19,7 @@ def _run(**kw):
     from engine.backends.cuda import CudaBackend
 
     task = TaskSpec(backend="cuda", warmup=1, iterations=3, peers=False, **kw)
-    prep = prepare(task, "h200")
+    prep = prepare(task, None)  # the profile detected from the GPU (h200, h100-sxm, ...)
     ctx = RunContext(task=prep.task, profile=prep.profile, spec=get_spec(prep.task.kernel),
                      emit=Emitter(send=lambda e: None))
     res = CudaBackend().run(ctx)
@@ -121,10 +121,10 @@ def test_a_real_tune_finds_a_correct_best_and_caches_it(tmp_path):
 
     store = ResultStore(tmp_path / "s.db")
     task = TaskSpec(backend="cuda", shape={"m": 8, "n": 4096, "k": 4096})
-    res = tune(task, "h200", budget_s=15, store=store)
+    res = tune(task, None, budget_s=15, store=store)
     assert res.best is not None and res.best.correct and not res.simulated, res.notes
     assert res.saved and store.list_tuned()[0]["gpu"].startswith("NVIDIA")
     assert res.peer_ms("cublas_gemm_beta1")
     assert not [t for t in res.trials if t.status in ("incorrect", "crashed", "timeout")]
-    prep = prepare(TaskSpec(backend="cuda", shape={"m": 8, "n": 4096, "k": 4096}), "h200", store=store)
+    prep = prepare(TaskSpec(backend="cuda", shape={"m": 8, "n": 4096, "k": 4096}), None, store=store)
     assert prep.plan.source_label.startswith("tuned on this GPU")
