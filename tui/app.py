@@ -32,8 +32,10 @@ from engine import (
     simulated_sampler,
     start_engine_server,
 )
-from tui.cli_options import NAV, SCREENS, THEMES, combine, parse_args
+from tui.cli_options import THEMES, combine, parse_args
 from tui.preferences import Preferences, PreferencesFile
+from tui.screen_list import MODES as SCREEN_MODES
+from tui.screen_list import SCREENS
 from tui.screens.checklist import ChecklistScreen
 from tui.screens.fleet import FleetScreen
 from tui.screens.history import HistoryScreen
@@ -55,25 +57,25 @@ TEXTUAL_THEMES = {"dark": "textual-dark", "light": "textual-light"}
 WORK_NAMES = {"run": "a run", "tune": "a tune", "soak": "a soak"}
 PALETTE_SKIP = {"Quit", "Theme", "Keys"}
 """Textual's own palette commands that a cockpit key already offers (q, ctrl+t, ?)."""
+SCREEN_CLASSES: dict[str, type[Screen]] = {cls.MODE: cls for cls in (
+    ChecklistScreen, ProfileScreen, TuneScreen, RunScreen, LiveScreen, TroubleshootScreen, HistoryScreen,
+    FleetScreen, SoakScreen)}
+"""Each screen's class by its ``MODE``; which screens the cockpit has, their keys and order are the
+list's (``tui.screen_list.SCREENS``)."""
+PREFERENCE_CHOICES = {"theme": THEMES, "screen": SCREEN_MODES}
+"""The values the preferences file may hold for a key; another is reported and the file left alone."""
 
 
 class CockpitApp(App):
-    """SOL Cockpit. Holds the shared state; each screen is a mode reached by keys 1-7."""
+    """SOL Cockpit. Holds the shared state; each screen is a mode reached by its number key
+    (``tui.screen_list``)."""
 
     CSS_PATH = "cockpit.tcss"
     TITLE = "SOL Cockpit"
-    MODES = {
-        "checklist": ChecklistScreen, "profile": ProfileScreen, "tune": TuneScreen, "run": RunScreen,
-        "live": LiveScreen, "troubleshoot": TroubleshootScreen, "history": HistoryScreen,
-        "fleet": FleetScreen, "soak": SoakScreen,
-    }
+    MODES = {s.mode: SCREEN_CLASSES[s.mode] for s in SCREENS}
     BINDINGS = [
-        *[Binding(key, f"switch_mode('{mode}')", f"Go to {label}", show=False, tooltip=f"Show the {label} screen")
-          for key, mode, label in NAV],
-        Binding("8", "switch_mode('fleet')", "Go to Fleet", show=False,
-                tooltip="Show the Fleet screen (the fleet jobs' reports)"),
-        Binding("9", "switch_mode('soak')", "Go to Soak", show=False,
-                tooltip="Show the Soak screen: the task back to back for a duration, watched"),
+        *[Binding(s.key, f"switch_mode('{s.mode}')", f"Go to {s.label}", show=False, tooltip=s.tooltip)
+          for s in SCREENS],
         Binding("S", "use_simulated", "Use sim", tooltip="Switch to the SIMULATED device (no GPU needed)"),
         Binding("ctrl+t", "toggle_theme", "Theme", tooltip="Switch between the light and dark theme"),
         Binding("ctrl+p", "command_palette", "Palette", priority=True,
@@ -287,7 +289,7 @@ class CockpitApp(App):
         for key in ("backend", "fault"):  # the backend comes from --backend; a fault is a one-off
             task.pop(key, None)
         base = self.preferences.prefs if self.preferences is not None else Preferences()
-        mode = self.current_mode if self.current_mode in SCREENS else self.start_mode
+        mode = self.current_mode if self.current_mode in SCREEN_MODES else self.start_mode
         return Preferences(theme=theme, profile=self.profile_name, screen=mode, task=task, extra=base.extra)
 
     def save_preferences(self) -> None:
@@ -376,7 +378,7 @@ def app_from_command_line(argv: list[str], preferences: PreferencesFile | None =
     unless given). ``kwargs`` go to ``make_app`` (tests: telemetry, checks). Bad arguments raise
     SystemExit, as argparse does."""
     args = parse_args(argv)
-    prefs = preferences or PreferencesFile.load(allowed={"theme": THEMES, "screen": SCREENS})
+    prefs = preferences or PreferencesFile.load(allowed=PREFERENCE_CHOICES)
     opts = combine(args, prefs.prefs)
     return make_app(profile=opts.profile, backend=opts.backend, task_file=opts.task_file, task=opts.task,
                     theme=opts.theme, start_mode=opts.screen, preferences=prefs, **kwargs)

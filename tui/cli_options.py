@@ -13,11 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from tui.preferences import Preferences
+from tui.screen_list import MODES
 
-NAV = (("1", "checklist", "Checks"), ("2", "profile", "Profile"), ("3", "tune", "Tune"), ("4", "run", "Run"),
-       ("5", "live", "Live"), ("6", "troubleshoot", "Diagnose"), ("7", "history", "History"))
-"""(key, mode, label) of every screen, in the order of the operator's flow."""
-SCREENS = tuple(mode for _, mode, _ in NAV)
 THEMES = ("dark", "light")
 DEFAULT_SCREEN = "checklist"
 DEFAULT_THEME = "dark"
@@ -35,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", choices=("auto", "cuda", "sim"), default=os.environ.get("SOL_BACKEND", "auto"),
                    help="auto: the GPU when a driver answers, else the simulated device (default: %(default)s)")
     p.add_argument("--task", type=Path, help="a TOML task file to load into the Tune screen (default: the last task)")
-    p.add_argument("--screen", choices=SCREENS, help=f"screen to open first (default: the last one, else "
+    p.add_argument("--screen", choices=MODES, help=f"screen to open first (default: the last one, else "
                                                       f"{DEFAULT_SCREEN})")
     p.add_argument("--theme", choices=THEMES, help=f"colour theme (default: the saved one, else {DEFAULT_THEME})")
     return p
@@ -76,6 +73,6 @@ def combine(args: argparse.Namespace, prefs: Preferences) -> CockpitOptions:
         backend=args.backend,
         task_file=args.task,
         task=None if args.task else prefs.task,
-        screen=args.screen or (prefs.screen if prefs.screen in SCREENS else DEFAULT_SCREEN),
+        screen=args.screen or (prefs.screen if prefs.screen in MODES else DEFAULT_SCREEN),
         theme=args.theme or (prefs.theme if prefs.theme in THEMES else DEFAULT_THEME),
     )

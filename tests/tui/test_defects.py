@@ -12,6 +12,7 @@ from tests.tui.conftest import screen_lines, wait_for_run, wait_until
 from tests.tui.test_flows import FAKE_RULE, text_of
 from tui import diagnostics
 from tui.app import with_fields
+from tui.screen_list import SCREENS
 
 
 def engine_processes() -> list:
@@ -141,35 +142,35 @@ async def test_80_columns_keep_the_s_hint_the_footer_keys_and_the_profile(make, 
     monkeypatch.setattr(app_mod, "choose_backend", no_driver)
     app = make(backend="cuda", start_mode="run")
     async with app.run_test(size=(80, 24)) as pilot:
-        for key in "1234567":
-            await pilot.press(key)
+        for s in SCREENS:
+            await pilot.press(s.key)
             await pilot.pause()
             lines = screen_lines(app)
-            assert "Press S to use the SIMULATED device" in " ".join(lines[:3]), key
+            assert "Press S to use the SIMULATED device" in " ".join(lines[:3]), s.key
             footer = lines[-1]
             for shown in ("S Use sim", "^t Theme", "? Help", "q Quit"):
-                assert shown in footer, (key, shown, footer)
+                assert shown in footer, (s.key, shown, footer)
             assert footer.rstrip().endswith("q Quit"), footer  # nothing cut, nothing stray
-            nav = next(line for line in lines if "7 History" in line)
+            nav = next(line for line in lines if f"{s.key} {s.label}" in line)
             assert nav.rstrip().endswith(app.effective_profile().name), nav  # the whole name
         await pilot.press("S")
         await pilot.pause()
         lines = screen_lines(app)
         assert "S Use sim" not in lines[-1]  # nothing to switch to any more
-        nav = next(line for line in lines if "7 History" in line)
-        assert nav.rstrip().endswith("h100-sxm · sim"), nav
+        nav = next(line for line in lines if f"{SCREENS[-1].key} {SCREENS[-1].label}" in line)
+        assert nav.rstrip().endswith("h100-sxm · sim"), nav  # on the last screen: room for the backend
 
 
 async def test_every_screen_fits_80x24_with_help_and_quit_in_the_footer(make):
     app = make(start_mode="checklist")
     async with app.run_test(size=(80, 24)) as pilot:
-        for key in "1234567":
-            await pilot.press(key)
+        for s in SCREENS:
+            await pilot.press(s.key)
             await pilot.pause()
             lines = screen_lines(app)
             assert len(lines) == 24
             assert "? Help" in lines[-1] and "q Quit" in lines[-1] and "^t Theme" in lines[-1], lines[-1]
-            assert "7 History" in lines[1] and "h100-sxm" in lines[1], lines[1]
+            assert f"{s.key} {s.label}" in lines[1] and "h100-sxm" in lines[1], lines[1]
 
 
 # 9 -------------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from textual.widgets import DataTable, Select
 from tests.tui.conftest import screen_lines, wait_until
 from tests.tui.test_flows import text_of
 from tests.unit.test_run_records import sol_of
+from tui.screen_list import SCREENS
 
 
 async def test_question_mark_shows_the_keys_of_the_current_screen(make):
@@ -16,7 +17,7 @@ async def test_question_mark_shows_the_keys_of_the_current_screen(make):
 
     app = make(start_mode="checklist")
     async with app.run_test(size=(80, 24)) as pilot:
-        for key in "1234567":
+        for key in (s.key for s in SCREENS):
             await pilot.press(key)
             screen = app.screen
             await pilot.press("question_mark")
@@ -24,7 +25,7 @@ async def test_question_mark_shows_the_keys_of_the_current_screen(make):
             keys = text_of(app, "#help-keys")
             for b in screen.BINDINGS:
                 assert (b.tooltip or b.description) in " ".join(keys.split()), (key, b.description)
-            assert "Quit the cockpit" in keys and "1-7" in keys
+            assert "Quit the cockpit" in keys and f"{SCREENS[0].key}-{SCREENS[-1].key}" in keys
             await pilot.press("escape")
             assert app.screen is screen
         await pilot.press("question_mark", "question_mark")  # ? closes it too

@@ -10,9 +10,9 @@ import pytest
 
 from tests.tui.conftest import wait_for_run
 from tui.app import with_fields
+from tui.screen_list import MODES
 
 SIZES = [(80, 24), (120, 40)]
-MODES = ["checklist", "profile", "tune", "run", "live", "troubleshoot", "history"]
 
 
 @pytest.fixture(autouse=True)
@@ -21,6 +21,12 @@ def fixed_clock(monkeypatch):
     from tui.widgets import history_rows
 
     monkeypatch.setattr(history_rows, "when_text", lambda created_at: "05-14 13:02")
+
+
+@pytest.fixture(autouse=True)
+def no_fleet_reports(monkeypatch):
+    """Fleet reads the folder ``SOL_FLEET_DIR`` names: one that is not there, whatever the machine has."""
+    monkeypatch.setenv("SOL_FLEET_DIR", "/nonexistent/sol-cockpit-reports")
 
 
 def _ids(size):

@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from tui.screen_list import MODES
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -28,8 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     cockpit.add_argument("--backend", choices=("auto", "cuda", "sim"),
                          help="auto, cuda or sim, the SIMULATED device (default: SOL_BACKEND, else auto)")
     cockpit.add_argument("--task", type=Path, help="a TOML task file for the Tune screen")
-    cockpit.add_argument("--screen", help="screen to open first (checklist, profile, tune, run, live, "
-                                          "troubleshoot, history)")
+    cockpit.add_argument("--screen", help=f"screen to open first ({', '.join(MODES)})")
     cockpit.add_argument("--theme", help="dark or light")
     p.add_argument("--json", action="store_true",
                    help="print one JSON object (url, host, port, pid, warnings) once serving, or the error")

@@ -1,1 +1,1 @@
-"""The cockpit's screens, one module each; each is a mode of the app (keys 1-7)."""
+"""The cockpit's screens, one module each; each is a mode of the app, listed in ``tui.screen_list``."""

@@ -10,30 +10,54 @@ from textual.markup import escape
 from textual.screen import Screen
 from textual.widgets import Static
 
-from tui.cli_options import NAV
+from tui.screen_list import SCREENS, ScreenEntry
 from tui.widgets.footer import CockpitFooter
 
 WIDE_COLUMNS = 110
 """From this width on, screens lay out side by side (class ``-wide``)."""
 
 
-def nav_width(current: str, short: bool = False) -> int:
+def _labelled(current: str, labels: int) -> list[tuple[ScreenEntry, bool]]:
+    """Each screen, and whether the top bar names it: the current one always, the others while
+    ``labels`` last, in the list's order (the rest by their key alone)."""
+    out, left = [], labels
+    for s in SCREENS:
+        if s.mode == current:
+            out.append((s, True))
+        else:
+            out.append((s, left > 0))
+            left -= 1
+    return out
+
+
+def nav_width(current: str, labels: int = len(SCREENS)) -> int:
     """Cells the navigation takes (see ``render_nav``)."""
-    items = [f"{key}" if short and mode != current else f"{key} {label}" for key, mode, label in NAV]
+    items = [f"{s.key} {s.label}" if named else s.key for s, named in _labelled(current, labels)]
     return 1 + sum(len(i) for i in items) + len(items) - 1 + 2
 
 
-def render_nav(current: str, short: bool = False) -> str:
-    """The screens as markup: clickable, the current one highlighted; ``short``: only the current
-    one named (for narrow terminals with a long context)."""
+def render_nav(current: str, labels: int = len(SCREENS)) -> str:
+    """The screens as markup: clickable, the current one highlighted and named, and ``labels`` of
+    the others named in the list's order (fewer on narrow terminals), the rest by their key."""
     parts = []
-    for key, mode, label in NAV:
-        if mode == current:
-            parts.append(f"[bold reverse @click=app.switch_mode('{mode}')] {key} {label} [/]")
+    for s, named in _labelled(current, labels):
+        if s.mode == current:
+            parts.append(f"[bold reverse @click=app.switch_mode('{s.mode}')] {s.key} {s.label} [/]")
         else:
-            text = key if short else f"{key} {label}"
-            parts.append(f"[@click=app.switch_mode('{mode}')]{text}[/]")
+            parts.append(f"[@click=app.switch_mode('{s.mode}')]{f'{s.key} {s.label}' if named else s.key}[/]")
     return " " + " ".join(parts)
+
+
+def nav_and_context(current: str, contexts: list[str], width: int) -> tuple[int, str]:
+    """(how many other screens the top bar names, the context it shows): as many names as leave
+    room for one of ``contexts`` (longest first), then the longest context that fits beside them;
+    with no room at all, no names and the shortest context."""
+    for labels in range(len(SCREENS), -1, -1):
+        room = width - nav_width(current, labels) - 2
+        fitting = [c for c in contexts if len(c) <= room]
+        if fitting:
+            return labels, fitting[0]
+    return 0, contexts[-1]
 
 
 class CockpitScreen(Screen):
@@ -72,11 +96,8 @@ class CockpitScreen(Screen):
         banner.display = bool(text)
         banner.set_class(level == "error", "-error")
         width = self.size.width or app.size.width
-        contexts = app.context_lines()
-        short = not any(len(c) <= width - nav_width(self.MODE) - 2 for c in contexts)
-        room = width - nav_width(self.MODE, short) - 2
-        context = next((c for c in contexts if len(c) <= room), contexts[-1])
-        self.query_one("#nav", Static).update(render_nav(self.MODE, short))
+        labels, context = nav_and_context(self.MODE, app.context_lines(), width)
+        self.query_one("#nav", Static).update(render_nav(self.MODE, labels))
         self.query_one("#context", Static).update(escape(context) + " ")
         app.refresh_bindings()
 

@@ -11,7 +11,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Static
 
-from tui.cli_options import NAV
+from tui.screen_list import SCREENS, entry
 
 MOVING = ("arrows, Tab and shift+Tab move; Enter selects; Esc leaves a field; the mouse works "
           "(screen names on the top line, table rows and headers, footer keys)")
@@ -22,8 +22,9 @@ def keys_table(app, screen: Screen) -> Table:
     t = Table(box=None, pad_edge=False, show_header=False, expand=True)
     t.add_column("key", style="bold", no_wrap=True)
     t.add_column("what", ratio=1)
-    title = getattr(screen, "HELP_TITLE", "") or next(
-        (label for _, mode, label in NAV if mode == getattr(screen, "MODE", "")), type(screen).__name__)
+    shown = entry(getattr(screen, "MODE", ""))
+    title = getattr(screen, "HELP_TITLE", "") or (shown.label if shown else type(screen).__name__)
+    keys = {s.key for s in SCREENS}
     sections = ((f"{title} screen", screen), ("Everywhere", app))
     for title, owner in sections:
         rows = [b for b in getattr(owner, "BINDINGS", []) if isinstance(b, Binding)
@@ -32,11 +33,12 @@ def keys_table(app, screen: Screen) -> Table:
             continue
         t.add_row(Text(title, style="bold underline"), "")
         for b in rows:
-            if owner is app and b.key in "1234567" and len(b.key) == 1:
+            if owner is app and b.key in keys:
                 continue
             t.add_row(app.get_key_display(b), b.tooltip or b.description)
         if owner is app:
-            t.add_row("1-7", "show a screen: 1 Checks, 2 Profile, 3 Tune, 4 Run, 5 Live, 6 Diagnose, 7 History")
+            t.add_row(f"{SCREENS[0].key}-{SCREENS[-1].key}",
+                      "show a screen: " + ", ".join(f"{s.key} {s.label}" for s in SCREENS))
     t.add_row("", "")
     t.add_row(Text("Moving", style="bold underline"), Text(MOVING, style="dim"))
     return t

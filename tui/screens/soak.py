@@ -55,6 +55,9 @@ class SoakScreen(CockpitScreen):
     """A form (duration, re-verify interval, drift threshold), the live plot and the summary."""
 
     MODE = "soak"
+    AUTO_FOCUS = ""
+    """No field focused on arrival (``""``: not even the app's default): the keys (``?``, ``q``, the
+    screens' numbers) reach the cockpit until a field is clicked or tabbed to."""
     DEFAULT_CSS = """
     #soak-form { height: 3; }
     #soak-form Label { padding: 1 1 0 1; }
