@@ -21,7 +21,7 @@ __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
     # tasks and plans ("module" or "module:name" where the public name differs)
-    "TaskSpec": "engine.task", "DType": "engine.task", "ENV_KNOBS": "engine.task",
+    "TaskSpec": "engine.task", "DType": "engine.task", "ENV_KNOBS": "engine.task", "Tile": "engine.task",
     "resolve_task": "engine.task", "save_task": "engine.task", "parse_shape_text": "engine.task",
     "parse_schedule_text": "engine.task", "format_pipelining": "engine.task",
     "plan": "engine.planner", "Plan": "engine.planner", "PlanError": "engine.planner", "TunedKnobs": "engine.tuned_knobs",
@@ -210,6 +210,7 @@ if TYPE_CHECKING:  # the same names for type checkers; tests/unit/test_import_hy
     from engine.task import ENV_KNOBS as ENV_KNOBS
     from engine.task import DType as DType
     from engine.task import TaskSpec as TaskSpec
+    from engine.task import Tile as Tile
     from engine.task import format_pipelining as format_pipelining
     from engine.task import parse_schedule_text as parse_schedule_text
     from engine.task import parse_shape_text as parse_shape_text

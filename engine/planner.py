@@ -17,7 +17,7 @@ from engine.sol import sol_figures
 from engine.task import TaskSpec, format_pipelining
 from engine.tuned_knobs import RULES_LABEL, TunedKnobs
 from kernels import get_spec
-from kernels.spec import DeviceLimits, KnobDef, Violation
+from kernels.spec import DeviceLimits, KernelPlan, KnobDef, Refusal, Tile, Violation, fill_knobs
 
 KNOB_FIELDS = ("block_size", "memory_pipelining")
 
@@ -48,6 +48,9 @@ class Plan:
     sol_bound: str = ""
     tuned: TunedKnobs | None = None
     """The cache entry whose knobs this plan took (None: none applied)."""
+    kernel: KernelPlan | None = None
+    """The kernel's own plan (tile, stages, schedule, its path's detail and ``info``): what the engine
+    process renders and runs. None for a plan with violations."""
     default_knobs: tuple[str, int] | None = None
     """The untuned BLOCK_SIZE and MEMORY_PIPELINING for this shape: the nearest tuned shape's in the
     profile's table of tuned defaults where one is near and fits, else the kernel's own rules'."""
@@ -81,7 +84,7 @@ class PlanError(ValueError):
 
 def _knobs_fit(task: TaskSpec, tuned: TunedKnobs) -> bool:
     """A tuned entry applies only where every knob the task sets agrees with it (it fills the rest)."""
-    if task.block_size is not None and task.block_size != tuned.block_size:
+    if task.block_size is not None and task.block_size != Tile.parse(tuned.block_size):
         return False
     if task.memory_pipelining is not None and task.memory_pipelining != tuned.memory_pipelining:
         return False
@@ -123,37 +126,22 @@ def plan(task: TaskSpec, profile: Profile,
         bs, pl = spec.default_knobs(limits, dtype, shape)
     except ValueError as exc:
         return _refused(task, profile, limits, spec, [Violation("block_size", None, str(exc))], source)
-    near = _from_table(task, profile, spec, limits, (bs, pl)) if entry is None else None
+    near, near_plan = _from_table(task, profile, spec, limits, (bs, pl)) if entry is None else (None, None)
     if near is not None:
         bs, pl = near.block_size, near.memory_pipelining
         if near.schedule and not task.schedule:
             update["schedule"] = dict(near.schedule)
     if entry is None:
-        if task.block_size is None:
-            update["block_size"], source["block_size"] = bs, "default"
-        if task.memory_pipelining is None:
-            own = pl if task.block_size in (None, bs) else spec.stages_for(limits, dtype, task.block_size, shape)
-            schedule = update.get("schedule", task.schedule)
-            if schedule:
-                by_schedule = spec.stages_for_schedule(limits, dtype, task.block_size or bs, shape, schedule)
-                own = own if by_schedule is None else by_schedule
-            update["memory_pipelining"], source["memory_pipelining"] = own, "default"
+        with_schedule = task.model_copy(update={k: v for k, v in update.items() if k == "schedule"})
+        for f, value in fill_knobs(spec, with_schedule, limits, (bs, pl)).items():
+            update[f], source[f] = value, "default"
     task = task.model_copy(update=update)
 
-    try:
-        violations = spec.check(task, limits)
-    except ValueError as exc:  # a knob the spec cannot even read
-        violations = [Violation("block_size", task.block_size, str(exc))]
-    if violations:
-        return _refused(task, profile, limits, spec, violations, source, entry)
-    kp = spec.plan(task, limits)
-    try:
-        info = dict(spec.build(task, limits).info)
-    except ValueError as exc:
-        return _refused(task, profile, limits, spec, [Violation("schedule", dict(task.schedule), str(exc))],
-                        source, entry)
-    return Plan(task=task, profile=profile, limits=limits, knob_source=source,
-                schedule=dict(kp.schedule), info=info, tuned=entry, default_knobs=(bs, pl),
+    kp = near_plan if near_plan is not None and near_plan.task == task else _kernel_plan(spec, task, limits)
+    if isinstance(kp, Refusal):
+        return _refused(task, profile, limits, spec, list(kp.violations), source, entry)
+    return Plan(task=task, profile=profile, limits=limits, knob_source=source, kernel=kp,
+                schedule=dict(kp.schedule), info=dict(kp.info), tuned=entry, default_knobs=(bs, pl),
                 default_from=near.label if near is not None else "",
                 **_options(spec, limits, task), **_sol(spec, task, profile))
 
@@ -165,38 +153,44 @@ which nearest-shape lending ignores (on the H200 a 128x160 tile tuned at M = 102
 tiles, ran 1.21x the best at M = 1337, 1.33 rounds: ADR-0002)."""
 
 
+def _kernel_plan(spec: Any, task: TaskSpec, limits: DeviceLimits) -> KernelPlan | Refusal:
+    """The spec's one planning call; a knob it cannot even read is a refusal naming BLOCK_SIZE."""
+    try:
+        return spec.plan(task, limits)
+    except ValueError as exc:
+        return Refusal((Violation("block_size", task.block_size, str(exc)),))
+
+
 def _from_table(task: TaskSpec, profile: Profile, spec: Any, limits: DeviceLimits,
-                own_knobs: tuple[Any, Any]) -> TunedKnobs | None:
+                own_knobs: tuple[Any, Any]) -> tuple[TunedKnobs | None, KernelPlan | None]:
     """The nearest tuned shape's knobs (``engine.tuned_defaults``) where the task leaves the knobs to
     the defaults, they build the same code path as the kernel's own default, fit this shape and the
     cost model does not rate them ``LEND_MARGIN`` slower than the kernel's own default ``own_knobs``
-    (BLOCK_SIZE, MEMORY_PIPELINING); else None."""
+    (BLOCK_SIZE, MEMORY_PIPELINING); else None. With the knobs, the kernel's plan of the trial
+    (the final plan where the task takes them unchanged)."""
     if task.block_size is not None or task.memory_pipelining is not None:
-        return None
+        return None, None
     from engine.tuned_defaults import nearest
 
     near = nearest(task, profile)
     if near is None or (task.schedule and any(near.schedule.get(k) != v for k, v in task.schedule.items())):
-        return None
+        return None, None
     own, own_pl = own_knobs
     if not spec.same_family(limits, task.dtype.value, task.shape, own, near.block_size):
-        return None
+        return None, None
     trial = task.model_copy(update={"block_size": near.block_size, "memory_pipelining": near.memory_pipelining,
                                     "schedule": {**near.schedule, **task.schedule}})
-    try:
-        if spec.check(trial, limits):
-            return None
-        spec.build(trial, limits)
-    except ValueError:
-        return None
+    kp = _kernel_plan(spec, trial, limits)
+    if isinstance(kp, Refusal):
+        return None, None
     mine = task.model_copy(update={"block_size": own, "memory_pipelining": own_pl})
     try:
         peak, bw = profile.sol_peak_flops(task.dtype.value), profile.bandwidth_bytes_per_s
         if spec.predict_ms(trial, limits, peak, bw) > (1 + LEND_MARGIN) * spec.predict_ms(mine, limits, peak, bw):
-            return None
+            return None, None
     except ValueError:
         pass  # no model to veto with: the tuned neighbour's knobs stand
-    return near
+    return near, kp
 
 
 def _options(spec: Any, limits: DeviceLimits, task: TaskSpec) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from pydantic import (
     Field,
     ValidationError,
     ValidationInfo,
+    field_serializer,
     field_validator,
     model_validator,
 )
@@ -27,6 +28,7 @@ from engine.energy import MAX_SECONDS as ENERGY_MAX_S
 from engine.energy import MIN_SECONDS as ENERGY_MIN_S
 from engine.errors import InputError
 from engine.tomlio import TOML_KINDS, load_toml, short_key, short_repr, toml_kind
+from kernels.spec import Tile
 
 REST_MAX_S = 60.0
 """The longest rest a task may ask for before each timed implementation (``TaskSpec.rest_s``)."""
@@ -40,7 +42,7 @@ while flags, the cockpit's form and environment variables arrive as text and are
 
 FILE_TYPES: dict[str, tuple[type, ...]] = {
     "kernel": (str,), "kernel_file": (str,), "dtype": (str,), "backend": (str,), "fault": (str,),
-    "shape": (dict, str), "schedule": (dict, str), "block_size": (str, int, list),
+    "shape": (dict, str), "schedule": (dict, str), "block_size": (str, int, list, Tile),
     "memory_pipelining": (int, str),
     "fusion": (bool,), "verify": (bool,), "peers": (bool,),
     "warmup": (int,), "iterations": (int,), "device": (int,), "seed": (int,),
@@ -126,6 +128,27 @@ def parse_pipelining(value: Any) -> int:
     return value
 
 
+def parse_tile(v: Any) -> Tile | None:
+    """BLOCK_SIZE as a task file, an environment variable or a flag gives it ('128x256', ' 128X256 ',
+    '128*256', 256, [128, 256, 64]) -> Tile; ValueError saying what is expected."""
+    if v is None or isinstance(v, Tile):
+        return v
+    if isinstance(v, bool):
+        raise ValueError("expected a tile shape such as '128x128'")
+    if isinstance(v, int):
+        return Tile.parse(str(v))
+    if isinstance(v, (list, tuple)):
+        if not 1 <= len(v) <= 3 or any(isinstance(x, bool) or not isinstance(x, int) or x <= 0 for x in v):
+            raise ValueError("expected 1 to 3 positive integers, e.g. [128, 256] or [128, 256, 64]")
+        return Tile.parse("x".join(str(x) for x in v))
+    if not isinstance(v, str):
+        raise ValueError("expected a tile shape such as '128x128' or [128, 128]")
+    text = v.strip().lower().replace("*", "x").replace(",", "x").replace(" ", "")
+    if not text:
+        raise ValueError("empty: give a tile shape such as '128x128', or leave it out for the default")
+    return Tile.parse(text)
+
+
 class TaskSpec(BaseModel):
     """One benchmark task. Every field has a default; the default task is the seeds' case:
     attention output projection + residual add, batch 16 x seq 512 x hidden 2560, bf16."""
@@ -142,8 +165,10 @@ class TaskSpec(BaseModel):
     dtype: DType = DType.bf16
     """Input/output element type (bf16, fp16, fp32, or tf32 = fp32 data on TF32 tensor cores);
     accumulation is fp32."""
-    block_size: str | None = None
-    """BLOCK_SIZE: the tile shape, e.g. '128x128' or '128x256x64' (kernel default when unset)."""
+    block_size: Tile | None = None
+    """BLOCK_SIZE: the tile shape, e.g. '128x128' or '128x256x64' (kernel default when unset), parsed
+    once here into a ``Tile`` and written back as its text, so TOML, JSON and the store read
+    '128x256' as before."""
     memory_pipelining: int | None = None
     """MEMORY_PIPELINING: 0 = off (synchronous loads) or the number of async-copy stages (>= 2)."""
     schedule: dict[str, str | int] = Field(default_factory=dict)
@@ -201,23 +226,19 @@ class TaskSpec(BaseModel):
 
     @field_validator("block_size", mode="before")
     @classmethod
-    def _block_size(cls, v: Any) -> str | None:
-        if v is None:
-            return None
-        if isinstance(v, bool):
-            raise ValueError("expected a tile shape such as '128x128'")
-        if isinstance(v, int):
-            return str(v)
-        if isinstance(v, (list, tuple)):
-            if not 1 <= len(v) <= 3 or any(isinstance(x, bool) or not isinstance(x, int) or x <= 0 for x in v):
-                raise ValueError("expected 1 to 3 positive integers, e.g. [128, 256] or [128, 256, 64]")
-            return "x".join(str(x) for x in v)
-        if not isinstance(v, str):
-            raise ValueError("expected a tile shape such as '128x128' or [128, 128]")
-        text = v.strip().lower().replace("*", "x").replace(",", "x").replace(" ", "")
-        if not text:
-            raise ValueError("empty: give a tile shape such as '128x128', or leave it out for the default")
-        return text
+    def _block_size(cls, v: Any) -> Tile | None:
+        return parse_tile(v)
+
+    @field_serializer("block_size")
+    def _block_size_text(self, v: Tile | None) -> str | None:
+        return None if v is None else str(v)
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> TaskSpec:
+        """A copy with ``update`` applied; a BLOCK_SIZE in it is parsed as the validator parses it
+        (pydantic's copy does not validate), so ``block_size`` is always a Tile or None."""
+        if update and update.get("block_size") is not None and not isinstance(update["block_size"], Tile):
+            update = {**update, "block_size": parse_tile(update["block_size"])}
+        return super().model_copy(update=update, deep=deep)
 
     @field_validator("schedule", mode="before")
     @classmethod

@@ -51,7 +51,7 @@ def search_space(task: TaskSpec, profile: Profile) -> tuple[Plan, list[Candidate
     if not base_plan.ok:
         raise InputError(base_plan.error_text(), fix=base_plan.fix)
     base = held_fixed(base_plan, task)
-    tiles = [task.block_size] if task.block_size else list(base_plan.block_size_options)
+    tiles = [str(task.block_size)] if task.block_size else list(base_plan.block_size_options)
     out: list[Candidate] = []
     skipped: list[Trial] = []
     # the default as the planner gives it: with the schedule it lends from a tuned shape (a knob the

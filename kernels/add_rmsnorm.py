@@ -188,7 +188,7 @@ class AddRmsNormSpec(KernelSpec):
             except ValueError:
                 return opts
             if s["n"] > 0 and s["n"] % 8 == 0:
-                opts = [st for st in opts if self._fits(dtype, s, int(block_size), st, True, limits)]
+                opts = [st for st in opts if self._fits(dtype, s, int(str(block_size)), st, True, limits)]
         return opts
 
     def _fits(self, dtype: str, shape: dict[str, int], threads: int, stages: int, fused: bool,

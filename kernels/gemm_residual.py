@@ -14,7 +14,6 @@ predicated too).
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import replace
 from typing import Any
 
@@ -26,6 +25,7 @@ from kernels.spec import (
     KernelSpec,
     Launch,
     PeerSpec,
+    Tile,
     Violation,
     fill_knobs,
     torch_view,
@@ -52,7 +52,6 @@ STAGE_CHOICES = (4, 3, 2, 0)
 DTYPE_CODE = {"bf16": 0, "fp16": 1, "fp32": 2, "tf32": 3}
 ITEMSIZE = {"bf16": 2, "fp16": 2, "fp32": 4, "tf32": 4}
 DEFAULT_BK = {"bf16": 32, "fp16": 32, "fp32": 16, "tf32": 16}
-_TILE_RE = re.compile(r"^(\d{1,4})x(\d{1,4})(?:x(\d{1,3}))?$")
 
 
 def _dtype(task: Any) -> str:
@@ -115,11 +114,13 @@ class GemmResidualSpec(KernelSpec):
     def parse_block_size(self, text: str, dtype: str) -> tuple[int, int, int] | None:
         """'BMxBN' or 'BMxBNxBK' -> (BM, BN, BK), BK defaulting to 32 (16 for fp32/tf32); None if
         unreadable."""
-        m = _TILE_RE.match(str(text).strip().lower())
-        if not m:
+        try:
+            tile = Tile.parse(text)
+        except ValueError:
             return None
-        bk = int(m.group(3)) if m.group(3) else DEFAULT_BK.get(dtype, 32)
-        return int(m.group(1)), int(m.group(2)), bk
+        if tile.n is None:
+            return None
+        return tile.m, tile.n, tile.k or DEFAULT_BK.get(dtype, 32)
 
     def block_size_options(self, limits: DeviceLimits, dtype: str,
                            shape: dict[str, int] | None = None) -> list[str]:

@@ -14,7 +14,7 @@ from kernels import gemm_residual_skinny as sk
 from kernels import gemm_residual_sm90 as sm90
 from kernels.gemm_residual import GemmResidualSpec
 from kernels.sm90.codegen import describe as sm90_describe
-from kernels.spec import Build, DeviceLimits, KernelPlan, KnobDef, KnobError, Tile, Violation
+from kernels.spec import Build, DeviceLimits, KernelPlan, KnobDef, KnobError, Tile, Violation, tile_text
 
 SM90_SCHEDULE = (
     KnobDef("consumers", ("pingpong", "cooperative"),
@@ -248,6 +248,7 @@ class AutoGemmResidualSpec(GemmResidualSpec):
 
     def _path(self, limits: DeviceLimits, dtype: str, shape: dict[str, int] | None, block_size: Any) -> str:
         """'skinny', 'sm90' or 'portable': the path these knobs build (no BLOCK_SIZE: the default's)."""
+        block_size = tile_text(block_size)
         if block_size is None:
             block_size = self.default_knobs(limits, dtype, shape)[0]
         path = "sm90" if self._hopper(limits, dtype, shape) else "portable"
@@ -258,10 +259,11 @@ class AutoGemmResidualSpec(GemmResidualSpec):
     def _skinny_tile(self, limits: DeviceLimits, dtype: str, block_size: Any, other: str) -> bool:
         """A decode-path tile; a name the other path also has (the portable 64x64, 64x128) stays
         that path's."""
+        block_size = tile_text(block_size)
         name = str(block_size)
         if name not in sk.TILES or not self._skinny_fits(limits, dtype, None):
             return False
-        theirs = sm90.TILES if other == "sm90" else [t.split("x", 2)[0] + "x" + t.split("x", 2)[1]
+        theirs = sm90.TILES if other == "sm90" else [Tile.parse(t).name
                                                       for t in super().block_size_options(limits, dtype)]
         return name not in theirs
 
@@ -293,6 +295,7 @@ class AutoGemmResidualSpec(GemmResidualSpec):
 
     def pipelining_options(self, limits: DeviceLimits, dtype: str, block_size: str,
                            shape: dict[str, int] | None = None) -> list[int]:
+        block_size = tile_text(block_size)
         if self._path(limits, dtype, shape, block_size) == "skinny":
             bm, bn = sk.parse_block_size(block_size)
             k = (shape or {}).get("k", 8)
@@ -322,6 +325,8 @@ class AutoGemmResidualSpec(GemmResidualSpec):
         the lent tile must also hold the tokens in no more CTA rows than the path's own (each row
         of CTAs streams W again: an 8-token tile lent from M = 8 to M = 16 reads W twice); a Hopper
         decode tile only where it is the one for M (``sm90.decode_tile``): one row of tiles."""
+        block_size = tile_text(block_size)
+        other = tile_text(other)
         if other in sm90.DECODE_TILES and self._path(limits, dtype, shape, other) == "sm90":
             # the Hopper decode design, for M either path would take: lent only where it holds M in
             # one row of tiles (a narrower R streams W twice, a wider one stages rows past M)
@@ -339,6 +344,7 @@ class AutoGemmResidualSpec(GemmResidualSpec):
     def stages_for_schedule(self, limits: DeviceLimits, dtype: str, block_size: str,
                             shape: dict[str, int] | None, schedule: dict[str, Any]) -> int | None:
         """The decode path with W by bulk copies: a stage is a ring slot, its count the bulk plan's."""
+        block_size = tile_text(block_size)
         if shape is None or not (schedule.get("w_bulk") or schedule.get("bulk_k")):
             return None
         if self._path(limits, dtype, shape, block_size) != "skinny":
@@ -352,6 +358,7 @@ class AutoGemmResidualSpec(GemmResidualSpec):
 
     def stages_for(self, limits: DeviceLimits, dtype: str, block_size: str,
                    shape: dict[str, int] | None = None) -> int:
+        block_size = tile_text(block_size)
         path = self._path(limits, dtype, shape, block_size)
         if path == "skinny":
             bm, bn = sk.parse_block_size(block_size)
@@ -372,6 +379,7 @@ class AutoGemmResidualSpec(GemmResidualSpec):
 
     def schedule_knobs(self, limits: DeviceLimits, dtype: str,
                        shape: dict[str, int] | None = None, block_size: Any = None) -> list[KnobDef]:
+        block_size = tile_text(block_size)
         tile = block_size if block_size is not None else self.default_knobs(limits, dtype, shape)[0]
         path = self._path(limits, dtype, shape, tile)
         if path == "sm90":
@@ -388,7 +396,7 @@ class AutoGemmResidualSpec(GemmResidualSpec):
     def check(self, task: Any, limits: DeviceLimits) -> list[Violation]:
         dtype = task.dtype.value
         shape = self._shape(task)
-        path = self._path(limits, dtype, shape, task.block_size) if shape is not None else "portable"
+        path = self._path(limits, dtype, shape, tile_text(task.block_size)) if shape is not None else "portable"
         if path == "skinny":
             return self._skinny_check(task, limits, shape)
         if path == "sm90":  # the planner's own refusals come from ``decide``
@@ -408,14 +416,14 @@ class AutoGemmResidualSpec(GemmResidualSpec):
         p = self._skinny_plan(task, limits, shape)
         if isinstance(p, Violation):
             return [p]
-        return sk.check(shape["m"], shape["n"], shape["k"], task.dtype.value, limits, task.block_size,
+        return sk.check(shape["m"], shape["n"], shape["k"], task.dtype.value, limits, tile_text(task.block_size),
                         p.stages, p.warps, p.split_k, a_smem=p.a_smem, w_bulk=p.w_bulk, bulk_k=p.bulk_k)
 
     def _skinny_plan(self, task: Any, limits: DeviceLimits, shape: dict[str, int]) -> Any:
         """The decode path's plan, or the Violation its planner names."""
         sched = task.schedule or {}
         try:
-            return sk.plan(shape["m"], shape["n"], shape["k"], task.dtype.value, limits, task.block_size,
+            return sk.plan(shape["m"], shape["n"], shape["k"], task.dtype.value, limits, tile_text(task.block_size),
                            task.memory_pipelining, sched.get("warps"), sched.get("split_k"), bool(task.fusion),
                            a_smem=sched.get("a_smem"), w_bulk=sched.get("w_bulk"), bulk_k=sched.get("bulk_k"))
         except ValueError as exc:
@@ -424,7 +432,7 @@ class AutoGemmResidualSpec(GemmResidualSpec):
             value, _, message = rest.partition(": ")
             if field.startswith(("schedule.", "shape.", "memory_pipelining", "block_size", "dtype")) and message:
                 return Violation(field, value, message)
-            return Violation("block_size", task.block_size, text)
+            return Violation("block_size", tile_text(task.block_size), text)
 
     def decide(self, task: Any, limits: DeviceLimits) -> KernelPlan:
         try:
@@ -437,7 +445,7 @@ class AutoGemmResidualSpec(GemmResidualSpec):
     def _decide(self, task: Any, limits: DeviceLimits) -> KernelPlan:
         dtype = task.dtype.value
         shape = self.normalize_shape(task.shape)
-        path = self._path(limits, dtype, shape, task.block_size)
+        path = self._path(limits, dtype, shape, tile_text(task.block_size))
         if path == "skinny":
             p = self._skinny_plan(task, limits, shape)
             if isinstance(p, Violation):
@@ -450,12 +458,12 @@ class AutoGemmResidualSpec(GemmResidualSpec):
             return super().decide(task, limits)
         t = task.model_copy(update={"shape": shape})
         stages = task.memory_pipelining or 0
-        choices = sm90_choices(dict(task.schedule or {}), t, limits, task.block_size, stages)
-        p = sm90.plan(t, limits, task.block_size, stages, **choices)
+        choices = sm90_choices(dict(task.schedule or {}), t, limits, tile_text(task.block_size), stages)
+        p = sm90.plan(t, limits, tile_text(task.block_size), stages, **choices)
         resolved = p.schedule()
         for key, value in (task.schedule or {}).items():
             if resolved.get(key) != value:
-                raise KnobError(f"schedule.{key}", value, f"BLOCK_SIZE={task.block_size} with {stages} stages "
+                raise KnobError(f"schedule.{key}", value, f"BLOCK_SIZE={tile_text(task.block_size)} with {stages} stages "
                                 f"runs {key}={resolved.get(key)} at this shape")
         return KernelPlan(block_size=p.tile, memory_pipelining=stages, schedule=resolved, detail=p)
 
@@ -490,18 +498,18 @@ class AutoGemmResidualSpec(GemmResidualSpec):
 
     def sim_efficiency(self, task: Any, limits: DeviceLimits) -> float:
         shape = self._shape(task)
-        if shape is not None and self._path(limits, task.dtype.value, shape, task.block_size) == "skinny":
+        if shape is not None and self._path(limits, task.dtype.value, shape, tile_text(task.block_size)) == "skinny":
             return self._skinny_efficiency(task, limits, shape)
         if not self._hopper(limits, task.dtype.value):
             return super().sim_efficiency(task, limits)
-        if shape is not None and str(task.block_size) in sm90.DECODE_TILES:
+        if shape is not None and str(tile_text(task.block_size)) in sm90.DECODE_TILES:
             return self._decode_tile_efficiency(task, limits, shape)
         # Factors from an H200 (ADR-0005): 128x256 with 3 stages and ping-pong 128x128 with 5
         # reach about 72 % of the bf16 datasheet peak; 2 stages ~54 %, off ~37 %; 256x128 -4 %;
         # unfused -12 %.
         stages = task.memory_pipelining or 0
         eff = {0: 0.37, 2: 0.54}.get(stages, 0.72 if stages in (3, 5) else 0.70)
-        if task.block_size and str(task.block_size).startswith("256x128"):
+        if tile_text(task.block_size) and str(tile_text(task.block_size)).startswith("256x128"):
             eff *= 0.96
         if not task.fusion:
             eff *= 0.88
@@ -513,7 +521,7 @@ class AutoGemmResidualSpec(GemmResidualSpec):
         """The Hopper decode tiles on the SIMULATED device: the bytes' roofline over W's streaming
         time (``decode_tile_share``)."""
         m, n, k = shape["m"], shape["n"], shape["k"]
-        share, row_blocks = decode_tile_share(str(task.block_size), task.memory_pipelining or 0, m, n, limits)
+        share, row_blocks = decode_tile_share(str(tile_text(task.block_size)), task.memory_pipelining or 0, m, n, limits)
         if not task.fusion:
             share *= 0.88
         return max(0.01, min(0.95, (n * k + m * k + 2 * m * n) / (n * k * row_blocks / share)))
@@ -541,10 +549,10 @@ class AutoGemmResidualSpec(GemmResidualSpec):
         this gives 53 % and 63 %."""
         shape = self._shape(task)
         dtype = task.dtype.value
-        if not shape or not task.block_size:
+        if not shape or not tile_text(task.block_size):
             return 1.0
         try:
-            _, work = sm90.round_work(limits, dtype, task.block_size, task.memory_pipelining or 0, shape)
+            _, work = sm90.round_work(limits, dtype, tile_text(task.block_size), task.memory_pipelining or 0, shape)
         except ValueError:
             return 1.0
         fill = shape["m"] * shape["n"] / (work * limits.sm_count)

@@ -47,9 +47,9 @@ def check_rows(spec: KernelSpec, task: Any, limits: DeviceLimits,
         allowed = ", ".join(str(t) for t in THREAD_CHOICES)
         if str(bs) not in {str(t) for t in THREAD_CHOICES}:
             out.append(Violation("block_size", bs, "expected threads per block", allowed))
-        elif int(bs) > limits.max_threads_per_block:
+        elif int(str(bs)) > limits.max_threads_per_block:
             out.append(Violation("block_size", bs, f"needs {bs} threads per block",
                                  f"{limits.max_threads_per_block} threads"))
         else:
-            threads = int(bs)
+            threads = int(str(bs))
     return out, shape, threads

@@ -27,11 +27,23 @@ INT32_MAX = 2**31 - 1
 class Tile:
     """BLOCK_SIZE parsed once: rows along M x columns along N, and optionally the K depth of one
     stage ('128x256', '128x256x64'); a row-wise kernel's BLOCK_SIZE is one number (threads, '256').
-    Planning passes this type, never the text."""
+    Planning passes this type, never the text. A Tile never equals text: comparing one with a
+    string is a TypeError (parse the text with ``Tile.parse`` first), so a forgotten parse fails
+    loudly instead of comparing unequal."""
 
     m: int
     n: int | None = None
     k: int | None = None
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Tile):
+            return (self.m, self.n, self.k) == (other.m, other.n, other.k)
+        if isinstance(other, str):
+            raise TypeError(f"Tile {self} compared with the text {other!r}: compare Tile.parse(text)")
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(str(self))  # as its text's: a lookup in a table keyed by text reaches __eq__
 
     @classmethod
     def parse(cls, text: Any) -> Tile:
@@ -40,10 +52,10 @@ class Tile:
             return text
         parts = str(text).strip().lower().split("x")
         if len(parts) > 3 or not all(p.isdigit() and 0 < len(p) <= 5 for p in parts):
-            raise ValueError(f"BLOCK_SIZE {text!r}: expected ROWSxCOLS or ROWSxCOLSxDEPTH, e.g. 128x256")
+            raise ValueError(f"BLOCK_SIZE {str(text)[:40]!r}: expected ROWSxCOLS or ROWSxCOLSxDEPTH, e.g. 128x256")
         vals = [int(p) for p in parts]
         if not all(vals):
-            raise ValueError(f"BLOCK_SIZE {text!r}: every side must be positive")
+            raise ValueError(f"BLOCK_SIZE {str(text)[:40]!r}: every side must be positive")
         return cls(*vals)
 
     @property
@@ -239,6 +251,12 @@ class Refusal:
 
     def __str__(self) -> str:
         return "; ".join(str(v) for v in self.violations)
+
+
+def tile_text(block_size: Any) -> Any:
+    """A BLOCK_SIZE (a Tile, or text a tool or test passes) as the name the kernels' tile tables are
+    keyed by ('128x256', '128x256x64', '256'), read by ``Tile.parse``; None stays None."""
+    return None if block_size is None else str(Tile.parse(block_size))
 
 
 def _dtype_of(task: Any) -> str:

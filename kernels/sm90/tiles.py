@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernels.spec import DeviceLimits
+from kernels.spec import DeviceLimits, Tile
 
 BK = 64
 """K per stage for 16-bit data: one 128-byte swizzle row (tf32: 32 fp32 elements, ``bk_of``)."""
@@ -157,13 +157,11 @@ def parse_block_size(block_size: str, dtype: Any = None) -> tuple[int, int, int]
     """'128x256' or '128x256x64' (tf32: 'x32') -> (BM, BN, consumers); ValueError for anything
     else. Without a dtype the BK part must be 16-bit's 64."""
     bk = bk_of(dtype) if dtype is not None else BK
-    text = str(block_size).strip().lower()
-    parts = text.split("x")
-    if len(parts) == 3:
-        if parts[2] != str(bk):
-            raise ValueError(f"the Hopper path takes BK = {bk} only here (one 128-byte swizzle "
-                             f"row), got {parts[2]}")
-        text = "x".join(parts[:2])
+    tile = Tile.parse(block_size)
+    if tile.k is not None and tile.k != bk:
+        raise ValueError(f"the Hopper path takes BK = {bk} only here (one 128-byte swizzle "
+                         f"row), got {tile.k}")
+    text = tile.name
     if text in _SWAP_KERNEL_TILES and text not in TILES:  # _build_swapped's name for the kernel's frame
         return _SWAP_KERNEL_TILES[text]
     if text not in TILES:
@@ -182,7 +180,7 @@ def stage_count(stages: int) -> int:
 
 def _tile_name(block_size: str) -> str:
     """'128x160x64' or ' 128X160 ' -> '128x160' (a key of ``TILES``)."""
-    return "x".join(str(block_size).strip().lower().split("x")[:2])
+    return Tile.parse(block_size).name
 
 
 def supported(limits: DeviceLimits, dtype: str, shape: dict[str, int] | None = None) -> bool:

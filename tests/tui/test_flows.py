@@ -119,7 +119,7 @@ async def test_change_a_knob_and_see_the_comparison(make):
         await pilot.press("ctrl+a", "backspace")
         await pilot.press(*"3")
         await pilot.press("escape")
-        assert app.task_spec.block_size == "128x256"
+        assert str(app.task_spec.block_size) == "128x256"
         assert app.task_spec.memory_pipelining == 3
         await pilot.press("4", "r")
         await wait_for_run(pilot, app, runs=2)

@@ -121,7 +121,7 @@ async def test_a_applies_the_best_knobs_and_the_form_shows_them(make):
         assert best.schedule, "this shape's best sets a schedule choice (the sim's model)"
         await pilot.press("a")
         task = app.task_spec
-        assert (task.block_size, task.memory_pipelining, task.schedule) == (
+        assert (str(task.block_size), task.memory_pipelining, task.schedule) == (
             best.block_size, best.memory_pipelining, best.schedule)
         await pilot.press("escape")
         await pilot.pause()

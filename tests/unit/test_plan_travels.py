@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import collections
-from unittest import mock
 
 import pytest
 
@@ -77,3 +76,37 @@ def test_a_refusal_names_each_violation():
     out = spec.plan(TaskSpec(block_size="96x96", backend="sim"), DeviceLimits.from_profile(
         __import__("engine.profiles", fromlist=["load_profiles"]).load_profiles().get("h100-sxm")))
     assert isinstance(out, Refusal) and out.violations[0].field == "block_size"
+
+
+def test_block_size_text_is_parsed_only_by_the_validator_and_tile():
+    """No module of the product splits BLOCK_SIZE text itself: a ``.split("x")`` or a tile regex
+    appears only in ``Tile.parse`` (kernels/spec.py) and the task's validator (engine/task.py)."""
+    import ast
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    allowed = {("kernels/spec.py", "parse"), ("engine/task.py", "parse_tile")}
+    found = []
+    for folder in ("engine", "kernels", "tui"):
+        for path in (root / folder).rglob("*.py"):
+            rel = path.relative_to(root).as_posix()
+            tree = ast.parse(path.read_text())
+            for fn in (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
+                for node in ast.walk(fn):
+                    splits_x = (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                                and node.func.attr == "split" and node.args
+                                and isinstance(node.args[0], ast.Constant) and node.args[0].value == "x")
+                    tile_regex = isinstance(node, ast.Constant) and isinstance(node.value, str) and bool(
+                        re.search(r"\\d\{?[\d,]*\}?\)?x", node.value))
+                    if (splits_x or tile_regex) and (rel, fn.name) not in allowed:
+                        found.append(f"{rel}:{fn.name}:{node.lineno}")
+    assert not found, f"BLOCK_SIZE parsed outside Tile.parse and the task validator: {sorted(set(found))}"
+    from engine.task import TaskSpec
+    from kernels.spec import Tile
+
+    task = TaskSpec(block_size=" 128X256 ")
+    assert task.block_size == Tile(128, 256) and task.model_dump(mode="json")["block_size"] == "128x256"
+    assert task.model_copy(update={"block_size": "64x80"}).block_size == Tile(64, 80)
+    with pytest.raises(TypeError, match="compare Tile.parse"):
+        _ = task.block_size == "128x256"

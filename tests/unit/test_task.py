@@ -19,7 +19,7 @@ def test_precedence(tmp_path):
     env = {"BLOCK_SIZE": "128x128", "MEMORY_PIPELINING": "3"}
     t = resolve_task(f, env, {"memory_pipelining": "off", "warmup": None})
     assert t.dtype is DType.fp16           # file
-    assert t.block_size == "128x128"       # env beats file
+    assert str(t.block_size) == "128x128"       # env beats file
     assert t.memory_pipelining == 0        # flag beats env
     assert t.warmup == 3                   # unset flag leaves the file's value
 

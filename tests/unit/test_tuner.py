@@ -41,7 +41,7 @@ def sim_task(**kw) -> TaskSpec:
 
 def test_search_space_starts_with_the_default_and_prunes_with_reasons():
     base, cands, skipped = search_space(sim_task(shape={"m": 2000, "n": 4096, "k": 4096}), H200)
-    assert (cands[0].block_size, cands[0].memory_pipelining) == (base.task.block_size, base.task.memory_pipelining)
+    assert (cands[0].block_size, cands[0].memory_pipelining) == (str(base.task.block_size), base.task.memory_pipelining)
     assert len({c.key for c in cands}) == len(cands)
     assert all(c.predicted_ms and c.predicted_ms > 0 for c in cands)
     rest = [c.predicted_ms for c in cands[1:]]
@@ -81,12 +81,12 @@ def test_tune_keeps_the_fastest_correct_and_plan_uses_it(store):
     # the cache entry is found by the lookup the runner uses, and plan takes its knobs
     lookup = tuned_lookup(store, None, H200, simulated=True)
     p = plan(task, H200, lookup)
-    assert p.task.block_size == best.block_size and p.task.memory_pipelining == best.memory_pipelining
+    assert str(p.task.block_size) == best.block_size and p.task.memory_pipelining == best.memory_pipelining
     assert p.source_label.startswith("tuned on this GPU") and f"{len(res.trials)} candidates" in p.source_label
     # a task that sets a knob the entry disagrees with is not overridden
-    other = "8x32" if best.block_size != "8x32" else "8x64"
+    other = "8x32" if str(best.block_size) != "8x32" else "8x64"
     p2 = plan(task.model_copy(update={"block_size": other}), H200, lookup)
-    assert p2.task.block_size == other and p2.source_label != p.source_label
+    assert str(p2.task.block_size) == other and p2.source_label != p.source_label
     # a changed kernel source (another hash) no longer matches
     row = store.list_tuned()[0]
     store.put_tuned({**row, "source_hash": "0" * 64})
@@ -234,14 +234,14 @@ def test_defaults_come_from_the_nearest_tuned_shape_where_one_is_near(tuned_tabl
                 _entry("k=4096,m=1,n=4096", "8x16", 6, "[entry.schedule]\nsplit_k = 1\n"),
                 _entry("k=5120,m=32,n=5120", "64x80", 12))
     near = plan(sim_task(shape={"m": 3000, "n": 3584, "k": 5000}), H200)
-    assert (near.task.block_size, near.task.memory_pipelining) == ("128x256", 4)
+    assert (str(near.task.block_size), near.task.memory_pipelining) == ("128x256", 4)
     assert near.source_label == "tuned table h200 (nearest 4096x4096x4096)"
     decode = plan(sim_task(shape={"m": 4, "n": 5120, "k": 3000}), H200)
-    assert decode.task.block_size == "8x16" and decode.task.schedule == {"split_k": 1}
+    assert str(decode.task.block_size) == "8x16" and decode.task.schedule == {"split_k": 1}
     far = plan(sim_task(shape={"m": 3000, "n": 10240, "k": 4096}), H200)  # N more than 2x away
     assert far.source_label == "rules for this profile"
     own = plan(sim_task(shape={"m": 3000, "n": 3584, "k": 5000}, block_size="128x128"), H200)
-    assert own.task.block_size == "128x128" and not own.default_from
+    assert str(own.task.block_size) == "128x128" and not own.default_from
     other_dtype = plan(sim_task(shape={"m": 3000, "n": 3584, "k": 5000}, dtype="fp16"), H200)
     assert other_dtype.source_label == "rules for this profile"
     # M = 8 runs the decode path on Hopper: the M = 32 shape's wgmma tile (another path) is not
@@ -249,7 +249,7 @@ def test_defaults_come_from_the_nearest_tuned_shape_where_one_is_near(tuned_tabl
     other_path = plan(sim_task(shape={"m": 8, "n": 8192, "k": 8192}), H200)
     assert other_path.source_label == "rules for this profile" and other_path.schedule.get("w_bulk") == 2
     same_path = plan(sim_task(shape={"m": 48, "n": 4096, "k": 4096}), H200)
-    assert same_path.task.block_size in ("64x80", "48x64")  # the wgmma path: lent, or its decode tile
+    assert str(same_path.task.block_size) in ("64x80", "48x64")  # the wgmma path: lent, or its decode tile
 
 
 def test_the_decode_paths_bulk_copies_are_a_schedule_choice_the_tuner_tries(store):
@@ -280,11 +280,11 @@ def test_a_tuned_tile_the_model_rates_clearly_slower_at_this_shape_is_not_lent(t
 
     tuned_table(_entry("k=2560,m=1024,n=2560", "128x160", 6))
     far = plan(sim_task(shape={"m": 1337, "n": 2560, "k": 2560}), H200)
-    assert far.source_label == "rules for this profile" and far.task.block_size != "128x160"
+    assert far.source_label == "rules for this profile" and str(far.task.block_size) != "128x160"
     near = plan(sim_task(shape={"m": 1000, "n": 2560, "k": 2560}, memory_pipelining=None), H200)
-    assert near.task.block_size == "128x160" and near.default_from
+    assert str(near.task.block_size) == "128x160" and near.default_from
     monkeypatch.setattr(planner, "LEND_MARGIN", 10.0)  # no veto: the nearest shape's knobs
-    assert plan(sim_task(shape={"m": 1337, "n": 2560, "k": 2560}), H200).task.block_size == "128x160"
+    assert str(plan(sim_task(shape={"m": 1337, "n": 2560, "k": 2560}), H200).task.block_size) == "128x160"
 
 
 def test_the_schedule_variations_get_their_share_when_the_first_screening_cannot_finish(store, monkeypatch):

@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
                 p = plan(task, prof)
                 if not p.ok:
                     raise PlanError("none fits: " + p.error_text())
-                default = [p.task.block_size, p.task.memory_pipelining]
+                default = [str(p.task.block_size), p.task.memory_pipelining]
                 pls = list(p.pipelining_options)
                 sched = {k.name: list(k.values) for k in p.schedule_options}
                 source = p.source_label

@@ -12,7 +12,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.widgets import DataTable, Static
 
-from engine import ENV_KNOBS, PlanError, TaskSpec, plan
+from engine import ENV_KNOBS, PlanError, TaskSpec, Tile, plan
 from tui import diagnostics
 from tui.screens.base import CockpitScreen
 
@@ -44,11 +44,12 @@ def knob_update(knob: Any) -> dict[str, Any]:
     return {}
 
 
-def tile_area(block_size: str) -> int:
-    area = 1
-    for part in block_size.split("x")[:2]:
-        area *= int(part) if part.isdigit() else 1
-    return area
+def tile_area(block_size: Any) -> int:
+    """BM x BN of a BLOCK_SIZE (threads for a row-wise kernel); 1 where it is not a tile."""
+    try:
+        return Tile.parse(block_size).area
+    except ValueError:
+        return 1
 
 
 def resolve_relative(update: dict[str, Any], task: TaskSpec, profile: Any) -> dict[str, Any]:
@@ -60,7 +61,7 @@ def resolve_relative(update: dict[str, Any], task: TaskSpec, profile: Any) -> di
         p = plan(task, profile)
     except PlanError:
         return update
-    current = p.task.block_size or ""
+    current = str(p.task.block_size or "")
     options = sorted(p.block_size_options, key=tile_area)
     if want == "smaller":
         pick = [o for o in options if tile_area(o) < tile_area(current)][-1:]

@@ -146,7 +146,7 @@ class TuneScreen(CockpitScreen):
             self.query_one("#f-kernel", Select).value = task.kernel
             self.query_one("#f-shape", Input).value = shape_text(task.shape)
             self.query_one("#f-dtype", Select).value = task.dtype.value
-            self.query_one("#f-block_size", Input).value = task.block_size or ""
+            self.query_one("#f-block_size", Input).value = str(task.block_size or "")
             pl = task.memory_pipelining
             self.query_one("#f-memory_pipelining", Input).value = "" if pl is None else format_pipelining(pl)
             self.query_one("#f-schedule", Input).value = schedule_text(task.schedule)

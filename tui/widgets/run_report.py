@@ -91,7 +91,7 @@ def resolved_knobs(task: Any, profile: Any, tuned: Any = None) -> dict[str, Any]
         p = plan(task, profile, tuned)
     except PlanError:
         return d
-    d["block_size"] = p.task.block_size
+    d["block_size"] = None if p.task.block_size is None else str(p.task.block_size)
     d["memory_pipelining"] = p.task.memory_pipelining
     d["schedule"] = dict(p.task.schedule)
     d["knobs_from"] = p.source_label
