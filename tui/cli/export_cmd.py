@@ -11,6 +11,7 @@ import os
 import sys
 from pathlib import Path
 
+from engine import write_atomic
 from tui.cli.output import print_json
 
 
@@ -114,7 +115,7 @@ def _write(path: Path, text: str, executable: bool) -> None:
     from engine import InputError
 
     try:
-        path.write_text(text, encoding="utf-8")
+        write_atomic(path, text, mode=0o644, what="--output")
         if executable:
             os.chmod(path, 0o755)
     except OSError as exc:

@@ -9,7 +9,7 @@ import json
 import sys
 from pathlib import Path
 
-from engine import InputError
+from engine import InputError, write_atomic
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
         return 0
     try:
-        args.output.write_text(text, encoding="utf-8")
+        write_atomic(args.output, text, mode=0o644, what="--output")
     except OSError as exc:
         raise InputError(f"cannot write {args.output}: {exc.strerror or exc}") from None
     Checklist(store).mark("exported", True, f"report written to {args.output}")
