@@ -93,6 +93,7 @@ from kernels.spec import (
     DeviceLimits,
     Launch,
     TensorMapArg,
+    Tile,
     Violation,
     kernel_source,
     vec16_source,
@@ -232,10 +233,13 @@ def _cdiv(a: int, b: int) -> int:
 
 def parse_block_size(block_size: str) -> tuple[int, int]:
     """(BM, BN) of a ``TILES`` name; ValueError naming the offered tiles otherwise."""
-    if block_size not in TILES:
-        raise ValueError(f"block_size {block_size!r}: one of {', '.join(TILES)}")
-    bm, bn = block_size.split("x")
-    return int(bm), int(bn)
+    try:
+        tile = Tile.parse(block_size)
+    except ValueError:
+        tile = None
+    if tile is None or tile.k is not None or tile.name not in TILES:
+        raise ValueError(f"block_size {str(block_size)!r}: one of {', '.join(TILES)}")
+    return tile.m, int(tile.n or 0)
 
 
 def warp_layout(bn: int, warps: int) -> tuple[int, int, int]:
