@@ -176,14 +176,15 @@ class ProfileSet:
         says only "H100". None where no profile fits, or where several fit equally (a name that says
         only "H100" with no facts to tell the boards apart). Measured (calibrated) profiles are never picked by
         detection: they are chosen by name."""
-        facts = {"sm_count": sm_count, "memory_gib": memory_gib, "power_limit_w": power_limit_w}
         scored: dict[str, tuple[int, float]] = {}
         for prof in self.profiles.values():
-            if prof.measured or contradicts(prof, **facts):
+            if prof.measured or contradicts(prof, sm_count=sm_count, memory_gib=memory_gib,
+                                            power_limit_w=power_limit_w):
                 continue
             lengths = [len(p) for p in prof.nvml_name_patterns if re.search(p, device_name, re.IGNORECASE)]
             if lengths:
-                scored[prof.name] = (max(lengths), -_distance(prof, **facts))
+                scored[prof.name] = (max(lengths), -_distance(prof, sm_count=sm_count, memory_gib=memory_gib,
+                                                              power_limit_w=power_limit_w))
         if not scored:
             return None
         top = max(scored.values())
