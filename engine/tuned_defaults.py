@@ -108,4 +108,5 @@ def nearest(task: Any, profile: Any, directory: Path = TABLE_DIR) -> TunedKnobs 
     e = best[1]
     at = "x".join(str(e["shape"][d]) for d in ("m", "n", "k"))
     return TunedKnobs(block_size=str(e["block_size"]), memory_pipelining=int(e["memory_pipelining"]),
-                      schedule=dict(e.get("schedule") or {}), label=f"{TABLE_LABEL.format(name=name)} (nearest {at})")
+                      schedule=dict(e.get("schedule") or {}), shape=dict(e["shape"]),
+                      label=f"{TABLE_LABEL.format(name=name)} (nearest {at})")

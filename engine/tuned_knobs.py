@@ -14,6 +14,8 @@ class TunedKnobs:
     block_size: str
     memory_pipelining: int
     schedule: dict[str, Any] = field(default_factory=dict)
+    shape: dict[str, int] | None = None
+    """The shape the knobs were tuned at, for an entry of a table of tuned defaults (None: the task's own)."""
     label: str = "tuned"
     """How the cockpit and CLI name where the knobs came from, e.g. 'tuned on this GPU (YYYY-MM-DD, 12
     candidates)' or 'tuned table h200 (nearest 4096x4096x4096)'."""

@@ -128,3 +128,17 @@ def test_a_name_that_fits_several_boards_without_facts_is_not_guessed():
 def test_facts_that_contradict_every_matching_profile_detect_none():
     # a 94 GB H200-named board is no H200 SXM (141 GB): not guessed
     assert PROFILES.detect("NVIDIA H200", memory_gib=94.0) is None
+
+
+def test_a_tuned_shapes_own_knobs_are_its_default_where_the_model_rates_them_slower(table_dir):
+    """The cost model vetoes lending only for a loss beyond the one it predicted where the knobs were
+    measured: at the tuned shape itself the measurement stands (the H100's seed: the model rates
+    128x128/5 with cluster 1 and group order 1.17x the rules' knobs, measured 0.90x)."""
+    sxm = PROFILES.get("h100-sxm")
+    (table_dir / "h100-sxm.toml").write_text(
+        'version = 1\nprofile = "h100-sxm"\n[[entry]]\nkernel = "gemm_residual"\ndtype = "bf16"\n'
+        'shape = "k=2560,m=8192,n=2560"\nfusion = true\ngpu = "NVIDIA H100 80GB HBM3"\nsm_count = 132\n'
+        'block_size = "128x128"\nmemory_pipelining = 5\n[entry.schedule]\nraster = "group"\ncluster = 1\n')
+    seed = plan(_task(8192, 2560, 2560), sxm)
+    assert seed.source_label == "tuned table h100-sxm (nearest 8192x2560x2560)"
+    assert seed.task.schedule == {"raster": "group", "cluster": 1}
