@@ -3,7 +3,7 @@
 # steps named as arguments (facts, gpu-tests with PYTEST_K, PYTEST_ARGS and GPU_TESTS_FILES (the whole
 # suite needs about 11 minutes: more than one call, so split it by file), bench-cli with CLI_ARGS, check, bench with BENCH_ARGS, calibrate, sm90 with
 # SM90_ARGS, ncu with NCU_CASES, ncu-source with NCU_CASES, membound-hints with HINTS_ARGS, membound-bulk with BULK_ARGS, energy with ENERGY_ARGS, energy-cli, ramp with RAMP_ARGS, swap with SWAP_ARGS,
-# ncu-metrics with NCU_CASES, tui, skinny with SKINNY_ARGS, tune with TUNE_ARGS, gpu-file with GPU_FILE, tune-each with TUNE_SHAPES and TUNE_BUDGET,
+# ncu-metrics with NCU_CASES, bench-all with CLI_ARGS (every kernel and dtype), tui, skinny with SKINNY_ARGS, tune with TUNE_ARGS, gpu-file with GPU_FILE, tune-each with TUNE_SHAPES and TUNE_BUDGET,
 # soak with SOAK_S). Logs go to $OUT. PROFILE names the profile for tune, tune-each, calibrate and soak; left
 # unset they use the one detected from the GPU (the H200 is h200, an H100 SXM h100-sxm).
 set -uo pipefail
@@ -36,6 +36,13 @@ for step in "$@"; do
       for dt in bf16 fp16 fp32 tf32; do
         tui bench --backend cuda --dtype "$dt" ${CLI_ARGS:-} --json > "$OUT/bench-$dt.json" 2> "$OUT/bench-$dt.err"; echo "$dt rc=$?"
         python3 -c "import json,sys; d=json.load(open('$OUT/bench-$dt.json')); print(d['status'], d['time_ms'], 'TF/s', d['tflops'], 'SOL%', d['sol_pct'], 'score', d['solexec_score'], 'correct', d['correct'], 'hold', d['validity'].get('queue_hold'), 'cluster', d['launch'].get('info', {}).get('cluster')); [print('  ', p['name'], p['timing'] and p['timing']['median_ms'], p['tflops'], p['correct'], p['error']) for p in d['peers']]"
+      done ;;
+    bench-all)
+      # every kernel and dtype through `tui bench`, one summary line each (JSON kept in $OUT)
+      python3 -c "from kernels import kernel_names, get_spec; [print(n, d) for n in kernel_names() for d in get_spec(n).dtypes]" |
+      while read -r kn dt; do
+        tui bench --backend cuda --kernel "$kn" --dtype "$dt" ${CLI_ARGS:-} --json > "$OUT/bench-$kn-$dt.json" 2> "$OUT/bench-$kn-$dt.err"; rc=$?
+        python3 -c "import json; d=json.load(open('$OUT/bench-$kn-$dt.json')); b=min((p['timing']['median_ms'] for p in d['peers'] if p['timing'] and p['correct']), default=None); print('$kn $dt rc=$rc', d['status'], 'ms', (d['time_ms'] or {}).get('median'), 'SOL%', d['sol_pct'], 'correct', d['correct'], 'best peer ms', b, 'knobs', d.get('knobs_from'))" 2>&1 | tail -1
       done ;;
     check)
       tui check > "$OUT/check.txt" 2>&1; echo "check rc=$?"; cat "$OUT/check.txt" | tail -60
