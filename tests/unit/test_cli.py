@@ -313,3 +313,16 @@ def test_human_output_prints_no_python_reprs(capsys, tmp_path):
     assert main(["bench", "--backend", "sim", "--store", str(tmp_path / "s.db")]) == 0
     out = capsys.readouterr().out
     assert "shape=8192x2560x2560" in out and "{'" not in out
+
+
+def test_human_shows_escape_sequences_in_any_value_as_text():
+    """A value of any other type (a path, a host read from a report) holding a terminal title
+    sequence prints it escaped, also inside lists and tables."""
+    from pathlib import PurePosixPath
+
+    from tui.cli.output import human
+
+    hostile = "\x1b]0;x\x1b\\"
+    for value in (hostile, PurePosixPath(f"/tmp/{hostile}"), [hostile], {"host": hostile}):
+        shown = human(value)
+        assert "\x1b" not in shown and "\\x1b]0;x\\x1b\\" in shown, shown

@@ -7,17 +7,21 @@ from __future__ import annotations
 import codecs
 import io
 import json
+import os
 import re
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+import tui.cli.diagnose  # noqa: F401 -- its help states the limits as imported, before a test shrinks them
+from engine import log_reader
 from engine.errors import InputError
 from engine.regex import _Anchor, _Chars, _p, _paths, check_linear, linear_problem, required_literal
 from engine.troubleshoot import _default_rules, _lowered, _search, load_rules, match_text, rules
-from tui.cli import diagnose
 from tui.cli.main import main
 
 MIB = 2**20
@@ -194,10 +198,10 @@ def test_literal_prefilter_finds_what_a_full_search_finds() -> None:
 
 @pytest.fixture
 def small_limits(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(diagnose, "HEAD_BYTES", 64 * 1024)
-    monkeypatch.setattr(diagnose, "TAIL_BYTES", 64 * 1024)
-    monkeypatch.setattr(diagnose, "CHUNK_BYTES", 16 * 1024)
-    monkeypatch.setattr(diagnose, "STREAM_MAX_BYTES", 4 * MIB)
+    monkeypatch.setattr(log_reader, "HEAD_BYTES", 64 * 1024)
+    monkeypatch.setattr(log_reader, "TAIL_BYTES", 64 * 1024)
+    monkeypatch.setattr(log_reader, "CHUNK_BYTES", 16 * 1024)
+    monkeypatch.setattr(log_reader, "STREAM_MAX_BYTES", 4 * MIB)
 
 
 def _filler(n: int) -> str:
@@ -211,7 +215,7 @@ def test_big_file_reads_head_and_tail_and_says_so(tmp_path: Path, small_limits: 
     middle = "CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered\n"
     log.write_text("Persistence Mode : Disabled\n" + _filler(200_000) + middle + _filler(200_000)
                    + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
-    read = diagnose.read_log(str(log))
+    read = log_reader.read_log(str(log))
     assert not read.complete and read.read_bytes <= 128 * 1024 < read.total_bytes
     rc = main(["diagnose", str(log), "--json"])
     out = json.loads(capsys.readouterr().out)
@@ -241,7 +245,7 @@ def test_endless_stdin_pipe_is_bounded(monkeypatch: pytest.MonkeyPatch, small_li
             return True
 
     monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BufferedReader(Endless())))
-    read = diagnose.read_log("-")
+    read = log_reader.read_log("-")
     assert read.stream_cut and read.total_bytes == 4 * MIB and len(read.text) <= 128 * 1024 + 2
 
 
@@ -250,7 +254,7 @@ def test_utf16_and_other_unicode_logs_decode(tmp_path: Path, codec: str) -> None
     log = tmp_path / "ps.log"
     text = "PS> python train.py\r\nRuntimeError: CUDA error: out of memory\r\nété ✓\r\n"
     log.write_bytes(text.encode(codec))
-    read = diagnose.read_log(str(log))
+    read = log_reader.read_log(str(log))
     assert "CUDA error: out of memory" in read.text and "\x00" not in read.text
     assert match_text(read.text)[0].id == "cupy-out-of-memory"
 
@@ -259,7 +263,7 @@ def test_utf16_tail_is_aligned_when_read_from_an_odd_offset(tmp_path: Path, smal
     log = tmp_path / "ps.log"
     body = "x" * 100_001 + "\n" + "GPU has fallen off the bus\n"
     log.write_bytes(codecs.BOM_UTF16_LE + body.encode("utf-16-le") + b"\x00")  # odd total size
-    read = diagnose.read_log(str(log))
+    read = log_reader.read_log(str(log))
     assert not read.complete and "GPU has fallen off the bus" in read.text
     assert read.encoding == "utf-16-le"
 
@@ -318,3 +322,16 @@ def test_log_text_that_looks_like_markup_is_printed_verbatim(tmp_path: Path, cap
     log.write_text("[/bold] [link=file:///etc] CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access [/]\n")
     assert main(["diagnose", str(log)]) == 0
     assert "[/bold] [link=file:///etc] CUDA_ERROR_ILLEGAL_ADDRESS" in " ".join(capsys.readouterr().out.split())
+
+
+def test_a_fifo_without_a_writer_is_refused_at_once_with_exit_2(tmp_path: Path) -> None:
+    """A FIFO nobody writes to: `tui diagnose` says so and exits 2 within a second or two, in a real
+    process (an open that blocks would hang it past the timeout)."""
+    fifo = tmp_path / "log.fifo"
+    os.mkfifo(fifo)
+    t = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "tui.cli.main", "diagnose", str(fifo)],
+                          capture_output=True, text=True, timeout=30)
+    assert time.monotonic() - t < 20
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert "FIFO with no writer" in proc.stderr and str(fifo) in proc.stderr

@@ -87,7 +87,9 @@ def fmt(v: Any, spec: str = ".4g", unit: str = "") -> str:
 
 def human(value: Any) -> str:
     """A value as a person reads it, never a Python repr: lists joined with commas, tables as
-    ``key=value`` pairs, None as '-', booleans as yes/no, floats without noise."""
+    ``key=value`` pairs, None as '-', booleans as yes/no, floats without noise, anything else as its
+    text with control characters shown as escapes (``engine.text_safety.visible``), so a value read
+    from a file or another host cannot set the terminal's title or clear it."""
     if value is None:
         return "-"
     if isinstance(value, bool):
@@ -98,4 +100,6 @@ def human(value: Any) -> str:
         return ", ".join(f"{k}={human(v)}" for k, v in value.items()) or "-"
     if isinstance(value, (list, tuple, set)):
         return ", ".join(human(v) for v in value) or "-"
-    return str(value)
+    from engine.text_safety import visible
+
+    return visible(str(value))
