@@ -104,23 +104,38 @@ def kernel_cache_dir() -> Path:
     return cache_dir() / "kernels"
 
 
+CACHE_CUBIN_MAX_BYTES = 64 * 2**20
+"""The largest cubin read from the cache (ours are well under 1 MiB); a larger file is a miss."""
+CACHE_LOG_MAX_BYTES = 4 * 2**20
+"""The largest compile log read from the cache."""
+
+
 def cache_load(key: str) -> tuple[bytes, str] | None:
+    """The cached cubin and compile log for ``key``, or None (a miss). The cache folder is the
+    user's (``SOL_COCKPIT_CACHE_DIR``), so its files are read as ``safe_files`` reads any file: a
+    FIFO, a device or an oversized file there is a miss, never a hang."""
+    from engine.errors import InputError
+    from engine.safe_files import read_bytes, read_text
+
     d = kernel_cache_dir()
-    cubin, log = d / f"{key}.cubin", d / f"{key}.log"
     try:
-        return cubin.read_bytes(), log.read_text(encoding="utf-8")
-    except OSError:
+        return (read_bytes(d / f"{key}.cubin", "cached kernel", CACHE_CUBIN_MAX_BYTES),
+                read_text(d / f"{key}.log", "cached compile log", CACHE_LOG_MAX_BYTES))
+    except InputError:
         return None
 
 
 def cache_store(key: str, cubin: bytes, log: str) -> None:
-    """Best effort: an unwritable cache only costs a recompile next time."""
+    """Best effort: an unwritable cache only costs a recompile next time. Written atomically and
+    never through a link planted at the name (``safe_files.write_atomic``); the cubin last, so a
+    cubin is never read without its log."""
+    from engine.errors import InputError
+    from engine.safe_files import write_atomic
+
     d = kernel_cache_dir()
     try:
         d.mkdir(parents=True, exist_ok=True)
-        tmp = d / f"{key}.cubin.tmp"
-        tmp.write_bytes(cubin)
-        (d / f"{key}.log").write_text(log, encoding="utf-8")
-        tmp.replace(d / f"{key}.cubin")
-    except OSError:
+        write_atomic(d / f"{key}.log", log)
+        write_atomic(d / f"{key}.cubin", cubin)
+    except (OSError, InputError):
         pass

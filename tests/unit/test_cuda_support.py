@@ -1,6 +1,8 @@
 """CUDA-backend helpers that need no GPU: ptxas report parsing (kernels.nvrtc_check, which the backend
 compiles through), the kernel cache."""
 
+import pytest
+
 from engine.backends.cuda_support import cache_key, cache_load, cache_store
 from kernels.nvrtc_check import parse_ptxas_log
 
@@ -30,6 +32,29 @@ def test_cache_roundtrip(tmp_path, monkeypatch):
     assert cache_load(k) is None
     cache_store(k, b"\x7fELF", "log")
     assert cache_load(k) == (b"\x7fELF", "log")
+
+
+@pytest.mark.timeout(30)
+def test_cache_files_that_are_not_regular_are_a_miss_at_once(tmp_path, monkeypatch):
+    """A FIFO planted at a cache name (the folder is the user's) is a miss, not a hang; a link
+    planted at the name is not written through."""
+    import os
+    import time
+
+    monkeypatch.setenv("SOL_COCKPIT_CACHE_DIR", str(tmp_path))
+    k = cache_key("src", [], (13, 0))
+    d = tmp_path / "kernels"
+    d.mkdir()
+    os.mkfifo(d / f"{k}.cubin")
+    (d / f"{k}.log").write_text("log")
+    t = time.monotonic()
+    assert cache_load(k) is None and time.monotonic() - t < 1.0
+    os.unlink(d / f"{k}.cubin")
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"keep")
+    (d / f"{k}.cubin.tmp").symlink_to(victim)
+    cache_store(k, b"\x7fELF", "log")
+    assert victim.read_bytes() == b"keep" and cache_load(k) == (b"\x7fELF", "log")
 
 
 def test_hold_only_where_the_host_cannot_keep_ahead():
