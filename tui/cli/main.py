@@ -34,12 +34,40 @@ COMMANDS = {
 }
 """Command name -> module with ``register(subparsers)`` and ``run(args) -> int``."""
 
+SUMMARIES = {
+    "bench": "run one kernel task: compile, time, verify, compare with peers",
+    "soak": "run the kernel back to back for a duration: drift, throttling, silent data corruption, ECC and "
+            "Xid errors (exit 1 on an error or drift)",
+    "tune": "search the kernel's knobs for the fastest correct configuration per shape",
+    "profiles": "list hardware profiles (datasheet peaks and limits)",
+    "history": "list stored runs",
+    "kernels": "list kernels and the BLOCK_SIZE / MEMORY_PIPELINING values that fit",
+    "calibrate": "measure this GPU's copy bandwidth and GEMM rates; save them as a profile",
+    "check": "check the driver, CUDA stack, GPU health and host (exit 1 on a failure)",
+    "diagnose": "explain a log: matching troubleshooting rules, best first",
+    "inspect": "check a C++/CUDA binary before it runs (architectures, libraries, runtime)",
+    "checklist": "the operators' checklist for this host (resumable)",
+    "report": "write a shareable report (checks, profile, best runs, rules fired)",
+    "fleet-report": "checks + the seed bench on each GPU, as one JSON report per host (what the Kubernetes "
+                    "and Slurm exports run)",
+    "fleet": "one table of the fleet reports in a folder, outliers marked (exit 1 when any)",
+    "export": "a Kubernetes Job/DaemonSet or a Slurm script that runs the fleet report",
+    "serve": "serve the cockpit to web browsers (textual-serve; loopback only by default)",
+    "baseline": "performance baselines: set, list, clear (bench --against-baseline judges them)",
+    "batch": "run the tasks of a TOML file in turn: timeouts, one retry, stop after 3 failures",
+    "exporter": "serve GPU telemetry and stored results on /metrics for Prometheus",
+}
+"""Each command's one line in ``tui --help``, the same as its module registers (a test holds them
+equal): the top-level help and a mistyped command's list need no command's module."""
 
-def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+
+def build_parser(command: str | None = None, *, summaries_only: bool = False) -> argparse.ArgumentParser:
     """The whole CLI's parser; with ``command`` (one of COMMANDS), the same parser holding that
     command alone: a run of one command neither imports nor registers the others (a fifth of a
     second at start), and its usage, help and errors are the same. Anything else (no command, an
-    option, a typo) gets them all, for the help and the 'invalid choice' list."""
+    option, a typo) gets them all, for the help and the 'invalid choice' list; with
+    ``summaries_only`` as bare entries with their one line (what ``tui --help`` and a typo show),
+    so that neither imports any command's module."""
     parser = argparse.ArgumentParser(
         prog="tui",
         description="SOL Cockpit: environment checks, hardware profiles, fused kernels and their "
@@ -48,8 +76,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"sol-cockpit {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, modname in COMMANDS.items():
-        if command not in COMMANDS or name == command:
+        if name == command or (command not in COMMANDS and not summaries_only):
             importlib.import_module(modname).register(sub)
+        elif command not in COMMANDS:
+            sub.add_parser(name, help=SUMMARIES[name])
     return parser
 
 
@@ -117,17 +147,36 @@ def error_json(message: str, fix: str | None, code: int) -> dict[str, object]:
             "fix": fix, "exit_code": code}
 
 
+def _innermost(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The (sub)command's own parser that ``args`` went through: ``tui baseline set`` -> its ``set``."""
+    while True:
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        chosen = getattr(args, subs[0].dest, None) if subs and subs[0].dest != argparse.SUPPRESS else None
+        if not subs or chosen not in subs[0].choices:
+            return parser
+        parser = subs[0].choices[chosen]
+
+
+def parse_command_line(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """argparse's parse, with a word no option takes reported by the command's own parser (its
+    usage, ``tui soak: error: ...``), not by the top level's ``usage: tui [-h] COMMAND``."""
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        _innermost(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
 def _parse(parser: argparse.ArgumentParser, argv: list[str] | None, want_json: bool) -> argparse.Namespace:
     """argparse's parse, whose errors (exit 2) become one JSON object where --json was asked for."""
     if not want_json:
-        return parser.parse_args(argv)
+        return parse_command_line(parser, argv)
     import contextlib
     import io
 
     err = io.StringIO()
     try:
         with contextlib.redirect_stderr(err):
-            return parser.parse_args(argv)
+            return parse_command_line(parser, argv)
     except SystemExit as exc:
         text = err.getvalue().strip()
         if exc.code not in (0, None):
@@ -146,7 +195,7 @@ def _print_json(obj: object) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else argv
-    parser = build_parser(words[0] if words else None)
+    parser = build_parser(words[0] if words else None, summaries_only=True)
     want_json = "--json" in words
     args = _parse(parser, argv, want_json)
     if not args.command:
