@@ -164,9 +164,9 @@ def write_report(report: HostReport, path: Path) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(path, text, mode=0o644)
     except OSError as exc:
-        raise InputError(f"--out={path}: cannot write into {path.parent}: {exc.strerror or exc}",
+        raise InputError(f"--output={path}: cannot write into {path.parent}: {exc.strerror or exc}",
                          fix=f"make {path.parent} writable by uid {os.getuid()} (on a Kubernetes node: "
-                             f"install -d -o {os.getuid()} {path.parent}), or pass another --out") from None
+                             f"install -d -o {os.getuid()} {path.parent}), or pass another --output") from None
     return path
 
 

@@ -82,7 +82,7 @@ class K8sOptions(BaseModel):
 
 
 def _container(job: FleetJob, opts: K8sOptions) -> dict[str, Any]:
-    args = ["fleet-report", "--out-dir", REPORTS_MOUNT, "--host", "$(NODE_NAME)", *job.report_args()]
+    args = ["fleet-report", "--output-dir", REPORTS_MOUNT, "--host", "$(NODE_NAME)", *job.report_args()]
     if opts.every_node:
         args += ["--every", str(opts.every_s)]
     field_env = [{"name": n, "valueFrom": {"fieldRef": {"fieldPath": p}}}

@@ -77,6 +77,13 @@ class Plan:
         return "; ".join(str(v) for v in self.violations)
 
 
+def shape_words(shape: Any) -> str:
+    """A shape as ``--shape`` takes it (``m=10,n=16``), never a Python dict."""
+    if isinstance(shape, dict):
+        return ",".join(f"{k}={v}" for k, v in shape.items())
+    return str(shape)
+
+
 class PlanError(ValueError):
     """The task cannot be planned at all (unknown kernel, unreadable shape, dtype not supported):
     the message names the field."""
@@ -103,7 +110,7 @@ def plan(task: TaskSpec, profile: Profile,
     try:
         shape = spec.normalize_shape(task.shape)
     except ValueError as exc:
-        raise PlanError(f"shape={task.shape}: {exc}") from None
+        raise PlanError(f"shape={shape_words(task.shape)}: {exc}") from None
     dtype = task.dtype.value
     if dtype not in spec.dtypes:
         raise PlanError(f"dtype={dtype}: {spec.name} supports {', '.join(spec.dtypes)}")

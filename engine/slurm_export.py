@@ -88,7 +88,7 @@ mkdir -p "$RESULTS"
 {exports}pids=()
 for i in $(seq 0 {steps - 1}); do
     srun --exclusive --nodes=1 --ntasks=1 --cpus-per-task={opts.cpus_per_gpu}{gres} \\
-        "$TUI" fleet-report {report}{device} --out "$RESULTS/$NODE.gpu$i.json" &
+        "$TUI" fleet-report {report}{device} --output "$RESULTS/$NODE.gpu$i.json" &
     pids+=("$!")
 done
 status=0

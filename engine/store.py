@@ -57,9 +57,18 @@ class RunRecord:
     sol_pct: float | None
     correct: bool | None
     gpu_name: str | None
+    kind: str = "bench"
+    """``soak`` for a soak stored as a run (its summary under ``validity.soak``), else ``bench``."""
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
+
+
+KIND_SQL = ("CASE WHEN NOT json_valid(result_json) THEN 'bench' "
+            "WHEN json_type(result_json, '$.validity.soak') IN ('object', 'array') THEN 'soak' ELSE 'bench' END")
+"""A row's kind, read from its stored result (a soak keeps its summary under ``validity.soak``): no
+column holds it, so that stores written before keep working and their soaks are told apart too."""
+KINDS = ("bench", "soak")
 
 
 class _MissingTable(Exception):
@@ -178,16 +187,16 @@ class ResultStore:
         return run_id
 
     def list(self, kernel: str | None = None, profile: str | None = None, limit: int = 50,
-             status: str | None = None) -> list[RunRecord]:
-        """Newest first, optionally filtered by kernel, profile and status."""
+             status: str | None = None, kind: str | None = None) -> list[RunRecord]:
+        """Newest first, optionally filtered by kernel, profile, status and kind (``KINDS``)."""
         where, args = [], []
-        for col, val in (("kernel", kernel), ("profile", profile), ("status", status)):
+        for col, val in (("kernel", kernel), ("profile", profile), ("status", status), (f"({KIND_SQL})", kind)):
             if val:
                 where.append(f"{col} = ?")
                 args.append(val)
         sql = ("SELECT id, created_at, host, kernel, profile, backend, simulated, status, dtype, shape,"
-               " block_size, memory_pipelining, fusion, median_ms, tflops, gbps, sol_pct, correct, gpu_name"
-               " FROM runs" + (" WHERE " + " AND ".join(where) if where else "")
+               " block_size, memory_pipelining, fusion, median_ms, tflops, gbps, sol_pct, correct, gpu_name,"
+               f" {KIND_SQL} FROM runs" + (" WHERE " + " AND ".join(where) if where else "")
                + " ORDER BY id DESC LIMIT ?")
         rows = self.read_rows(sql, (*args, int(limit)))
         return [self._record(r) for r in rows]
@@ -217,7 +226,14 @@ class ResultStore:
             fusion=None if r[12] is None else bool(want(12, "fusion", (int,))), median_ms=want(13, "median_ms", num),
             tflops=want(14, "tflops", num), gbps=want(15, "gbps", num), sol_pct=want(16, "sol_pct", num),
             correct=None if r[17] is None else bool(want(17, "correct", (int,))), gpu_name=want(18, "gpu_name", (str,)),
+            kind=r[19],
         )
+
+    def distinct(self, column: str) -> builtins.list[str]:
+        """The values of ``kernel`` or ``profile`` among the stored runs, sorted."""
+        if column not in ("kernel", "profile"):
+            raise ValueError(column)
+        return sorted(str(r[0]) for r in self.read_rows(f"SELECT DISTINCT {column} FROM runs"))
 
     def get(self, run_id: int) -> RunResult | None:
         rows = self.read_rows("SELECT result_json FROM runs WHERE id = ?", (run_id,))
@@ -233,9 +249,27 @@ class ResultStore:
 
     # In the class body below, ``list`` is the method above: annotations say ``builtins.list``.
     def best(self, kernel: str | None = None, limit: int = 5) -> builtins.list[RunRecord]:
-        """Fastest correct runs (per stored median), for reports."""
-        recs = [r for r in self.list(kernel=kernel, limit=10_000, status="ok") if r.median_ms]
+        """Fastest correct benches (per stored median), for reports; a soak's median is of a card
+        held busy for minutes, not a bench of the kernel, and is left out."""
+        recs = [r for r in self.list(kernel=kernel, limit=10_000, status="ok", kind="bench")
+                if r.median_ms and r.correct is not False]
         return sorted(recs, key=lambda r: r.median_ms or 0.0)[:limit]  # every median is set (filtered above)
+
+    def previous(self, result: RunResult) -> RunResult | None:
+        """The run "vs previous" compares ``result`` with: the newest stored run before it of the
+        same kernel, shape and dtype, on the same profile and kind of device (simulated or not),
+        that is a bench that ended ok: an incorrect, failed or cancelled run and a soak are no
+        yardstick."""
+        task = result.task
+        for r in self.list(kernel=task.kernel, profile=result.profile, limit=200, status="ok", kind="bench"):
+            if result.run_id is not None and r.id >= result.run_id:
+                continue
+            if (r.shape, r.dtype, r.simulated) != (task.shape, task.dtype, result.simulated):
+                continue
+            if r.median_ms is None or r.correct is False:
+                continue
+            return self.get(r.id)
+        return None
 
     # --- small per-host key/value state (checklist progress, settings) ----------------------
     def put_state(self, key: str, value: Any, host: str | None = None) -> None:

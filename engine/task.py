@@ -358,7 +358,9 @@ def _format_validation_error(exc: ValidationError, source: str) -> str:
         elif not err["loc"]:  # the whole task (a user kernel's spec file): the message names the field
             lines.append(f"{source}: {msg}")
         else:
-            lines.append(f"{source}: {short_key(field)}={short_repr(value)}: {msg}")
+            shown = (",".join(f"{short_key(str(k))}={short_repr(v)}" for k, v in value.items())
+                     if isinstance(value, dict) and len(value) <= 8 else short_repr(value))
+            lines.append(f"{source}: {short_key(field)}={shown}: {msg}")
     return "; ".join(lines)
 
 

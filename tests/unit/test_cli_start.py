@@ -1,5 +1,5 @@
 """`tui --help` starts at once: it loads no command's module, no UI, no CUDA and no pydantic or rich
-(issue 47, "instant start"; figures in docs/notes/NOTES.md)."""
+(issue 47, "instant start")."""
 
 from __future__ import annotations
 

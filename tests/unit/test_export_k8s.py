@@ -47,7 +47,7 @@ def test_job_loads_as_a_typed_v1job_with_gpu_limits_and_a_non_root_context(capsy
     (c,) = pod.containers
     assert c.image == "registry.example.com/sol-cockpit:0.1.0"
     assert c.resources.limits == {"nvidia.com/gpu": "4"}
-    assert c.args[:2] == ["fleet-report", "--out-dir"] and "--backend" in c.args and "sim" in c.args
+    assert c.args[:2] == ["fleet-report", "--output-dir"] and "--backend" in c.args and "sim" in c.args
     assert "$(NODE_NAME)" in c.args  # expanded by the kubelet from the downward API
     sc = c.security_context
     assert sc.run_as_non_root is True and sc.run_as_user == 10001 and sc.run_as_user != 0
@@ -61,7 +61,7 @@ def test_job_loads_as_a_typed_v1job_with_gpu_limits_and_a_non_root_context(capsy
     mounts = {m.name: m.mount_path for m in c.volume_mounts}
     vols = {v.name: v for v in pod.volumes}
     assert vols["reports"].host_path.path == "/var/lib/sol-cockpit/reports"
-    assert c.args[c.args.index("--out-dir") + 1] == mounts["reports"]
+    assert c.args[c.args.index("--output-dir") + 1] == mounts["reports"]
     assert vols["scratch"].empty_dir is not None and mounts["scratch"] == "/tmp"
     for var in ("SOL_COCKPIT_DATA_DIR", "SOL_COCKPIT_CACHE_DIR", "SOL_COCKPIT_CONFIG_DIR", "HOME"):
         assert env[var].value.startswith("/tmp")  # the only writable places besides the reports

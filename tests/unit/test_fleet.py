@@ -158,7 +158,7 @@ def test_fleet_report_bad_input(tmp_path, capsys):
     assert main(["fleet-report", "--backend", "sim", "--no-checks", "--no-peers",
                  "--out", str(blocked / "r.json"), "--json"]) == 2
     out = json.loads(capsys.readouterr().out)
-    assert out["field"] == "--out" and "writable" in out["fix"]
+    assert out["field"] == "--output" and "writable" in out["fix"]
 
 
 def test_report_model_marks_failures():

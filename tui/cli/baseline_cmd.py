@@ -84,6 +84,10 @@ def run(args: argparse.Namespace) -> int:
 
     store = ResultStore(args.store)
     book = Baselines(store)
+    if getattr(args, "kernel", None) is not None:
+        from tui.cli.known_names import known_kernel
+
+        known_kernel(args.kernel, store)
     if args.action == "set":
         if args.tuned and args.run_id is not None:
             raise InputError("RUN_ID and --tuned: give one, not both", fix="tui baseline set RUN_ID, or --tuned")

@@ -42,6 +42,10 @@ def run(args: argparse.Namespace) -> int:
     from engine import checks_summary as summary
     from engine import run_checks
 
+    if args.profile is not None:
+        from tui.cli.known_names import known_profile
+
+        known_profile(args.profile)  # a typo: exit 2 with the known ones, not checks against nothing
     if getattr(args, "device", None) is not None:  # per GPU (tui.cli.every_gpu)
         from tui.cli.every_gpu import run_check_all
 

@@ -1,4 +1,4 @@
-"""`tui exporter [--host 127.0.0.1] [--port 9401] [--interval S] [--sim] [--once] [--json]`: serve
+"""`tui exporter [--host 127.0.0.1] [--port 9401] [--interval S] [--backend cuda|sim|auto] [--once] [--json]`: serve
 per-GPU telemetry and the results store's latest figures on /metrics for Prometheus, until stopped
 (Ctrl-C or SIGTERM: exit 0). Exit 2 for a port in use or an address that cannot be bound."""
 
@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from tui.cli.output import print_json, stderr_console, stdout_console
+from tui.cli.task_args import add_alias, add_backend_arg
 
 
 def port_arg(text: str) -> int:
@@ -42,9 +43,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"TCP port (default {DEFAULT_PORT}, dcgm-exporter's 9400 + 1; 0 picks a free one)")
     p.add_argument("--interval", type=interval_arg, default=5.0, metavar="S",
                    help="seconds between GPU polls and between reads of the store (default 5)")
-    p.add_argument("--sim", action="store_true",
-                   help="serve the simulated device's telemetry (labelled simulated=\"true\") instead of NVML's")
-    p.add_argument("--profile", help="with --sim: the profile the simulated GPU is shaped like (default h100-sxm)")
+    add_backend_arg(p, "cuda", "cuda: NVML's telemetry (default); sim: the simulated device's, labelled "
+                               "simulated=\"true\"; auto: NVML's when it sees a GPU, else the simulated device's")
+    add_alias(p, "--sim", "backend", action="store_const", const="sim")
+    p.add_argument("--profile", help="with --backend sim: the profile the simulated GPU is shaped like "
+                                     "(default h100-sxm)")
     p.add_argument("--once", action="store_true", help="print the metrics once on stdout and exit (no server)")
     p.add_argument("--store", type=Path, help="results store path (env SOL_COCKPIT_STORE)")
     p.add_argument("--json", action="store_true",
@@ -56,15 +59,24 @@ def _sampler(args: argparse.Namespace) -> tuple[Any, dict[int, Any], str]:
     """The telemetry sampler, device labels by index, and the simulated GPU's model name."""
     from engine import nvml_sampler, simulated_sampler
 
-    if args.sim:
+    if args.backend == "auto":
+        sampler = nvml_sampler(interval_s=args.interval, history_s=60)
+        if sampler.indices:
+            return _nvml_devices(sampler)
+        sampler.stop()
+        args.backend = "sim"
+    if args.backend == "sim":
         from engine import DEFAULT_SIM_PROFILE, load_profiles
 
         prof = load_profiles().get(args.profile or DEFAULT_SIM_PROFILE)
         return simulated_sampler(interval_s=args.interval, history_s=60, profile=prof), {}, \
             f"SIMULATED {prof.display_name}"
+    return _nvml_devices(nvml_sampler(interval_s=args.interval, history_s=60))
+
+
+def _nvml_devices(sampler: Any) -> tuple[Any, dict[int, Any], str]:
     from engine import BackendUnavailable, nvml
 
-    sampler = nvml_sampler(interval_s=args.interval, history_s=60)
     devices: dict[int, Any] = {}
     if sampler.indices:
         try:
@@ -93,10 +105,11 @@ def _families_json(registry: Any) -> list[dict[str, Any]]:
 def run(args: argparse.Namespace) -> int:
     from engine import CockpitCollector, Exporter, ResultStore
 
-    if args.profile and not args.sim:
+    if args.profile and args.backend != "sim":
         from engine import InputError
 
-        raise InputError("--profile: only with --sim (real GPUs label themselves)", fix="add --sim or drop --profile")
+        raise InputError("--profile: only with --backend sim (real GPUs label themselves)",
+                         fix="add --backend sim or drop --profile")
     _log_to_stderr()
     store = ResultStore(args.store)
     store.check()  # an unusable store is exit 2 before anything binds

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from tui.cli.output import fmt, print_json, stderr_console, stdout_console
-from tui.cli.task_args import add_task_args, task_from_args
+from tui.cli.task_args import add_alias, add_task_args, task_from_args
 
 
 def _positive_seconds(text: str) -> float:
@@ -30,9 +30,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                                             "(what the Kubernetes and Slurm exports run)")
     add_task_args(p)  # --device: one GPU, a list (0,2,5) or all (the default here)
     out = p.add_mutually_exclusive_group()
-    out.add_argument("--out", type=Path, metavar="FILE", help="write the report to FILE (atomically)")
-    out.add_argument("--out-dir", type=Path, metavar="DIR",
+    out.add_argument("-o", "--output", dest="out", type=Path, metavar="FILE",
+                     help="write the report to FILE (atomically)")
+    out.add_argument("--output-dir", dest="out_dir", type=Path, metavar="DIR",
                      help="write DIR/<host>.json (DIR/<host>.gpu<N>.json with --device N)")
+    add_alias(out, "--out", "out", type=Path)
+    add_alias(out, "--out-dir", "out_dir", type=Path)
     p.add_argument("--host", help="host name in the report (default: $NODE_NAME, $SLURMD_NODENAME, the host name)")
     p.add_argument("--no-checks", dest="checks", action="store_false", help="skip the environment checks")
     p.add_argument("--only", action="append", metavar="ID", help="run only these checks (as tui check --only)")
@@ -45,9 +48,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _target(args: argparse.Namespace, host: str) -> Path | None:
     from engine import safe_file_name
 
-    if args.out is not None:
+    if getattr(args, "out", None) is not None:
         return args.out
-    if args.out_dir is not None:
+    if getattr(args, "out_dir", None) is not None:
         suffix = f".gpu{args.device}" if isinstance(args.device, int) else ""
         return args.out_dir / f"{safe_file_name(host)}{suffix}.json"
     return None
@@ -106,9 +109,9 @@ def run(args: argparse.Namespace) -> int:
 
     if args.host is not None and not args.host.strip():
         raise InputError("--host='': empty", fix="give the node's name, or leave --host out")
-    if args.every is not None and args.out is None and args.out_dir is None:
-        raise InputError("--every needs --out or --out-dir: a report that goes nowhere helps nobody",
-                         fix="add --out-dir DIR (the folder tui fleet reads)")
+    if args.every is not None and _target(args, "") is None:
+        raise InputError("--every needs --output or --output-dir: a report that goes nowhere helps nobody",
+                         fix="add --output-dir DIR (the folder tui fleet reads)")
     # A bad flag is exit 2 before anything runs; --device (one, a list or all) is collect's.
     task = task_from_args(argparse.Namespace(**{**vars(args), "device": None}))
     if args.every is None:

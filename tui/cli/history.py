@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
-from rich.table import Table
 from rich.text import Text
 
 from engine import ResultStore, baseline_marks
+from tui.cli.fit_table import Column, render, short_ms
 from tui.cli.output import fmt, print_json, stdout_console
 
 LIMIT_MAX = 1_000_000
@@ -45,8 +46,37 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+COLUMNS = [Column("id", 12, True), Column("when", 1), Column("kernel", 7), Column("shape", 6), Column("dtype", 3),
+           Column("knobs", 0), Column("profile", 5), Column("device", 4), Column("status", 8),
+           Column("median ms", 11, True), Column("TFLOP/s", 2, True), Column("SOL %", 10, True), Column("ok", 9)]
+"""The table's columns: in a narrow terminal the knobs, the time and TFLOP/s go first, the id, the
+median and SOL % last."""
+
+
+def _known(args: argparse.Namespace, store: ResultStore) -> None:
+    """--kernel and --profile must name a kernel or profile known here or in the store: a typo
+    listed nothing and exited 0."""
+    from tui.cli.known_names import known_kernel, known_profile
+
+    if args.kernel is not None:
+        known_kernel(args.kernel, store)
+    if args.profile is not None:
+        args.profile = known_profile(args.profile, store)
+
+
+def _row(r: Any, marks: dict[int, Any]) -> list[str]:
+    knobs = f"{r.block_size}/{r.memory_pipelining or 'off'}/{'fused' if r.fusion else 'unfused'}"
+    status = ("soak " if r.kind == "soak" else "") + r.status
+    if marks.get(r.id, {}).get("regression"):
+        status += f" REGRESSION {(marks[r.id]['ratio'] - 1) * 100:+.1f}%"
+    return [str(r.id), r.created_at.replace("T", " ")[5:16], r.kernel, "x".join(str(v) for v in r.shape.values()),
+            r.dtype or "", knobs, r.profile, "sim" if r.simulated else r.backend, status, short_ms(r.median_ms),
+            fmt(r.tflops, ".1f"), fmt(r.sol_pct, ".1f"), "-" if r.correct is None else ("yes" if r.correct else "NO")]
+
+
 def run(args: argparse.Namespace) -> int:
     store = ResultStore(args.store)
+    _known(args, store)
     recs = store.list(kernel=args.kernel, profile=args.profile, limit=args.limit)
     marks = baseline_marks(store, recs)  # run id -> its median over its baseline's (tui baseline)
     if args.json:
@@ -54,18 +84,11 @@ def run(args: argparse.Namespace) -> int:
             "baseline_ratio": marks.get(r.id, {}).get("ratio"), "regression": marks.get(r.id, {}).get("regression")}
             for r in recs]})
         return 0
-    t = Table(title=Text(f"runs in {store.path}"))  # Text: a path or a stored '[...]' is not rich markup
-    for col in ("id", "when", "kernel", "shape", "dtype", "knobs", "profile", "backend", "status", "median ms",
-                "TFLOP/s", "SOL %", "ok"):
-        t.add_column(col)
-    for r in recs:
-        knobs = f"{r.block_size}/{r.memory_pipelining or 'off'}/{'fused' if r.fusion else 'unfused'}"
-        t.add_row(*(Text(str(c)) for c in (
-            r.id, r.created_at.replace("T", " ")[:19], r.kernel, "x".join(str(v) for v in r.shape.values()),
-            r.dtype or "", knobs, r.profile, "SIMULATED" if r.simulated else r.backend,
-            r.status + (f" REGRESSION {(marks[r.id]['ratio'] - 1) * 100:+.1f}%" if marks.get(r.id, {}).get("regression")
-                        else ""),
-            fmt(r.median_ms, ".4f"), fmt(r.tflops, ".1f"), fmt(r.sol_pct, ".1f"),
-            "-" if r.correct is None else ("yes" if r.correct else "NO"))))
-    stdout_console().print(t)
+    con = stdout_console()
+    # Text: a path or a stored '[...]' is not rich markup
+    table, left_out = render(Text(f"runs in {store.path}"), COLUMNS, [_row(r, marks) for r in recs], con.width)
+    con.print(table)
+    if left_out:
+        con.print(Text(f"not shown at {con.width} columns: {', '.join(left_out)} (tui history --json has every "
+                       "field)", style="dim"))
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import signal
 import sys
 import threading
@@ -134,15 +135,22 @@ def _drop_dead_streams() -> None:
 
 def error_json(message: str, fix: str | None, code: int) -> dict[str, object]:
     """The one JSON object a --json command prints when it fails before a result: status, the error,
-    the field it names (the text before the first '=' or ':', as errors here are written), the
-    fix and the exit code."""
+    the field it names, the fix and the exit code. The field is read from the message as errors here
+    are written: argparse's 'argument --limit: ...', a 'field=value: ...' part before the reason
+    ('task file t.toml: shape=m=10: ...'), or 'unknown profile ...'."""
     head = message.split(": ", 1)[0]
+    field: str | None = None
     if head.startswith("argument "):  # argparse: 'argument --limit: ...'
-        field: str | None = head.removeprefix("argument ").split("/")[0]
-    elif "=" in head and " " not in head.split("=", 1)[0]:
-        field = head.split("=", 1)[0]
+        field = head.removeprefix("argument ").split("/")[0]
     else:
-        field = None
+        for part in message.split(": ")[:3]:
+            name = part.split("=", 1)[0]
+            if "=" in part and name and " " not in name:
+                field = name
+                break
+        else:
+            unknown = re.match(r"unknown (kernel|profile|check|step)\b", message)
+            field = unknown.group(1) if unknown else None
     return {"status": {2: "invalid", 3: "unavailable"}.get(code, "error"), "error": message, "field": field,
             "fix": fix, "exit_code": code}
 

@@ -15,12 +15,12 @@ def options_from_args(args: argparse.Namespace) -> Any:
                        verify_every_s=parse_duration(args.verify_every, "--verify-every"),
                        max_drift_pct=parse_percent(args.max_drift, "--max-drift"), sim_fault=args.sim_fault,
                        sim_fault_after_s=None if args.sim_fault_after is None
-                       else parse_duration(args.sim_fault_after, "--sim-fault-after"))
+                       else parse_duration(args.sim_fault_after, "--fault-after"))
 
 
 def check_fault(prep: Any, opts: Any) -> None:
     from engine import InputError
 
     if opts.sim_fault != "none" and not prep.simulated:
-        raise InputError(f"--sim-fault {opts.sim_fault}: only the simulated device injects soak faults",
-                         fix="add --backend sim, or leave --sim-fault out")
+        raise InputError(f"--fault {opts.sim_fault}: only the simulated device injects soak faults",
+                         fix="add --backend sim, or leave --fault out")

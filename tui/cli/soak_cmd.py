@@ -13,7 +13,7 @@ from pathlib import Path
 from tui.cli.output import print_json, stderr_console
 from tui.cli.soak_args import check_fault, options_from_args
 from tui.cli.soak_report import SoakProgress, print_summary, summary_json
-from tui.cli.task_args import add_task_args, task_from_args
+from tui.cli.task_args import add_alias, add_task_args, ignored_flags, task_from_args
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -24,14 +24,18 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="re-verify the output against the reference this often (default 10s)")
     p.add_argument("--max-drift", default="5%", metavar="PCT",
                    help="fail when the last minute's median launch time is this much above the first's (default 5%%)")
-    add_task_args(p)
+    add_task_args(p, soak=True)
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     p.add_argument("--series", action="store_true", help="with --json: include every window of the series")
     p.add_argument("--store", type=Path, help="results store path (env SOL_COCKPIT_STORE)")
     p.add_argument("--no-store", action="store_true", help="do not save the soak and its series")
-    p.add_argument("--sim-fault", choices=["none", "corrupt", "throttle", "ecc"], default="none",
+    faults = ["none", "corrupt", "throttle", "ecc"]
+    p.add_argument("--fault", dest="sim_fault", choices=faults, default="none",
                    help="simulated device only: corrupt the output, throttle the clocks or raise the ECC count")
-    p.add_argument("--sim-fault-after", metavar="TIME", help="when the simulated fault starts (default: half-way)")
+    p.add_argument("--fault-after", dest="sim_fault_after", metavar="TIME",
+                   help="when the simulated fault starts (default: half-way)")
+    add_alias(p, "--sim-fault", "sim_fault", choices=faults)
+    add_alias(p, "--sim-fault-after", "sim_fault_after")
     from tui.cli.device_args import add_spread_arg
 
     add_spread_arg(p)
@@ -43,6 +47,8 @@ def run(args: argparse.Namespace) -> int:
     from engine import resolve_devices as resolve
 
     opts = options_from_args(args)
+    for flag in ignored_flags(args):
+        print(f"note: {flag} does not apply to a soak (it runs for --duration): ignored", file=sys.stderr)
     if is_multi(args.device):
         from tui.cli.every_gpu import run_soak_all
 

@@ -38,28 +38,12 @@ REPORT_PARTS = ("#run-summary", "#run-cols", "#run-table", "#run-log")
 
 
 def previous_run(store: Any, result: RunResult) -> RunResult | None:
-    """The newest stored run before ``result`` of the same kernel, shape and dtype, on the same
-    profile and the same kind of device (simulated or not) that produced a time: the run "vs
-    previous" compares with, from this session or an earlier one."""
-    task = result.task
+    """The run "vs previous" compares with (``ResultStore.previous``: an ok bench, never an
+    incorrect run or a soak), from this session or an earlier one."""
     try:
-        records = store.list(kernel=task.kernel, profile=result.profile, limit=200)
+        return store.previous(result)
     except CockpitError:
         return None
-    for r in records:
-        if result.run_id is not None and r.id >= result.run_id:
-            continue
-        if (r.shape, r.dtype, r.simulated) != (task.shape, task.dtype, result.simulated):
-            continue
-        if r.median_ms is None:
-            continue
-        try:
-            old = store.get(r.id)
-        except CockpitError:
-            return None
-        if old is not None and task_identity(old.task) == task_identity(task):
-            return old
-    return None
 
 
 class RunScreen(CockpitScreen):
