@@ -55,12 +55,12 @@ def precompile(tasks: list[TaskSpec]) -> None:
 
 
 def run(task: TaskSpec):
-    from engine.backends.cuda import CudaBackend
+    from engine.backends.stages import run_on
 
     prep = prepare(TaskSpec.model_validate(task.model_dump() | {"backend": "cuda"}))
     ctx = RunContext(task=prep.task, profile=prep.profile, spec=get_spec(prep.task.kernel),
                      emit=Emitter(send=lambda e: None))
-    return CudaBackend().run(ctx)
+    return run_on("cuda", ctx)
 
 
 def torch_peers(kernel: str, shape: dict, dtype: str, iters: int, rest_s: float = 0.0) -> dict[str, float]:

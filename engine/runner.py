@@ -16,7 +16,7 @@ from engine.backends.collect import base_fingerprint, now_iso
 from engine.backends.select import choose_backend
 from engine.errors import CockpitError, InputError
 from engine.events import Event
-from engine.job import REPLANNED, JobRequest
+from engine.job import REPLANNED, JobRequest, RunOptions
 from engine.planner import Plan, PlanError, plan
 from engine.process import run_in_engine_process
 from engine.profiles import Profile, ProfileSet, load_profiles
@@ -24,6 +24,7 @@ from engine.recorded_task import RecordedTask
 from engine.result import RunResult, RunStatus
 from engine.task import TaskSpec
 from engine.user_kernels import require_trusted_reference
+from engine.worker import child_main
 from kernels import get_spec
 
 DEFAULT_SIM_PROFILE = "h100-sxm"
@@ -120,9 +121,9 @@ def run_prepared(prep: PreparedRun, on_event: Callable[[Event], None] | None = N
     if prep.plan is None or prep.plan.kernel is None:
         raise InputError(prep.plan.error_text() if prep.plan is not None else "the task was not planned")
     request = JobRequest(kind="run", task=prep.task, profile=prep.profile, backend=prep.backend,  # type: ignore[arg-type]
-                         plan=prep.plan.kernel)
+                         plan=prep.plan.kernel, options=RunOptions())
     started, t0 = now_iso(), time.monotonic()
-    out = run_in_engine_process(_child_entry, request, prep.task.timeout_s, on_event, cancel)
+    out = run_in_engine_process(child_main, request, prep.task.timeout_s, on_event, cancel)
     if out.status == "ok":
         result = RunResult.model_validate(out.result)
     elif out.status == "cancelled":
@@ -178,12 +179,6 @@ def match_rules(error_text: str) -> list[dict[str, Any]]:
     except ImportError:
         return []
     return [m.to_dict() for m in match_text(error_text)][:5]
-
-
-def _child_entry(request: JobRequest, conn: Any) -> None:
-    from engine.worker import child_main
-
-    child_main(request, conn)
 
 
 def run_task(task: TaskSpec, profile_name: str | None = None, on_event: Callable[[Event], None] | None = None,

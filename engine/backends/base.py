@@ -90,6 +90,18 @@ class RunContext:
         return out
 
 
+FAIR_REST_S = 1.0
+"""The rest before ours and before each peer when a run times peers and the task asks for none: every
+implementation then starts from the same rested card (a peer timed right after ours reads slow:
+ADR-0004)."""
+
+
+def fair_rest_s(task: TaskSpec) -> float:
+    """The rest every timed implementation of this run gets: the task's, or ``FAIR_REST_S`` where it
+    times peers and asks for none."""
+    return task.rest_s if task.rest_s > 0 or not task.peers else FAIR_REST_S
+
+
 def progress_every(total: int) -> int:
     """Emit progress about 20 times per stage, never more often than every launch."""
     return max(1, total // 20)

@@ -1,9 +1,10 @@
-"""The CUDA backend: a run through its stages on the GPU, in the engine process.
+"""The CUDA device: the GPU behind ``engine.backends.device.Device``, in the engine process.
 
 NVRTC compiles for the device's own architecture (sm_90a on Hopper) straight to a cubin, so there
 is no PTX for the driver to fall back on; the loaded function's binary version is checked against
-the device. Times come from CUDA events around each launch after the warm-up. The stages, the
-timer, the observers and the peers live in the ``cuda_*`` modules beside this one."""
+the device. Times come from CUDA events around each launch after the warm-up. The stages' work, the
+timer, the observers and the peers live in the ``cuda_*`` modules beside this one; the order of the
+stages is the job's (``engine.backends.stages``)."""
 
 from __future__ import annotations
 
@@ -15,191 +16,210 @@ from cupy.cuda import runtime
 from cupy_backends.cuda.libs import nvrtc
 
 from engine.backends import pdl
-from engine.backends.base import RunContext, RunFailure, progress_every
-from engine.backends.collect import base_fingerprint, finish, mismatch_text, now_iso
-from engine.backends.cuda_convert import BITS, STORAGE
+from engine.backends.base import Emitter, RunFailure, fair_rest_s
+from engine.backends.collect import base_fingerprint
+from engine.backends.cuda_convert import BITS, STORAGE, to_f64
 from engine.backends.cuda_observers import NvmlSampler, measure_energy, sampled_validity
 from engine.backends.cuda_peers import time_peers
 from engine.backends.cuda_stages import (
     CUDA_ERRORS,
     bind_launches,
+    compare_outputs,
     compile_cubin,
     compile_inputs,
     device_limits,
     load_build,
     make_inputs,
     rotating_outs,
-    verify_outputs,
 )
 from engine.backends.cuda_support import FAULT_MODES, NAN_BITS, POISON_BITS, needs_hold
-from engine.backends.cuda_timer import QueuedTimer, fair_rest_s, rest
-from engine.result import PeerResult, RunResult
-from engine.timing import timing_stats
-from kernels import nvrtc_check
-from kernels.spec import DeviceLimits
+from engine.backends.cuda_timer import QueuedTimer, queued_timer, rest
+from engine.backends.device import Bound, Compiled, Inputs, Loaded, Probe, Progress, Purpose
+from engine.profiles import Profile
+from engine.result import Correctness, Fingerprint, PeerResult
+from engine.task import TaskSpec
+from kernels import get_spec
+from kernels.spec import Build
 
-__all__ = ["CudaBackend", "compile_cubin", "compile_inputs", "device_limits"]
+__all__ = ["CudaDevice", "compile_cubin", "compile_inputs", "device_limits"]
+
+OOM = cp.cuda.memory.OutOfMemoryError
 
 
-class CudaBackend:
+class CudaDevice:
+    """One GPU opened for a job (``engine.backends.device.Device``): RunFailure 'device' where it
+    cannot be opened."""
+
     name = "cuda"
     simulated = False
+    errors: tuple[type[BaseException], ...] = (*CUDA_ERRORS, OOM)
 
-    def run(self, ctx: RunContext) -> RunResult:
-        task, _spec, profile, em = ctx.task, ctx.spec, ctx.profile, ctx.emit
-        started = now_iso()
-        dtype = task.dtype.value
+    def __init__(self, task: TaskSpec, profile: Profile | None) -> None:
+        self.task, self.profile = task, profile
+        self.spec = get_spec(task.kernel)
+        self.dtype = task.dtype.value
         try:
             cp.cuda.Device(task.device).use()
-            limits, props = device_limits(task.device, profile.name)
+            self.limits, self.props = device_limits(task.device, profile.name if profile else "")
         except CUDA_ERRORS as exc:
             raise RunFailure("launch_error", f"cannot open GPU {task.device}: {exc}", "device") from None
-        try:
-            return self._run(ctx, limits, props, dtype, started)
-        except CUDA_ERRORS as exc:
-            stage = em.current or "load"
-            msg = f"{type(exc).__name__}: {exc}"
-            em.fail(stage, msg)
-            raise RunFailure("launch_error", msg, "cuda_error") from None
-        except cp.cuda.memory.OutOfMemoryError as exc:
-            em.fail(em.current or "inputs", str(exc))
-            raise RunFailure("launch_error", f"cupy.cuda.memory.OutOfMemoryError: {exc}", "out_of_memory") from None
+        self.sm_count = self.limits.sm_count
+        self._timer: QueuedTimer | None = None
 
-    def _run(self, ctx: RunContext, limits: DeviceLimits, props: dict[str, Any], dtype: str,
-             started: str) -> RunResult:
-        task, spec, profile, em = ctx.task, ctx.spec, ctx.profile, ctx.emit
-        kp = ctx.device_plan(limits)
+    def failure(self, exc: BaseException) -> tuple[str, str]:
+        if isinstance(exc, OOM):
+            return f"cupy.cuda.memory.OutOfMemoryError: {exc}", "out_of_memory"
+        return f"{type(exc).__name__}: {exc}", "cuda_error"
 
-        # --- compile -----------------------------------------------------------------------
-        em.start("compile", f"NVRTC for {limits.arch}")
-        build = spec.render(kp, limits)
-        try:
-            cubin, log, cached = compile_cubin(*compile_inputs(build, limits, task.fault.value))
-        except RunFailure as exc:
-            em.fail("compile", exc.message)
-            raise
-        resources = {name: dict(vars(r)) for name, r in nvrtc_check.parse_ptxas_log(log).items()}
-        for fn, r in resources.items():
-            if r["spill_store_bytes"] or r["spill_load_bytes"]:
-                em.info(f"{fn}: {r['spill_store_bytes']} B spill stores, {r['spill_load_bytes']} B spill loads",
-                        "warning")
-        em.done("compile", ("cached cubin" if cached else "compiled") + f" for {limits.arch}")
+    def gpu_name(self) -> str:
+        name = self.props["name"]
+        return name.decode() if isinstance(name, bytes) else str(name)
 
-        # --- load --------------------------------------------------------------------------
-        em.start("load")
-        try:
-            funcs, grids, loaded = load_build(build, cubin, limits)
-        except RunFailure as exc:
-            em.fail("load", exc.message)
-            raise
-        for ln, g in zip(build.launches, grids, strict=True):
-            if g != ln.grid:
-                em.info(f"{ln.function}: grid {ln.grid[0]} -> {g[0]} CTAs, the {g[0] // ln.cluster} clusters of "
-                        f"{ln.cluster} this device holds at once")
-        for name, r in loaded.items():
-            resources.setdefault(name, {}).update(r)
-        dependent = pdl.enabled(limits.compute_capability) and any(ln.pdl for ln in build.launches)
-        em.done("load", ", ".join(f"{n}: {resources[n].get('registers')} regs" for n in build.functions)
-                + ("; programmatic dependent launch" if dependent else ""))
+    # --- compile, load, inputs -------------------------------------------------------------------
+    def compile_title(self) -> str:
+        return f"NVRTC for {self.limits.arch}"
 
-        # --- inputs ------------------------------------------------------------------------
-        em.start("inputs")
-        l2 = int(props.get("l2CacheSize", 0)) or int(profile.l2_mb * 2**20)
-        sets, outs, in_bytes = make_inputs(spec, task, dtype, l2)
-        n_sets = len(sets)
-        outs.update({b.name: cp.empty(b.shape, dtype=STORAGE[b.dtype]) for b in build.scratch})
-        flag = cp.zeros(1, dtype=cp.int32)
+    def compile(self, build: Build, fault: str) -> Compiled:
+        cubin, log, cached = compile_cubin(*compile_inputs(build, self.limits, fault))
+        return Compiled(build, cubin, log, cached, ("cached cubin" if cached else "compiled") + f" for {self.limits.arch}")
+
+    def load(self, compiled: Compiled) -> Loaded:
+        build = compiled.build
+        funcs, grids, loaded = load_build(build, compiled.binary, self.limits)
+        dependent = pdl.enabled(self.limits.compute_capability) and any(ln.pdl for ln in build.launches)
+        return Loaded(build, funcs, grids, loaded, dependent)
+
+    def load_detail(self, loaded: Loaded) -> str:
+        return (", ".join(f"{n}: {loaded.resources[n].get('registers')} regs" for n in loaded.build.functions)
+                + ("; programmatic dependent launch" if loaded.dependent else ""))
+
+    def inputs(self, rotate: bool) -> Inputs:
+        """The rotating input sets (``make_inputs``) and their outputs: one output dict per set
+        (``rotating_outs``) with ``rotate``, else one for every set."""
+        assert self.profile is not None, "a job with inputs is planned against a profile"
+        l2 = int(self.props.get("l2CacheSize", 0)) or int(self.profile.l2_mb * 2**20)
+        sets, outs, in_bytes = make_inputs(self.spec, self.task, self.dtype, l2)
+        out_sets = rotating_outs(outs, len(sets), self.spec.outputs) if rotate else [outs] * len(sets)
         cp.cuda.Device().synchronize()
-        em.done("inputs", f"N(0,1), {n_sets} rotating set(s) of {in_bytes / 2**20:.1f} MiB (L2 {l2 / 2**20:.0f} MiB)")
+        return Inputs(sets, outs, out_sets, in_bytes,
+                      f"N(0,1), {len(sets)} rotating set(s) of {in_bytes / 2**20:.1f} MiB (L2 {l2 / 2**20:.0f} MiB)")
 
-        out_sets = rotating_outs(outs, n_sets, spec.outputs)
-        run_once = bind_launches(build, funcs, grids, sets, out_sets, dtype, dependent)
+    # --- bind, warm, time ------------------------------------------------------------------------
+    def bind(self, loaded: Loaded, inputs: Inputs, purpose: Purpose, em: Emitter,
+             task: TaskSpec | None = None) -> Bound:
+        """``run(i)``: the build's launches on input set ``i`` with every argument prepared once; the
+        build's scratch buffers shared by every set. A trial is timed by one timer for the whole tune
+        (``queued_timer``), a run or a soak by its module's own hold kernel."""
+        build = loaded.build
+        scratch = {b.name: cp.empty(b.shape, dtype=STORAGE[b.dtype]) for b in build.scratch}
+        outs = [{**o, **scratch} for o in inputs.out_sets]
+        run = bind_launches(build, loaded.funcs, loaded.grids, inputs.sets, outs, self.dtype,
+                            pdl.enabled(self.limits.compute_capability))
+        if purpose == "trial":
+            self._timer = self._timer or queued_timer()
+            timer = self._timer
+        else:
+            timer = QueuedTimer(loaded.funcs["sol_hold_kernel"])
+        return Bound(loaded, run, purpose, timer=timer)
 
-        # --- warm-up -----------------------------------------------------------------------
-        sampler = NvmlSampler(runtime.deviceGetPCIBusId(task.device))
+    def inject(self, bound: Bound, fault: str, em: Emitter) -> None:
+        if fault in FAULT_MODES:
+            em.info(f"injecting fault {fault} (task fault field)", "warning")
+            flag = cp.zeros(1, dtype=cp.int32)
+            bound.loaded.funcs["sol_fault_kernel"]((1,), (1,), (flag, np.int32(FAULT_MODES[fault])))
+            cp.cuda.Device().synchronize()
+
+    def rest(self, seconds: float, em: Emitter, what: str) -> None:
+        rest(seconds, em, what)
+
+    def watch(self, bound: Bound) -> None:
+        """NVML sampled in a thread while a run warms up and is timed (``NvmlSampler``)."""
+        sampler = NvmlSampler(runtime.deviceGetPCIBusId(self.task.device))
         sampler.start()
-        em.start("warmup")
-        if task.fault.value in FAULT_MODES:
-            em.info(f"injecting fault {task.fault.value} (task fault field)", "warning")
-            funcs["sol_fault_kernel"]((1,), (1,), (flag, np.int32(FAULT_MODES[task.fault.value])))
+        bound.extra["sampler"] = sampler
+
+    def unwatch(self, bound: Bound) -> None:
+        bound.extra["sampler"].stop.set()
+
+    def _snap(self, bound: Bound) -> None:
+        if "sampler" in bound.extra:
+            bound.extra["sampler"].snap()
+
+    def warm(self, bound: Bound, n: int, n_probe: int, every: int = 0, progress: Progress | None = None) -> Probe:
+        """``QueuedTimer.warm``; a run and a soak then wait for the GPU (a trial goes on to its timed
+        launches at once)."""
+        probed = bound.timer.warm(bound.run, n, n_probe, every, progress)
+        if bound.purpose != "trial":
             cp.cuda.Device().synchronize()
-        rest(fair_rest_s(task), em, "ours")
-        timer = QueuedTimer(funcs["sol_hold_kernel"])
-        # the last 5 warm-ups also tell whether the host keeps ahead of the GPU
-        probed = timer.warm(run_once, task.warmup, 5, progress_every(max(task.warmup, 1)),
-                            lambda done: em.progress("warmup", done, task.warmup))
+        self._snap(bound)
+        return probed
+
+    def holds(self, probed: Probe) -> bool:
+        return needs_hold(*probed)
+
+    def time(self, name: str, bound: Bound, n: int, probed: Probe, chunk: int,
+             progress: Progress | None = None) -> list[float]:
+        times = bound.timer.run(name, bound.run, n, probed, chunk, progress)
+        self._snap(bound)  # the clock and throttle reasons at the end of the timed runs
+        return times
+
+    def energy(self, bound: Bound, median_ms: float, em: Emitter) -> dict[str, Any]:
+        return measure_energy(self.task, bound.run, median_ms, em)
+
+    # --- verify, peers, collect ------------------------------------------------------------------
+    def verify(self, bound: Bound, inputs: Inputs, fault: str) -> Correctness:
+        """Outputs poisoned, one launch on set 0 (``nan``: NaN written over it), every output against
+        the float64 reference of set 0 (computed once)."""
+        bits = BITS[self.dtype]
+        for name in self.spec.outputs:
+            inputs.outs[name].view(bits).fill(POISON_BITS[self.dtype])
+        bound.run(0)
+        if fault == "nan":
+            inputs.outs[self.spec.output].view(bits)[..., ::97] = NAN_BITS[self.dtype]
         cp.cuda.Device().synchronize()
-        sampler.snap()
-        em.done("warmup", f"{task.warmup} launches")
+        if inputs.refs is None:
+            inputs.refs = self.spec.reference_outputs(cp, {k: to_f64(v, self.dtype) for k, v in inputs.sets[0].items()})
+        return compare_outputs(self.spec, inputs.outs, self.dtype, inputs.refs)
 
-        # --- timed runs --------------------------------------------------------------------
-        em.start("timed")
-        if needs_hold(*probed):
-            em.info("the GPU finishes a launch faster than the host queues the next: timed launches "
-                    "are queued behind a hold kernel, so they run back to back")
-        times = timer.run("ours", run_once, task.iterations, probed, progress_every(task.iterations),
-                          lambda done: em.progress("timed", done, task.iterations))
-        sampler.snap()  # the clock and throttle reasons at the end of the timed runs
-        timing = timing_stats(times)
-        energy = measure_energy(task, run_once, timing.median_ms, em) if task.energy_s > 0 else None
-        sampler.stop.set()
-        em.done("timed", f"median {timing.median_ms:.4f} ms over {timing.samples}")
+    def peers(self, inputs: Inputs, bound: Bound, em: Emitter) -> list[PeerResult]:
+        return time_peers(self.task, self.spec, inputs.sets, inputs.out_sets, self.dtype, em, bound.timer)
 
-        # --- verify ------------------------------------------------------------------------
-        correctness = None
-        bits = BITS[dtype]
-        if task.verify:
-            em.start("verify")
-            for name in spec.outputs:
-                outs[name].view(bits).fill(POISON_BITS[dtype])
-            run_once(0)
-            if task.fault.value == "nan":
-                outs[spec.output].view(bits)[..., ::97] = NAN_BITS[dtype]
-            cp.cuda.Device().synchronize()
-            correctness = verify_outputs(spec, sets[0], outs, dtype)
-            if correctness.correct:
-                em.done("verify", "ok")
-            else:
-                em.fail("verify", mismatch_text(correctness))
-        else:
-            em.skip("verify", "verification off")
+    def fingerprint(self, build: Build | None) -> Fingerprint:
+        fp = base_fingerprint(self.profile, "cuda", build.source_sha256 if build else None)
+        fp.gpu_name = self.gpu_name()
+        fp.compute_capability = f"{self.limits.compute_capability[0]}.{self.limits.compute_capability[1]}"
+        fp.arch = self.limits.arch
+        return fp
 
-        # --- peers -------------------------------------------------------------------------
-        peers: list[PeerResult] = []
-        if task.peers:
-            em.start("peers")
-            peers = time_peers(task, spec, sets, out_sets, dtype, em, timer)
-            em.done("peers", f"{len(peers)} peer(s)")
-        else:
-            em.skip("peers", "peers off")
-
-        # --- collect -----------------------------------------------------------------------
-        em.start("collect")
-        fp = base_fingerprint(profile, "cuda", build.source_sha256)
-        fp.gpu_name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
-        fp.compute_capability = f"{limits.compute_capability[0]}.{limits.compute_capability[1]}"
-        fp.arch = limits.arch
+    def collect(self, loaded: Loaded, inputs: Inputs, bound: Bound,
+                em: Emitter) -> tuple[Fingerprint, dict[str, Any], dict[str, Any]]:
+        """The fingerprint (GPU, driver, runtime, NVRTC, CuPy), the launch record (functions,
+        resources, grids as launched) and the run's validity (clocks sampled, the hold's queueing)."""
+        task, build, timer = self.task, loaded.build, bound.timer
+        fp = self.fingerprint(build)
         dv, rv = runtime.driverGetVersion(), runtime.runtimeGetVersion()
         fp.cuda_driver_version = f"{dv // 1000}.{(dv % 1000) // 10}"
         fp.cuda_runtime_version = f"{rv // 1000}.{(rv % 1000) // 10}"
         nv = nvrtc.getVersion()
         fp.nvrtc_version = f"{nv[0]}.{nv[1]}"
         fp.cupy_version = cp.__version__
-        validity = sampled_validity(sampler, fp)
+        validity = sampled_validity(bound.extra["sampler"], fp)
         validity["queue_hold"] = dict(timer.stats)
         validity["rest_applied_s"] = fair_rest_s(task)
         validity["launches_each"] = {"warmup": task.warmup, "timed": task.iterations}
         if timer.stats["expired_chunks"]:
             em.info(f"{timer.stats['expired_chunks']} of {timer.stats['held_chunks']} held chunks ran out of "
                     "hold before the host had queued them: those launch times include launch gaps", "warning")
-        launch = {"functions": list(build.functions), "info": build.info, "arch": limits.arch,
-                  "resources": resources, "input_sets": n_sets,
+        launch = {"functions": list(build.functions), "info": build.info, "arch": self.limits.arch,
+                  "resources": loaded.resources, "input_sets": len(inputs.sets),
                   "launches": [{"function": ln.function, "grid": g, "block": ln.block,
                                 "shared_mem_bytes": ln.shared_mem_bytes, "cluster": ln.cluster,
-                                "pdl": dependent and ln.pdl}
-                               for ln, g in zip(build.launches, grids, strict=True)]}
-        res = finish(task=task, profile=profile, spec=spec, simulated=False, timing=timing,
-                     correctness=correctness, peers=peers, launch=launch, validity=validity,
-                     fingerprint=fp, log=em.log, started_at=started, energy=energy)
-        em.done("collect")
-        return res
+                                "pdl": loaded.dependent and ln.pdl}
+                               for ln, g in zip(build.launches, loaded.grids, strict=True)]}
+        return fp, launch, validity
+
+    def close(self) -> None:
+        try:
+            cp.cuda.Device().synchronize()
+        except Exception:
+            pass

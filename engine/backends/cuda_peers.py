@@ -7,11 +7,12 @@ from typing import Any
 
 import cupy as cp
 
+from engine.backends.base import fair_rest_s
 from engine.backends.cuda_blas import Blas
 from engine.backends.cuda_convert import BITS, native_view
 from engine.backends.cuda_stages import verify_outputs
 from engine.backends.cuda_support import POISON_BITS
-from engine.backends.cuda_timer import QueuedTimer, fair_rest_s, rest
+from engine.backends.cuda_timer import QueuedTimer, rest
 from engine.result import PeerResult
 from engine.timing import timing_stats
 

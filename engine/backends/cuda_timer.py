@@ -15,17 +15,6 @@ import numpy as np
 
 from engine.backends.cuda_support import HOLD_SOURCE, held_chunk, hold_ns, needs_hold
 
-FAIR_REST_S = 1.0
-"""The rest before ours and before each peer when a run times peers and the task asks for none: every
-implementation then starts from the same rested card (a peer timed right after ours reads slow:
-ADR-0004)."""
-
-
-def fair_rest_s(task: Any) -> float:
-    """The rest every timed implementation of this run gets: the task's, or ``FAIR_REST_S`` where it
-    times peers and asks for none."""
-    return task.rest_s if task.rest_s > 0 or not task.peers else FAIR_REST_S
-
 
 def rest(seconds: float, em: Any, what: str) -> None:
     """Let the GPU idle ``seconds`` before ``what`` is warmed up and timed (``TaskSpec.rest_s``), so

@@ -12,17 +12,22 @@ from __future__ import annotations
 import hashlib
 import os
 import time
+from typing import Any
 
 import numpy as np
 
-from engine.backends.base import RunContext, RunFailure, progress_every
-from engine.backends.collect import base_fingerprint, finish, mismatch_text, now_iso
+from engine.backends.base import Emitter, RunFailure
+from engine.backends.collect import base_fingerprint
+from engine.backends.device import Bound, Compiled, Inputs, Loaded, Probe, Progress, Purpose
 from engine.multi_device import sim_slow_factor
-from engine.result import PeerResult, RunResult
+from engine.profiles import Profile
+from engine.result import Correctness, Fingerprint, PeerResult
 from engine.sol import t_sol_ms
+from engine.task import TaskSpec
 from engine.timing import timing_stats
 from engine.verify import compare, merge
-from kernels.spec import DeviceLimits
+from kernels import get_spec
+from kernels.spec import Build, DeviceLimits
 
 SIM_ROWS = 64
 """Rows of the output the simulated device actually computes and verifies on the CPU."""
@@ -101,145 +106,221 @@ def task_seed(task) -> int:
     return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "little") ^ task.seed
 
 
-class SimBackend:
+class SimFault(Exception):
+    """An injected fault of the simulated device: what the GPU's CUDA error would have said."""
+
+    def __init__(self, message: str, kind: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+class SimDevice:
+    """The simulated device (``engine.backends.device.Device``). ``regime``: a tune's (sustained: the
+    board at its power cap runs everything ~12 % slower; the ranking is the model's either way);
+    ``sim_fault`` from ``fault_at_s``: a soak's injected fault (corrupt, throttle, ecc)."""
+
     name = "sim"
     simulated = True
+    errors: tuple[type[BaseException], ...] = (SimFault,)
 
-    def run(self, ctx: RunContext) -> RunResult:
-        task, spec, profile, em = ctx.task, ctx.spec, ctx.profile, ctx.emit
-        started = now_iso()
-        delay = _stage_delay()
-        limits = DeviceLimits.from_profile(profile)
-        shape = spec.normalize_shape(task.shape)
-        dtype = task.dtype.value
-        rng = np.random.default_rng(task_seed(task) % 2**63)
+    def __init__(self, task: TaskSpec, profile: Profile | None, regime: str = "burst", sim_fault: str = "none",
+                 fault_at_s: float = 0.0) -> None:
+        if profile is None:
+            raise RunFailure("invalid", "the simulated device needs a profile to model", "profile")
+        self.task, self.profile = task, profile
+        self.spec = get_spec(task.kernel)
+        self.limits = DeviceLimits.from_profile(profile)
+        self.dtype = task.dtype.value
+        self.shape = self.spec.normalize_shape(task.shape)
+        self.rng = np.random.default_rng(task_seed(task) % 2**63)
+        self.delay = _stage_delay()
+        self.hot = 1.12 if regime == "sustained" else 1.0
+        self.slow = sim_slow_factor(task.device)
+        self.sim_fault, self.fault_at_s = sim_fault, fault_at_s
+        self.t = 0.0
+        """Seconds soaked (simulated time)."""
+        self._outputs: dict[str, tuple[Any, Any]] = {}
 
-        em.start("compile", f"SIMULATED: rendering {spec.name} for {limits.arch}")
-        build = spec.render(ctx.device_plan(limits), limits)
-        time.sleep(delay)
-        if task.fault.value == "compile_error":
-            msg = (f"{spec.name}.cu(1): error: identifier \"SOL_INJECTED_FAULT\" is undefined\n"
-                   "1 error detected in the compilation of \"gemm_residual.cu\".\n"
-                   "NVRTC_ERROR_COMPILATION (6) [SIMULATED fault injection]")
-            em.fail("compile", msg)
-            raise RunFailure("compile_error", msg, "nvrtc_compile")
-        em.done("compile", f"SIMULATED {build.info.get('path', '')}")
+    @property
+    def sm_count(self) -> int:
+        return self.profile.sm_count
 
-        em.start("load")
-        time.sleep(delay / 2)
-        em.done("load", f"{len(build.launches)} launch(es)")
+    def failure(self, exc: BaseException) -> tuple[str, str]:
+        return str(exc), getattr(exc, "kind", type(exc).__name__)
 
-        em.start("inputs")
+    def t_sol_ms(self, peak: float | None = None) -> float:
+        """The task's SOL time on the profile (``peak``: another FLOP/s ceiling than the SOL one)."""
+        peak = self.profile.sol_peak_flops(self.dtype) if peak is None else peak
+        return t_sol_ms(self.spec.flops(self.shape), self.spec.bytes_moved(self.shape, self.dtype), peak,
+                        self.profile.bandwidth_bytes_per_s)
+
+    # --- compile, load, inputs -------------------------------------------------------------------
+    def compile_title(self) -> str:
+        return f"SIMULATED: rendering {self.spec.name} for {self.limits.arch}"
+
+    def compile(self, build: Build, fault: str) -> Compiled:
+        time.sleep(self.delay)
+        if fault == "compile_error":
+            raise RunFailure("compile_error",
+                             f"{self.spec.name}.cu(1): error: identifier \"SOL_INJECTED_FAULT\" is undefined\n"
+                             "1 error detected in the compilation of \"gemm_residual.cu\".\n"
+                             "NVRTC_ERROR_COMPILATION (6) [SIMULATED fault injection]", "nvrtc_compile")
+        return Compiled(build, None, "", False, f"SIMULATED {build.info.get('path', '')}")
+
+    def load(self, compiled: Compiled) -> Loaded:
+        time.sleep(self.delay / 2)
+        build = compiled.build
+        return Loaded(build, {}, [ln.grid for ln in build.launches], {})
+
+    def load_detail(self, loaded: Loaded) -> str:
+        return f"{len(loaded.build.launches)} launch(es)"
+
+    def inputs(self, rotate: bool) -> Inputs:
+        """N(0,1) inputs of a CPU slice of the output (``sim_slice``), from the task's seed."""
+        spec, task, shape = self.spec, self.task, self.shape
         small = sim_slice(spec, task, shape)
         m = small[spec.dims[0]]
         rows = f"{m} rows computed on the CPU"
         if any(small[d] != shape[d] for d in spec.dims[1:]):  # a slice of the rows too, to fit in memory
             rows += (f" at {'x'.join(str(small[d]) for d in spec.dims)} (the full rows would take "
                      f"{host_bytes(spec, task, {**shape, spec.dims[0]: m}) / 1e9:.1f} GB of host memory)")
-        host_inputs = {}
+        host = {}
         for buf in spec.buffers(task.model_copy(update={"shape": small})):
             if buf.role == "input":
-                host_inputs[buf.name] = round_to(rng.standard_normal(buf.shape, dtype=np.float32), dtype)
-        time.sleep(delay / 2)
-        em.done("inputs", f"SIMULATED N(0,1), {rows}")
+                host[buf.name] = round_to(self.rng.standard_normal(buf.shape, dtype=np.float32), self.dtype)
+        time.sleep(self.delay / 2)
+        return Inputs([host], {}, [{}], 0, f"SIMULATED N(0,1), {rows}", note=f"SIMULATED: {rows}")
 
-        eff = max(1e-3, min(0.99, spec.sim_efficiency(task, limits)))
-        t_sol = t_sol_ms(spec.flops(shape), spec.bytes_moved(shape, dtype),
-                         profile.sol_peak_flops(dtype), profile.bandwidth_bytes_per_s)
-        t_model = t_sol / eff + SIM_LAUNCH_MS * max(1, len(build.launches))
-        slow = sim_slow_factor(task.device)
-        if slow != 1.0:  # a sick neighbour for every-GPU rehearsals (engine.multi_device)
-            t_model *= slow
-            em.info(f"SIMULATED GPU {task.device} runs {slow:g}x slow (SOL_COCKPIT_SIM_SLOW_DEVICES)", "warning")
-        # the library peers compute fp32 on FFMA (cuBLAS has no 3xTF32 on Hopper): their ceiling is
-        # the datasheet peak, not the fp32 SOL ceiling (tf32 / 3) our 3xTF32 path is held to
-        t_sol_peer = t_sol_ms(spec.flops(shape), spec.bytes_moved(shape, dtype),
-                              profile.peak_flops(dtype), profile.bandwidth_bytes_per_s)
+    # --- bind, warm, time ------------------------------------------------------------------------
+    def bind(self, loaded: Loaded, inputs: Inputs, purpose: Purpose, em: Emitter,
+             task: TaskSpec | None = None) -> Bound:
+        """The model's time per launch for ``task`` (the device's own by default): the roofline time
+        over the kernel's efficiency for its knobs, plus the launches' fixed cost. A trial draws from
+        its own stream (seeded by its knobs); a run and a soak from the device's."""
+        task = task or self.task
+        eff = max(1e-3, min(0.99, self.spec.sim_efficiency(task, self.limits)))
+        t_model = self.t_sol_ms() / eff + SIM_LAUNCH_MS * max(1, len(loaded.build.launches))
+        if purpose == "trial":
+            rng = np.random.default_rng(task_seed(task) % 2**63)
+            return Bound(loaded, _no_launch, purpose, model_ms=t_model * self.hot, rng=rng)
+        if self.slow != 1.0 and purpose == "run":  # a sick neighbour for every-GPU rehearsals
+            em.info(f"SIMULATED GPU {task.device} runs {self.slow:g}x slow (SOL_COCKPIT_SIM_SLOW_DEVICES)", "warning")
+        return Bound(loaded, _no_launch, purpose, model_ms=t_model * self.slow, rng=self.rng)
 
-        em.start("warmup")
-        if task.fault.value in ("launch_failure", "illegal_address", "hang"):
-            self._fault(task.fault.value, em)
-        for i in range(task.warmup):
-            if (i + 1) % progress_every(task.warmup) == 0:
-                em.progress("warmup", i + 1, task.warmup)
-        time.sleep(delay / 2)
-        em.done("warmup", f"{task.warmup} launches")
-
-        em.start("timed")
-        samples = t_model * rng.lognormal(0.0, 0.015, size=task.iterations)
-        samples[rng.random(task.iterations) < 0.03] *= 1.12  # occasional slow launches
-        step = progress_every(task.iterations)
-        for i in range(task.iterations):
-            if (i + 1) % step == 0 or i + 1 == task.iterations:
-                em.progress("timed", i + 1, task.iterations)
-                time.sleep(delay / 20)
-        timing = timing_stats(samples)
-        em.done("timed", f"median {timing.median_ms:.4f} ms (SIMULATED)")
-
-        correctness = None
-        if task.verify:
-            em.start("verify")
-            # The "kernel" is the reference in fp32, rounded once to the dtype: what a correct
-            # kernel produces; the check against float64 is the same code the GPU path runs.
-            outs = spec.reference_outputs(np, host_inputs)
-            refs = spec.reference_outputs(np, {k: v.astype(np.float64) for k, v in host_inputs.items()})
-            parts = {}
-            for name, out in outs.items():
-                out = round_to(out.astype(np.float32), dtype).astype(np.float64)
-                if task.fault.value == "nan":
-                    out.flat[:: max(1, out.size // 7)] = np.nan
-                parts[name] = compare(np, out, refs[name], spec.rtol(dtype),
-                                      note=f"SIMULATED: {rows}")
-            correctness = merge(parts)
-            if correctness.correct:
-                em.done("verify", "ok")
-            else:
-                em.fail("verify", mismatch_text(correctness))
-        else:
-            em.skip("verify", "verification off")
-
-        peers: list[PeerResult] = []
-        if task.peers:
-            em.start("peers")
-            for p in spec.peers(task):
-                if dtype not in p.dtypes:
-                    continue
-                pe = PEER_EFFICIENCY["baseline" if p.baseline else "other"]
-                t_peer = t_sol_peer / pe + SIM_LAUNCH_MS * (2 if p.baseline else 1)
-                ps = t_peer * rng.lognormal(0.0, 0.015, size=max(5, task.iterations // 2))
-                peers.append(PeerResult(name=p.name, label=p.label + " [SIMULATED]",
-                                        timing=timing_stats(ps), baseline=p.baseline,
-                                        correct=True if p.verify else None))
-            em.done("peers", f"{len(peers)} peer(s)")
-        else:
-            em.skip("peers", "peers off")
-
-        em.start("collect")
-        launch = {"functions": list(build.functions), "info": build.info, "arch": limits.arch,
-                  "launches": [{"function": ln.function, "grid": ln.grid, "block": ln.block,
-                                "shared_mem_bytes": ln.shared_mem_bytes} for ln in build.launches]}
-        fp = base_fingerprint(profile, "sim", build.source_sha256)
-        fp.gpu_name = f"SIMULATED {profile.display_name}"
-        fp.compute_capability = profile.compute_capability
-        fp.arch = limits.arch
-        res = finish(task=task, profile=profile, spec=spec, simulated=True, timing=timing,
-                     correctness=correctness, peers=peers, launch=launch,
-                     validity={"note": "SIMULATED: no clocks, throttling or other processes"},
-                     energy=({"note": "SIMULATED: no power or energy is measured"}
-                             if task.energy_s > 0 else None),
-                     fingerprint=fp, log=em.log, started_at=started)
-        em.done("collect")
-        return res
-
-    @staticmethod
-    def _fault(kind: str, em) -> None:
-        if kind == "hang":
+    def inject(self, bound: Bound, fault: str, em: Emitter) -> None:
+        if fault == "hang":
             em.info("SIMULATED fault: the kernel never returns (hang)", "warning")
             while True:
                 time.sleep(1.0)
-        if kind == "launch_failure":
-            msg = "cudaErrorLaunchFailure: unspecified launch failure [SIMULATED fault injection]"
-        else:
-            msg = "cudaErrorIllegalAddress: an illegal memory access was encountered [SIMULATED fault injection]"
-        em.fail("warmup", msg)
-        raise RunFailure("launch_error", msg, kind)
+        if fault == "launch_failure":
+            raise SimFault("cudaErrorLaunchFailure: unspecified launch failure [SIMULATED fault injection]", fault)
+        if fault == "illegal_address":
+            raise SimFault("cudaErrorIllegalAddress: an illegal memory access was encountered "
+                           "[SIMULATED fault injection]", fault)
+
+    def rest(self, seconds: float, em: Emitter, what: str) -> None:
+        """No card to rest."""
+
+    def watch(self, bound: Bound) -> None:
+        """No clocks to sample."""
+
+    def unwatch(self, bound: Bound) -> None:
+        """No clocks to sample."""
+
+    def warm(self, bound: Bound, n: int, n_probe: int, every: int = 0, progress: Progress | None = None) -> Probe:
+        for i in range(n):
+            if every and (i + 1) % every == 0 and progress is not None:
+                progress(i + 1)
+        time.sleep(self.delay / 2)
+        return None, 0.0
+
+    def holds(self, probed: Probe) -> bool:
+        return False
+
+    def time(self, name: str, bound: Bound, n: int, probed: Probe, chunk: int,
+             progress: Progress | None = None) -> list[float]:
+        """The model's time with noise: a run's from its stream (with occasional slow launches), a
+        trial's from its own (at least 5 launches)."""
+        if bound.purpose == "trial":
+            return list(bound.model_ms * bound.rng.lognormal(0.0, 0.015, size=max(5, n)))
+        samples = bound.model_ms * bound.rng.lognormal(0.0, 0.015, size=n)
+        samples[bound.rng.random(n) < 0.03] *= 1.12  # occasional slow launches
+        for i in range(n):
+            if (i + 1) % chunk == 0 or i + 1 == n:
+                if progress is not None:
+                    progress(i + 1)
+                time.sleep(self.delay / 20)
+        return list(samples)
+
+    def energy(self, bound: Bound, median_ms: float, em: Emitter) -> dict[str, Any]:
+        return {"note": "SIMULATED: no power or energy is measured"}
+
+    def clock(self) -> str:
+        return "SIMULATED"
+
+    # --- verify, peers, collect ------------------------------------------------------------------
+    def _kernel_outputs(self, inputs: Inputs) -> dict[str, tuple[Any, Any]]:
+        """(output, float64 reference) per output: the "kernel" is the reference in fp32 rounded
+        once to the dtype, what a correct kernel produces. Computed once for the device's inputs."""
+        if not self._outputs:
+            host = inputs.sets[0]
+            outs = self.spec.reference_outputs(np, host)
+            refs = self.spec.reference_outputs(np, {k: v.astype(np.float64) for k, v in host.items()})
+            self._outputs = {name: (round_to(out.astype(np.float32), self.dtype).astype(np.float64), refs[name])
+                             for name, out in outs.items()}
+        return self._outputs
+
+    def verify(self, bound: Bound, inputs: Inputs, fault: str) -> Correctness:
+        """The check against float64 is the same code the GPU path runs. Faults: ``nan`` (NaN in the
+        output), a soak's ``corrupt`` (a few elements far off, from ``fault_at_s``)."""
+        parts = {}
+        for name, (out, ref) in self._kernel_outputs(inputs).items():
+            if fault == "nan":
+                out = out.copy()
+                out.flat[:: max(1, out.size // 7)] = np.nan
+            if self._faulty("corrupt"):
+                out = out.copy()
+                out.flat[:: max(1, out.size // 5)] += 8.0
+            parts[name] = compare(np, out, ref, self.spec.rtol(self.dtype), note=inputs.note or "")
+        return merge(parts)
+
+    def peers(self, inputs: Inputs, bound: Bound, em: Emitter) -> list[PeerResult]:
+        """The library peers compute fp32 on FFMA (cuBLAS has no 3xTF32 on Hopper): their ceiling is
+        the datasheet peak, not the fp32 SOL ceiling (tf32 / 3) our 3xTF32 path is held to."""
+        t_sol_peer = self.t_sol_ms(self.profile.peak_flops(self.dtype))
+        peers = []
+        for p in self.spec.peers(self.task):
+            if self.dtype not in p.dtypes:
+                continue
+            pe = PEER_EFFICIENCY["baseline" if p.baseline else "other"]
+            t_peer = t_sol_peer / pe + SIM_LAUNCH_MS * (2 if p.baseline else 1)
+            ps = t_peer * bound.rng.lognormal(0.0, 0.015, size=max(5, self.task.iterations // 2))
+            peers.append(PeerResult(name=p.name, label=p.label + " [SIMULATED]", timing=timing_stats(ps),
+                                    baseline=p.baseline, correct=True if p.verify else None))
+        return peers
+
+    def fingerprint(self, build: Build | None) -> Fingerprint:
+        fp = base_fingerprint(self.profile, "sim", build.source_sha256 if build else None)
+        fp.gpu_name = f"SIMULATED {self.profile.display_name}"
+        fp.compute_capability = self.profile.compute_capability
+        fp.arch = self.limits.arch
+        return fp
+
+    def collect(self, loaded: Loaded, inputs: Inputs, bound: Bound,
+                em: Emitter) -> tuple[Fingerprint, dict[str, Any], dict[str, Any]]:
+        build = loaded.build
+        launch = {"functions": list(build.functions), "info": build.info, "arch": self.limits.arch,
+                  "launches": [{"function": ln.function, "grid": ln.grid, "block": ln.block,
+                                "shared_mem_bytes": ln.shared_mem_bytes} for ln in build.launches]}
+        return (self.fingerprint(build), launch,
+                {"note": "SIMULATED: no clocks, throttling or other processes"})
+
+    def _faulty(self, kind: str) -> bool:
+        return self.sim_fault == kind and self.t >= self.fault_at_s
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+def _no_launch(i: int) -> None:
+    """The simulated device launches nothing."""

@@ -33,14 +33,14 @@ def _backend_run(task: TaskSpec):
     """Run in this (test) process through the CUDA backend: fast for many combinations. Knobs left
     unset are the kernel's own rules' (``default_knobs``), which these tests are about, not the
     profile's table of tuned defaults that ``engine.plan`` would consult first."""
-    from engine.backends.cuda import CudaBackend
+    from engine.backends.stages import run_on
 
     task = TaskSpec.model_validate(task.model_dump() | {"backend": "cuda"})
     if task.block_size is None and task.memory_pipelining is None:
         task = with_default_knobs(task, DeviceLimits.from_profile(prepare(task).profile))
     prep = prepare(task)
     ctx = RunContext(task=prep.task, profile=prep.profile, spec=get_spec(prep.task.kernel), emit=Emitter(send=lambda e: None))
-    return CudaBackend().run(ctx)
+    return run_on("cuda", ctx)
 
 
 def _wrong(dtype: str, shape: tuple[int, int, int], block_size: str | None = None,
@@ -500,13 +500,13 @@ def _engine_out_with(monkeypatch, task: TaskSpec, **flags):
         for name, value in flags.items():
             mp.setattr(owners[name], name, value)
         seen = {}
-        verify = cuda_backend.verify_outputs
+        compare = cuda_backend.compare_outputs
 
-        def spy(spec, inputs, outs, dtype):
+        def spy(spec, outs, dtype, refs):
             seen["out"] = outs[spec.output].copy()
-            return verify(spec, inputs, outs, dtype)
+            return compare(spec, outs, dtype, refs)
 
-        mp.setattr(cuda_backend, "verify_outputs", spy)
+        mp.setattr(cuda_backend, "compare_outputs", spy)
         return _backend_run(task), seen["out"]
 
 

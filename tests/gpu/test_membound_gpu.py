@@ -22,12 +22,12 @@ KERNELS = {"add_rmsnorm": {"n": 2560}, "bias_gelu": {"n": 1000}}
 
 
 def _backend_run(task: TaskSpec):
-    from engine.backends.cuda import CudaBackend
+    from engine.backends.stages import run_on
 
     prep = prepare(TaskSpec.model_validate(task.model_dump() | {"backend": "cuda"}))
     ctx = RunContext(task=prep.task, profile=prep.profile, spec=get_spec(prep.task.kernel),
                      emit=Emitter(send=lambda e: None))
-    return CudaBackend().run(ctx)
+    return run_on("cuda", ctx)
 
 
 def _combos(kernel: str, dtype: str, shape: dict[str, int]):

@@ -16,13 +16,13 @@ pytestmark = pytest.mark.gpu
 
 def _run(**kw):
     """One run in this process through the CUDA backend; (result, launch info)."""
-    from engine.backends.cuda import CudaBackend
+    from engine.backends.stages import run_on
 
     task = TaskSpec(backend="cuda", warmup=1, iterations=3, peers=False, **kw)
     prep = prepare(task, None)  # the profile detected from the GPU (h200, h100-sxm, ...)
     ctx = RunContext(task=prep.task, profile=prep.profile, spec=get_spec(prep.task.kernel),
                      emit=Emitter(send=lambda e: None))
-    res = CudaBackend().run(ctx)
+    res = run_on("cuda", ctx)
     return res, res.launch.info or {}
 
 

@@ -63,7 +63,7 @@ def test_crashed_engine_process_is_reported(monkeypatch):
     # A worker that dies without a word (as a segfault would) must read as a crash, not hang.
     import engine.runner as runner
 
-    monkeypatch.setattr(runner, "_child_entry", _die)
+    monkeypatch.setattr(runner, "child_main", _die)
     res = _run()
     assert res.status is RunStatus.crashed and "exit code" in res.error
 

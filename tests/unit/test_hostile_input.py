@@ -322,7 +322,7 @@ SIM_UNDER_RLIMIT = textwrap.dedent("""
     resource.setrlimit(resource.RLIMIT_AS, (3 * 2**30, 3 * 2**30))
     os.environ["SOL_SIM_DELAY"] = "0"
     from engine.backends.base import Emitter, RunContext
-    from engine.backends.sim import SimBackend
+    from engine.backends.stages import run_on
     from engine.planner import plan
     from engine.profiles import load_profiles
     from engine.task import TaskSpec
@@ -333,7 +333,7 @@ SIM_UNDER_RLIMIT = textwrap.dedent("""
     p = plan(task, prof)
     assert p.ok, p.error_text()
     ctx = RunContext(task=p.task, profile=prof, spec=get_spec(p.task.kernel), emit=Emitter(send=lambda e: None))
-    res = SimBackend().run(ctx)
+    res = run_on("sim", ctx)
     print(res.status.value, res.correctness.correct, res.correctness.note)
 """)
 
