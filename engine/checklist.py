@@ -21,7 +21,7 @@ STEPS: list[tuple[str, str, str]] = [
     ("baseline", "Baseline benchmark recorded", "record a run for the profile: `tui bench --profile NAME`"),
     ("tuned", "Knobs tuned", "compare BLOCK_SIZE / MEMORY_PIPELINING / fusion choices, then "
                              "`tui checklist --done tuned`"),
-    ("exported", "Result exported", "write a report: `tui report --format md --output report.md`"),
+    ("exported", "Result exported", "write a report: `tui report -o report.md`"),
 ]
 """(id, title, how to complete it), in order."""
 
@@ -80,6 +80,12 @@ class Checklist:
             from engine.errors import InputError
 
             raise InputError(f"unknown checklist step {step!r}; steps: {', '.join(step_ids())}")
+        failing = (self._get("checks").get("summary") or {}).get("fail", 0) if step == "checks" and done else 0
+        if failing:
+            from engine.errors import InputError
+
+            raise InputError(f"checks: {failing} environment check(s) failed at the last check run: the step is "
+                             "done when nothing fails", fix="fix them and run `tui check` (it ticks the step)")
         self._put(step, {"done": done, "source": "manual", "detail": note} | extra)
 
     def record_checks(self, summary: dict[str, int], statuses: dict[str, str] | None = None) -> None:

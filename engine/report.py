@@ -13,18 +13,27 @@ from engine import __version__
 MARK = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", "skip": "skip"}
 
 
-def _failed_run_rules(store: Any, limit: int = 50) -> list[dict[str, Any]]:
-    """Rules matched by recent failed runs (newest first), one entry per rule. A store that cannot
-    be read is an error (naming the row), not a report that silently leaves its rules out."""
+def _failed_run_rules(store: Any, limit: int = 50) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Rules matched by recent failed runs (newest first), one entry per rule, and the runs that
+    rehearsed an injected fault on the simulated device (left out of the rules: not findings). A
+    store that cannot be read is an error (naming the row), not a report that silently leaves its
+    rules out."""
+    from engine.troubleshoot import rehearsed_fault
+
     out: dict[str, dict[str, Any]] = {}
+    rehearsals: list[dict[str, Any]] = []
     recs = [r for r in store.list(limit=limit) if r.status != "ok"]
     for rec in recs:
         res = store.get(rec.id)
+        fault = rehearsed_fault(res)
+        if fault is not None:
+            rehearsals.append({"run": rec.id, "kind": rec.kind, "fault": fault, "status": rec.status})
+            continue
         for m in (res.matched_rules if res else []):
             out.setdefault(m.get("id", "?"), {"id": m.get("id"), "title": m.get("title"),
                                                "fix": m.get("fix"), "source": f"run #{rec.id} ({rec.status})",
                                                "evidence": m.get("evidence", "")})
-    return list(out.values())
+    return list(out.values()), rehearsals
 
 
 def build_report(store: Any, profile_name: str | None = None, checks: list[Any] | None = None,
@@ -46,7 +55,8 @@ def build_report(store: Any, profile_name: str | None = None, checks: list[Any] 
             if rule is not None and rid not in rules_fired:
                 rules_fired[rid] = {"id": rid, "title": rule.title, "fix": rule.fix,
                                     "source": f"check {c.id} ({c.status})", "evidence": c.detail}
-    for r in _failed_run_rules(store):
+    failed_rules, rehearsals = _failed_run_rules(store)
+    for r in failed_rules:
         rules_fired.setdefault(r["id"], r)
     best = [r.to_dict() for r in store.best(limit=best_limit)]
     profile = None
@@ -67,13 +77,27 @@ def build_report(store: Any, profile_name: str | None = None, checks: list[Any] 
         "checks": [c.to_dict() for c in checks],
         "best_runs": best,
         "rules_fired": list(rules_fired.values()),
-        "checklist": [s.model_dump(mode="json") for s in checklist.steps()],
+        "rehearsals": rehearsals,
+        "checklist": [_agreeing(s.model_dump(mode="json"), summary(checks)) for s in checklist.steps()],
     }
+
+
+def _agreeing(step: dict[str, Any], checks: dict[str, int]) -> dict[str, Any]:
+    """The checklist step as the report's own checks leave it: "Environment checks pass" is not
+    ticked above checks that fail now, whatever was recorded or ticked before."""
+    if step["id"] == "checks" and checks.get("fail", 0) and step["done"]:
+        from engine.checklist import STEPS
+
+        how = next(h for sid, _, h in STEPS if sid == "checks")
+        return step | {"done": False, "detail": f"{checks['fail']} check(s) fail in this report", "next_action": how}
+    return step
 
 
 def _cell(v: Any) -> str:
     if v is None:
         return "-"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
     if isinstance(v, float):
         return f"{v:.4g}"
     return str(v).replace("|", "\\|").replace("\n", " ")
@@ -102,10 +126,11 @@ def to_markdown(rep: dict[str, Any]) -> str:
         lines += ["| run | kernel | profile | backend | dtype | block | stages | fusion | median ms | TFLOP/s | SOL % |",
                   "|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in rep["best_runs"]:
-            backend = r["backend"] + (" SIMULATED" if r.get("simulated") else "")
+            backend = "SIMULATED" if r.get("simulated") else r["backend"]
             lines.append("| " + " | ".join(_cell(v) for v in (
                 f"#{r['id']}", r["kernel"], r["profile"], backend, r.get("dtype"), r.get("block_size"),
-                r.get("memory_pipelining"), r.get("fusion"), r.get("median_ms"), r.get("tflops"),
+                r.get("memory_pipelining") or "off", None if r.get("fusion") is None else
+                ("fused" if r["fusion"] else "unfused"), r.get("median_ms"), r.get("tflops"),
                 r.get("sol_pct"))) + " |")
     else:
         lines.append("No successful runs stored yet.")
@@ -115,6 +140,9 @@ def to_markdown(rep: dict[str, Any]) -> str:
             lines.append(f"- **{r['title']}** (`{r['id']}`, from {r['source']}): {r['fix']}")
     else:
         lines.append("None.")
+    if rep.get("rehearsals"):
+        lines += ["", "Rehearsals on the simulated device (injected faults, not findings): "
+                  + ", ".join(f"run #{r['run']} {r['fault']}" for r in rep["rehearsals"]) + "."]
     lines += ["", "## Checklist", ""]
     for st in rep["checklist"]:
         lines.append(f"- [{'x' if st['done'] else ' '}] {st['title']}: {st['detail'] or st['next_action']}")

@@ -370,3 +370,23 @@ def match_telemetry(samples: list[dict[str, Any]], run_samples: list[dict[str, A
 
 def rule_by_id(rule_id: str) -> Rule | None:
     return next((r for r in rules() if r.id == rule_id), None)
+
+
+_SOAK_REHEARSAL = re.compile(r"^SIMULATED fault (\w+)")
+
+
+def rehearsed_fault(result: Any) -> str | None:
+    """The fault a run on the simulated device was asked to inject (``fault=nan``, ``soak fault
+    corrupt``), or None: what such a run "found" is the rehearsal working, never a finding about
+    this machine, and reports and rule lists leave it out."""
+    if not getattr(result, "simulated", False):
+        return None
+    fault = getattr(getattr(result, "task", None), "fault", None)
+    fault = getattr(fault, "value", fault)
+    if fault not in (None, "", "none"):
+        return f"fault={fault}"
+    for line in getattr(result, "log", None) or []:
+        m = _SOAK_REHEARSAL.match(str(line))
+        if m:
+            return f"soak fault {m.group(1)}"
+    return None

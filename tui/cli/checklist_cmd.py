@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     for col in ("#", "step", "state", "detail / next action"):
         t.add_column(col, overflow="fold")
     for i, s in enumerate(steps, 1):
-        state = "[green]done[/]" if s.done else ("[bold yellow]next[/]" if nxt and s.id == nxt.id else "[dim]todo[/]")
+        state = "[green]done[/]" if s.done else ("[bold yellow]todo[/]" if nxt and s.id == nxt.id else "[dim]todo[/]")
         t.add_row(str(i), f"{s.title}\n[dim]{s.id}[/]", state + (f"\n[dim]{s.source}[/]" if s.done else ""),
                   s.detail if s.done else f"{s.detail}\n-> {s.next_action}")
     con.print(t)
