@@ -127,6 +127,11 @@ class Rule(BaseModel):
     """A command that applies or investigates the fix."""
     sticky: bool = False
     """A CUDA error that poisons the context: the engine process must restart."""
+    engine_note: str = ""
+    """What the cockpit itself does about it (runs each task in a fresh process, shows '-'), for
+    its own runs; ``fix`` stands alone for a log from elsewhere."""
+    yields_to: list[str] = []
+    """Ids of more specific rules: a line one of them explains does not fire this rule too."""
     priority: int = Field(default=50, ge=0, le=100)
     """Orders rules that match the same text: the more specific rule ranks higher."""
 
@@ -162,6 +167,8 @@ class Match(BaseModel):
     """A command that applies or investigates the fix."""
     sticky: bool = False
     """The engine process must restart (the CUDA context is poisoned)."""
+    engine_note: str = ""
+    """What the cockpit does about it, for its own runs (``Rule.engine_note``)."""
     evidence: str = ""
     """The line (or telemetry summary, or check) that matched, its control characters visible
     (``engine.text_safety``): a log is text from elsewhere."""
@@ -188,6 +195,10 @@ def load_rules(path: Path | None = None) -> list[Rule]:
     dupes = sorted({i for i in ids if ids.count(i) > 1})
     if dupes:
         raise InputError(f"rules file {path}: duplicate rule ids {', '.join(dupes)}")
+    for r in rules:
+        unknown = [y for y in r.yields_to if y not in ids]
+        if unknown:
+            raise InputError(f"rules file {path}: rule {r.id}: yields_to names no rule: {', '.join(unknown)}")
     return rules
 
 
@@ -207,7 +218,8 @@ def rules() -> list[Rule]:
 
 def _match(rule: Rule, evidence: str, score: float) -> Match:
     return Match(id=rule.id, title=rule.title, cause=rule.cause, fix=rule.fix, knob=rule.knob,
-                 command=rule.command, sticky=rule.sticky, evidence=visible(evidence[:300]), score=round(score, 3))
+                 command=rule.command, sticky=rule.sticky, engine_note=rule.engine_note,
+                 evidence=visible(evidence[:300]), score=round(score, 3))
 
 
 def _line_at(text: str, pos: int) -> str:
@@ -292,22 +304,44 @@ def _search(compiled: _Compiled, text: str, low: str) -> re.Match[str] | None:
     return None
 
 
+YIELD_RETRIES = 64
+"""Lines a rule that yields (``Rule.yields_to``) is searched past, for one that no more specific
+rule explains, before it gives up."""
+
+
+def _first_hit(compiled: list[_Compiled], text: str, low: str, offset: int = 0) -> tuple[int, int] | None:
+    """(position of the first match of any pattern at or after ``offset``, patterns matching)."""
+    hits = [m for m in (_search(c, text[offset:], low[offset:]) if offset else _search(c, text, low)
+                        for c in compiled) if m is not None]
+    return (offset + min(m.start() for m in hits), len(hits)) if hits else None
+
+
 def match_text(text: str) -> list[Match]:
     """Rules whose patterns occur in ``text`` (a traceback, dmesg, nvidia-smi, a build log), best
-    first. Score = priority, plus a little for each further pattern of the rule that matched.
+    first. Score = priority, plus a little for each further pattern of the rule that matched. A rule
+    that yields to others (``Rule.yields_to``) matches only a line none of them explains.
 
     Time is linear in ``len(text)``: each pattern is searched only near its literal text (see
     ``CONTEXT_LINES``), and patterns are checked to search in linear time when rules load."""
     if not text:
         return []
     low = _lowered(text)
-    out = []
+    found: list[tuple[Rule, list[_Compiled], int, int]] = []
     for rule, compiled in _default_rules():
-        hits = [m for m in (_search(c, text, low) for c in compiled) if m is not None]
-        if not hits:
-            continue
-        first = min(hits, key=lambda m: m.start())
-        out.append(_match(rule, _line_at(text, first.start()), rule.priority + 0.1 * (len(hits) - 1)))
+        hit = _first_hit(compiled, text, low)
+        if hit is not None:
+            found.append((rule, compiled, *hit))
+    lines = {rule.id: _line_at(text, pos) for rule, _, pos, _ in found}
+    out = []
+    for rule, compiled, pos, n in found:
+        taken = {lines[r] for r in rule.yields_to if r in lines}
+        tries = 0
+        hit: tuple[int, int] | None = (pos, n)
+        while hit is not None and _line_at(text, hit[0]) in taken:
+            nl, tries = text.find("\n", hit[0]), tries + 1
+            hit = None if nl < 0 or tries > YIELD_RETRIES else _first_hit(compiled, text, low, nl + 1)
+        if hit is not None:
+            out.append(_match(rule, _line_at(text, hit[0]), rule.priority + 0.1 * (hit[1] - 1)))
     return sorted(out, key=lambda m: -m.score)
 
 

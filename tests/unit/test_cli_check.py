@@ -92,7 +92,7 @@ def test_diagnose_stdin_table_and_nothing_found(monkeypatch: pytest.MonkeyPatch,
 
 def test_diagnose_missing_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     assert main(["diagnose", str(tmp_path / "nope.log")]) == 2
-    assert "cannot read" in capsys.readouterr().err
+    assert "nope.log: no such file" in capsys.readouterr().err
 
 
 def test_checklist_done_profile_and_resume(capsys: pytest.CaptureFixture) -> None:

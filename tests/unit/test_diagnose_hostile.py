@@ -220,7 +220,7 @@ def test_big_file_reads_head_and_tail_and_says_so(tmp_path: Path, small_limits: 
     rc = main(["diagnose", str(log), "--json"])
     out = json.loads(capsys.readouterr().out)
     assert rc == 0
-    assert [m["id"] for m in out["matches"]] == ["cupy-out-of-memory", "persistence-off"]
+    assert [m["id"] for m in out["matches"]] == ["torch-out-of-memory", "persistence-off"]
     assert out["input"]["complete"] is False and "not read" in out["input"]["note"]
     assert main(["diagnose", str(log)]) == 0
     assert "the first 65536 bytes and the last 65536 bytes" in capsys.readouterr().out
@@ -256,7 +256,7 @@ def test_utf16_and_other_unicode_logs_decode(tmp_path: Path, codec: str) -> None
     log.write_bytes(text.encode(codec))
     read = log_reader.read_log(str(log))
     assert "CUDA error: out of memory" in read.text and "\x00" not in read.text
-    assert match_text(read.text)[0].id == "cupy-out-of-memory"
+    assert match_text(read.text)[0].id == "torch-out-of-memory"
 
 
 def test_utf16_tail_is_aligned_when_read_from_an_odd_offset(tmp_path: Path, small_limits: None) -> None:

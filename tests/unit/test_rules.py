@@ -29,6 +29,8 @@ SAMPLES: dict[str, list[str]] = {
         "CUDARuntimeError: cudaErrorAssert: device-side assert triggered"],
     "cupy-out-of-memory": [
         "cupy.cuda.memory.OutOfMemoryError: Out of memory allocating 42,949,672,960 bytes (allocated so far: 1,073,741,824 bytes).",
+        "CUDADriverError: CUDA_ERROR_OUT_OF_MEMORY: out of memory"],
+    "torch-out-of-memory": [
         "RuntimeError: CUDA error: out of memory",
         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.10 GiB "
         "of which 1.19 GiB is free. Including non-PyTorch memory, this process has 77.90 GiB memory in use.",
@@ -132,7 +134,8 @@ def test_seed_rows_carry_structured_knobs() -> None:
 
 def test_insufficient_driver_mentions_the_no_driver_case() -> None:
     m = match_text(SAMPLES["cuda-insufficient-driver"][0])[0]
-    assert "no NVIDIA driver" in m.cause and "--backend sim" in m.fix
+    assert "no NVIDIA driver" in m.cause and "install the NVIDIA driver" in m.fix
+    assert "--backend sim" in m.engine_note  # the cockpit's own way round it, not a fix for any log
 
 
 PYTORCH_HINT = ("CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace "
@@ -141,7 +144,7 @@ PYTORCH_HINT = ("CUDA kernel errors might be asynchronously reported at some oth
 
 
 @pytest.mark.parametrize(("error", "rule_id"), [
-    ("RuntimeError: CUDA error: out of memory", "cupy-out-of-memory"),
+    ("RuntimeError: CUDA error: out of memory", "torch-out-of-memory"),
     ("RuntimeError: CUDA error: an illegal memory access was encountered", "cuda-illegal-address"),
     ("RuntimeError: CUDA error: device-side assert triggered", "cuda-device-assert"),
 ])
