@@ -328,9 +328,9 @@ def match_text(text: str) -> list[Match]:
     low = _lowered(text)
     found: list[tuple[Rule, list[_Compiled], int, int]] = []
     for rule, compiled in _default_rules():
-        hit = _first_hit(compiled, text, low)
-        if hit is not None:
-            found.append((rule, compiled, *hit))
+        first = _first_hit(compiled, text, low)
+        if first is not None:
+            found.append((rule, compiled, *first))
     lines = {rule.id: _line_at(text, pos) for rule, _, pos, _ in found}
     out = []
     for rule, compiled, pos, n in found:
