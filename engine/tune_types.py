@@ -1,6 +1,6 @@
 """The tune's shared types and settings: a candidate, a trial, a whole tune's result, and the budget
 shares, rests and launch counts the caller (``engine.tuner``), the engine process
-(``engine.tune_worker``) and the devices' trials (``engine.backends.cuda_tune``, ``sim_tune``) all
+(``engine.tune_worker``) and the devices it times on (``engine.backends.device``) all
 go by. In their own module so that none of those imports another for them."""
 
 from __future__ import annotations

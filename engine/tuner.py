@@ -18,17 +18,17 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict
 from typing import Any
 
 from engine.errors import InputError
 from engine.events import Event, TrialEvent
-from engine.process import run_in_engine_process
+from engine.job import JobRequest, TuneOptions
+from engine.process import ProcessOutcome, run_in_engine_process
 from engine.task import BackendName, TaskSpec
 from engine.tune_search import held_fixed, search_space
 from engine.tune_types import MAX_RESTARTS, STALL_S, Trial, TuneResult
-from engine.tune_worker import tune_main
 from engine.tuning_cache import REGIMES, CacheScope, gpu_label, now_iso
+from engine.worker import child_main
 
 
 def tune(task: TaskSpec, profile_name: str | None = None, *, budget_s: float = 60.0, regime: str = "burst",
@@ -53,93 +53,139 @@ def tune(task: TaskSpec, profile_name: str | None = None, *, budget_s: float = 6
                      skipped=list(skipped), t_sol_ms=base_plan.t_sol_ms, notes=list(prep.notices),
                      total=len(candidates))
     key = scope.key(base_plan.task)
+    sink = _Sink(res, store, key, on_event)
+    if on_event is not None:  # the candidates the planner pruned, listed before any is timed
+        for t in skipped:
+            on_event(TrialEvent(state="done", trial=t.to_dict(), done=0, total=res.total))
+    assert base_plan.kernel is not None, "search_space plans the task or raises"
+    request = JobRequest(kind="tune", task=base, profile=prep.profile, backend=prep.backend,  # type: ignore[arg-type]
+                         plan=base_plan.kernel,
+                         options=TuneOptions(regime=regime, budget_s=budget_s, candidates=tuple(candidates),  # type: ignore[arg-type]
+                                             default_key=candidates[0].key, fault=task.fault.value,
+                                             fault_key=candidates[1].key if len(candidates) > 1 else None))
     t0 = time.monotonic()
-    done: dict[str, Trial] = {}
-    in_flight: dict[str, Any] = {}
-    lock = threading.Lock()
+    _search(request, sink, scope.sm_count, cancel, stall_s)
+    res.elapsed_s = time.monotonic() - t0
+    if not res.trials or res.best is None:
+        res.status = "no_candidate" if res.status == "ok" else res.status
+    if store is not None and res.best is not None:
+        _save_best(res, store, key)
+    return res
 
-    def handle(ev: Event) -> None:
+
+class _Sink:
+    """Where the engine process's trial events land: each trial in the result (a confirmation
+    replaces its screening) and in the store as it arrives, the peers, the trial in flight."""
+
+    def __init__(self, res: TuneResult, store: Any, key: dict[str, Any],
+                 on_event: Callable[[Event], None] | None) -> None:
+        self.res, self.store, self.key, self.on_event = res, store, key, on_event
+        self.done: dict[str, Trial] = {}
+        self.in_flight: Trial | None = None
+        self.lock = threading.Lock()
+
+    def __call__(self, ev: Event) -> None:
+        res = self.res
         if isinstance(ev, TrialEvent) and ev.state == "peer":
             res.peers[str(ev.trial.get("name"))] = dict(ev.trial)
         elif isinstance(ev, TrialEvent):
             trial = Trial.from_dict(ev.trial)
             if ev.state == "start":
-                in_flight["trial"] = trial
+                self.in_flight = trial
             else:
-                in_flight.pop("trial", None)
-                if trial.status == "skipped":
-                    res.skipped.append(trial)
-                else:
-                    with lock:
-                        if trial.key in done:  # a confirmation replaces its screening
-                            res.trials[res.trials.index(done[trial.key])] = trial
-                        else:
-                            res.trials.append(trial)
-                        done[trial.key] = trial
-                    if store is not None:
-                        try:
-                            store.save_trial(res.tune_id, key, trial.to_dict())
-                        except Exception as exc:  # the tune goes on; the note says what was not kept
-                            res.notes.append(f"trial not stored: {exc}")
+                self.in_flight = None
+                self.land(trial)
             res.total = max(res.total, ev.total)
-        if on_event is not None:
-            on_event(ev)
+        if self.on_event is not None:
+            self.on_event(ev)
 
-    if on_event is not None:  # the candidates the planner pruned, listed before any is timed
-        for t in skipped:
-            on_event(TrialEvent(state="done", trial=t.to_dict(), done=0, total=res.total))
+    def land(self, trial: Trial) -> None:
+        res = self.res
+        if trial.status == "skipped":
+            res.skipped.append(trial)
+            return
+        with self.lock:
+            if trial.key in self.done:  # a confirmation replaces its screening
+                res.trials[res.trials.index(self.done[trial.key])] = trial
+            else:
+                res.trials.append(trial)
+            self.done[trial.key] = trial
+        if self.store is not None:
+            try:
+                self.store.save_trial(res.tune_id, self.key, trial.to_dict())
+            except Exception as exc:  # the tune goes on; the note says what was not kept
+                res.notes.append(f"trial not stored: {exc}")
+
+
+def _search(request: JobRequest, sink: _Sink, sm_count: int, cancel: threading.Event | None,
+            stall_s: float) -> None:
+    """Engine processes, one after another, until the search ends, the budget is spent, it is
+    cancelled or ``MAX_RESTARTS`` processes died; each new one is sent the trials done."""
+    res, opts = sink.res, request.options
+    assert isinstance(opts, TuneOptions)
+    t0 = time.monotonic()
     restarts = 0
     while True:
-        left = budget_s - (time.monotonic() - t0)
-        payload = {"task": base.model_dump(mode="json"), "profile": prep.profile.model_dump(mode="json"),
-                   "backend": prep.backend, "regime": regime, "budget_s": max(0.0, left),
-                   "candidates": [asdict(c) for c in candidates], "done": [t.to_dict() for t in res.trials],
-                   "default_key": candidates[0].key, "fault": task.fault.value, "peers_done": sorted(res.peers),
-                   "fault_key": candidates[1].key if len(candidates) > 1 else None}
-        out = run_in_engine_process(tune_main, payload, max(left, 0.0) + stall_s + 30.0, handle, cancel,
+        left = opts.budget_s - (time.monotonic() - t0)
+        job = JobRequest(kind="tune", task=request.task, profile=request.profile, backend=request.backend,
+                         plan=request.plan, options=_share(opts, max(0.0, left), res))
+        out = run_in_engine_process(child_main, job, max(left, 0.0) + stall_s + 30.0, sink, cancel,
                                     name="sol-tune", stall_s=stall_s, daemon=False)
         if out.status == "ok":
             r = out.result or {}
             res.peers.update(r.get("peers") or {})
             res.notes += [n for n in r.get("notes", []) if n not in res.notes]
-            if r.get("gpu_sm_count") and r["gpu_sm_count"] != scope.sm_count:
-                res.notes.append(f"the GPU has {r['gpu_sm_count']} SMs, the profile {scope.sm_count}: "
+            if r.get("gpu_sm_count") and r["gpu_sm_count"] != sm_count:
+                res.notes.append(f"the GPU has {r['gpu_sm_count']} SMs, the profile {sm_count}: "
                                  "entries are keyed by the profile's")
             if not r.get("restart"):
                 break
         elif out.status == "cancelled":
             res.status = "cancelled"
             break
-        flying = in_flight.pop("trial", None)
-        if out.status != "ok" and flying is not None and flying.key not in done:
-            what = {"stalled": "timeout", "timeout": "timeout"}.get(out.status, "crashed")
-            why = (f"no progress for {stall_s:g} s: killed (a hung kernel?)" if what == "timeout" else
-                   f"the engine process died (exit code {out.exitcode})")
-            handle(TrialEvent(state="done", trial=dict(flying.to_dict(), status=what, reason=why),
-                              done=len(done) + 1, total=res.total))
+        _lost(sink, out, stall_s)
         restarts += 1
-        if restarts > MAX_RESTARTS or time.monotonic() - t0 >= budget_s:
+        if restarts > MAX_RESTARTS or time.monotonic() - t0 >= opts.budget_s:
             if out.status != "ok":
                 res.status = "crashed"
             break
-    res.elapsed_s = time.monotonic() - t0
-    if not res.trials or res.best is None:
-        res.status = "no_candidate" if res.status == "ok" else res.status
-    if store is not None and res.best is not None:
-        best, default = res.best, res.default
-        try:
-            store.put_tuned({**key, "block_size": best.block_size, "memory_pipelining": best.memory_pipelining,
-                             "schedule": best.schedule, "median_ms": best.median_ms,
-                             "default_ms": default.median_ms if default and default.correct else None,
-                             "candidates": len(res.trials), "simulated": int(res.simulated), "tuned_at": now_iso(),
-                             "host": _host(), "origin": None})
-            res.saved = True
-        except Exception as exc:
-            res.notes.append(f"tuning cache not written: {exc}")
-    return res
+
+
+def _share(opts: TuneOptions, left: float, res: TuneResult) -> TuneOptions:
+    """The options of the next engine process: the budget left, the trials and peers done."""
+    return TuneOptions(regime=opts.regime, budget_s=left, candidates=opts.candidates, default_key=opts.default_key,
+                       done=tuple(res.trials), peers_done=tuple(sorted(res.peers)), fault=opts.fault,
+                       fault_key=opts.fault_key)
+
+
+def _lost(sink: _Sink, out: ProcessOutcome, stall_s: float) -> None:
+    """The trial in flight when an engine process died or hung: recorded as such."""
+    flying, sink.in_flight = sink.in_flight, None
+    if out.status != "ok" and flying is not None and flying.key not in sink.done:
+        what = {"stalled": "timeout", "timeout": "timeout"}.get(out.status, "crashed")
+        why = (f"no progress for {stall_s:g} s: killed (a hung kernel?)" if what == "timeout" else
+               f"the engine process died (exit code {out.exitcode})")
+        sink(TrialEvent(state="done", trial=dict(flying.to_dict(), status=what, reason=why),
+                        done=len(sink.done) + 1, total=sink.res.total))
+
+
+def _save_best(res: TuneResult, store: Any, key: dict[str, Any]) -> None:
+    """The fastest correct trial as the tuning cache's entry (with the default's time beside it)."""
+    best, default = res.best, res.default
+    assert best is not None
+    try:
+        store.put_tuned({**key, "block_size": best.block_size, "memory_pipelining": best.memory_pipelining,
+                         "schedule": best.schedule, "median_ms": best.median_ms,
+                         "default_ms": default.median_ms if default and default.correct else None,
+                         "candidates": len(res.trials), "simulated": int(res.simulated), "tuned_at": now_iso(),
+                         "host": _host(), "origin": None})
+        res.saved = True
+    except Exception as exc:
+        res.notes.append(f"tuning cache not written: {exc}")
 
 
 def _host() -> str:
     import socket
 
     return socket.gethostname()
+

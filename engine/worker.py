@@ -81,6 +81,12 @@ def run_body(request: JobRequest, send: Send) -> dict[str, Any]:
     return result.model_dump(mode="json")
 
 
+def _tune(request: JobRequest, send: Send) -> dict[str, Any]:
+    from engine.tune_worker import tune_body
+
+    return tune_body(request, send)
+
+
 def task_and_profile(payload: dict[str, Any]) -> tuple[Any, Any]:
     """The payload's task and profile as the engine's models (validated again in the child)."""
     from engine.profiles import Profile
@@ -90,5 +96,5 @@ def task_and_profile(payload: dict[str, Any]) -> tuple[Any, Any]:
 
 
 JOBS: dict[str, Callable[[JobRequest, Send], dict[str, Any]]] = {
-    "run": run_body}
+    "run": run_body, "tune": _tune}
 """Each job kind's body in the engine process."""

@@ -18,9 +18,16 @@ from cupy_backends.cuda.libs import nvrtc
 from engine.backends import pdl
 from engine.backends.base import Emitter, RunFailure, fair_rest_s
 from engine.backends.collect import base_fingerprint
+from engine.backends.compile_pool import CompilePool
 from engine.backends.cuda_convert import BITS, STORAGE, to_f64
-from engine.backends.cuda_observers import NvmlSampler, measure_energy, sampled_validity
-from engine.backends.cuda_peers import time_peers
+from engine.backends.cuda_observers import (
+    NvmlSampler,
+    clock_text,
+    measure_energy,
+    nvml_index,
+    sampled_validity,
+)
+from engine.backends.cuda_peers import heater, regime_peers, time_peers
 from engine.backends.cuda_stages import (
     CUDA_ERRORS,
     bind_launches,
@@ -33,7 +40,7 @@ from engine.backends.cuda_stages import (
     rotating_outs,
 )
 from engine.backends.cuda_support import FAULT_MODES, NAN_BITS, POISON_BITS, needs_hold
-from engine.backends.cuda_timer import QueuedTimer, queued_timer, rest
+from engine.backends.cuda_timer import QueuedTimer, back_to_back, queued_timer, rest, settle
 from engine.backends.device import Bound, Compiled, Inputs, Loaded, Probe, Progress, Purpose
 from engine.profiles import Profile
 from engine.result import Correctness, Fingerprint, PeerResult
@@ -65,6 +72,8 @@ class CudaDevice:
             raise RunFailure("launch_error", f"cannot open GPU {task.device}: {exc}", "device") from None
         self.sm_count = self.limits.sm_count
         self._timer: QueuedTimer | None = None
+        self._pool: CompilePool | None = None
+        self._nvml: int | None = None
 
     def failure(self, exc: BaseException) -> tuple[str, str]:
         if isinstance(exc, OOM):
@@ -116,16 +125,21 @@ class CudaDevice:
         run = bind_launches(build, loaded.funcs, loaded.grids, inputs.sets, outs, self.dtype,
                             pdl.enabled(self.limits.compute_capability))
         if purpose == "trial":
-            self._timer = self._timer or queued_timer()
-            timer = self._timer
+            timer = self._trial_timer()
         else:
             timer = QueuedTimer(loaded.funcs["sol_hold_kernel"])
         return Bound(loaded, run, purpose, timer=timer)
+
+    def _trial_timer(self) -> QueuedTimer:
+        """One timer for every trial and peer of a tune (its hold kernel through CuPy)."""
+        self._timer = self._timer or queued_timer()
+        return self._timer
 
     def inject(self, bound: Bound, fault: str, em: Emitter) -> None:
         if fault in FAULT_MODES:
             em.info(f"injecting fault {fault} (task fault field)", "warning")
             flag = cp.zeros(1, dtype=cp.int32)
+            assert bound.loaded is not None
             bound.loaded.funcs["sol_fault_kernel"]((1,), (1,), (flag, np.int32(FAULT_MODES[fault])))
             cp.cuda.Device().synchronize()
 
@@ -177,9 +191,13 @@ class CudaDevice:
         if fault == "nan":
             inputs.outs[self.spec.output].view(bits)[..., ::97] = NAN_BITS[self.dtype]
         cp.cuda.Device().synchronize()
+        return compare_outputs(self.spec, inputs.outs, self.dtype, self._refs(inputs))
+
+    def _refs(self, inputs: Inputs) -> dict[str, Any]:
+        """The float64 reference of input set 0, computed once."""
         if inputs.refs is None:
             inputs.refs = self.spec.reference_outputs(cp, {k: to_f64(v, self.dtype) for k, v in inputs.sets[0].items()})
-        return compare_outputs(self.spec, inputs.outs, self.dtype, inputs.refs)
+        return inputs.refs
 
     def peers(self, inputs: Inputs, bound: Bound, em: Emitter) -> list[PeerResult]:
         return time_peers(self.task, self.spec, inputs.sets, inputs.out_sets, self.dtype, em, bound.timer)
@@ -218,8 +236,65 @@ class CudaDevice:
                                for ln, g in zip(build.launches, loaded.grids, strict=True)]}
         return fp, launch, validity
 
+    # --- a tune: the regime, compiling ahead, the peers ------------------------------------------
+    def regime(self, inputs: Inputs, regime: str, rest_s: float) -> list[str]:
+        """How candidates are timed (notes for the tune); sustained: the board heated first, by
+        back-to-back launches of the cuBLAS peer for ``SUSTAIN_HEAT_S``."""
+        from engine.tune_types import SUSTAIN_HEAT_S
+
+        notes = [f"{len(inputs.sets)} rotating input set(s) of {inputs.in_bytes / 2**20:.1f} MiB, N(0,1); "
+                 f"{self.task.warmup} warm-ups and {self.task.iterations} timed launches per candidate"]
+        if regime == "sustained":
+            heat = heater(self.spec, self.task, self.dtype, inputs.sets, inputs.out_sets)
+            if heat is not None:
+                back_to_back(heat, SUSTAIN_HEAT_S)
+            notes.append(f"sustained: {SUSTAIN_HEAT_S:g} s of back-to-back launches first "
+                         f"({self.clock() or 'no NVML clock reading'})")
+        else:
+            notes.append(f"burst: {rest_s:g} s of rest before each candidate and peer")
+        return notes
+
+    def settle(self, bound: Bound, regime: str, rest_s: float, busy_s: float) -> None:
+        settle(bound.run, regime, rest_s, busy_s)
+
+    def clock(self) -> str:
+        if self._nvml is None:
+            self._nvml = nvml_index(self.task.device)
+        return clock_text(self._nvml)
+
+    def prefetch(self, builds: list[tuple[str, Build]]) -> None:
+        """Compile these builds in a pool of processes (``CompilePool``) while the GPU times the ones
+        before them: the cubins land in the kernel cache, where ``compile`` finds them."""
+        self._pool = self._pool or CompilePool()
+        for key, build in builds:
+            self._pool.submit(key, _precompile, *compile_inputs(build, self.limits))
+
+    def prefetched(self, key: str) -> None:
+        """Wait for ``key``'s compile ahead, if one was submitted."""
+        if self._pool is not None:
+            self._pool.wait(key)
+
+    def tune_peers(self, inputs: Inputs, skip: set[str], time_fn: Any) -> list[dict[str, Any]]:
+        """Each peer timed as the candidates are (``time_fn(name, bound)``), then verified."""
+        def timed(name: str, launch: Any) -> Any:
+            return time_fn(name, Bound(None, launch, "trial", timer=self._trial_timer()))
+
+        return regime_peers(self.spec, self.task, self.dtype, inputs.sets, inputs.out_sets, self._refs(inputs),
+                            timed, self.clock, skip)
+
     def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
         try:
             cp.cuda.Device().synchronize()
         except Exception:
             pass
+
+
+def _precompile(source: str, arch: str, options: list[str]) -> bool:
+    """A pool worker: compile into the kernel cache (an error is reported when the trial compiles)."""
+    try:
+        compile_cubin(source, arch, options)
+    except RunFailure:
+        return False
+    return True

@@ -120,3 +120,28 @@ def measure_energy(task: Any, run_once: Any, median_ms: float, em: Any) -> dict[
         em.info(f"energy: {fig['watts']:.0f} W, {fig['mj_per_launch']:.3g} mJ per launch "
                 f"({fig['ms_per_launch']:.4f} ms) over {fig['window_s']:.2f} s")
     return fig
+
+
+def nvml_index(device: int) -> int | None:
+    """NVML's index of CUDA device ``device`` (None where NVML cannot say: telemetry is advisory)."""
+    try:
+        from engine import nvml
+
+        return nvml.index_for_pci_bus_id(runtime.deviceGetPCIBusId(device))
+    except Exception:
+        return None
+
+
+def clock_text(index: int | None) -> str:
+    """'SM 1290 MHz, sw power cap': the clock and throttle reasons right now (advisory)."""
+    if index is None:
+        return ""
+    try:
+        from engine import nvml
+
+        s = nvml.sample(index)
+        reasons = nvml.decode_throttle((s.throttle_mask or 0) & ~0x1)
+        return f"SM {s.sm_clock_mhz} MHz" + (f", {', '.join(reasons)}" if reasons else "")
+    except Exception:
+        return ""
+

@@ -24,6 +24,33 @@ def rest(seconds: float, em: Any, what: str) -> None:
         time.sleep(seconds)
 
 
+def back_to_back(launch: Any, seconds: float) -> None:
+    """Launch back to back for ``seconds`` (synchronising every ~20 ms so the queue stays short)."""
+    end = time.monotonic() + seconds
+    i = 0
+    while time.monotonic() < end:
+        t = time.monotonic()
+        while time.monotonic() - t < 0.02:
+            launch(i)
+            i += 1
+        cp.cuda.Device().synchronize()
+
+
+def settle(launch: Any, regime: str, rest_s: float, busy_s: float) -> None:
+    """A tune's regime right before a timing. Sustained: back-to-back launches
+    (``SUSTAIN_HOLD_S``). Burst: rest, as long as ``REST_PER_BUSY`` times the last timing's busy
+    time ``busy_s`` (at least ``REST_MIN_S``, at most the rest asked for): 100 launches of a 15 us
+    kernel heat nothing, a seed-sized GEMM's 16 ms of work warms the card a little, and the card is
+    rested in the same measure for every candidate and peer."""
+    from engine.tune_types import REST_MIN_S, REST_PER_BUSY, SUSTAIN_HOLD_S
+
+    if regime == "sustained":
+        back_to_back(launch, SUSTAIN_HOLD_S)
+    elif rest_s > 0:
+        cp.cuda.Device().synchronize()
+        time.sleep(min(rest_s, max(REST_MIN_S, REST_PER_BUSY * busy_s)))
+
+
 def _event_pairs(n: int) -> list[tuple[Any, Any]]:
     return [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(n)]
 

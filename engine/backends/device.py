@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from engine.backends.base import Emitter
+from engine.profiles import Profile
 from engine.result import Correctness, Fingerprint, PeerResult
 from engine.task import TaskSpec
 from kernels.spec import Build, DeviceLimits, KernelSpec
@@ -73,7 +74,8 @@ class Bound:
     """A loaded build bound to the inputs: ``run(i)`` launches it on input set ``i``; ``timer`` is
     the device's timer for it; ``model_ms`` the simulated device's time per launch."""
 
-    loaded: Loaded
+    loaded: Loaded | None
+    """None for a launch that is not a build's (a peer's)."""
     run: Callable[[int], None]
     purpose: Purpose
     timer: Any = None
@@ -93,6 +95,11 @@ class Device(Protocol):
     """``cuda`` or ``sim``."""
     simulated: bool
     task: TaskSpec
+    @property
+    def profile(self) -> Profile | None:
+        """The profile the job was planned against (None: a GPU measured, not planned for)."""
+        ...
+
     spec: KernelSpec
     limits: DeviceLimits
     errors: tuple[type[BaseException], ...]
@@ -165,6 +172,30 @@ class Device(Protocol):
     def collect(self, loaded: Loaded, inputs: Inputs, bound: Bound,
                 em: Emitter) -> tuple[Fingerprint, dict[str, Any], dict[str, Any]]:
         """(fingerprint, launch record, validity record) of a run."""
+        ...
+
+    # a tune
+    def regime(self, inputs: Inputs, regime: str, rest_s: float) -> list[str]:
+        """Notes on how candidates are timed in ``regime``; sustained: the board heated first."""
+        ...
+
+    def settle(self, bound: Bound, regime: str, rest_s: float, busy_s: float) -> None:
+        """Right before a timing: back-to-back launches (sustained) or a rest (burst)."""
+        ...
+
+    def clock(self) -> str:
+        """The clock and throttle reasons right now, as text (advisory)."""
+        ...
+
+    def prefetch(self, builds: list[tuple[str, Build]]) -> None:
+        """Compile these builds ahead (by key) while others are timed."""
+        ...
+
+    def prefetched(self, key: str) -> None: ...
+
+    def tune_peers(self, inputs: Inputs, skip: set[str],
+                   time_fn: Callable[[str, Bound], Any]) -> list[dict[str, Any]]:
+        """The peers timed as the candidates are (``time_fn``), as rows for the tune."""
         ...
 
     def close(self) -> None: ...

@@ -116,14 +116,16 @@ class SimFault(Exception):
 
 class SimDevice:
     """The simulated device (``engine.backends.device.Device``). ``regime``: a tune's (sustained: the
-    board at its power cap runs everything ~12 % slower; the ranking is the model's either way);
-    ``sim_fault`` from ``fault_at_s``: a soak's injected fault (corrupt, throttle, ecc)."""
+    board at its power cap runs everything ~12 % slower; the ranking is the model's either way): a
+    tune's trials model their outputs too (correct, unless the fault is ``nan``) instead of computing
+    a CPU slice for each. ``sim_fault`` from ``fault_at_s``: a soak's injected fault (corrupt,
+    throttle, ecc)."""
 
     name = "sim"
     simulated = True
     errors: tuple[type[BaseException], ...] = (SimFault,)
 
-    def __init__(self, task: TaskSpec, profile: Profile | None, regime: str = "burst", sim_fault: str = "none",
+    def __init__(self, task: TaskSpec, profile: Profile | None, regime: str | None = None, sim_fault: str = "none",
                  fault_at_s: float = 0.0) -> None:
         if profile is None:
             raise RunFailure("invalid", "the simulated device needs a profile to model", "profile")
@@ -135,6 +137,7 @@ class SimDevice:
         self.rng = np.random.default_rng(task_seed(task) % 2**63)
         self.delay = _stage_delay()
         self.hot = 1.12 if regime == "sustained" else 1.0
+        self.modelled = regime is not None
         self.slow = sim_slow_factor(task.device)
         self.sim_fault, self.fault_at_s = sim_fault, fault_at_s
         self.t = 0.0
@@ -168,7 +171,8 @@ class SimDevice:
         return Compiled(build, None, "", False, f"SIMULATED {build.info.get('path', '')}")
 
     def load(self, compiled: Compiled) -> Loaded:
-        time.sleep(self.delay / 2)
+        if not self.modelled:
+            time.sleep(self.delay / 2)
         build = compiled.build
         return Loaded(build, {}, [ln.grid for ln in build.launches], {})
 
@@ -178,6 +182,8 @@ class SimDevice:
     def inputs(self, rotate: bool) -> Inputs:
         """N(0,1) inputs of a CPU slice of the output (``sim_slice``), from the task's seed."""
         spec, task, shape = self.spec, self.task, self.shape
+        if self.modelled:
+            return Inputs([], {}, [], 0, "SIMULATED: outputs modelled", note="SIMULATED")
         small = sim_slice(spec, task, shape)
         m = small[spec.dims[0]]
         rows = f"{m} rows computed on the CPU"
@@ -228,10 +234,12 @@ class SimDevice:
         """No clocks to sample."""
 
     def warm(self, bound: Bound, n: int, n_probe: int, every: int = 0, progress: Progress | None = None) -> Probe:
+        """(A trial's stage delay is its compile's, as a tune on a GPU mostly compiles.)"""
         for i in range(n):
             if every and (i + 1) % every == 0 and progress is not None:
                 progress(i + 1)
-        time.sleep(self.delay / 2)
+        if bound.purpose != "trial":
+            time.sleep(self.delay / 2)
         return None, 0.0
 
     def holds(self, probed: Probe) -> bool:
@@ -273,6 +281,11 @@ class SimDevice:
     def verify(self, bound: Bound, inputs: Inputs, fault: str) -> Correctness:
         """The check against float64 is the same code the GPU path runs. Faults: ``nan`` (NaN in the
         output), a soak's ``corrupt`` (a few elements far off, from ``fault_at_s``)."""
+        if self.modelled:
+            nan = 1 if fault == "nan" else 0
+            return Correctness(correct=not nan, max_abs_err=0.0, max_rel_err=0.0, normwise_rel_err=0.0,
+                               nan_count=nan, rtol=self.spec.rtol(self.dtype), checked_elements=0,
+                               note="SIMULATED: NaN in the output (fault injection)" if nan else "SIMULATED")
         parts = {}
         for name, (out, ref) in self._kernel_outputs(inputs).items():
             if fault == "nan":
@@ -314,6 +327,31 @@ class SimDevice:
                                 "shared_mem_bytes": ln.shared_mem_bytes} for ln in build.launches]}
         return (self.fingerprint(build), launch,
                 {"note": "SIMULATED: no clocks, throttling or other processes"})
+
+    # --- a tune: the regime, compiling ahead, the peers ------------------------------------------
+    def regime(self, inputs: Inputs, regime: str, rest_s: float) -> list[str]:
+        return [f"SIMULATED tune on {self.profile.name} ({regime}): times come from the roofline model"]
+
+    def settle(self, bound: Bound, regime: str, rest_s: float, busy_s: float) -> None:
+        """No card to heat or rest: the regime is the model's factor (``hot``)."""
+
+    def prefetch(self, builds: list[tuple[str, Build]]) -> None:
+        """Nothing to compile ahead."""
+
+    def prefetched(self, key: str) -> None:
+        """Nothing compiled ahead."""
+
+    def tune_peers(self, inputs: Inputs, skip: set[str], time_fn: Any) -> list[dict[str, Any]]:
+        """Each peer's time from the model (its efficiency, its launches), in the regime."""
+        t_peer = self.t_sol_ms(self.profile.peak_flops(self.dtype))
+        out = []
+        for p in self.spec.peers(self.task):
+            if self.dtype not in p.dtypes or p.name in skip:
+                continue
+            eff = PEER_EFFICIENCY["baseline" if p.baseline else "other"]
+            ms = (t_peer / eff + SIM_LAUNCH_MS * (2 if p.baseline else 1)) * self.hot
+            out.append({"name": p.name, "label": p.label + " [SIMULATED]", "median_ms": ms, "baseline": p.baseline})
+        return out
 
     def _faulty(self, kind: str) -> bool:
         return self.sim_fault == kind and self.t >= self.fault_at_s

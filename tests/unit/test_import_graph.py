@@ -176,4 +176,4 @@ def test_the_graph_sees_function_level_imports_and_skips_type_checking(tmp_path)
 def test_the_product_graph_is_read():
     graph = import_graph()
     assert len(graph) > 150 and sum(map(len, graph.values())) > 500
-    assert any(t == "engine.tune_worker" for t, _ in graph["engine.tuner"])
+    assert any(t == "engine.tune_worker" for t, _ in graph["engine.worker"])

@@ -303,32 +303,25 @@ def test_a_variation_that_wins_is_varied_again(monkeypatch):
     """Variations come in rounds: one among the fastest is varied again by the choices it leaves to
     the planner (a two-choice build), never by undoing its own choice. The tune's engine process
     body runs here, in-process, with the simulated trials rigged so that clusters of 2 win."""
-    from dataclasses import asdict
+    from engine import tune_worker
+    from engine.job import JobRequest, TuneOptions
 
-    from engine.backends import sim_tune
-    from engine.tune_worker import tune_main
+    plain = tune_worker._Search.trial
 
-    plain = sim_tune.SimTrials.trial
+    def cluster_wins(self, cand, start, fault, iters):
+        t, broken = plain(self, cand, start, fault, iters)
+        return (replace(t, median_ms=t.median_ms * 0.5) if cand.schedule.get("cluster") == 2 else t), broken
 
-    def cluster_wins(self, cand, start, fault, iters=None):
-        t = plain(self, cand, start, fault, iters)
-        return replace(t, median_ms=t.median_ms * 0.5) if cand.schedule.get("cluster") == 2 else t
-
-    monkeypatch.setattr(sim_tune.SimTrials, "trial", cluster_wins)
+    monkeypatch.setattr(tune_worker._Search, "trial", cluster_wins)
     task = sim_task(shape={"m": 6144, "n": 6144, "k": 6144})
     base_plan, cands, _ = search_space(task, H200)
     sent = []
 
-    class Conn:
-        def send(self, msg):
-            sent.append(msg)
+    def send(ev):
+        sent.append({"type": "event", "event": ev.model_dump(mode="json")})
 
-        def close(self):
-            pass
-
-    tune_main({"task": task.model_dump(mode="json"), "profile": H200.model_dump(mode="json"),
-               "backend": "sim", "regime": "burst", "budget_s": 60.0, "candidates": [asdict(c) for c in cands],
-               "done": [], "default_key": cands[0].key, "fault": "none", "peers_done": [], "fault_key": None}, Conn())
+    tune_worker.tune_body(JobRequest("tune", task, H200, "sim", base_plan.kernel, TuneOptions(
+        regime="burst", budget_s=60.0, candidates=tuple(cands), default_key=cands[0].key)), send)
     events = [m["event"] for m in sent if m.get("type") == "event"]
     timed = [Trial.from_dict(e["trial"]) for e in events if e.get("state") == "done"]
     timed = [t for t in timed if t.status == "ok"]
