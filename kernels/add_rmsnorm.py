@@ -348,7 +348,7 @@ class AddRmsNormSpec(KernelSpec):
         copied into ours for verification, one more pass over out); CuPy ops in fp32, a strawman
         (five passes, not what a framework runs), the baseline only without torch."""
         return [PeerSpec("torch_add_rmsnorm", "torch add + rms_norm (PyTorch eager, + a copy into out)",
-                         _peer_torch, baseline=True, dtypes=("bf16", "fp16", "fp32")),
+                         _peer_torch, baseline=True, dtypes=("bf16", "fp16", "fp32"), needs="torch"),
                 PeerSpec("cupy_add_rmsnorm", "CuPy ops in fp32 (strawman: five unfused passes)", _peer_cupy,
                          baseline=True, dtypes=("bf16", "fp16", "fp32"))]
 

@@ -166,7 +166,7 @@ class BiasGeluSpec(KernelSpec):
         """PyTorch's eager bias add then gelu(tanh) (the baseline where torch is installed; copied into
         ours for verification); CuPy ops in fp32, a strawman, the baseline only without torch."""
         return [PeerSpec("torch_bias_gelu", "torch add + gelu(tanh) (PyTorch eager, + a copy into out)",
-                         _peer_torch, baseline=True, dtypes=("bf16", "fp16", "fp32")),
+                         _peer_torch, baseline=True, dtypes=("bf16", "fp16", "fp32"), needs="torch"),
                 PeerSpec("cupy_bias_gelu", "CuPy ops in fp32 (strawman: unfused passes)", _peer_cupy,
                          baseline=True, dtypes=("bf16", "fp16", "fp32"))]
 

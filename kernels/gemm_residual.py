@@ -331,9 +331,9 @@ class GemmResidualSpec(KernelSpec):
         GEMM then CuPy's add. The cuBLAS peers compute in TF32 for tf32 through the backend's blas."""
         return [
             PeerSpec("torch_matmul_add", "torch matmul + add (PyTorch eager, SOL-ExecBench's baseline)",
-                     _peer_torch_matmul_add, baseline=True, dtypes=("bf16", "fp16", "fp32")),
+                     _peer_torch_matmul_add, baseline=True, dtypes=("bf16", "fp16", "fp32"), needs="torch"),
             PeerSpec("torch_addmm", "torch.addmm (residual via beta=1)", _peer_torch_addmm,
-                     dtypes=("bf16", "fp16", "fp32")),
+                     dtypes=("bf16", "fp16", "fp32"), needs="torch"),
             PeerSpec("cupy_matmul_add", "CuPy matmul + add (unfused)", _peer_matmul_add, baseline=True,
                      dtypes=("bf16", "fp16", "fp32")),
             PeerSpec("cublas_gemm_add", "cuBLAS TF32 GEMM + CuPy add (unfused)", _peer_gemm_then_add,

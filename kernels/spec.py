@@ -208,6 +208,9 @@ class PeerSpec:
     dtypes: tuple[str, ...] = ("bf16", "fp16", "fp32", "tf32")
     verify: bool = True
     """False for peers that compute only part of the function (e.g. the GEMM without R)."""
+    needs: str | None = None
+    """The Python package the peer runs on (``torch``): where it is not installed the peer is
+    reported unavailable, on the GPU and on the simulated device alike."""
     prepare: Callable[..., None] | None = None
     """Untimed set-up, same arguments as ``run``, called before the warm-ups and before the
     verification run: for a peer that works in place on its output (cuBLAS with beta=1 adds into C,

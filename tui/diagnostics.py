@@ -22,8 +22,13 @@ def _view(d: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
 
 def rule_view(match: Any) -> dict[str, Any]:
     """A rule match (the engine's Match, or the dict a stored result carries) as a dict with id,
-    title, cause, fix, knob and evidence."""
-    return _view(match if isinstance(match, dict) else match.to_dict(), RULE_KEYS)
+    title, cause, fix, knob and evidence. The fix ends with what the cockpit itself does about it
+    (``engine_note``), which `tui diagnose` leaves out for a log from elsewhere."""
+    raw = match if isinstance(match, dict) else match.to_dict()
+    view = _view(raw, RULE_KEYS)
+    if raw.get("engine_note"):
+        view["fix"] = f"{view.get('fix') or ''} {raw['engine_note']}".strip()
+    return view
 
 
 # --- checks -----------------------------------------------------------------------------------

@@ -73,6 +73,8 @@ def finish(
                       timing.median_ms)
     peers = [peer_figures(p, flops, nbytes, profile, dtype) for p in peers]
     baseline = next((p for p in peers if p.baseline and p.timing is not None), None)
+    for p in peers:  # one baseline: the peer the score is against (the others were fallbacks)
+        p.baseline = p is baseline
     status = RunStatus.ok if correctness is None or correctness.correct else RunStatus.incorrect
     baseline_ms = baseline.timing.median_ms if baseline is not None and baseline.timing is not None else None
     score = None

@@ -10,6 +10,7 @@ injected through the task's ``fault`` field."""
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import time
 from typing import Any
@@ -304,6 +305,10 @@ class SimDevice:
         peers = []
         for p in self.spec.peers(self.task):
             if self.dtype not in p.dtypes:
+                continue
+            if p.needs and importlib.util.find_spec(p.needs) is None:  # as on the GPU: listed, not timed
+                peers.append(PeerResult(name=p.name, label=p.label + " [SIMULATED]", baseline=p.baseline,
+                                        error=f"{p.needs} is not installed here"))
                 continue
             pe = PEER_EFFICIENCY["baseline" if p.baseline else "other"]
             t_peer = t_sol_peer / pe + SIM_LAUNCH_MS * (2 if p.baseline else 1)

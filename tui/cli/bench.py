@@ -20,6 +20,7 @@ from engine import (
 )
 from tui.cli.baseline_cmd import add_bench_args, bench_guard, print_verdict
 from tui.cli.device_args import add_spread_arg
+from tui.cli.fit_table import short_ms
 from tui.cli.output import fmt, human, print_json, stderr_console, stdout_console
 from tui.cli.task_args import add_task_args, task_from_args
 
@@ -112,9 +113,10 @@ def print_result(res: RunResult, notices: list[str], knobs_from: str = "default"
                 "-" if c is None else ("yes" if c.correct else "[red]NO[/]"))
     for p in res.peers:
         if p.timing is None:
-            tab.add_row(p.label, "[red]failed[/]", "", "", "", "", "", p.error or "")
+            missing = any(w in (p.error or "") for w in ("not installed", "No module named"))
+            tab.add_row(p.label, "[dim]not run[/]" if missing else "[red]failed[/]", "", "", "", "", "", p.error or "")
             continue
-        tab.add_row(p.label + (" (baseline)" if p.baseline else ""), fmt(p.timing.median_ms, ".4f"),
+        tab.add_row(p.label + (" (score baseline)" if p.name == res.baseline_peer else ""), fmt(p.timing.median_ms, ".4f"),
                     fmt(p.timing.p10_ms, ".4f"), fmt(p.timing.p90_ms, ".4f"), fmt(p.tflops, ".1f"),
                     fmt(p.gbps, ".0f"), fmt(p.sol_pct, ".1f"),
                     "-" if p.correct is None else ("yes" if p.correct else "[red]NO[/]"))
@@ -123,10 +125,9 @@ def print_result(res: RunResult, notices: list[str], knobs_from: str = "default"
         con.print(f"[yellow]note:[/] {res.peers_caveat}")
     if res.timing_note:
         con.print(f"timing: {res.timing_note}", markup=False)
-    con.print(f"T_SOL {sol.t_sol_ms if sol else 0:.4f} ms ({sol and sol.sol_bound}-bound by the roofline); "
-              f"measured bound: {sol and sol.bound}; compute {fmt(sol and sol.compute_util_pct, '.1f')} % / "
-              f"bandwidth {fmt(sol and sol.bandwidth_util_pct, '.1f')} % of {res.profile} peaks; SOL-ExecBench "
-              f"score {fmt(res.solexec_score, '.3f')}")
+    con.print(f"{bound_text(sol)}; compute {fmt(sol and sol.compute_util_pct, '.1f')} % / "
+              f"bandwidth {fmt(sol and sol.bandwidth_util_pct, '.1f')} % of {res.profile} peaks; "
+              f"{score_text(res)}", markup=False)
     if res.sol_measured:
         sm = res.sol_measured
         con.print(f"against measured ceilings ({res.measured_profile}): T_SOL {sm.t_sol_ms:.4f} ms, SOL "
@@ -148,6 +149,31 @@ def print_result(res: RunResult, notices: list[str], knobs_from: str = "default"
         con.print(f"[red]{res.error}[/]")
     if res.run_id is not None:
         con.print(f"stored as run {res.run_id}")
+
+
+BOUND_WORDS = {"compute": "compute", "memory": "bandwidth", "latency": "latency"}
+
+
+def bound_text(sol: Any) -> str:
+    """T_SOL and both bounds in one sentence that does not contradict itself: the roofline's
+    (which ceiling T_SOL is set by) and the run's (what held it back, Nsight Compute's reading)."""
+    if sol is None:
+        return "T_SOL -"
+    roof, run = sol.sol_bound, sol.bound
+    head = f"T_SOL {short_ms(sol.t_sol_ms)} ms, set by the {BOUND_WORDS.get(roof, roof)} ceiling"
+    if run is None or run == roof:
+        return head + (f" (the run is {BOUND_WORDS.get(run, run)}-bound too)" if run else "")
+    if run == "latency":
+        return head + "; the run reached under 60 % of both peaks (latency-bound: launch and occupancy, not a ceiling)"
+    return head + f"; the run is held by {BOUND_WORDS.get(run, run)} instead"
+
+
+def score_text(res: Any) -> str:
+    """The SOL-ExecBench score with the one peer it is against."""
+    if res.solexec_score is None:
+        return "SOL-ExecBench score -" + (" (no baseline peer timed)" if res.baseline_peer is None else "")
+    peer = next((p for p in res.peers if p.name == res.baseline_peer), None)
+    return f"SOL-ExecBench score {res.solexec_score:.3f} against {peer.label if peer else res.baseline_peer}"
 
 
 def run(args: argparse.Namespace) -> int:
