@@ -47,8 +47,8 @@ PR_SET_PDEATHSIG = 1
 _env_lock = threading.Lock()
 
 PRELOAD = ("engine.runner", "engine.worker", "engine.backends.stages", "engine.backends.sim", "engine.tuner",
-           "engine.tune_worker", "engine.soak", "engine.soak_worker", "engine.backends.sim_soak",
-           "engine.calibrate", "numpy.random", "numpy.ma")
+           "engine.tune_worker", "engine.soak", "engine.soak_worker", "engine.calibrate", "numpy.random",
+           "numpy.ma")
 """What the engine server imports before it forks anything, with the built-in kernels' specs
 (``preload_modules``): the modules of the entry points and the simulated backend, and the parts of
 numpy it loads on first use. Never cupy, pynvml or an ``engine.backends.cuda*`` module: CUDA state

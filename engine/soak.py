@@ -186,8 +186,10 @@ def run_soak(prep: Any, opts: SoakOptions, on_event: Callable[[Event], None] | N
     """Soak ``prep`` (a ``PreparedRun``) in an engine process; blocks until the soak ends, fails, is
     cancelled or hangs (no word from the engine process for the task's timeout). Returns the
     summary and the RunResult stored for it (the series in the store's soak table)."""
+    from engine.job import JobRequest
     from engine.process import run_in_engine_process
     from engine.soak_result import soak_run_result
+    from engine.worker import child_main
 
     series: list[dict[str, Any]] = []
     info: dict[str, Any] = {}
@@ -201,11 +203,11 @@ def run_soak(prep: Any, opts: SoakOptions, on_event: Callable[[Event], None] | N
         if on_event is not None:
             on_event(ev)
 
-    payload = {"task": prep.task.model_dump(mode="json"), "profile": prep.profile.model_dump(mode="json"),
-               "backend": prep.backend, "options": opts.model_dump(mode="json")}
+    request = JobRequest(kind="soak", task=prep.task, profile=prep.profile, backend=prep.backend,
+                         plan=prep.plan.kernel, options=opts)
     t0 = time.monotonic()
     timeout = opts.duration_s * 1.5 + prep.task.timeout_s + 30.0
-    out = run_in_engine_process(_soak_entry, payload, timeout, seen, cancel, name="sol-soak",
+    out = run_in_engine_process(child_main, request, timeout, seen, cancel, name="sol-soak",
                                 stall_s=prep.task.timeout_s)
     result = out.result or {}
     error, kind = result.get("error"), result.get("error_kind")
@@ -242,8 +244,3 @@ def _new(before: dict[str, Any], after: dict[str, Any]) -> str | None:
 
     return new_errors(before, after)
 
-
-def _soak_entry(payload: dict[str, Any], conn: Any) -> None:
-    from engine.soak_worker import soak_main
-
-    soak_main(payload, conn)

@@ -87,14 +87,12 @@ def _tune(request: JobRequest, send: Send) -> dict[str, Any]:
     return tune_body(request, send)
 
 
-def task_and_profile(payload: dict[str, Any]) -> tuple[Any, Any]:
-    """The payload's task and profile as the engine's models (validated again in the child)."""
-    from engine.profiles import Profile
-    from engine.task import TaskSpec
+def _soak(request: JobRequest, send: Send) -> dict[str, Any]:
+    from engine.soak_worker import soak_body
 
-    return TaskSpec.model_validate(payload["task"]), Profile.model_validate(payload["profile"])
+    return soak_body(request, send)
 
 
 JOBS: dict[str, Callable[[JobRequest, Send], dict[str, Any]]] = {
-    "run": run_body, "tune": _tune}
+    "run": run_body, "tune": _tune, "soak": _soak}
 """Each job kind's body in the engine process."""

@@ -8,6 +8,7 @@ stages is the job's (``engine.backends.stages``)."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import cupy as cp
@@ -23,9 +24,11 @@ from engine.backends.cuda_convert import BITS, STORAGE, to_f64
 from engine.backends.cuda_observers import (
     NvmlSampler,
     clock_text,
+    fold,
     measure_energy,
     nvml_index,
     sampled_validity,
+    telemetry,
 )
 from engine.backends.cuda_peers import heater, regime_peers, time_peers
 from engine.backends.cuda_stages import (
@@ -51,6 +54,10 @@ from kernels.spec import Build
 __all__ = ["CudaDevice", "compile_cubin", "compile_inputs", "device_limits"]
 
 OOM = cp.cuda.memory.OutOfMemoryError
+BATCH_S = 0.25
+"""A soak's GPU time per timed batch; a longer window is several batches, each followed by an NVML sample."""
+MAX_BATCH = 20_000
+"""At most this many launches (each between its own pair of events) per batch of a soak."""
 
 
 class CudaDevice:
@@ -74,6 +81,8 @@ class CudaDevice:
         self._timer: QueuedTimer | None = None
         self._pool: CompilePool | None = None
         self._nvml: int | None = None
+        self._t0: float | None = None
+        self._launched = 0
 
     def failure(self, exc: BaseException) -> tuple[str, str]:
         if isinstance(exc, OOM):
@@ -191,7 +200,10 @@ class CudaDevice:
         if fault == "nan":
             inputs.outs[self.spec.output].view(bits)[..., ::97] = NAN_BITS[self.dtype]
         cp.cuda.Device().synchronize()
-        return compare_outputs(self.spec, inputs.outs, self.dtype, self._refs(inputs))
+        c = compare_outputs(self.spec, inputs.outs, self.dtype, self._refs(inputs))
+        if bound.purpose == "soak":
+            _changed_bits(c, inputs.outs, self.spec.outputs, bits, bound.extra.setdefault("first_bits", {}))
+        return c
 
     def _refs(self, inputs: Inputs) -> dict[str, Any]:
         """The float64 reference of input set 0, computed once."""
@@ -236,6 +248,65 @@ class CudaDevice:
                                for ln, g in zip(build.launches, loaded.grids, strict=True)]}
         return fp, launch, validity
 
+    # --- a soak: windows of back-to-back launches, the counters --------------------------------
+    def now(self) -> float:
+        """Seconds soaked: since the first call."""
+        if self._t0 is None:
+            self._t0 = time.monotonic()
+        return time.monotonic() - self._t0
+
+    def window(self, bound: Bound, seconds: float, probed: Probe) -> dict[str, Any]:
+        """Back-to-back batches (``BATCH_S`` of GPU time each, at most ``MAX_BATCH`` launches, each
+        between its own pair of events) for ``seconds`` of wall time: the mean launch time over
+        them, and the NVML samples taken after each batch folded (``fold``)."""
+        self.now()
+        gpu_s, host_s = probed
+        per_launch_s = max(gpu_s or 0.0, host_s, 1e-6)
+        end = time.monotonic() + seconds
+        times: list[float] = []
+        samples: list[dict[str, Any]] = []
+        while True:
+            n = max(1, min(MAX_BATCH, int(min(BATCH_S, seconds) / per_launch_s)))
+            base = self._launched
+
+            def launch(i: int, base: int = base) -> None:
+                bound.run(base + i)
+
+            times += bound.timer.run("soak", launch, n, probed, n)
+            self._launched += n
+            samples.append(telemetry(self.nvml_index()))
+            if time.monotonic() >= end:
+                break
+        return {"ms": sum(times) / len(times), "launches": len(times), **fold(samples)}
+
+    def nvml_index(self) -> int | None:
+        if self._nvml is None:
+            self._nvml = nvml_index(self.task.device)
+        return self._nvml
+
+    def info(self) -> dict[str, Any]:
+        return {"gpu_name": self.gpu_name(), "nvml_index": self.nvml_index(),
+                "pci_bus_id": runtime.deviceGetPCIBusId(self.task.device), "simulated": False}
+
+    def counters(self, with_xid: bool = True) -> dict[str, Any]:
+        """ECC, retired rows and (``with_xid``) the kernel log's Xid events (``soak_health``)."""
+        from engine.soak_health import read_counters
+
+        return read_counters(self.nvml_index(), runtime.deviceGetPCIBusId(self.task.device), with_xid)
+
+    def identify(self, fp: Fingerprint) -> Fingerprint:
+        """The GPU's UUID and the driver's version added (a soak's fingerprint)."""
+        try:
+            from engine import nvml
+
+            index = self.nvml_index()
+            info = nvml.device_info(index) if index is not None else None
+            fp.gpu_uuid = info.uuid if info else None
+            fp.driver_version = nvml.driver_version()
+        except Exception:
+            pass
+        return fp
+
     # --- a tune: the regime, compiling ahead, the peers ------------------------------------------
     def regime(self, inputs: Inputs, regime: str, rest_s: float) -> list[str]:
         """How candidates are timed (notes for the tune); sustained: the board heated first, by
@@ -258,9 +329,7 @@ class CudaDevice:
         settle(bound.run, regime, rest_s, busy_s)
 
     def clock(self) -> str:
-        if self._nvml is None:
-            self._nvml = nvml_index(self.task.device)
-        return clock_text(self._nvml)
+        return clock_text(self.nvml_index())
 
     def prefetch(self, builds: list[tuple[str, Build]]) -> None:
         """Compile these builds in a pool of processes (``CompilePool``) while the GPU times the ones
@@ -289,6 +358,19 @@ class CudaDevice:
             cp.cuda.Device().synchronize()
         except Exception:
             pass
+
+
+def _changed_bits(c: Correctness, outs: dict[str, Any], names: Any, bits: Any, first: dict[str, Any]) -> None:
+    """A soak's re-verification: the elements that differ bit for bit from the first verification's
+    output, said in the correctness' note (advisory: a kernel with atomics may differ)."""
+    changed = 0
+    for name in names:
+        if name not in first:
+            first[name] = outs[name].view(bits).copy()
+        else:
+            changed += int((outs[name].view(bits) != first[name]).sum())
+    if changed:
+        c.note = (c.note + "; " if c.note else "") + f"{changed} element(s) differ bit for bit from the first output"
 
 
 def _precompile(source: str, arch: str, options: list[str]) -> bool:

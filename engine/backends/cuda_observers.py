@@ -145,3 +145,40 @@ def clock_text(index: int | None) -> str:
     except Exception:
         return ""
 
+
+def telemetry(index: int | None) -> dict[str, Any]:
+    """One NVML sample of GPU ``index`` as a soak window's fields ({} where NVML cannot say)."""
+    if index is None:
+        return {}
+    try:
+        from engine import nvml
+
+        s = nvml.sample(index)
+    except Exception:
+        return {}
+    return {"sm_clock_mhz": s.sm_clock_mhz, "sm_clock_max_mhz": s.sm_clock_max_mhz,
+            "mem_clock_mhz": s.mem_clock_mhz, "power_w": s.power_w, "power_limit_w": s.power_limit_w,
+            "temperature_c": s.temperature_c, "temperature_slowdown_c": s.temperature_slowdown_c,
+            "throttle_mask": s.throttle_mask}
+
+
+def fold(samples: list[dict[str, Any]]) -> dict[str, Any]:
+    """One window's telemetry from its batches' samples: the lowest clocks, the highest
+    temperature, the mean power, every throttle reason."""
+    def vals(key: str) -> list[Any]:
+        return [s[key] for s in samples if s.get(key) is not None]
+
+    out: dict[str, Any] = {}
+    for key, how in (("sm_clock_mhz", min), ("mem_clock_mhz", min), ("temperature_c", max),
+                     ("sm_clock_max_mhz", max), ("power_limit_w", max), ("temperature_slowdown_c", min)):
+        v = vals(key)
+        out[key] = how(v) if v else None
+    p = vals("power_w")
+    out["power_w"] = sum(p) / len(p) if p else None
+    masks = vals("throttle_mask")
+    mask = 0
+    for m in masks:
+        mask |= int(m)
+    out["throttle_mask"] = mask if masks else None
+    return out
+

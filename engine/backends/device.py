@@ -174,6 +174,27 @@ class Device(Protocol):
         """(fingerprint, launch record, validity record) of a run."""
         ...
 
+    # a soak
+    def now(self) -> float:
+        """Seconds soaked."""
+        ...
+
+    def window(self, bound: Bound, seconds: float, probed: Probe) -> dict[str, Any]:
+        """Back-to-back launches for ``seconds``: ms (mean per launch), launches, the telemetry."""
+        ...
+
+    def info(self) -> dict[str, Any]:
+        """gpu_name, nvml_index, pci_bus_id, simulated."""
+        ...
+
+    def counters(self, with_xid: bool = True) -> dict[str, Any]:
+        """The error counters a soak compares before and after (ECC, retired rows, Xid events)."""
+        ...
+
+    def identify(self, fp: Fingerprint) -> Fingerprint:
+        """``fp`` with the GPU's UUID and the driver's version."""
+        ...
+
     # a tune
     def regime(self, inputs: Inputs, regime: str, rest_s: float) -> list[str]:
         """Notes on how candidates are timed in ``regime``; sustained: the board heated first."""

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import math
 import os
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -107,6 +109,29 @@ def task_seed(task) -> int:
     return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "little") ^ task.seed
 
 
+SM_CLOCK_MHZ = 1980.0
+THROTTLED_MHZ = 1590.0
+MEM_CLOCK_MHZ = 2619.0
+SLOWDOWN_C = 87.0
+
+
+def soak_speed(env: Mapping[str, str] | None = None) -> float:
+    """``SOL_SIM_SOAK_SPEED`` (default 1): how many times faster than the wall clock a simulated soak
+    runs, so rehearsals and tests of long soaks take seconds; a number from 0.001 to 1e6,
+    InputError naming it else."""
+    from engine.errors import InputError
+
+    text = (os.environ if env is None else env).get("SOL_SIM_SOAK_SPEED", "").strip() or "1"
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 1e-3 <= value <= 1e6:
+        raise InputError(f"SOL_SIM_SOAK_SPEED={text!r}: expected a number from 0.001 to 1000000",
+                         fix="export SOL_SIM_SOAK_SPEED=60 (simulated seconds per second), or unset it")
+    return value
+
+
 class SimFault(Exception):
     """An injected fault of the simulated device: what the GPU's CUDA error would have said."""
 
@@ -144,6 +169,7 @@ class SimDevice:
         self.t = 0.0
         """Seconds soaked (simulated time)."""
         self._outputs: dict[str, tuple[Any, Any]] = {}
+        self._speed: float | None = None
 
     @property
     def sm_count(self) -> int:
@@ -210,8 +236,10 @@ class SimDevice:
         if purpose == "trial":
             rng = np.random.default_rng(task_seed(task) % 2**63)
             return Bound(loaded, _no_launch, purpose, model_ms=t_model * self.hot, rng=rng)
-        if self.slow != 1.0 and purpose == "run":  # a sick neighbour for every-GPU rehearsals
+        if self.slow != 1.0:  # a sick neighbour for every-GPU rehearsals
             em.info(f"SIMULATED GPU {task.device} runs {self.slow:g}x slow (SOL_COCKPIT_SIM_SLOW_DEVICES)", "warning")
+        if purpose == "soak" and self.sim_fault != "none":
+            em.info(f"SIMULATED fault {self.sim_fault} from {self.fault_at_s:g} s", "warning")
         return Bound(loaded, _no_launch, purpose, model_ms=t_model * self.slow, rng=self.rng)
 
     def inject(self, bound: Bound, fault: str, em: Emitter) -> None:
@@ -332,6 +360,44 @@ class SimDevice:
                                 "shared_mem_bytes": ln.shared_mem_bytes} for ln in build.launches]}
         return (self.fingerprint(build), launch,
                 {"note": "SIMULATED: no clocks, throttling or other processes"})
+
+    # --- a soak: a plausible series, its faults injectable ---------------------------------------
+    def now(self) -> float:
+        return self.t
+
+    def window(self, bound: Bound, seconds: float, probed: Probe) -> dict[str, Any]:
+        """``seconds`` of simulated soak (``SOL_SIM_SOAK_SPEED`` times faster than the wall clock):
+        the card warms up over a couple of minutes, power settles below the limit, the launch time
+        wanders by a fraction of a percent around the model's; ``throttle`` drops the clocks."""
+        if self._speed is None:
+            self._speed = soak_speed()
+        time.sleep(seconds / self._speed)
+        self.t += seconds
+        heat = 1.0 - math.exp(-self.t / 120.0)
+        throttled = self._faulty("throttle")
+        clock = THROTTLED_MHZ if throttled else SM_CLOCK_MHZ
+        ms = bound.model_ms * (SM_CLOCK_MHZ / clock) * float(bound.rng.lognormal(0.0, 0.004))
+        limit = float(getattr(self.profile, "power_w", None) or 700.0)
+        power = limit * (0.70 + 0.04 * heat) + 4.0 * math.sin(self.t / 7.0)
+        return {"ms": ms, "launches": max(1, int(seconds * 1e3 / ms)), "sm_clock_mhz": clock,
+                "sm_clock_max_mhz": SM_CLOCK_MHZ, "mem_clock_mhz": MEM_CLOCK_MHZ, "power_w": round(power, 1),
+                "power_limit_w": limit,
+                "temperature_c": SLOWDOWN_C + 1.0 if throttled else round(34.0 + 28.0 * heat, 1),
+                "temperature_slowdown_c": SLOWDOWN_C, "throttle_mask": 0x60 if throttled else 0x0}
+
+    def info(self) -> dict[str, Any]:
+        return {"gpu_name": f"SIMULATED {self.profile.display_name}", "nvml_index": None, "pci_bus_id": None,
+                "simulated": True}
+
+    def counters(self, with_xid: bool = True) -> dict[str, Any]:
+        """The counters a soak reads; ``ecc`` raises the uncorrectable ECC count."""
+        n = 2 if self._faulty("ecc") else 0
+        return {"ecc_enabled": True, "ecc_volatile_uncorrected": n, "ecc_aggregate_uncorrected": n,
+                "remapped_rows_uncorrectable": 0, "xid_events": 0 if with_xid else None, "xid_last": None}
+
+    def identify(self, fp: Fingerprint) -> Fingerprint:
+        """No UUID or driver to add."""
+        return fp
 
     # --- a tune: the regime, compiling ahead, the peers ------------------------------------------
     def regime(self, inputs: Inputs, regime: str, rest_s: float) -> list[str]:

@@ -51,7 +51,6 @@ CUPY_ALLOWED = {
     "engine/backends/cuda_ceilings.py",   # the ceilings `tui calibrate` measures
     "engine/backends/tensormap.py",   # its TMA descriptor helper, imported by it alone
     "engine/backends/pdl.py",         # its launches with programmatic dependent launch
-    "engine/backends/cuda_soak.py",   # the soak's windows on the GPU (runs only in the engine process)
     "engine/checks/cuda_probe.py",    # a script the checks run in a subprocess, never imported
     "kernels/nvrtc_check.py",         # NVRTC compile check used by tests and tools (no GPU needed)
 }
