@@ -10,33 +10,24 @@ from datetime import datetime, timezone
 from typing import Any, cast
 
 from engine.errors import BackendUnavailable, CockpitError
-from engine.events import Event, LogEvent
+from engine.events import Event
+from engine.job import CalibrateOptions, JobRequest
 from engine.process import run_in_engine_process
 from engine.profiles import PeakTflops, Profile, ProfileSet
-
-
-def _child(payload: dict[str, Any], conn: Any) -> None:
-    """Engine-process side: measure and send the ceilings (or the error)."""
-    def log(msg: str) -> None:
-        conn.send({"type": "event", "event": LogEvent(message=msg).model_dump(mode="json")})
-
-    try:
-        from engine.backends.cuda_ceilings import measure_ceilings
-
-        res = {"ok": True, **measure_ceilings(payload["device"], log)}
-    except BaseException as exc:
-        res = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
-    conn.send({"type": "result", "result": res})
-    conn.close()
+from engine.task import BackendName, TaskSpec
+from engine.worker import child_main
 
 
 def measure(device: int = 0, on_event: Callable[[Event], None] | None = None,
             cancel: threading.Event | None = None, timeout_s: float = 300.0) -> dict[str, Any]:
-    """Run the measurement in the engine process; CockpitError when it fails, times out or dies."""
+    """Run the measurement in the engine process (a ``JobRequest`` of kind ``calibrate``);
+    CockpitError when it fails, times out or dies."""
     from engine.backends.select import probe_cuda
 
     probe_cuda(device)  # BackendUnavailable (exit 3) with the driver problem and the fix
-    out = run_in_engine_process(_child, {"device": device}, timeout_s, on_event, cancel, name="sol-calibrate")
+    request = JobRequest(kind="calibrate", task=TaskSpec(device=device, backend=BackendName.cuda), profile=None,
+                         backend="cuda", plan=None, options=CalibrateOptions())
+    out = run_in_engine_process(child_main, request, timeout_s, on_event, cancel, name="sol-calibrate")
     if out.status != "ok":
         raise CockpitError(f"calibration {out.status} (exit code {out.exitcode})")
     result = cast(dict[str, Any], out.result)  # status "ok" comes only with the child's result dict

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import traceback
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from engine.job import JobRequest
 
@@ -93,6 +93,32 @@ def _soak(request: JobRequest, send: Send) -> dict[str, Any]:
     return soak_body(request, send)
 
 
+@runtime_checkable
+class Ceilings(Protocol):
+    """What calibrate needs of a device: its ceilings measured (the CUDA device has them; the
+    simulated device has nothing to measure)."""
+
+    def ceilings(self, log: Callable[[str], None], copy_bytes: int) -> dict[str, Any]: ...
+
+
+def calibrate_body(request: JobRequest, send: Send) -> dict[str, Any]:
+    """Calibrate: the device's ceilings (a large device-to-device copy, large GEMMs per dtype), each
+    said in the log as it is measured; ``{"ok": False, "error": ...}`` where they cannot be."""
+    from engine.backends.stages import open_device
+    from engine.events import LogEvent
+    from engine.job import CalibrateOptions
+
+    opts = request.options
+    assert isinstance(opts, CalibrateOptions)
+    try:
+        dev: Any = open_device(request.backend, request.task, request.profile)
+        if not isinstance(dev, Ceilings):
+            raise RuntimeError(f"the {dev.name} device has no ceilings to measure")
+        return {"ok": True, **dev.ceilings(lambda msg: send(LogEvent(message=msg)), opts.copy_bytes)}
+    except BaseException as exc:
+        return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+
+
 JOBS: dict[str, Callable[[JobRequest, Send], dict[str, Any]]] = {
-    "run": run_body, "tune": _tune, "soak": _soak}
+    "run": run_body, "tune": _tune, "soak": _soak, "calibrate": calibrate_body}
 """Each job kind's body in the engine process."""

@@ -20,6 +20,7 @@ from engine.backends import pdl
 from engine.backends.base import Emitter, RunFailure, fair_rest_s
 from engine.backends.collect import base_fingerprint
 from engine.backends.compile_pool import CompilePool
+from engine.backends.cuda_ceilings import measure_ceilings
 from engine.backends.cuda_convert import BITS, STORAGE, to_f64
 from engine.backends.cuda_observers import (
     NvmlSampler,
@@ -77,7 +78,6 @@ class CudaDevice:
             self.limits, self.props = device_limits(task.device, profile.name if profile else "")
         except CUDA_ERRORS as exc:
             raise RunFailure("launch_error", f"cannot open GPU {task.device}: {exc}", "device") from None
-        self.sm_count = self.limits.sm_count
         self._timer: QueuedTimer | None = None
         self._pool: CompilePool | None = None
         self._nvml: int | None = None
@@ -306,6 +306,11 @@ class CudaDevice:
         except Exception:
             pass
         return fp
+
+    # --- calibrate ------------------------------------------------------------------------------
+    def ceilings(self, log: Any, copy_bytes: int) -> dict[str, Any]:
+        """This GPU's measured ceilings (``measure_ceilings``): copy bandwidth, GEMM rates per dtype."""
+        return measure_ceilings(self.task.device, log, copy_bytes)
 
     # --- a tune: the regime, compiling ahead, the peers ------------------------------------------
     def regime(self, inputs: Inputs, regime: str, rest_s: float) -> list[str]:

@@ -105,9 +105,6 @@ class Device(Protocol):
     errors: tuple[type[BaseException], ...]
     """What a fault of the device raises (a CUDA error, out of memory, an injected simulated fault)."""
 
-    @property
-    def sm_count(self) -> int: ...
-
     def failure(self, exc: BaseException) -> tuple[str, str]:
         """(message, error_kind) of one of ``errors``."""
         ...

@@ -171,10 +171,6 @@ class SimDevice:
         self._outputs: dict[str, tuple[Any, Any]] = {}
         self._speed: float | None = None
 
-    @property
-    def sm_count(self) -> int:
-        return self.profile.sm_count
-
     def failure(self, exc: BaseException) -> tuple[str, str]:
         return str(exc), getattr(exc, "kind", type(exc).__name__)
 

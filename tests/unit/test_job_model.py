@@ -1,0 +1,94 @@
+"""One job model: every kind is a ``JobRequest`` with its own typed options, run by the one engine
+entry (``engine.worker.child_main``) on a device behind one interface (``engine.backends.device``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+
+import pytest
+
+from engine.backends.device import Device
+from engine.job import OPTIONS, CalibrateOptions, JobKind, JobRequest, RunOptions, TuneOptions
+from engine.profiles import load_profiles
+from engine.soak_options import SoakOptions
+from engine.task import TaskSpec
+from engine.worker import JOBS, child_main
+
+
+class _Pipe:
+    def __init__(self) -> None:
+        self.msgs: list[dict] = []
+
+    def send(self, msg: dict) -> None:
+        self.msgs.append(msg)
+
+    def close(self) -> None:
+        pass
+
+
+def _members(proto: type) -> set[str]:
+    return {n for n in vars(proto) if not n.startswith("_")} | set(typing.get_type_hints(proto))
+
+
+def test_every_kind_has_its_options_and_its_body():
+    kinds = set(typing.get_args(JobKind))
+    assert kinds == set(OPTIONS) == set(JOBS) == {"run", "tune", "soak", "calibrate"}
+
+
+def test_a_request_takes_only_its_kinds_options_and_a_plan_where_it_builds_a_kernel():
+    task, prof = TaskSpec(backend="sim"), load_profiles().get("h100-sxm")
+    with pytest.raises(TypeError, match="a soak job takes SoakOptions, not RunOptions"):
+        JobRequest("soak", task, prof, "sim", None, RunOptions())
+    with pytest.raises(TypeError, match="needs its profile and plan"):
+        JobRequest("run", task, prof, "sim", None, RunOptions())
+    with pytest.raises(TypeError, match="TuneOptions"):
+        JobRequest("tune", task, prof, "sim", None, SoakOptions(duration_s=1))
+    req = JobRequest("calibrate", task, None, "cuda", None, CalibrateOptions())
+    assert req.options.copy_bytes == 2**30
+    with pytest.raises(dataclasses.FrozenInstanceError):  # a request is a value
+        req.kind = "run"  # type: ignore[misc]
+    assert TuneOptions.__dataclass_params__.frozen and CalibrateOptions.__dataclass_params__.frozen  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("module, cls", [("engine.backends.sim", "SimDevice"), ("engine.backends.cuda", "CudaDevice")])
+def test_both_devices_offer_every_primitive_of_the_protocol(module, cls):
+    """The CUDA device cannot run here, but it must answer every primitive the jobs compose (an
+    import needs cupy, not a GPU)."""
+    pytest.importorskip("cupy") if module.endswith("cuda") else None
+    dev = getattr(__import__(module, fromlist=[cls]), cls)
+    missing = sorted(name for name in _members(Device) if not hasattr(dev, name) and name not in
+                     ("task", "profile", "spec", "limits"))  # set in __init__
+    assert missing == []
+
+
+def test_calibrate_runs_through_the_one_entry_and_says_each_ceiling(monkeypatch):
+    """A calibrate request goes to the same entry as every job; the device's ceilings come back as
+    the result, each one said in the log as it is measured."""
+    import engine.backends.stages as stages
+
+    class Gpu:
+        name = "cuda"
+
+        def __init__(self, task, profile):
+            self.device = task.device
+
+        def ceilings(self, log, copy_bytes):
+            log(f"copy of {copy_bytes} B on GPU {self.device}")
+            return {"copy_gbps": 3000.0, "tflops": {"bf16": 700.0}, "gpu_name": "a GPU", "copy_bytes": copy_bytes}
+
+    monkeypatch.setattr(stages, "open_device", lambda backend, task, profile, **_: Gpu(task, profile))
+    pipe = _Pipe()
+    child_main(JobRequest("calibrate", TaskSpec(device=3), None, "cuda", None, CalibrateOptions(copy_bytes=4096)), pipe)
+    events, result = pipe.msgs[:-1], pipe.msgs[-1]
+    assert [e["event"]["message"] for e in events] == ["copy of 4096 B on GPU 3"]
+    assert result == {"type": "result", "result": {"ok": True, "copy_gbps": 3000.0, "tflops": {"bf16": 700.0},
+                                                   "gpu_name": "a GPU", "copy_bytes": 4096}}
+
+
+def test_calibrate_on_a_device_without_ceilings_is_refused_with_its_reason():
+    pipe = _Pipe()
+    child_main(JobRequest("calibrate", TaskSpec(backend="sim"), load_profiles().get("h100-sxm"), "sim", None,
+                          CalibrateOptions()), pipe)
+    result = pipe.msgs[-1]["result"]
+    assert result["ok"] is False and "the sim device has no ceilings to measure" in result["error"]
