@@ -44,10 +44,14 @@ class FleetRow(BaseModel):
     """The bench's status ('ok', 'failed', ...) or why it did not start."""
     sol_pct: float | None = None
     """Seed bench SOL % against the profile's datasheet peaks (None when the bench failed)."""
+    median_ms: float | None = None
+    """The seed bench's median launch time on this GPU (None when the bench failed)."""
     task: str = ""
     """kernel shape dtype @ profile: the group this GPU is compared within."""
     group_median_pct: float | None = None
     """Median SOL % of the GPUs in the same group."""
+    group_median_ms: float | None = None
+    """Median of the seed bench's median times of the GPUs in the same group."""
     host_spread_pct: float | None = None
     """(fastest - slowest) / fastest SOL % among this host's GPUs of the same group."""
     simulated: bool = False
@@ -150,9 +154,16 @@ def _rows_of(report: HostReport, file: str) -> list[FleetRow]:
         rows.append(FleetRow(host=host, index=gpu.index, gpu=_text(label), gpu_name=_opt(gpu.name),
                              uuid=_opt(gpu.uuid), driver=_opt(gpu.driver_version), failed_checks=failed,
                              status=_text(status), sol_pct=bench.sol_pct if bench and bench.ok else None,
+                             median_ms=_median_ms(result) if bench and bench.ok else None,
                              task=_task_label(result) if result else "", simulated=report.simulated,
                              time=when, file=file))
     return rows
+
+
+def _median_ms(result: dict) -> float | None:
+    t = result.get("time_ms")
+    v = t.get("median") if isinstance(t, dict) else None
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v else None
 
 
 def _identity(row: FleetRow) -> tuple[str, str]:
@@ -178,13 +189,18 @@ def _mark(rows: list[FleetRow], outlier_pct: float) -> dict[str, float]:
         spread = _spread(values)
         if spread is not None:
             spreads[task] = spread
+        times = [m.median_ms for m in members if m.median_ms is not None]
+        median_ms = statistics.median(times) if times else None
         for m in members:
             m.group_median_pct = median
+            m.group_median_ms = median_ms
             on_host = [o.sol_pct for o in members if o.host == m.host and o.sol_pct is not None]
             m.host_spread_pct = _spread(on_host)
             if len(values) > 1 and m.sol_pct is not None and m.sol_pct < median * (1 - outlier_pct / 100.0):
-                m.reasons.append(f"SOL {m.sol_pct:.1f} % is {100 * (1 - m.sol_pct / median):.1f} % below the "
-                                 f"median {median:.1f} % of {len(values)} GPUs running {task}")
+                took = (f" ({m.median_ms:.4g} ms against the group's {median_ms:.4g} ms)"
+                        if m.median_ms is not None and median_ms is not None else "")
+                m.reasons.append(f"SOL {m.sol_pct:.1f} %{took} is {100 * (1 - m.sol_pct / median):.1f} % below "
+                                 f"the median {median:.1f} % of {len(values)} GPUs running {task}")
     for r in rows:
         if r.status != "ok":
             r.reasons.append(f"bench {r.status}" if r.task else f"bench did not run: {r.status}")
@@ -192,6 +208,12 @@ def _mark(rows: list[FleetRow], outlier_pct: float) -> dict[str, float]:
             r.reasons.append(f"failed checks: {', '.join(r.failed_checks)}")
         r.outlier = bool(r.reasons)
     return spreads
+
+
+POINT_AT_FOLDER = ("tui fleet DIR reads the JSON reports that `tui fleet-report --output-dir DIR` writes, one per "
+                   "host (the jobs of `tui export k8s` and `tui export slurm` run it on every node): run them, "
+                   "then give that folder")
+"""How to point the fleet view at its folder, said wherever it has none to read."""
 
 
 def report_files(directory: Path) -> list[Path]:
@@ -217,15 +239,12 @@ def load_fleet(directory: Path | str, outlier_pct: float = DEFAULT_OUTLIER_PCT) 
         raise InputError(f"--outlier-pct={outlier_pct:g}: outside 0..100",
                          fix="give how far below the median marks a GPU, e.g. 10")
     if not directory.exists():
-        raise InputError(f"DIR={directory}: no such folder",
-                         fix="give the folder the fleet jobs write their reports into")
+        raise InputError(f"DIR={directory}: no such folder", fix=POINT_AT_FOLDER)
     if not directory.is_dir():
         raise InputError(f"DIR={directory}: not a folder", fix="give the folder, not a file in it")
     files = report_files(directory)
     if not files:
-        raise InputError(f"DIR={directory}: no *.json reports in it",
-                         fix="run the fleet jobs first (tui export k8s / tui export slurm), "
-                             "or point at the folder they write")
+        raise InputError(f"DIR={directory}: no *.json reports in it", fix=POINT_AT_FOLDER)
     view = FleetView(directory=str(directory), outlier_pct=outlier_pct)
     newest: dict[tuple[str, str], FleetRow] = {}
     for path in files:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from tui.cli.fit_table import short_ms
 from tui.cli.output import fmt, print_json, stdout_console
 
 
@@ -40,17 +41,18 @@ def fleet_table(view):
     from rich.table import Table
 
     t = Table(title=f"fleet: {len(view.hosts)} host(s), {len(view.rows)} GPU(s), {len(view.outliers)} marked")
-    for col in ("", "host", "GPU", "driver", "failed checks", "SOL %", "median", "host spread", "why marked"):
-        t.add_column(col, justify="right" if col in ("SOL %", "median", "host spread") else "left",
-                     overflow="fold")
+    for col in ("", "host", "GPU", "driver", "failed checks", "median ms", "SOL %", "group SOL %", "host spread",
+                "why marked"):
+        right = col in ("median ms", "SOL %", "group SOL %", "host spread")
+        t.add_column(col, justify="right" if right else "left", overflow="fold", no_wrap=right)
     for r in view.rows:
         t.add_row(*row_cells(r))
     return t
 
 
 def row_cells(r) -> list[str]:
-    """One row as markup cells: mark, host, GPU, driver, failed checks, SOL %, median, host spread,
-    reasons."""
+    """One row as markup cells: mark, host, GPU, driver, failed checks, median ms (this GPU's seed
+    bench), SOL %, the group's median SOL %, host spread, reasons."""
     from rich.markup import escape
 
     name = (r.gpu_name or "").replace("NVIDIA ", "")
@@ -59,6 +61,7 @@ def row_cells(r) -> list[str]:
             escape(f"{r.gpu} {name}".strip()),
             escape(r.driver or "-"),
             escape(", ".join(r.failed_checks) or "-"),
+            short_ms(r.median_ms),
             fmt(r.sol_pct, ".1f") if r.sol_pct is not None else f"[red]{escape(r.status)}[/]",
             fmt(r.group_median_pct, ".1f"),
             fmt(r.host_spread_pct, ".1f", " %"),

@@ -23,7 +23,7 @@ from tui.screens.base import CockpitScreen
 DEFAULT_DIR = "/var/lib/sol-cockpit/reports"
 PREF_KEY = "fleet_dir"
 COLUMNS = (("mark", " "), ("host", "host"), ("gpu", "GPU"), ("driver", "driver"), ("checks", "failed checks"),
-           ("sol", "SOL %"), ("median", "median"), ("spread", "host spread"))
+           ("median", "median ms"), ("sol", "SOL %"), ("group", "group SOL %"), ("spread", "host spread"))
 
 
 def _pct(v: float | None, unit: str = "") -> str:
@@ -41,6 +41,7 @@ def row_cells(row: Any) -> list[Text]:
             Text(f"{row.gpu} {name}".strip()),
             Text(row.driver or "-"),
             Text(", ".join(row.failed_checks) or "-", style="red" if row.failed_checks else ""),
+            Text("-" if row.median_ms is None else f"{row.median_ms:.4g}", justify="right"),
             sol,
             Text(_pct(row.group_median_pct), justify="right"),
             Text(_pct(row.host_spread_pct, " %"), justify="right")]
