@@ -23,7 +23,8 @@ from tui.cli.output import print_json, stdout_console
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("kernels", help="list kernels and the BLOCK_SIZE / MEMORY_PIPELINING values that fit")
-    p.add_argument("--profile", default="h100", help="profile whose limits decide what fits (default h100)")
+    p.add_argument("--profile", default="h100", help="profile whose limits decide what fits (default h100, "
+                                                     "named in the first line)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--store", type=Path, help="results store whose tuning cache is listed (env SOL_COCKPIT_STORE)")
     p.add_argument("--kernel-file", dest="kernel_file", type=Path, metavar="PATH.toml",
@@ -61,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
                 if not p.ok:
                     raise PlanError("none fits: " + p.error_text())
                 default = [str(p.task.block_size), p.task.memory_pipelining]
-                pls = list(p.pipelining_options)
+                pls = sorted(p.pipelining_options)  # off (0) first, then more stages: one order for every kernel
                 sched = {k.name: list(k.values) for k in p.schedule_options}
                 source = p.source_label
             except PlanError as exc:
@@ -81,6 +82,8 @@ def run(args: argparse.Namespace) -> int:
                     "user_kernel_errors": errors})
         return 0
     con = stdout_console()
+    con.print(f"What fits profile {prof.name} ({prof.display_name}); another: tui kernels --profile NAME "
+              "(tui profiles lists them)", markup=False, highlight=False)
     for r in rows:
         con.print(f"[bold]{r['name']}[/]  {r['title']}  dims={','.join(r['dims'])}")
         if r["source"] != "built-in":
