@@ -2,7 +2,8 @@
 
 Correctness for every dtype, odd M (1, 777), every knob combination; peers; and a bandwidth sweep
 that prints one JSON line per variant (run with -s) and checks the fused defaults against the
-targets of issue 5 (>= 3.5 TB/s effective for add_rmsnorm bf16 at [32768, 4096] and [8192, 2560])."""
+target for add_rmsnorm bf16 at [32768, 4096] and [8192, 2560]: ``BANDWIDTH_SHARE`` of the detected
+profile's datasheet bandwidth (3.5 TB/s on the H200's 4.8)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ from kernels.spec import DeviceLimits, render_task, violations_of
 
 pytestmark = pytest.mark.gpu
 KERNELS = {"add_rmsnorm": {"n": 2560}, "bias_gelu": {"n": 1000}}
+BANDWIDTH_SHARE = 0.73
+"""The fused bf16 add_rmsnorm default's effective bandwidth over the datasheet's, at least."""
 
 
 def _backend_run(task: TaskSpec):
@@ -97,7 +100,7 @@ SWEEP = [("add_rmsnorm", {"m": 32768, "n": 4096}), ("add_rmsnorm", {"m": 8192, "
 def test_bandwidth_sweep(kernel, shape):
     """Every fused knob combination for bf16 (5 warm-ups, 30 timed: a quick ranking), then the
     default knobs for each dtype, fused (with peers) and unfused (10 + 100), printed as JSON lines;
-    the fused bf16 default of add_rmsnorm must reach 3.5 TB/s."""
+    the fused bf16 default of add_rmsnorm must reach ``BANDWIDTH_SHARE`` of the profile's bandwidth."""
     best = 0.0
     for bs, st, fusion in _combos(kernel, "bf16", shape):
         if not fusion:
@@ -116,7 +119,10 @@ def test_bandwidth_sweep(kernel, shape):
             if fusion:
                 assert all(p.correct for p in res.peers), res.peers
             if fusion and dtype == "bf16" and kernel == "add_rmsnorm":
-                assert res.sol.gbps >= 3500, res.sol.gbps
+                from engine.profiles import load_profiles
+
+                want = BANDWIDTH_SHARE * load_profiles().get(res.profile).bandwidth_bytes_per_s / 1e9
+                assert res.sol.gbps >= want, (res.sol.gbps, want, res.profile)
     print("BEST of the short sweep runs", kernel, shape, round(best))
 
 
