@@ -15,7 +15,7 @@ from typing import Any
 from engine.backends.base import Emitter, RunContext, RunFailure
 from engine.backends.collect import mismatch_text, now_iso
 from engine.backends.device import Bound, Device, Inputs, Probe
-from engine.backends.stages import compile_stage, inputs_stage, load_stage, open_device
+from engine.backends.stages import compile_stage, inputs_stage, load_stage, open_device, warmup_stage
 from engine.events import SoakEvent
 from engine.job import JobRequest
 from engine.soak_health import new_errors
@@ -69,10 +69,7 @@ def _setup(dev: Device, ctx: RunContext) -> tuple[Bound, Inputs, Probe]:
     loaded = load_stage(dev, em, compiled, resources)
     inputs = inputs_stage(dev, em, ctx.spec, rotate=False)
     bound = dev.bind(loaded, inputs, "soak", em)
-    em.start("warmup")
-    probed = dev.warm(bound, max(5, task.warmup), 5)
-    em.done("warmup", f"{max(5, task.warmup)} launches")
-    return bound, inputs, probed
+    return bound, inputs, warmup_stage(dev, em, bound, max(5, task.warmup))
 
 
 @contextmanager

@@ -1,5 +1,6 @@
-"""Backends: ``cuda`` (CuPy; with its ``cuda_*`` modules, all that imports cupy) and ``sim`` (the
-simulated device).
+"""Devices: ``cuda`` (CuPy; with its ``cuda_*`` modules, all that imports cupy) and ``sim`` (the
+simulated device), both behind ``device.Device``; the stage skeleton every job composes is
+``stages``.
 
-Both run a task through the same stages and return the same RunResult; everything the simulated
-backend produces carries ``simulated = True``."""
+Both take a job through the same stages and produce the same results; everything the simulated
+device produces carries ``simulated = True``."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from engine.events import Event, LogEvent, LogLevel, ProgressEvent, Stage, StageEvent
 from engine.job import REPLANNED
@@ -68,7 +67,6 @@ class RunContext:
     profile: Profile
     spec: KernelSpec
     emit: Emitter
-    extra: dict[str, Any] = field(default_factory=dict)
     plan: KernelPlan | None = None
     """The caller's plan of ``task`` against ``profile`` (None: plan here, as a tool calling a
     backend directly does)."""

@@ -4,8 +4,10 @@ behaviour: every result says ``simulated: true`` and is labelled SIMULATED where
 Timings are deterministic for a task (seeded), derived from the profile's roofline and the
 kernel spec's efficiency model for the knobs, so changing a knob changes the result plausibly.
 Verification runs for real on a slice of the output computed on the CPU, so the verification
-code path (tolerances, NaN/Inf, poison) is the same one the CUDA backend uses. Faults can be
-injected through the task's ``fault`` field."""
+code path (tolerances, NaN/Inf, poison) is the same one the CUDA device uses. Faults can be
+injected through the task's ``fault`` field, and a soak's (corrupt, throttle, ecc) through its
+options. A tune's trials draw from their own seeded stream and model their outputs; a soak's
+windows follow a plausible warm-up of the card (``SOL_SIM_SOAK_SPEED`` runs it faster)."""
 
 from __future__ import annotations
 

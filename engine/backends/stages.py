@@ -72,15 +72,16 @@ def inputs_stage(dev: Device, em: Emitter, spec: KernelSpec, rotate: bool) -> In
     return inputs
 
 
-def warmup_stage(dev: Device, em: Emitter, task: TaskSpec, bound: Bound, rest_s: float) -> Probe:
-    """The injected fault (if any), the rest, ``task.warmup`` launches (the last 5 probe whether the
-    host keeps ahead of the GPU)."""
+def warmup_stage(dev: Device, em: Emitter, bound: Bound, n: int, fault: str = "none", rest_s: float = 0.0,
+                 progress: bool = False) -> Probe:
+    """The injected fault (if any), the rest, ``n`` launches (the last 5 probe whether the host
+    keeps ahead of the GPU), with ``progress`` reported as they go."""
     em.start("warmup")
-    dev.inject(bound, task.fault.value, em)
+    dev.inject(bound, fault, em)
     dev.rest(rest_s, em, "ours")
-    probed = dev.warm(bound, task.warmup, 5, progress_every(max(task.warmup, 1)),
-                      lambda done: em.progress("warmup", done, task.warmup))
-    em.done("warmup", f"{task.warmup} launches")
+    every = progress_every(max(n, 1)) if progress else 0
+    probed = dev.warm(bound, n, 5, every, (lambda done: em.progress("warmup", done, n)) if progress else None)
+    em.done("warmup", f"{n} launches")
     return probed
 
 
@@ -162,7 +163,7 @@ def _run_stages(dev: Device, ctx: RunContext, started: str) -> RunResult:
     inputs = inputs_stage(dev, em, spec, rotate=True)
     bound = dev.bind(loaded, inputs, "run", em)
     dev.watch(bound)
-    probed = warmup_stage(dev, em, task, bound, fair_rest_s(task))
+    probed = warmup_stage(dev, em, bound, task.warmup, task.fault.value, fair_rest_s(task), progress=True)
     timing, energy = timed_stage(dev, em, task, bound, probed)
     correctness = verify_stage(dev, em, spec, task, bound, inputs)
     peers = peers_stage(dev, em, spec, task, bound, inputs)

@@ -92,3 +92,34 @@ def test_calibrate_on_a_device_without_ceilings_is_refused_with_its_reason():
                           CalibrateOptions()), pipe)
     result = pipe.msgs[-1]["result"]
     assert result["ok"] is False and "the sim device has no ceilings to measure" in result["error"]
+
+
+def test_a_soak_renders_the_plan_it_was_sent_and_plans_nothing(monkeypatch):
+    """The soak's engine process renders the caller's plan once, as a run's does; it plans again
+    only where the device's limits differ from the profile's (they do not here)."""
+    import collections
+
+    import kernels
+    from engine.backends.select import BackendChoice
+    from engine.runner import prepare
+    from engine.soak_worker import soak_body
+
+    monkeypatch.setenv("SOL_SIM_SOAK_SPEED", "1000")
+    prep = prepare(TaskSpec(backend="sim", peers=False), "h100-sxm", backend_choice=BackendChoice(name="sim"))
+    seen: collections.Counter[str] = collections.Counter()
+    cls = type(kernels.get_spec(prep.task.kernel))
+    for name in ("plan", "render"):
+        original = getattr(cls, name)
+
+        def counted(*a, _original=original, _name=name, **k):
+            seen[_name] += 1
+            return _original(*a, **k)
+
+        monkeypatch.setattr(cls, name, counted)
+    sent: list = []
+    result = soak_body(JobRequest("soak", prep.task, prep.profile, "sim", prep.plan.kernel,
+                                  SoakOptions(duration_s=2, verify_every_s=1)), sent.append)
+    assert result["error"] is None and result["correctness"]["correct"]
+    assert seen == {"render": 1}
+    windows = [e.window for e in sent if getattr(e, "window", None)]
+    assert windows and windows[-1]["t_s"] >= 2 and sum(w["verified"] is not None for w in windows) >= 2
