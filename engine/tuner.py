@@ -44,6 +44,7 @@ def tune(task: TaskSpec, profile_name: str | None = None, *, budget_s: float = 6
         raise InputError(f"regime={regime!r}: one of {', '.join(REGIMES)}")
     if not 1 <= budget_s <= 86_400:
         raise InputError(f"budget={budget_s:g}: seconds of wall time for one shape, 1..86400")
+    t0 = time.monotonic()  # the budget is wall time: planning the candidates spends it too
     prep = prepare(task, profile_name, profiles, backend_choice)
     base_plan, candidates, skipped = search_space(task, prep.profile)
     base = held_fixed(base_plan, task).model_copy(update={"backend": BackendName(prep.backend)})
@@ -63,8 +64,7 @@ def tune(task: TaskSpec, profile_name: str | None = None, *, budget_s: float = 6
                          options=TuneOptions(regime=regime, budget_s=budget_s, candidates=tuple(candidates),  # type: ignore[arg-type]
                                              default_key=candidates[0].key, fault=task.fault.value,
                                              fault_key=candidates[1].key if len(candidates) > 1 else None))
-    t0 = time.monotonic()
-    _search(request, sink, scope.sm_count, cancel, stall_s)
+    _search(request, sink, scope.sm_count, cancel, stall_s, t0)
     res.elapsed_s = time.monotonic() - t0
     if not res.trials or res.best is None:
         res.status = "no_candidate" if res.status == "ok" else res.status
@@ -118,12 +118,13 @@ class _Sink:
 
 
 def _search(request: JobRequest, sink: _Sink, sm_count: int, cancel: threading.Event | None,
-            stall_s: float) -> None:
-    """Engine processes, one after another, until the search ends, the budget is spent, it is
-    cancelled or ``MAX_RESTARTS`` processes died; each new one is sent the trials done."""
+            stall_s: float, t0: float | None = None) -> None:
+    """Engine processes, one after another, until the search ends, the budget (counted from ``t0``,
+    the start of the tune) is spent, it is cancelled or ``MAX_RESTARTS`` processes died; each new
+    one is sent the trials done. A process given no time left still times the default."""
     res, opts = sink.res, request.options
     assert isinstance(opts, TuneOptions)
-    t0 = time.monotonic()
+    t0 = time.monotonic() if t0 is None else t0
     restarts = 0
     while True:
         left = opts.budget_s - (time.monotonic() - t0)

@@ -417,6 +417,8 @@ class SimDevice:
         for p in self.spec.peers(self.task):
             if self.dtype not in p.dtypes or p.name in skip:
                 continue
+            if p.needs and importlib.util.find_spec(p.needs) is None:  # not timed on the GPU either
+                continue
             eff = PEER_EFFICIENCY["baseline" if p.baseline else "other"]
             ms = (t_peer / eff + SIM_LAUNCH_MS * (2 if p.baseline else 1)) * self.hot
             out.append({"name": p.name, "label": p.label + " [SIMULATED]", "median_ms": ms, "baseline": p.baseline})

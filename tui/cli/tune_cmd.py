@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -73,12 +74,18 @@ def read_shapes(path: Path) -> list[dict[str, Any]]:
 
 
 class Progress:
-    """Candidates done / total and the best so far, on stderr (one line per trial off a terminal)."""
+    """Candidates timed and the best so far, on stderr: one line rewritten in place on a terminal;
+    off one (a pipe, a log) a line every ``PIPE_EVERY_S`` seconds at most, not one per trial. The
+    count is of candidates timed against the candidates known so far (the search adds variations
+    of the fastest as it goes, so the second number can grow)."""
+
+    PIPE_EVERY_S = 5.0
 
     def __init__(self, label: str) -> None:
         self.console = stderr_console()
         self.label = label
         self.tty = sys.stderr.isatty()
+        self.last = -1e9
 
     def __call__(self, ev: Event) -> None:
         if not isinstance(ev, TrialEvent) or ev.state != "done":
@@ -86,12 +93,17 @@ class Progress:
         t = ev.trial
         from engine import knob_label
 
-        knobs = knob_label(t["block_size"], t["memory_pipelining"], t.get("schedule"))
         if t["status"] == "skipped":
             return
+        now = time.monotonic()
+        if not self.tty and now - self.last < self.PIPE_EVERY_S:
+            return
+        self.last = now
+        knobs = knob_label(t["block_size"], t["memory_pipelining"], t.get("schedule"))
         took = fmt(t.get("median_ms"), ".4f") + " ms" if t.get("median_ms") else t["status"]
         best = f"best {ev.best_ms:.4f} ms" if ev.best_ms else "no correct candidate yet"
-        self.console.print(f"{self.label} [{ev.done}/{ev.total}] {knobs:<38} {took:<12} {best}", markup=False,
+        count = f"{ev.done} of {max(ev.total, ev.done)} timed"
+        self.console.print(f"{self.label} {count}: {knobs:<38} {took:<12} {best}", markup=False,
                            end="\r" if self.tty else "\n")
 
 
