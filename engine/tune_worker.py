@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any, Literal
 
@@ -35,7 +35,7 @@ from engine.tune_types import (
     Candidate,
     Trial,
 )
-from kernels.spec import plan_or_raise, render_task
+from kernels.spec import Build, plan_or_raise, render_task
 
 
 def tune_body(request: JobRequest, send: Callable[[Any], None]) -> dict[str, Any]:
@@ -187,14 +187,15 @@ class _Search:
 
     def prefetch(self, cands: list[Candidate]) -> None:
         """Compile these candidates ahead (on a GPU, in a pool of processes) while the ones before
-        them are timed."""
-        builds = []
-        for cand in cands:
-            try:
-                builds.append((cand.key, render_task(self.dev.spec, cand.task(self.task), self.dev.limits)))
-            except ValueError:
-                continue
-        self.dev.prefetch(builds)
+        them are timed; each is rendered only where the device takes it (``builds`` is lazy)."""
+        def builds() -> Iterator[tuple[str, Build]]:
+            for cand in cands:
+                try:
+                    yield cand.key, render_task(self.dev.spec, cand.task(self.task), self.dev.limits)
+                except ValueError:
+                    continue
+
+        self.dev.prefetch(builds())
 
     def timed(self, name: str, bound: Bound, iters: int | None = None) -> Timing:
         """One timing in the regime: settle, warm up (the last 3 launches probe), ``iters`` launches."""

@@ -9,6 +9,7 @@ stages is the job's (``engine.backends.stages``)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from typing import Any
 
 import cupy as cp
@@ -159,14 +160,14 @@ class CudaDevice:
         """NVML sampled in a thread while a run warms up and is timed (``NvmlSampler``)."""
         sampler = NvmlSampler(runtime.deviceGetPCIBusId(self.task.device))
         sampler.start()
-        bound.extra["sampler"] = sampler
+        bound.sampler = sampler
 
     def unwatch(self, bound: Bound) -> None:
-        bound.extra["sampler"].stop.set()
+        bound.sampler.stop.set()
 
     def _snap(self, bound: Bound) -> None:
-        if "sampler" in bound.extra:
-            bound.extra["sampler"].snap()
+        if bound.sampler is not None:
+            bound.sampler.snap()
 
     def warm(self, bound: Bound, n: int, n_probe: int, every: int = 0, progress: Progress | None = None) -> Probe:
         """``QueuedTimer.warm``; a run and a soak then wait for the GPU (a trial goes on to its timed
@@ -202,7 +203,7 @@ class CudaDevice:
         cp.cuda.Device().synchronize()
         c = compare_outputs(self.spec, inputs.outs, self.dtype, self._refs(inputs))
         if bound.purpose == "soak":
-            _changed_bits(c, inputs.outs, self.spec.outputs, bits, bound.extra.setdefault("first_bits", {}))
+            _changed_bits(c, inputs.outs, self.spec.outputs, bits, bound.first_bits)
         return c
 
     def _refs(self, inputs: Inputs) -> dict[str, Any]:
@@ -233,7 +234,7 @@ class CudaDevice:
         nv = nvrtc.getVersion()
         fp.nvrtc_version = f"{nv[0]}.{nv[1]}"
         fp.cupy_version = cp.__version__
-        validity = sampled_validity(bound.extra["sampler"], fp)
+        validity = sampled_validity(bound.sampler, fp)
         validity["queue_hold"] = dict(timer.stats)
         validity["rest_applied_s"] = fair_rest_s(task)
         validity["launches_each"] = {"warmup": task.warmup, "timed": task.iterations}
@@ -336,7 +337,7 @@ class CudaDevice:
     def clock(self) -> str:
         return clock_text(self.nvml_index())
 
-    def prefetch(self, builds: list[tuple[str, Build]]) -> None:
+    def prefetch(self, builds: Iterable[tuple[str, Build]]) -> None:
         """Compile these builds in a pool of processes (``CompilePool``) while the GPU times the ones
         before them: the cubins land in the kernel cache, where ``compile`` finds them."""
         self._pool = self._pool or CompilePool()

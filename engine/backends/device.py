@@ -9,7 +9,7 @@ back to it by the job and never looked into except for the fields named here."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -71,17 +71,22 @@ class Inputs:
 
 @dataclass
 class Bound:
-    """A loaded build bound to the inputs: ``run(i)`` launches it on input set ``i``; ``timer`` is
-    the device's timer for it; ``model_ms`` the simulated device's time per launch."""
+    """A loaded build bound to the inputs: ``run(i)`` launches it on input set ``i``."""
 
     loaded: Loaded | None
     """None for a launch that is not a build's (a peer's)."""
     run: Callable[[int], None]
     purpose: Purpose
     timer: Any = None
+    """The GPU's timer for it (``QueuedTimer``)."""
+    sampler: Any = None
+    """The GPU's NVML sampler while a run warms up and is timed (``Device.watch``)."""
+    first_bits: dict[str, Any] = field(default_factory=dict)
+    """A soak's first verified output, bit for bit, per output name."""
     model_ms: float = 0.0
+    """The simulated device's time per launch."""
     rng: Any = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    """The simulated device's random stream for it."""
 
 
 class Device(Protocol):
@@ -205,8 +210,9 @@ class Device(Protocol):
         """The clock and throttle reasons right now, as text (advisory)."""
         ...
 
-    def prefetch(self, builds: list[tuple[str, Build]]) -> None:
-        """Compile these builds ahead (by key) while others are timed."""
+    def prefetch(self, builds: Iterable[tuple[str, Build]]) -> None:
+        """Compile these builds ahead (by key) while others are timed (a device that compiles
+        nothing ahead leaves them unrendered: ``builds`` may be lazy)."""
         ...
 
     def prefetched(self, key: str) -> None: ...

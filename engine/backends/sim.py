@@ -16,7 +16,7 @@ import importlib.util
 import math
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -404,7 +404,7 @@ class SimDevice:
     def settle(self, bound: Bound, regime: str, rest_s: float, busy_s: float) -> None:
         """No card to heat or rest: the regime is the model's factor (``hot``)."""
 
-    def prefetch(self, builds: list[tuple[str, Build]]) -> None:
+    def prefetch(self, builds: Iterable[tuple[str, Build]]) -> None:
         """Nothing to compile ahead."""
 
     def prefetched(self, key: str) -> None:
