@@ -21,6 +21,7 @@ from engine import (
 from tui.cli.baseline_cmd import add_bench_args, bench_guard, print_verdict
 from tui.cli.device_args import add_spread_arg
 from tui.cli.fit_table import short_ms
+from tui.cli.interruptible import Stopped, run_cancellable
 from tui.cli.output import fmt, human, print_json, stderr_console, stdout_console
 from tui.cli.task_args import add_task_args, task_from_args
 
@@ -151,6 +152,22 @@ def print_result(res: RunResult, notices: list[str], knobs_from: str = "default"
         con.print(f"stored as run {res.run_id}")
 
 
+def _keep_cancelled(store: Any, res: Any) -> None:
+    """Store the record of a run a signal stopped (status cancelled, the stage it reached)."""
+    if store is None or res is None:
+        return
+    from engine import CockpitError
+
+    try:
+        store.save(res)
+    except CockpitError:
+        return
+    try:
+        print(f"the cancelled run is stored as run {res.run_id}", file=sys.stderr, flush=True)
+    except (OSError, ValueError):  # the terminal is gone (SIGHUP)
+        pass
+
+
 BOUND_WORDS = {"compute": "compute", "memory": "bandwidth", "latency": "latency"}
 
 
@@ -196,7 +213,11 @@ def run(args: argparse.Namespace) -> int:
     for n in prep.notices:
         err.print(f"[yellow]{n}[/]")
     with Progress() as progress:
-        res = run_prepared(prep, on_event=progress)
+        try:
+            res = run_cancellable(lambda cancel: run_prepared(prep, on_event=progress, cancel=cancel))
+        except Stopped as stop:
+            _keep_cancelled(store, stop.result)
+            raise
     not_stored = None
     if store is not None:
         try:

@@ -218,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
             _print_json(error_json(exc.message, exc.fix, exc.exit_code))
         return exc.exit_code
     except KeyboardInterrupt as exc:
-        signum = exc.signum if isinstance(exc, Signalled) else signal.SIGINT
+        signum = getattr(exc, "signum", signal.SIGINT)  # Signalled, or a Stopped job that carries it
         _say("interrupted" if signum == signal.SIGINT else f"stopped by {signal.Signals(signum).name}")
         _drop_dead_streams()
         return 128 + int(signum)

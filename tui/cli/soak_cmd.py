@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+from tui.cli.interruptible import Stopped, run_cancellable
 from tui.cli.output import print_json, stderr_console
 from tui.cli.soak_args import check_fault, options_from_args
 from tui.cli.soak_report import SoakProgress, print_summary, summary_json
@@ -64,7 +65,18 @@ def run(args: argparse.Namespace) -> int:
     for n in prep.notices:
         err.print(f"[yellow]{n}[/]")
     t0 = time.monotonic()
-    summary, _ = run_soak(prep, opts, on_event=SoakProgress(opts), store=store)
+    progress = SoakProgress(opts)
+    try:
+        summary, _ = run_cancellable(lambda cancel: run_soak(prep, opts, on_event=progress, cancel=cancel,
+                                                             store=store))
+    except Stopped as stop:  # the soak stored itself as cancelled, with the series so far
+        run_id = stop.result[0].run_id if stop.result else None
+        if run_id is not None:
+            try:
+                print(f"the cancelled soak is stored as run {run_id}", file=sys.stderr, flush=True)
+            except (OSError, ValueError):  # the terminal is gone (SIGHUP)
+                pass
+        raise
     if args.json:
         out = summary_json(summary, args.series)
         out["notices"] = prep.notices
