@@ -10,7 +10,7 @@ from __future__ import annotations
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from engine.backends.base import Emitter, RunContext, RunFailure
 from engine.backends.collect import mismatch_text, now_iso
@@ -18,9 +18,36 @@ from engine.backends.device import Bound, Device, Inputs, Probe
 from engine.backends.stages import compile_stage, inputs_stage, load_stage, open_device, warmup_stage
 from engine.events import SoakEvent
 from engine.job import JobRequest
+from engine.result import Fingerprint
 from engine.soak_health import new_errors
 from engine.soak_options import SoakOptions
 from kernels import get_spec
+
+
+@runtime_checkable
+class SoakDevice(Device, Protocol):
+    """What a soak needs of a device beyond the stage primitives: windows of back-to-back launches,
+    the seconds soaked, the error counters, who the GPU is."""
+
+    def now(self) -> float:
+        """Seconds soaked."""
+        ...
+
+    def window(self, bound: Bound, seconds: float, probed: Probe) -> dict[str, Any]:
+        """Back-to-back launches for ``seconds``: ms (mean per launch), launches, the telemetry."""
+        ...
+
+    def info(self) -> dict[str, Any]:
+        """gpu_name, nvml_index, pci_bus_id, simulated."""
+        ...
+
+    def counters(self, with_xid: bool = True) -> dict[str, Any]:
+        """The error counters a soak compares before and after (ECC, retired rows, Xid events)."""
+        ...
+
+    def identify(self, fp: Fingerprint) -> Fingerprint:
+        """``fp`` with the GPU's UUID and the driver's version."""
+        ...
 
 
 def corruption_text(c: Any, t_s: float) -> tuple[str, str]:
@@ -36,10 +63,13 @@ def soak_body(request: JobRequest, send: Callable[[Any], None]) -> dict[str, Any
     assert isinstance(opts, SoakOptions) and request.profile is not None
     em = Emitter(send=send)
     result: dict[str, Any] = {"started_at": now_iso(), "log": em.log, "error": None, "error_kind": None}
-    dev: Device | None = None
+    dev: SoakDevice | None = None
     try:
-        dev = open_device(request.backend, request.task, request.profile, sim_fault=opts.sim_fault,
-                          fault_at_s=opts.fault_at_s)
+        opened = open_device(request.backend, request.task, request.profile, sim_fault=opts.sim_fault,
+                             fault_at_s=opts.fault_at_s)
+        if not isinstance(opened, SoakDevice):
+            raise RuntimeError(f"the {opened.name} device cannot soak")
+        dev = opened
         ctx = RunContext(task=request.task, profile=request.profile, spec=get_spec(request.task.kernel), emit=em,
                          plan=request.plan)
         with _faults(dev, "setup"):
@@ -86,7 +116,7 @@ def _stop(result: dict[str, Any], text: str, kind: str) -> None:
     result["error"], result["error_kind"] = text, kind
 
 
-def _soak(dev: Device, opts: SoakOptions, em: Emitter, bound: Bound, inputs: Inputs, probed: Probe,
+def _soak(dev: SoakDevice, opts: SoakOptions, em: Emitter, bound: Bound, inputs: Inputs, probed: Probe,
           send: Callable[[Any], None], result: dict[str, Any]) -> None:
     """The counters and a verification before; windows until the duration or the first error, a
     re-verification (and the counters) every ``verify_every_s``; the counters after."""
@@ -115,7 +145,7 @@ def _soak(dev: Device, opts: SoakOptions, em: Emitter, bound: Bound, inputs: Inp
         _stop(result, found, "counters")
 
 
-def _windows(dev: Device, opts: SoakOptions, em: Emitter, bound: Bound, inputs: Inputs, probed: Probe,
+def _windows(dev: SoakDevice, opts: SoakOptions, em: Emitter, bound: Bound, inputs: Inputs, probed: Probe,
              send: Callable[[Any], None], result: dict[str, Any], before: dict[str, Any]) -> None:
     next_verify = opts.verify_every_s
     while result["error"] is None and dev.now() < opts.duration_s:

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from engine.backends.base import Emitter, RunFailure
 from engine.backends.device import Bound, Device, Inputs
@@ -38,6 +38,36 @@ from engine.tune_types import (
 from kernels.spec import Build, plan_or_raise, render_task
 
 
+@runtime_checkable
+class TuneDevice(Device, Protocol):
+    """What a tune needs of a device beyond the stage primitives: its regime, compiling ahead, its
+    peers timed as the candidates are."""
+
+    def regime(self, inputs: Inputs, regime: str, rest_s: float) -> list[str]:
+        """Notes on how candidates are timed in ``regime``; sustained: the board heated first."""
+        ...
+
+    def settle(self, bound: Bound, regime: str, rest_s: float, busy_s: float) -> None:
+        """Right before a timing: back-to-back launches (sustained) or a rest (burst)."""
+        ...
+
+    def clock(self) -> str:
+        """The clock and throttle reasons right now, as text (advisory)."""
+        ...
+
+    def prefetch(self, builds: Iterable[tuple[str, Build]]) -> None:
+        """Compile these builds ahead (by key) while others are timed (a device that compiles
+        nothing ahead leaves them unrendered: ``builds`` may be lazy)."""
+        ...
+
+    def prefetched(self, key: str) -> None: ...
+
+    def tune_peers(self, inputs: Inputs, skip: set[str],
+                   time_fn: Callable[[str, Bound], Any]) -> list[dict[str, Any]]:
+        """The peers timed as the candidates are (``time_fn``), as rows for the tune."""
+        ...
+
+
 def tune_body(request: JobRequest, send: Callable[[Any], None]) -> dict[str, Any]:
     """The search within the budget left; the result: notes, the GPU's SM count, ``restart`` where
     a candidate left the device unusable (the caller goes on in a fresh engine process)."""
@@ -47,6 +77,8 @@ def tune_body(request: JobRequest, send: Callable[[Any], None]) -> dict[str, Any
     dev: Device | None = None
     try:
         dev = open_device(request.backend, request.task, request.profile, regime=opts.regime)
+        if not isinstance(dev, TuneDevice):
+            raise RuntimeError(f"the {dev.name} device cannot tune")
         result["gpu_sm_count"] = dev.limits.sm_count
         search = _Search(dev, opts, Emitter(send=send), result)
         search.setup()
@@ -65,7 +97,7 @@ class _Search:
     """One engine process's share of the search: the first screening, the rounds of schedule
     variations, the rest of the first screening, the confirmations, each within its budget share."""
 
-    def __init__(self, dev: Device, opts: TuneOptions, em: Emitter, result: dict[str, Any]) -> None:
+    def __init__(self, dev: TuneDevice, opts: TuneOptions, em: Emitter, result: dict[str, Any]) -> None:
         self.dev, self.opts, self.em, self.result = dev, opts, em, result
         self.task = dev.task
         self.candidates = list(opts.candidates)

@@ -9,9 +9,9 @@ back to it by the job and never looked into except for the fields named here."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from engine.backends.base import Emitter
 from engine.profiles import Profile
@@ -89,12 +89,14 @@ class Bound:
     """The simulated device's random stream for it."""
 
 
+@runtime_checkable
 class Device(Protocol):
     """One GPU (or the simulated one) opened for a job. Primitives, in the order a run uses them:
-    compile, load, inputs, bind, watch, inject, rest, warm, time, energy, verify, peers, collect;
-    a tune adds settle, clock and tune peers, a soak window, counters and telemetry, calibrate
-    ceilings. A primitive does the device's work; which stage it belongs to, what the stage says
-    and in what order the stages run is the job's (``engine.backends.stages``)."""
+    compile, load, inputs, bind, watch, inject, rest, warm, time, energy, verify, peers, collect.
+    A primitive does the device's work; which stage it belongs to, what the stage says and in what
+    order the stages run is the job's (``engine.backends.stages``). A job that needs more of a
+    device declares it beside its body as a protocol of its own (a tune's ``TuneDevice``, a soak's
+    ``SoakDevice``, calibrate's ``Ceilings``), which the devices that can implement."""
 
     name: str
     """``cuda`` or ``sim``."""
@@ -174,52 +176,6 @@ class Device(Protocol):
     def collect(self, loaded: Loaded, inputs: Inputs, bound: Bound,
                 em: Emitter) -> tuple[Fingerprint, dict[str, Any], dict[str, Any]]:
         """(fingerprint, launch record, validity record) of a run."""
-        ...
-
-    # a soak
-    def now(self) -> float:
-        """Seconds soaked."""
-        ...
-
-    def window(self, bound: Bound, seconds: float, probed: Probe) -> dict[str, Any]:
-        """Back-to-back launches for ``seconds``: ms (mean per launch), launches, the telemetry."""
-        ...
-
-    def info(self) -> dict[str, Any]:
-        """gpu_name, nvml_index, pci_bus_id, simulated."""
-        ...
-
-    def counters(self, with_xid: bool = True) -> dict[str, Any]:
-        """The error counters a soak compares before and after (ECC, retired rows, Xid events)."""
-        ...
-
-    def identify(self, fp: Fingerprint) -> Fingerprint:
-        """``fp`` with the GPU's UUID and the driver's version."""
-        ...
-
-    # a tune
-    def regime(self, inputs: Inputs, regime: str, rest_s: float) -> list[str]:
-        """Notes on how candidates are timed in ``regime``; sustained: the board heated first."""
-        ...
-
-    def settle(self, bound: Bound, regime: str, rest_s: float, busy_s: float) -> None:
-        """Right before a timing: back-to-back launches (sustained) or a rest (burst)."""
-        ...
-
-    def clock(self) -> str:
-        """The clock and throttle reasons right now, as text (advisory)."""
-        ...
-
-    def prefetch(self, builds: Iterable[tuple[str, Build]]) -> None:
-        """Compile these builds ahead (by key) while others are timed (a device that compiles
-        nothing ahead leaves them unrendered: ``builds`` may be lazy)."""
-        ...
-
-    def prefetched(self, key: str) -> None: ...
-
-    def tune_peers(self, inputs: Inputs, skip: set[str],
-                   time_fn: Callable[[str, Bound], Any]) -> list[dict[str, Any]]:
-        """The peers timed as the candidates are (``time_fn``), as rows for the tune."""
         ...
 
     def close(self) -> None: ...

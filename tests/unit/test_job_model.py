@@ -52,14 +52,23 @@ def test_a_request_takes_only_its_kinds_options_and_a_plan_where_it_builds_a_ker
 
 
 @pytest.mark.parametrize("module, cls", [("engine.backends.sim", "SimDevice"), ("engine.backends.cuda", "CudaDevice")])
-def test_both_devices_offer_every_primitive_of_the_protocol(module, cls):
-    """The CUDA device cannot run here, but it must answer every primitive the jobs compose (an
-    import needs cupy, not a GPU)."""
-    pytest.importorskip("cupy") if module.endswith("cuda") else None
+def test_both_devices_offer_every_primitive_the_jobs_compose(module, cls):
+    """The stage primitives (``Device``) and what a tune and a soak need beyond them; calibrate's
+    ceilings on the GPU alone. The CUDA device cannot run here, but it must answer every primitive
+    (an import needs cupy, not a GPU)."""
+    from engine.soak_worker import SoakDevice
+    from engine.tune_worker import TuneDevice
+    from engine.worker import Ceilings
+
+    if module.endswith("cuda"):
+        pytest.importorskip("cupy")
     dev = getattr(__import__(module, fromlist=[cls]), cls)
-    missing = sorted(name for name in _members(Device) if not hasattr(dev, name) and name not in
-                     ("task", "profile", "spec", "limits"))  # set in __init__
+    protocols = [Device, TuneDevice, SoakDevice] + ([Ceilings] if cls == "CudaDevice" else [])
+    set_by_init = {"task", "profile", "spec", "limits"}
+    missing = sorted(f"{p.__name__}.{name}" for p in protocols for name in _members(p)
+                     if not hasattr(dev, name) and name not in set_by_init)
     assert missing == []
+    assert not hasattr(dev, "ceilings") or cls == "CudaDevice"  # the simulated device measures nothing
 
 
 def test_calibrate_runs_through_the_one_entry_and_says_each_ceiling(monkeypatch):
