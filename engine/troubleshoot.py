@@ -424,3 +424,36 @@ def rehearsed_fault(result: Any) -> str | None:
         if m:
             return f"soak fault {m.group(1)}"
     return None
+
+
+SLOW_KNOBS_FACTOR = 2.0
+"""A run this many times slower than the fastest stored run of the same task with other knobs
+fires ``knobs-much-slower``."""
+
+
+def _knobs(block_size: Any, stages: Any) -> str:
+    return f"{block_size or 'default'}/{'off' if stages == 0 else stages if stages is not None else 'default'}"
+
+
+def match_slow_knobs(result: Any, store: Any) -> list[Match]:
+    """``knobs-much-slower`` for an ok run at least ``SLOW_KNOBS_FACTOR`` times slower than the
+    fastest stored ok bench of the same kernel, shape, dtype, profile and kind of device whose
+    knobs differ (the same knobs, slower, is the card or the noise, not the choice)."""
+    timing = getattr(result, "timing", None)
+    if getattr(result, "status", None) is None or result.status.value != "ok" or timing is None:
+        return []
+    task = result.task
+    mine = (str(task.block_size) if task.block_size is not None else None, task.memory_pipelining)
+    best = None
+    for r in store.list(kernel=task.kernel, profile=result.profile, limit=500, status="ok", kind="bench"):
+        if r.id == result.run_id or (r.shape, r.dtype, r.simulated) != (task.shape, task.dtype, result.simulated):
+            continue
+        if not r.median_ms or r.correct is False or (r.block_size, r.memory_pipelining) == mine:
+            continue
+        if best is None or r.median_ms < best.median_ms:
+            best = r
+    if best is None or timing.median_ms < SLOW_KNOBS_FACTOR * best.median_ms:
+        return []
+    text = (f"this run took {timing.median_ms:.4g} ms with {_knobs(*mine)}: {timing.median_ms / best.median_ms:.1f}x "
+            f"the {best.median_ms:.4g} ms of run #{best.id} with {_knobs(best.block_size, best.memory_pipelining)}")
+    return [m for m in match_text(text) if m.id == "knobs-much-slower"]

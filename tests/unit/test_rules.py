@@ -30,6 +30,7 @@ SAMPLES: dict[str, list[str]] = {
     "cupy-out-of-memory": [
         "cupy.cuda.memory.OutOfMemoryError: Out of memory allocating 42,949,672,960 bytes (allocated so far: 1,073,741,824 bytes).",
         "CUDADriverError: CUDA_ERROR_OUT_OF_MEMORY: out of memory"],
+    "knobs-much-slower": ["this run took 0.3120 ms with 16x64/12: 2.0x the 0.1556 ms of run #7 with 128x128/5"],
     "torch-out-of-memory": [
         "RuntimeError: CUDA error: out of memory",
         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.10 GiB "

@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
+
 from engine import (
     Event,
     LogEvent,
@@ -15,6 +17,7 @@ from engine import (
     StageEvent,
     describe_energy,
     is_multi,
+    match_slow_knobs,
     prepare,
     run_prepared,
 )
@@ -148,6 +151,9 @@ def print_result(res: RunResult, notices: list[str], knobs_from: str = "default"
         con.print(f"[yellow]other processes on the GPU:[/] {procs}", highlight=False)
     if res.error:
         con.print(f"[red]{res.error}[/]")
+    for r in res.matched_rules:  # an ok run's findings (a failed one's are printed above)
+        con.print(f"[yellow]finding ({r.get('id')}):[/] {escape(str(r.get('title')))}: "
+                  f"{escape(str(r.get('evidence')))}; fix: {escape(str(r.get('fix')))}")
     if res.run_id is not None:
         con.print(f"stored as run {res.run_id}")
 
@@ -221,6 +227,7 @@ def run(args: argparse.Namespace) -> int:
     not_stored = None
     if store is not None:
         try:
+            res.matched_rules += [m.to_dict() for m in match_slow_knobs(res, store)]
             store.save(res)
         except CockpitError as exc:
             not_stored = exc

@@ -20,8 +20,10 @@ import stat
 from rich.markup import escape
 from rich.table import Table
 
-from engine.errors import InputError
-from engine.log_reader import HEAD_BYTES, STREAM_MAX_BYTES, TAIL_BYTES, LogText, read_log
+from engine import LOG_HEAD_BYTES as HEAD_BYTES
+from engine import LOG_STREAM_MAX_BYTES as STREAM_MAX_BYTES
+from engine import LOG_TAIL_BYTES as TAIL_BYTES
+from engine import InputError, LogText, read_log
 from tui.cli.output import human, print_json, stdout_console
 
 EXIT_MATCHED, EXIT_NO_MATCH, EXIT_BAD_INPUT = 0, 1, 2

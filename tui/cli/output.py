@@ -100,6 +100,6 @@ def human(value: Any) -> str:
         return ", ".join(f"{k}={human(v)}" for k, v in value.items()) or "-"
     if isinstance(value, (list, tuple, set)):
         return ", ".join(human(v) for v in value) or "-"
-    from engine.text_safety import visible
+    from engine import visible
 
     return visible(str(value))

@@ -1,0 +1,42 @@
+"""A knob choice that runs twice as slow as others on the same task fires a rule (issue 47, defect
+20), and the simulated device spends simulated time on its launches: 50 000 take longer than 100."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from engine import ResultStore
+from tui.cli.main import main
+
+BENCH = ["bench", "--backend", "sim", "--no-peers", "--iterations", "20", "--warmup", "1"]
+
+
+def cli(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_a_twice_as_slow_knob_choice_fires_a_rule(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    fast = json.loads(cli(capsys, *BENCH, "--json")[1])["run_id"]
+    code, out, _ = cli(capsys, *BENCH, "--block-size", "16x64")
+    assert code == 0 and "finding (knobs-much-slower)" in out and f"of run #{fast} with 128x128" in out
+    slow = ResultStore().list(limit=1)[0]
+    assert [r["id"] for r in ResultStore().get(slow.id).matched_rules] == ["knobs-much-slower"]
+    code, out, _ = cli(capsys, *BENCH)  # the same knobs as the fast run: nothing to say
+    assert "knobs-much-slower" not in out
+
+
+def test_simulated_launches_take_simulated_time(capsys, monkeypatch):
+    monkeypatch.setenv("SOL_SIM_SPEED", "20")  # 50 000 x 0.156 ms = 7.8 s of launches -> 0.39 s
+    walls = []
+    for n in ("100", "50000"):
+        t0 = time.monotonic()
+        assert cli(capsys, *BENCH[:-4], "--iterations", n, "--no-store")[0] == 0
+        walls.append(time.monotonic() - t0)
+    assert walls[1] - walls[0] > 0.3, walls
+    monkeypatch.setenv("SOL_SIM_SPEED", "0")
+    code, _, err = cli(capsys, *BENCH)
+    assert code == 2 and "SOL_SIM_SPEED" in err
