@@ -62,7 +62,7 @@ def _explain(exc: Exception) -> BackendUnavailable:
         return BackendUnavailable(
             f"no NVIDIA driver found: NVML library libnvidia-ml.so.1 could not be loaded ({text})",
             fix="install the NVIDIA driver on the host; in a container run with --gpus all "
-                "(NVIDIA Container Toolkit) or --device nvidia.com/gpu=all (CDI); or use --backend sim",
+                "(NVIDIA Container Toolkit) or --device nvidia.com/gpu=all (CDI)",
         )
     if "driver not loaded" in low:
         return BackendUnavailable(

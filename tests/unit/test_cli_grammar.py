@@ -135,3 +135,19 @@ def test_a_task_file_shape_error_reads_as_the_flag_is_written(capsys, tmp_path):
 
 def test_every_command_parses_with_the_whole_parser():
     assert set(build_parser()._subparsers._group_actions[0].choices) == set(COMMANDS)  # type: ignore[union-attr]
+
+
+def test_no_driver_advice_names_the_front_ends_own_control(capsys, monkeypatch):
+    """The engine's fix for a missing driver names no flag (the cockpit says 'press S'); the CLI adds
+    its own, --backend sim, where the command takes it (issue 47, defect 21)."""
+    import engine.runner
+    from engine import BackendUnavailable, nvml
+
+    assert "--backend" not in (nvml._explain(Exception("NVML Shared Library Not Found")).fix or "")
+
+    def no_gpu(*args, **kwargs):
+        raise BackendUnavailable("no NVIDIA driver found", fix="install the NVIDIA driver")
+
+    monkeypatch.setattr(engine.runner, "choose_backend", no_gpu)
+    code, out, err = run_cli(capsys, "bench", "--backend", "cuda", "--json")
+    assert code == 3 and json.loads(out)["fix"] == "install the NVIDIA driver; or rehearse without a GPU: --backend sim"
