@@ -213,10 +213,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except CockpitError as exc:
-        if exc.exit_code == 3 and hasattr(args, "backend") and args.backend != "sim":
-            # The engine's fix names no front end's control: here it is a flag (the cockpit says S).
-            exc.fix = (f"{exc.fix}; " if exc.fix else "") + "or rehearse without a GPU: --backend sim"
         _say(f"error: {exc}")
+        if exc.exit_code == 3 and hasattr(args, "backend") and args.backend != "sim":
+            # The engine's fix names no front end's control: here it is a flag (the cockpit says S);
+            # said on stderr, the JSON's fix stays the engine's.
+            _say("  or rehearse without a GPU: --backend sim")
         if getattr(args, "json", False):
             _print_json(error_json(exc.message, exc.fix, exc.exit_code))
         return exc.exit_code
