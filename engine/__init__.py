@@ -90,7 +90,7 @@ _EXPORTS: dict[str, str] = {
     "HARMFUL_THROTTLE_MASK": "engine.nvml", "run_checks": "engine.checks", "checks_summary": "engine.checks:summary",
     "CHECKS": "engine.checks", "CheckContext": "engine.checks",
     "match_text": "engine.troubleshoot", "match_check": "engine.troubleshoot",
-    "match_slow_knobs": "engine.troubleshoot",
+    "match_slow_knobs": "engine.troubleshoot", "rehearsed_fault": "engine.troubleshoot",
     "read_log": "engine.log_reader", "LogText": "engine.log_reader", "LOG_HEAD_BYTES": "engine.log_reader:HEAD_BYTES",
     "LOG_TAIL_BYTES": "engine.log_reader:TAIL_BYTES", "LOG_STREAM_MAX_BYTES": "engine.log_reader:STREAM_MAX_BYTES",
     "match_telemetry": "engine.troubleshoot", "Checklist": "engine.checklist",
@@ -228,9 +228,10 @@ if TYPE_CHECKING:  # the same names for type checkers; tests/unit/test_import_hy
     from engine.text_safety import visible as visible
     from engine.tomlio import load_toml as load_toml
     from engine.troubleshoot import match_check as match_check
-    from engine.troubleshoot import match_telemetry as match_telemetry
     from engine.troubleshoot import match_slow_knobs as match_slow_knobs
+    from engine.troubleshoot import match_telemetry as match_telemetry
     from engine.troubleshoot import match_text as match_text
+    from engine.troubleshoot import rehearsed_fault as rehearsed_fault
     from engine.tune_types import Trial as Trial
     from engine.tune_types import TuneResult as TuneResult
     from engine.tune_types import knob_label as knob_label

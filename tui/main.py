@@ -19,6 +19,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if any(a in COMMANDS for a in argv[:1]) or argv[:1] == ["--version"]:
         return cli_main(argv)
+    if argv and not argv[0].startswith("-"):  # a mistyped command: exit 2 listing the commands
+        return cli_main(argv)
     from tui.app import run_app
 
     return run_app(argv)

@@ -37,3 +37,8 @@ def test_each_summary_is_what_the_command_registers(name):
     subs = next(a for a in build_parser(name)._actions if isinstance(a, argparse._SubParsersAction))
     line = next(c.help for c in subs._choices_actions if c.dest == name)
     assert SUMMARIES[name] == line
+
+
+def test_a_mistyped_command_at_the_tui_prompt_lists_the_commands():
+    out = subprocess.run([sys.executable, "-m", "tui.main", "histroy"], capture_output=True, text=True)
+    assert out.returncode == 2 and "invalid choice: 'histroy'" in out.stderr and "history" in out.stderr
