@@ -171,7 +171,7 @@ class RunResult(BaseModel):
                          else f"ours and each peer timed after {rest:g} s of rest{each}")
         if self.baseline_peer and self.baseline_peer != "torch_matmul_add":
             parts.append(f"score against {self.baseline_peer}: SOL-ExecBench scores against PyTorch's eager "
-                         "matmul + add, so this score is not comparable with its")
+                         "matmul + add, so this score is not comparable with SOL-ExecBench's")
         hold = self.validity.queue_hold
         if hold is not None and hold.held:
             parts.append("queued behind a hold kernel, as the GPU ran them faster than the host queues "

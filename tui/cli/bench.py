@@ -83,6 +83,10 @@ class Progress:
             self.console.print(f"{ev.level}: {ev.message}", markup=False)
 
 
+WIDE_TABLE = 100
+"""Below this many columns the bench table leaves out p10 and p90, so that the labels keep room."""
+
+
 def print_result(res: RunResult, notices: list[str], knobs_from: str = "default") -> None:
     from rich.table import Table
 
@@ -102,29 +106,44 @@ def print_result(res: RunResult, notices: list[str], knobs_from: str = "default"
             con.print(f"  [yellow]rule {r.get('id')}[/]: {r.get('title')} -- fix: {r.get('fix')}")
         return
     sol = res.sol
+    wide = con.width >= WIDE_TABLE
+    cols = ["implementation", "median ms", "p10", "p90", "TFLOP/s", "GB/s", "SOL %", "correct"]
+    shown = cols if wide else [c for c in cols if c not in ("p10", "p90")]
     tab = Table(title=f"status: {res.status.value}" + ("  [SIMULATED]" if res.simulated else ""))
-    for col in ("implementation", "median ms", "p10", "p90", "TFLOP/s", "GB/s", "SOL %", "correct"):
-        tab.add_column(col, justify="right" if col != "implementation" else "left")
+    for col in shown:  # the figures never wrap; the labels take what is left
+        tab.add_column(col, justify="right" if col != "implementation" else "left",
+                       no_wrap=col != "implementation", overflow="fold")
     c = res.correctness
     tm = res.timing
     info = res.launch.info or {}
     if info.get("path"):  # the whole line: a table column would cut it at 80 columns
         con.print(f"ours: {info['path']}" + (f"; {info['math']}" if info.get("math") else ""))
-    tab.add_row("ours",
-                fmt(tm.median_ms if tm else None, ".4f"), fmt(tm.p10_ms if tm else None, ".4f"),
-                fmt(tm.p90_ms if tm else None, ".4f"), fmt(sol and sol.tflops, ".1f"),
-                fmt(sol and sol.gbps, ".0f"), fmt(sol and sol.sol_pct, ".1f"),
-                "-" if c is None else ("yes" if c.correct else "[red]NO[/]"))
+
+    def row(label: str, median: str, p10: str, p90: str, rest: tuple[str, ...]) -> None:
+        cells = dict(zip(cols, (label, median, p10, p90, *rest), strict=True))
+        tab.add_row(*(cells[col] for col in shown))
+
+    row("ours", fmt(tm.median_ms if tm else None, ".4f"), fmt(tm.p10_ms if tm else None, ".4f"),
+        fmt(tm.p90_ms if tm else None, ".4f"), (fmt(sol and sol.tflops, ".1f"), fmt(sol and sol.gbps, ".0f"),
+                                                fmt(sol and sol.sol_pct, ".1f"),
+                                                "-" if c is None else ("yes" if c.correct else "[red]NO[/]")))
+    not_timed = []
     for p in res.peers:
+        label = escape(p.label.replace(" [SIMULATED]", "") if res.simulated else p.label)
         if p.timing is None:
             missing = any(w in (p.error or "") for w in ("not installed", "No module named"))
-            tab.add_row(p.label, "[dim]not run[/]" if missing else "[red]failed[/]", "", "", "", "", "", p.error or "")
+            row(label, "[dim]not run[/]" if missing else "[red]failed[/]", "", "", ("", "", "", "-"))
+            not_timed.append(f"{label}: {escape(p.error or 'no time')}")
             continue
-        tab.add_row(p.label + (" (score baseline)" if p.name == res.baseline_peer else ""), fmt(p.timing.median_ms, ".4f"),
-                    fmt(p.timing.p10_ms, ".4f"), fmt(p.timing.p90_ms, ".4f"), fmt(p.tflops, ".1f"),
-                    fmt(p.gbps, ".0f"), fmt(p.sol_pct, ".1f"),
-                    "-" if p.correct is None else ("yes" if p.correct else "[red]NO[/]"))
+        row(label + (" (score baseline)" if p.name == res.baseline_peer else ""), fmt(p.timing.median_ms, ".4f"),
+            fmt(p.timing.p10_ms, ".4f"), fmt(p.timing.p90_ms, ".4f"),
+            (fmt(p.tflops, ".1f"), fmt(p.gbps, ".0f"), fmt(p.sol_pct, ".1f"),
+             "-" if p.correct is None else ("yes" if p.correct else "[red]NO[/]")))
     con.print(tab)
+    for line in not_timed:
+        con.print(f"[dim]not timed:[/] {line}")
+    if not wide:
+        con.print(f"[dim]p10 and p90 not shown at {con.width} columns (--json has them)[/]")
     if res.peers_caveat:
         con.print(f"[yellow]note:[/] {res.peers_caveat}")
     if res.timing_note:
