@@ -152,3 +152,10 @@ def test_no_driver_advice_names_the_front_ends_own_control(capsys, monkeypatch):
     code, out, err = run_cli(capsys, "bench", "--backend", "cuda", "--json")
     assert code == 3 and json.loads(out)["fix"] == "install the NVIDIA driver"  # the JSON's fix: unchanged
     assert "or rehearse without a GPU: --backend sim" in err
+
+
+def test_a_shapes_file_error_shows_toml_not_a_python_dict(capsys, tmp_path):
+    shapes = tmp_path / "s.toml"
+    shapes.write_text('[[shape]]\nname = "a"\nm = true\nn = "x"\n')
+    code, _, err = run_cli(capsys, "tune", "--backend", "sim", "--shapes", str(shapes))
+    assert code == 2 and 'got m=true, n="x"' in err and "{'" not in err

@@ -8,6 +8,7 @@ crashed); 2 bad input; 130 interrupted (what was measured is kept)."""
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import threading
 import time
@@ -68,7 +69,8 @@ def read_shapes(path: Path) -> list[dict[str, Any]]:
         name = str(row.pop("name", f"shape {i}"))
         bad = {k: v for k, v in row.items() if isinstance(v, bool) or not isinstance(v, int)}
         if bad or not row:
-            raise InputError(f"shapes file {path}: shape {i} ({name}): dimensions must be integers, got {bad or row}")
+            got = ", ".join(f"{k}={json.dumps(v, default=str)}" for k, v in (bad or row).items()) or "nothing"
+            raise InputError(f"shapes file {path}: shape {i} ({name}): dimensions must be integers, got {got}")
         out.append({"name": name, "shape": row})
     return out
 
