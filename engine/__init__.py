@@ -66,7 +66,7 @@ _EXPORTS: dict[str, str] = {
     "Profile": "engine.profiles", "ProfileSet": "engine.profiles", "load_profiles": "engine.profiles",
     "save_user_profile": "engine.profiles", "BUILTIN_DIR": "engine.profiles",
     "CockpitError": "engine.errors", "InputError": "engine.errors", "BackendUnavailable": "engine.errors",
-    "sol_figures": "engine.sol", "config_dir": "engine.paths", "load_toml": "engine.tomlio",
+    "sol_figures": "engine.sol", "describe_bounds": "engine.sol", "config_dir": "engine.paths", "load_toml": "engine.tomlio",
     "read_text": "engine.safe_files", "write_atomic": "engine.safe_files", "visible": "engine.text_safety",
     "for_rich": "engine.text_safety",
     # fleets, reports and exports
@@ -206,6 +206,7 @@ if TYPE_CHECKING:  # the same names for type checkers; tests/unit/test_import_hy
     from engine.soak import parse_percent as parse_percent
     from engine.soak import run_soak as run_soak
     from engine.soak_options import SoakOptions as SoakOptions
+    from engine.sol import describe_bounds as describe_bounds
     from engine.sol import sol_figures as sol_figures
     from engine.store import ResultStore as ResultStore
     from engine.task import ENV_KNOBS as ENV_KNOBS

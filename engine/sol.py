@@ -87,3 +87,24 @@ def solexec_score(t_kernel_ms: float, t_baseline_ms: float, t_sol: float) -> flo
     if t_baseline_ms <= t_sol:
         return None
     return 1.0 / (1.0 + (t_kernel_ms - t_sol) / (t_baseline_ms - t_sol))
+
+
+BOUND_WORDS = {"compute": "compute", "memory": "bandwidth", "latency": "latency"}
+
+
+def _ms(ms: float) -> str:
+    return f"{ms:.0f}" if ms >= 1000 else f"{ms:.4g}" if ms >= 0.001 else f"{ms:.6f}".rstrip("0")
+
+
+def describe_bounds(sol: SolRecord | None) -> str:
+    """T_SOL and both bounds in one sentence that does not contradict itself: the roofline's (which
+    ceiling sets T_SOL) and the run's (what held it back, Nsight Compute's reading, ``bound``)."""
+    if sol is None:
+        return "T_SOL -"
+    roof, run = sol.sol_bound, sol.bound
+    head = f"T_SOL {_ms(sol.t_sol_ms)} ms, set by the {BOUND_WORDS.get(roof, roof)} ceiling"
+    if run is None or run == roof:
+        return head + (f" (the run is {BOUND_WORDS.get(run, run)}-bound too)" if run else "")
+    if run == "latency":
+        return head + "; the run reached under 60 % of both peaks (latency-bound: launch and occupancy, not a ceiling)"
+    return head + f"; the run is held by {BOUND_WORDS.get(run, run)} instead"

@@ -88,3 +88,11 @@ def test_formatters():
     assert fmt_delta_pct(None, 1) == "" and fmt_delta_pct(1, 1) == "same"
     assert fmt_mib(2048) == "2.0 GiB" and fmt_mib(600) == "600 MiB"
     assert fmt_kbps(1200) == "1.2 MB/s" and fmt_kbps(2e6) == "2.0 GB/s" and fmt_kbps(None) == "N/A"
+
+
+def test_the_score_bar_shows_the_score_not_a_percentage():
+    """Issue 47, defect 20: a 0.728 score was drawn as "72.8 %"."""
+    sol = SolRecord(flops=1, bytes=1, t_sol_ms=1.0, t_compute_ms=1.0, t_memory_ms=0.4, sol_bound="compute",
+                    compute_util_pct=60.2, bandwidth_util_pct=23.0, sol_pct=60.2)
+    score = render_sol_bars(sol, 0.728, 80).plain.splitlines()[3]
+    assert "0.728" in score and "72.8 %" not in score

@@ -15,6 +15,7 @@ from engine import (
     ProgressEvent,
     RunResult,
     StageEvent,
+    describe_bounds,
     describe_energy,
     is_multi,
     match_slow_knobs,
@@ -23,7 +24,6 @@ from engine import (
 )
 from tui.cli.baseline_cmd import add_bench_args, bench_guard, print_verdict
 from tui.cli.device_args import add_spread_arg
-from tui.cli.fit_table import short_ms
 from tui.cli.interruptible import Stopped, run_cancellable
 from tui.cli.output import fmt, human, print_json, stderr_console, stdout_console
 from tui.cli.task_args import add_task_args, task_from_args
@@ -148,7 +148,7 @@ def print_result(res: RunResult, notices: list[str], knobs_from: str = "default"
         con.print(f"[yellow]note:[/] {res.peers_caveat}")
     if res.timing_note:
         con.print(f"timing: {res.timing_note}", markup=False)
-    con.print(f"{bound_text(sol)}; compute {fmt(sol and sol.compute_util_pct, '.1f')} % / "
+    con.print(f"{describe_bounds(sol)}; compute {fmt(sol and sol.compute_util_pct, '.1f')} % / "
               f"bandwidth {fmt(sol and sol.bandwidth_util_pct, '.1f')} % of {res.profile} peaks; "
               f"{score_text(res)}", markup=False)
     if res.sol_measured:
@@ -191,23 +191,6 @@ def _keep_cancelled(store: Any, res: Any) -> None:
         print(f"the cancelled run is stored as run {res.run_id}", file=sys.stderr, flush=True)
     except (OSError, ValueError):  # the terminal is gone (SIGHUP)
         pass
-
-
-BOUND_WORDS = {"compute": "compute", "memory": "bandwidth", "latency": "latency"}
-
-
-def bound_text(sol: Any) -> str:
-    """T_SOL and both bounds in one sentence that does not contradict itself: the roofline's
-    (which ceiling T_SOL is set by) and the run's (what held it back, Nsight Compute's reading)."""
-    if sol is None:
-        return "T_SOL -"
-    roof, run = sol.sol_bound, sol.bound
-    head = f"T_SOL {short_ms(sol.t_sol_ms)} ms, set by the {BOUND_WORDS.get(roof, roof)} ceiling"
-    if run is None or run == roof:
-        return head + (f" (the run is {BOUND_WORDS.get(run, run)}-bound too)" if run else "")
-    if run == "latency":
-        return head + "; the run reached under 60 % of both peaks (latency-bound: launch and occupancy, not a ceiling)"
-    return head + f"; the run is held by {BOUND_WORDS.get(run, run)} instead"
 
 
 def score_text(res: Any) -> str:

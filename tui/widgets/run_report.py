@@ -9,7 +9,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from engine import PlanError, RecordedTask, RunResult, format_pipelining, plan
+from engine import PlanError, RecordedTask, RunResult, describe_bounds, format_pipelining, plan
 from tui.widgets.format import NA, fmt, fmt_delta_pct, fmt_ms, fmt_shape, fmt_value
 
 
@@ -57,9 +57,7 @@ def summary_text(result: RunResult) -> Text:
         tm = result.timing
         out.append(f"\nmedian {fmt_ms(tm.median_ms)}  p10 {fmt_ms(tm.p10_ms)}  p90 {fmt_ms(tm.p90_ms)}"
                    f"  {fmt(sol and sol.tflops, 'TFLOP/s', 1)}  {fmt(sol and sol.gbps, 'GB/s')}")
-    out.append(f"\nT_SOL {fmt_ms(sol and sol.t_sol_ms)} ({sol.sol_bound if sol else NA}-bound)  "
-               f"measured bound: {(sol and sol.bound) or NA}  "
-               f"score {fmt(result.solexec_score, digits=3)}")
+    out.append(f"\n{describe_bounds(sol)}  score {fmt(result.solexec_score, digits=3)}")
     if result.peers_caveat:
         out.append(f"\nnote: {result.peers_caveat}", style="dim")
     if result.timing_note:
