@@ -102,6 +102,9 @@ def test_fleet_report_writes_with_output_and_output_dir(capsys, tmp_path):
     (["check", "--profile", "nosuch", "--only", "host"], "h100-sxm"),
     (["report", "--profile", "nosuch"], "h100-sxm"),
     (["baseline", "list", "--kernel", "nosuch"], "gemm_residual"),
+    (["fleet-report", "--backend", "sim", "--no-checks", "--kernel", "nosuch"], "gemm_residual"),
+    (["fleet-report", "--backend", "sim", "--no-checks", "--profile", "nosuch"], "h100-sxm"),
+    (["inspect", "/bin/sh", "--profile", "nosuch"], "h100-sxm"),
 ])
 def test_an_unknown_name_exits_2_with_the_known_ones(argv, listed, capsys):
     code, out, err = run_cli(capsys, *argv)

@@ -114,6 +114,12 @@ def run(args: argparse.Namespace) -> int:
                          fix="add --output-dir DIR (the folder tui fleet reads)")
     # A bad flag is exit 2 before anything runs; --device (one, a list or all) is collect's.
     task = task_from_args(argparse.Namespace(**{**vars(args), "device": None}))
+    from tui.cli.known_names import known_kernel, known_profile
+
+    if not task.kernel_file:
+        known_kernel(task.kernel)  # not one failed bench per GPU naming it
+    if args.profile:
+        known_profile(args.profile)
     if args.every is None:
         return _one(args, task)
     while True:

@@ -81,6 +81,10 @@ def run(args: argparse.Namespace) -> int:
                          "only --run starts", fix="add --run, or drop the --")
     if args.device < 0:
         raise InputError(f"device={args.device}: a GPU index is 0 or more", fix="pass --device 0 (the first GPU)")
+    if args.profile:
+        from tui.cli.known_names import known_profile
+
+        known_profile(args.profile)  # before the binary is read: a typo names the known profiles
     report = inspect_binary(args.path, profile=args.profile, device=args.device,
                             run_args=(program_args or []) if args.run else None, timeout_s=args.timeout)
     code = EXIT_RUNNABLE if report.runnable else EXIT_BLOCKED
