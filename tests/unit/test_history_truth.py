@@ -80,3 +80,15 @@ def test_history_json_has_every_field(capsys):
     run = json.loads(out)["runs"][0]
     assert {"id", "created_at", "kernel", "shape", "dtype", "block_size", "memory_pipelining", "fusion", "profile",
             "backend", "simulated", "status", "median_ms", "tflops", "sol_pct", "correct", "kind"} <= set(run)
+
+
+def test_the_cockpit_history_lists_a_soak_as_a_soak(mixed):
+    from tui.widgets.history_rows import COLUMNS, history_row, row_cells
+
+    store = ResultStore()
+    soak = next(r for r in store.list() if r.id == mixed[2])
+    cells = dict(zip([k for k, _ in COLUMNS], row_cells(history_row(soak, store.get(soak.id)), False), strict=True))
+    assert str(cells["status"]) == "soak ok" and cells["iterations"] == "-"
+    bench = next(r for r in store.list() if r.id == mixed[0])
+    cells = dict(zip([k for k, _ in COLUMNS], row_cells(history_row(bench, store.get(bench.id)), False), strict=True))
+    assert str(cells["status"]) == "ok" and cells["iterations"] == "5"

@@ -37,9 +37,11 @@ def history_row(record: Any, result: Any = None, mark: dict[str, Any] | None = N
     'tuned on this GPU', ``engine.tuned_knobs.tuned_here``); None while the result does not record it (``RunResult.knobs_from``, requested).
     ``mark``: the run against its baseline (``engine.baseline.marks``), None without one."""
     knobs_from = getattr(result, "knobs_from", None)
-    iterations = None if result is None else result.task.iterations
+    soak = getattr(record, "kind", "bench") == "soak"  # a soak times windows for a duration, not iterations
+    iterations = None if result is None or soak else result.task.iterations
     return {
-        "id": record.id, "created_at": record.created_at, "status": record.status, "kernel": record.kernel,
+        "id": record.id, "created_at": record.created_at, "status": ("soak " if soak else "") + record.status,
+        "kind": "soak" if soak else "bench", "kernel": record.kernel,
         "shape": record.shape, "dtype": record.dtype, "block_size": record.block_size,
         "pipe": record.memory_pipelining, "iterations": iterations, "median_ms": record.median_ms,
         "sol_pct": record.sol_pct, "profile": record.profile, "simulated": record.simulated,
@@ -52,7 +54,7 @@ def row_cells(row: dict[str, Any], marked: bool) -> tuple[Any, ...]:
     """The cells of one row, in ``COLUMNS`` order."""
     pipe = row.get("pipe")
     tuned = row.get("tuned")
-    status = Text(row["status"], style="green" if row["status"] == "ok" else "red")
+    status = Text(row["status"], style="green" if row["status"].removeprefix("soak ") == "ok" else "red")
     if row.get("regression"):  # slower than its baseline by more than the tolerance
         status = Text(f"{row['status']} REGR {(row['baseline_ratio'] - 1) * 100:+.0f}%", style="bold red")
     return (
