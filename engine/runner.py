@@ -148,6 +148,9 @@ def run_prepared(prep: PreparedRun, on_event: Callable[[Event], None] | None = N
         result.matched_rules = match_rules(result.error)
     if store is not None:
         try:
+            from engine.troubleshoot import match_slow_knobs
+
+            result.matched_rules += [m.to_dict() for m in match_slow_knobs(result, store)]  # an ok run's finding
             store.save(result)
         except CockpitError as exc:  # the result is still shown; the log says it was not stored
             result.log.append(f"not stored: {exc}")

@@ -40,3 +40,15 @@ def test_simulated_launches_take_simulated_time(capsys, monkeypatch):
     monkeypatch.setenv("SOL_SIM_SPEED", "0")
     code, _, err = cli(capsys, *BENCH)
     assert code == 2 and "SOL_SIM_SPEED" in err
+
+
+def test_a_run_stored_by_the_engine_carries_the_finding(capsys):
+    """The cockpit's runs are stored by ``run_prepared(store=...)``: the finding is on them too."""
+    from engine import TaskSpec, prepare, run_prepared
+
+    store = ResultStore()
+    fast = run_prepared(prepare(TaskSpec(backend="sim", peers=False, iterations=20), None), store=store)
+    slow = run_prepared(prepare(TaskSpec(backend="sim", peers=False, iterations=20, block_size="16x64"), None),
+                        store=store)
+    assert fast.matched_rules == [] and [r["id"] for r in slow.matched_rules] == ["knobs-much-slower"]
+    assert [r["id"] for r in store.get(slow.run_id).matched_rules] == ["knobs-much-slower"]
