@@ -9,6 +9,7 @@ import re
 
 import pytest
 
+from tests.unit.test_fleet import sim_report  # noqa: F401 (a fixture)
 from tui.cli.main import main
 
 BENCH = ["bench", "--backend", "sim", "--iterations", "20", "--warmup", "1"]
@@ -47,3 +48,23 @@ def test_tune_table_keeps_every_median_and_sol_whole(columns, capsys, monkeypatc
     assert code == 0 and rows and "…" not in out
     for r in rows:
         assert re.fullmatch(r"\d+\.\d{4}", r[1]) and re.fullmatch(r"\d+\.\d", r[2]), r
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+def test_fleet_table_keeps_every_median_and_sol_whole(columns, sim_report, tmp_path, capsys,  # noqa: F811
+                                                      monkeypatch):
+    from tests.unit.test_fleet import host, write
+
+    monkeypatch.setenv("COLUMNS", str(columns))
+    long_host = "gpu-node-with-a-long-name-in-rack-17-of-the-cluster"
+    doc = host(sim_report, long_host, [70.0, 49.9], failed=["health.ecc", "health.retirement"])
+    for bench, ms in zip(doc["benches"], [0.1559, 0.2187], strict=True):
+        bench["result"] = {**bench["result"], "time_ms": {"median": ms, "p10": ms, "p90": ms}}
+    write(tmp_path, "a.json", doc)
+    write(tmp_path, "b.json", host(sim_report, "node-b", [70.5]))
+    assert main(["fleet", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    cells = [c.strip() for line in _rows(out) for c in line.strip("│").split("│")]
+    assert "…" not in out and all(len(line) <= columns for line in out.splitlines())
+    for fig in ("0.1559", "0.2187", "70.0", "49.9", "70.5"):
+        assert fig in cells, fig
