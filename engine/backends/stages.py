@@ -1,7 +1,9 @@
 """The stage skeleton every job composes: compile, load, inputs, warm-up, timed, verify, peers,
 collect, each a function of a ``Device`` that says what it does as stage events. A run takes them
-all in order (``run_job``); a tune's trial compiles, loads, times and verifies each candidate on one
-set of inputs; a soak compiles, loads and warms up once, then times in windows and re-verifies."""
+all in order (``run_job``); a soak takes compile, load, inputs and warm-up once, then times in
+windows and re-verifies (``engine.soak_worker``); a tune's trial takes the same device primitives
+for each candidate on one set of inputs, its progress said by trial events instead
+(``engine.tune_worker``). ``open_device`` opens the device a job names, in the engine process."""
 
 from __future__ import annotations
 
