@@ -26,6 +26,17 @@ REPLANNED = "re-planned on this device:"
 """How a run's log starts the line saying the engine process planned again (its device's limits
 differ from the profile's); ``knobs_from`` then says so."""
 
+
+
+def knobs_from(source: str | None, log: list[str]) -> str | None:
+    """Where a job's knobs came from: the plan's ``source`` label, and the engine process's
+    ``REPLANNED`` line where it planned again on its device."""
+    replanned = next((line for line in log if line.startswith(REPLANNED)), None)
+    if source is None or replanned is None:
+        return source
+    return f"{source}; {replanned}"
+
+
 JobKind = Literal["run", "tune", "soak", "calibrate"]
 Backend = Literal["cuda", "sim"]
 

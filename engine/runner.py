@@ -16,7 +16,7 @@ from engine.backends.collect import base_fingerprint, now_iso
 from engine.backends.select import choose_backend
 from engine.errors import CockpitError, InputError
 from engine.events import Event
-from engine.job import REPLANNED, JobRequest, RunOptions
+from engine.job import JobRequest, RunOptions, knobs_from
 from engine.planner import Plan, PlanError, plan
 from engine.process import run_in_engine_process
 from engine.profiles import Profile, ProfileSet, load_profiles
@@ -139,10 +139,7 @@ def run_prepared(prep: PreparedRun, on_event: Callable[[Event], None] | None = N
                          f"the engine process died during {out.stage} (exit code {out.exitcode})",
                          "crashed", started, t0, out.log)
     result.wall_s = out.wall_s
-    result.knobs_from = prep.plan.source_label
-    replanned = next((line for line in result.log if line.startswith(REPLANNED)), None)
-    if replanned is not None:
-        result.knobs_from += f"; {replanned}"
+    result.knobs_from = knobs_from(prep.plan.source_label, result.log)
     attach_measured_sol(result, prep.profile)
     if result.error:
         result.matched_rules = match_rules(result.error)

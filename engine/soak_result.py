@@ -25,10 +25,12 @@ def soak_status(summary: Any) -> RunStatus:
 def soak_run_result(prep: Any, summary: Any, child: dict[str, Any], log: list[str], wall_s: float) -> RunResult:
     """The RunResult of a soak (``engine.soak.run_soak``)."""
     from engine.backends.collect import base_fingerprint, now_iso, peak_flops_for
+    from engine.job import knobs_from
     from engine.sol import sol_figures
     from engine.timing import timing_stats
     from kernels import get_spec
 
+    run_log = list(child.get("log") or log)
     ms = [w["ms"] for w in summary.series if w.get("ms")]
     timing = timing_stats(ms) if ms else None
     fp = Fingerprint.model_validate(child["fingerprint"]) if child.get("fingerprint") else \
@@ -44,6 +46,6 @@ def soak_run_result(prep: Any, summary: Any, child: dict[str, Any], log: list[st
         status=soak_status(summary), simulated=prep.simulated, task=RecordedTask.of(prep.task),
         profile=prep.profile.name, error=summary.error, error_kind=summary.error_kind, timing=timing, sol=sol,
         correctness=correctness, validity=ValidityRecord(soak=summary.model_dump(mode="json")), fingerprint=fp,
-        log=list(child.get("log") or log), matched_rules=[summary.rule] if summary.rule else [],
+        log=run_log, matched_rules=[summary.rule] if summary.rule else [],
         started_at=child.get("started_at") or now_iso(), wall_s=wall_s,
-        knobs_from=prep.plan.source_label if getattr(prep, "plan", None) is not None else None)
+        knobs_from=knobs_from(prep.plan.source_label if getattr(prep, "plan", None) is not None else None, run_log))

@@ -132,3 +132,21 @@ def test_a_soak_renders_the_plan_it_was_sent_and_plans_nothing(monkeypatch):
     assert seen == {"render": 1}
     windows = [e.window for e in sent if getattr(e, "window", None)]
     assert windows and windows[-1]["t_s"] >= 2 and sum(w["verified"] is not None for w in windows) >= 2
+
+
+def test_a_soak_re_planned_on_its_device_says_so_in_knobs_from():
+    """Where the soak's engine process planned again (its GPU's limits differ from the profile's),
+    the stored run's ``knobs_from`` says so after the plan's source, as a run's does."""
+    from engine.backends.select import BackendChoice
+    from engine.job import REPLANNED
+    from engine.runner import prepare
+    from engine.soak import summarize
+    from engine.soak_result import soak_run_result
+
+    prep = prepare(TaskSpec(backend="sim", peers=False), "h100-sxm", backend_choice=BackendChoice(name="sim"))
+    opts = SoakOptions(duration_s=1)
+    line = f"{REPLANNED} its limits differ from profile h100-sxm's (sm_count 132 -> 114)"
+    run = soak_run_result(prep, summarize([], opts, 0, True), {"log": ["compiled", line]}, [], 1.0)
+    assert run.knobs_from == f"{prep.plan.source_label}; {line}"
+    plain = soak_run_result(prep, summarize([], opts, 0, True), {"log": ["compiled"]}, [], 1.0)
+    assert plain.knobs_from == prep.plan.source_label
