@@ -193,6 +193,8 @@ def _from_table(task: TaskSpec, profile: Profile, spec: Any, limits: DeviceLimit
     kp = _kernel_plan(spec, trial, limits)
     if isinstance(kp, Refusal):
         return None, None
+    if near.shape and spec.normalize_shape(near.shape) == spec.normalize_shape(task.shape):
+        return near, kp  # measured at this very shape: the model's rating here is the one it overrules
     try:
         if _model_ratio(spec, limits, profile, trial, own_knobs) > (1 + LEND_MARGIN) * max(
                 1.0, _model_ratio(spec, limits, profile, trial.model_copy(update={"shape": near.shape}), None)
