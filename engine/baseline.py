@@ -243,6 +243,9 @@ class Baselines:
         if not res.ok or res.timing is None:
             raise InputError(f"run={run_id}: its status is {res.status.value}; only a run that finished correctly "
                              "can be a baseline", fix="pick an ok run from tui history")
+        if res.validity.soak is not None:
+            raise InputError(f"run={run_id}: a soak, whose times are of a card held busy for its duration; a "
+                             "baseline is a bench", fix="pick a bench from tui history (status without 'soak')")
         t = res.task
         return self._put({
             "kernel": t.kernel or "", "shape": shape_text(t.shape), "dtype": str(t.dtype),
@@ -307,8 +310,8 @@ def marks(store: Any, records: list[Any]) -> dict[int, dict[str, Any]]:
         return out
     for r in records:
         b = table.get((r.kernel, shape_text(r.shape), r.dtype or "", gpu_model(r.gpu_name, r.profile, r.simulated)))
-        if b is None or not r.median_ms or r.status != "ok":
-            continue
+        if b is None or not r.median_ms or r.status != "ok" or getattr(r, "kind", "bench") != "bench":
+            continue  # a soak's median is of a card held busy for minutes: no bench to judge
         ratio = r.median_ms / b.median_ms
         tol = b.tolerance_pct or DEFAULT_TOLERANCE_PCT
         out[r.id] = {"baseline_id": b.id, "ratio": ratio, "regression": ratio > 1.0 + tol / 100.0}

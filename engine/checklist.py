@@ -101,7 +101,7 @@ class Checklist:
     def _runs(self, profile: str | None) -> list[Any]:
         """Stored runs on a real GPU; a store that cannot be read is an error, not "no runs" (which
         would mark done steps as not done and store that)."""
-        return [r for r in self.store.list(profile=profile, limit=500, status="ok") if not r.simulated]
+        return [r for r in self.store.list(profile=profile, limit=500, status="ok", kind="bench") if not r.simulated]
 
     def _derive(self, step: str, saved: dict[str, Any]) -> tuple[bool, str] | None:
         """(done, detail) read off the store, or None when the step is manual only."""

@@ -215,7 +215,7 @@ class CockpitCollector:
         table = book.table()
         if table:
             latest: dict[tuple[str, str, str, str], Any] = {}
-            for r in self.store.list(limit=RUNS_SCANNED, status="ok"):
+            for r in self.store.list(limit=RUNS_SCANNED, status="ok", kind="bench"):  # a soak is no bench
                 latest.setdefault(_key(r), r)
             judged = marks(self.store, list(latest.values()))
             for key, b in table.items():

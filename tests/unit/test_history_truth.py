@@ -92,3 +92,14 @@ def test_the_cockpit_history_lists_a_soak_as_a_soak(mixed):
     bench = next(r for r in store.list() if r.id == mixed[0])
     cells = dict(zip([k for k, _ in COLUMNS], row_cells(history_row(bench, store.get(bench.id)), False), strict=True))
     assert str(cells["status"]) == "ok" and cells["iterations"] == "5"
+
+
+def test_a_soak_is_never_a_baseline_nor_judged_against_one(mixed, capsys):
+    ok1, _, soak, ok2 = mixed
+    code, _, err = cli(capsys, "baseline", "set", str(soak))
+    assert code == 2 and "a soak" in err
+    code, out, _ = cli(capsys, "baseline", "set", "--json")  # the newest ok bench, not the soak
+    assert code == 0 and json.loads(out)["baseline"]["run_id"] == ok2
+    code, out, _ = cli(capsys, "history", "--json")
+    runs = {r["id"]: r for r in json.loads(out)["runs"]}
+    assert runs[soak]["baseline_ratio"] is None and runs[ok1]["baseline_ratio"] is not None

@@ -68,9 +68,9 @@ def _shape(text: str | None) -> str | None:
 def _newest_ok(store: Any, kernel: str | None) -> int:
     from engine import InputError
 
-    recs = [r for r in store.list(kernel=kernel, limit=1, status="ok")]
+    recs = [r for r in store.list(kernel=kernel, limit=1, status="ok", kind="bench")]
     if not recs:
-        raise InputError("no ok run stored" + (f" for kernel={kernel}" if kernel else ""),
+        raise InputError("no ok run stored (a bench; a soak is no baseline)" + (f" for kernel={kernel}" if kernel else ""),
                          fix="run one first (tui bench), or name a run: tui baseline set RUN_ID")
     return int(recs[0].id)
 
