@@ -10,8 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
-from textual.app import App, SystemCommand
+from textual import work
+from textual.app import App, ScreenStackError, SystemCommand
 from textual.binding import Binding
+from textual.css.query import NoMatches
+from textual.message import Message
 from textual.screen import Screen
 
 from engine import (
@@ -20,6 +23,7 @@ from engine import (
     ProfileSet,
     ResultStore,
     RunResult,
+    RunStatus,
     SimulatedSource,
     TaskSpec,
     TelemetrySampler,
@@ -32,6 +36,7 @@ from engine import (
     simulated_sampler,
     start_engine_server,
 )
+from tui import diagnostics
 from tui.cli_options import THEMES, combine, parse_args
 from tui.preferences import Preferences, PreferencesFile
 from tui.screen_list import MODES as SCREEN_MODES
@@ -46,6 +51,7 @@ from tui.screens.run import RunScreen
 from tui.screens.soak import SoakScreen
 from tui.screens.troubleshoot import TroubleshootScreen
 from tui.screens.tune import TuneScreen
+from tui.widgets.status_line import HeaderFacts
 
 
 def with_fields(task: TaskSpec, **update: Any) -> TaskSpec:
@@ -64,6 +70,14 @@ SCREEN_CLASSES: dict[str, type[Screen]] = {cls.MODE: cls for cls in (
 list's (``tui.screen_list.SCREENS``)."""
 PREFERENCE_CHOICES = {"theme": THEMES, "screen": SCREEN_MODES}
 """The values the preferences file may hold for a key; another is reported and the file left alone."""
+
+
+class ChecksDone(Message):
+    """The environment checks' results from the app's worker (or why they could not run)."""
+
+    def __init__(self, results: list[Any], problem: str | None, only: str | None = None) -> None:
+        super().__init__()
+        self.results, self.problem, self.only = results, problem, only
 
 
 class CockpitApp(App):
@@ -98,7 +112,6 @@ class CockpitApp(App):
         self.theme = TEXTUAL_THEMES.get(theme, theme)
         self.start_mode = start_mode if start_mode in self.MODES else "checklist"
         self.profile_name = profile
-        """--profile as asked (None = detect from the device)."""
         self.requested_backend = backend
         self.startup_problems: list[str] = []
         """Things that went wrong while starting (bad task file, bad profiles): shown, never fatal."""
@@ -131,8 +144,35 @@ class CockpitApp(App):
         """The cancel event of each piece of work in flight ('run', 'tune'), set when quitting."""
         self.check_results: list[Any] = []
         """The engine's check results from the last check run (objects, for match_check)."""
+        self.checks_state = "not run"
+        """'not run', 'running', 'done' or 'not available': Diagnose never reads "not run" as fine."""
+        self.checks_problem: str | None = None
+        """Why the last check run gave no results (the checks could not run here)."""
         self.focus_rule_source: str | None = None
         """Set before switching to Troubleshoot, to select the rules of one source (e.g. a check id)."""
+
+    @property
+    def profile_name(self) -> str | None:
+        """--profile as asked, or the one ``u`` chose on Profile (None = detect from the device)."""
+        return self._profile_name
+
+    @profile_name.setter
+    def profile_name(self, name: str | None) -> None:
+        changed = getattr(self, "_profile_name", name) != name
+        self._profile_name = name
+        if changed and getattr(self, "telemetry", None) is not None:
+            self._profile_changed()
+
+    def _profile_changed(self) -> None:
+        """The simulated card takes the new profile's memory and power at once (Live, the header),
+        not at the next run; a real GPU's telemetry does not depend on the profile."""
+        source = getattr(self.telemetry, "sim_source", None)
+        prof = self.effective_profile()
+        if source is not None and prof is not None:
+            source.configure(prof)
+            if not self.telemetry.running:
+                self.telemetry.poll_once()
+        self.refresh_header()
 
     @property
     def task_spec(self) -> TaskSpec:
@@ -209,8 +249,12 @@ class CockpitApp(App):
         else:
             self.telemetry.poll_once()
         self.switch_mode(self.start_mode)
+        if self.checks_on_start:  # whatever the first screen: Diagnose and the checklist read them
+            self.run_checks()
         for problem in self.startup_problems:
             self.notify(problem, title="Start-up", severity="error", timeout=15)
+        if self.simulated and self.backend_choice is not None and self.backend_choice.notice:
+            self.notify(self.backend_choice.notice, title="SIMULATED device", timeout=10)
 
     def on_unmount(self) -> None:
         self.cancel_work()
@@ -218,17 +262,46 @@ class CockpitApp(App):
         self.telemetry.stop()
 
     # --- what the screens read ----------------------------------------------------------------
-    def banner(self) -> tuple[str, str]:
-        """(text, level) of the banner every screen shows; '' when there is nothing to say. The key
-        comes first, so a narrow terminal never cuts it off."""
+    def device_note(self) -> str:
+        """The device in words, in full: why there is no GPU and the key that fixes it, or that the
+        device is simulated and why. The header shows it cut to one line; its tooltip and the help
+        show all of it."""
         if self.backend_problem:
-            return (f"No usable GPU. Press S to use the SIMULATED device. {self.backend_problem}", "error")
+            return f"No usable GPU. Press S to use the SIMULATED device. {self.backend_problem}"
         if self.simulated:
             notice = self.backend_choice.notice if self.backend_choice else None
-            if notice:
-                return (f"SIMULATED device: {notice}", "sim")
-            return ("SIMULATED device: timings and telemetry are simulated, not measured on a GPU.", "sim")
-        return ("", "")
+            return (f"SIMULATED device: {notice}" if notice else
+                    "SIMULATED device: timings and telemetry are simulated, not measured on a GPU.")
+        return ""
+
+    def header_facts(self) -> HeaderFacts:
+        """What the one-line header says now (``tui.widgets.status_line``)."""
+        choice = self.backend_choice
+        prof = self.effective_profile()
+        snap = self.telemetry.latest()
+        index = self.task_spec.device
+        gpu = next((g for g in snap.gpus if g.index == index), snap.gpus[0] if snap.gpus else None)
+        sample = gpu.sample if gpu is not None else None
+        work = " + ".join(name for name, ev in self.work.items() if not ev.is_set())
+        if self.run_active and "run" not in work:
+            work = " + ".join(w for w in ("run", work) if w)
+        return HeaderFacts(
+            device="none" if choice is None else choice.name, profile=prof.name if prof else None,
+            profile_how="chosen" if self.profile_name else "auto",
+            problem=self.backend_problem, gpu_index=gpu.index if gpu is not None else index,
+            gpu_state=gpu.state if gpu is not None else "waiting",
+            util_pct=sample.gpu_util_pct if sample else None, power_w=sample.power_w if sample else None,
+            sm_clock_mhz=sample.sm_clock_mhz if sample else None, work=work, last_run=self.last_run_label())
+
+    def last_run_label(self) -> str:
+        """'run #24 OK' for the last run this session ('run OK' when it was not stored); ''."""
+        r = self.last_result
+        if r is None:
+            return ""
+        status = r.status.value.upper().replace("_", " ")
+        if r.status == RunStatus.ok and r.correctness is not None and not r.correctness.correct:
+            status = "INCORRECT"
+        return f"run #{r.run_id} {status}" if r.run_id is not None else f"run {status}"
 
     def profile_source(self) -> str:
         """How the profile in use was picked: 'chosen', 'detected' or the simulated device's default."""
@@ -238,16 +311,6 @@ class CockpitApp(App):
         if device and self.profiles.detect(device) is not None:
             return "detected"
         return "SIMULATED device's default" if self.simulated else "none detected"
-
-    def context_lines(self) -> list[str]:
-        """The profile in use (the one runs use, named as the Profile screen names it) and the
-        backend, longest first: the top bar shows the longest that fits. The backend goes before
-        the profile does; the banner says SIMULATED or no GPU anyway."""
-        prof = self.effective_profile()
-        name = prof.name if prof else "no profile"
-        backend = self.backend_choice.name if self.backend_choice else "no GPU"
-        how = "chosen" if self.profile_name else "auto"
-        return [f"profile {name} ({how}) · {backend}", f"profile {name} ({how})", f"{name} · {backend}", name]
 
     def effective_profile(self):
         """The profile runs will use: the asked one, else the detected one, else the sim default."""
@@ -260,6 +323,17 @@ class CockpitApp(App):
 
     def record_result(self, result: RunResult) -> None:
         self.last_result = result
+        self.refresh_header()
+
+    def refresh_header(self) -> None:
+        """Redraw the header now (work started or ended, a result came in), not at its next tick."""
+        try:
+            screen = self.screen
+        except ScreenStackError:  # not started yet
+            return
+        refresh = getattr(screen, "refresh_status", None)
+        if refresh is not None:
+            refresh()
 
     def form_error(self) -> str | None:
         """Why the task cannot run: the Tune form holds an invalid task (None when it can)."""
@@ -267,13 +341,59 @@ class CockpitApp(App):
             return None
         return f"the task on 3 Tune has problems: {'; '.join(self.form_problems)}"
 
+    # --- environment checks (run by the app, so that they run whatever screen is shown) -----------
+    def run_checks(self, only: str | None = None) -> None:
+        """Run every environment check (or ``only`` that one) in a worker; ``ChecksDone`` follows."""
+        self.checks_state = "running"
+        self._run_checks(self.profile_name, only)
+        self._checks_changed()
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="checks")
+    def _run_checks(self, profile_name: str | None, only: str | None) -> None:
+        try:
+            results = diagnostics.run_checks(profile_name, [only] if only else None)
+            if not only:
+                diagnostics.record_checks(self.store, results)
+        except diagnostics.NotAvailable as exc:
+            self.post_message(ChecksDone([], f"checks not available: {exc}"))
+            return
+        except Exception as exc:
+            self.post_message(ChecksDone([], f"the checks failed to run: {type(exc).__name__}: {exc}"))
+            return
+        self.post_message(ChecksDone(results, None, only))
+
+    def on_checks_done(self, message: ChecksDone) -> None:
+        results = message.results
+        if message.only and self.check_results:
+            fresh = {diagnostics.check_view(r)["id"]: r for r in results}
+            results = [fresh.get(diagnostics.check_view(r)["id"], r) for r in self.check_results]
+        if results:
+            self.check_results = results
+        self.checks_problem = message.problem
+        self.checks_state = "done" if self.check_results else "not available"
+        self._checks_changed()
+
+    def _checks_changed(self) -> None:
+        """The shown screen re-reads the checks (a screen not mounted yet reads them when it is)."""
+        self.call_after_refresh(self._tell_screen_checks)
+
+    def _tell_screen_checks(self) -> None:
+        try:
+            changed = getattr(self.screen, "checks_changed", None)
+            if changed is not None:
+                changed()
+        except (ScreenStackError, NoMatches):  # not composed yet: it reads the checks when it mounts
+            pass
+
     # --- work in flight ---------------------------------------------------------------------------
     def work_started(self, name: str, cancel: threading.Event) -> None:
         """A screen started ``name`` ('run', 'tune'); ``cancel`` stops it when the cockpit quits."""
         self.work[name] = cancel
+        self.refresh_header()
 
     def work_ended(self, name: str) -> None:
         self.work.pop(name, None)
+        self.refresh_header()
 
     def busy_with(self) -> list[str]:
         return [WORK_NAMES.get(name, name) for name, ev in self.work.items() if not ev.is_set()]
@@ -300,6 +420,7 @@ class CockpitApp(App):
     def on_run_screen_started(self, message) -> None:
         self.run_active = True
         self.telemetry.set_run_active(True, self.task_spec, self._sim_profile() if self.simulated else None)
+        self.refresh_header()
 
     def on_run_screen_finished(self, message) -> None:
         self.run_active = False

@@ -8,7 +8,7 @@ import pytest
 from textual.widgets import DataTable, Input, Static
 
 from engine.task import TaskSpec
-from tests.tui.conftest import wait_for_run
+from tests.tui.conftest import screen_lines, wait_for_run
 from tui import diagnostics
 from tui.app import with_fields
 
@@ -267,11 +267,13 @@ async def test_no_driver_offers_the_simulated_device(make, monkeypatch):
     monkeypatch.setattr(app_mod, "choose_backend", no_driver)
     app = make(backend="cuda", start_mode="run")
     async with app.run_test(size=(80, 24)) as pilot:
-        banner = text_of(app, "#banner")
-        assert "no NVIDIA driver found" in banner and "SIMULATED" in banner
+        header = screen_lines(app)[0]
+        assert "NO GPU" in header and "S uses the SIMULATED device" in header, header
+        assert "no NVIDIA driver found" in str(app.screen.query_one("#status").tooltip)
         await pilot.press("S")
+        await pilot.pause()
         assert app.simulated and app.task_spec.backend.value == "sim"
-        assert "SIMULATED device" in text_of(app, "#banner")
+        assert screen_lines(app)[0].startswith(" SIM "), screen_lines(app)[0]
 
 
 async def test_every_binding_has_a_description_and_a_palette_command(make):

@@ -105,3 +105,29 @@ def test_the_snapshot_tests_take_every_screen():
     from tests.tui import test_snapshots
 
     assert list(test_snapshots.MODES) == list(MODES)
+
+
+def test_the_readmes_list_every_screen_and_every_key():
+    """README.md's keys name every screen by its key; the cockpit README's row of each screen names
+    each of its keys (the tuning view's in the Tune row), and the cockpit's own keys are there."""
+    import re
+    from pathlib import Path
+
+    from tui.app import SCREEN_CLASSES, CockpitApp
+    from tui.screens.tune_run import TuneRunScreen
+
+    root = Path(__file__).resolve().parents[2]
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    keys_para = readme[readme.index("Keys: `1`"):]
+    keys_para = keys_para[:keys_para.index("\n\n")]
+    cockpit = (root / "tui" / "README-cockpit.md").read_text(encoding="utf-8")
+    rows = {m[1]: m[0] for m in re.finditer(r"^\| `(\d)` \|.*$", cockpit, re.M)}
+    shown = {"escape": "esc", "question_mark": "?"}
+    for s in SCREENS:
+        assert f"`{s.key}` {s.label}" in keys_para, s
+        assert s.key in rows and f"| {s.label}" in rows[s.key], s
+        bindings = list(SCREEN_CLASSES[s.mode].BINDINGS) + (list(TuneRunScreen.BINDINGS) if s.mode == "tune" else [])
+        for b in bindings:
+            assert f"`{shown.get(b.key, b.key)}`" in rows[s.key], (s.label, b.key, b.action)
+    for b in CockpitApp.BINDINGS:
+        assert f"`{shown.get(b.key, b.key)}`" in keys_para, b.key

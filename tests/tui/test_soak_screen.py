@@ -34,7 +34,7 @@ async def test_soak_runs_plots_and_summarises(make) -> None:
     app = make()
     async with app.run_test(size=(120, 40)) as pilot:
         screen = await open_soak(pilot, app, "20s")
-        await pilot.press("ctrl+r")
+        await pilot.press("r")
         await wait_until(pilot, lambda: screen.summary is not None, 30, "the soak's summary")
         s = screen.summary
         assert s.ok and s.simulated and s.windows == 80 and s.verifications >= 10
@@ -51,7 +51,7 @@ async def test_bad_duration_is_named_and_runs_nothing(make) -> None:
     app = make()
     async with app.run_test(size=(120, 40)) as pilot:
         screen = await open_soak(pilot, app, "0")
-        await pilot.press("ctrl+r")
+        await pilot.press("r")
         await pilot.pause()
         status = str(screen.query_one("#soak-status", Static).render())
         assert "duration='0': must be more than 0 s" in status
@@ -63,10 +63,10 @@ async def test_cancel_stops_the_engine_process(make, monkeypatch: pytest.MonkeyP
     app = make()
     async with app.run_test(size=(120, 40)) as pilot:
         screen = await open_soak(pilot, app, "10m")
-        await pilot.press("ctrl+r")
+        await pilot.press("r")
         await wait_until(pilot, lambda: len(screen.series) >= 2, 30, "the first windows")
         assert app.busy_with() == ["a soak"]
-        await pilot.press("ctrl+x")
+        await pilot.press("x")
         await wait_until(pilot, lambda: screen.summary is not None, 15, "the cancelled soak's summary")
         assert screen.summary.status == "cancelled" and not screen.running
         assert child_pids() == []

@@ -22,11 +22,29 @@ def _ids(size):
 
 
 async def start_tune(pilot, app) -> TuneRunScreen:
-    """From the Tune form: leave any field, press t, and return the tuning view."""
+    """From the Tune form: leave any field, press t (the view opens idle), r, and return the view."""
     await pilot.press("escape", "t")
     await pilot.pause()
     assert isinstance(app.screen, TuneRunScreen), "t did not open the tuning view"
+    await pilot.press("r")
+    await pilot.pause()
     return app.screen
+
+
+@pytest.mark.parametrize("size", SIZES, ids=_ids)
+async def test_t_opens_the_view_idle_so_budget_and_regime_can_be_set_first(make, size):
+    """Defect 16: t started a 60 s tune before the budget and the regime could be set."""
+    app = make(start_mode="tune")
+    async with app.run_test(size=size) as pilot:
+        await pilot.press("t")
+        await pilot.pause(0.3)
+        screen = app.screen
+        assert isinstance(screen, TuneRunScreen) and screen.state == "idle" and "tune" not in app.work
+        assert "r starts a tune" in text_of(app, "#tr-progress")
+        screen.query_one("#tr-budget", Input).focus()
+        await pilot.press("ctrl+a", "ctrl+k", "5", "escape", "r")
+        await pilot.pause(0.3)
+        assert screen.state in ("running", "done") and screen.budget_s == 5
 
 
 async def wait_for_tune(pilot, screen: TuneRunScreen, timeout_s: float = 60.0) -> None:

@@ -1,20 +1,34 @@
-"""What every cockpit screen shares: the banner (SIMULATED / no driver), the top bar (screens and
-the profile in use), the footer, a wide layout class on large terminals, and pausing while hidden."""
+"""What every cockpit screen shares: the one-line status header (device, profile, a gauge of the GPU
+in use, the last run or the work in flight: ``tui.widgets.status_line``), the top bar of screens,
+the footer, a wide layout class on large terminals, and pausing while hidden.
+
+Keys are modal as in k9s: a screen opens with focus on its main table (or on nothing), never in a
+text field, so ``q``, ``?`` and the digits reach the cockpit; a field takes the keys only once the
+user clicks or tabs into it, and ``esc`` always leaves it (focus goes back to the main table)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, cast
+
 from textual import events
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Horizontal
-from textual.markup import escape
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import Static
 
 from tui.screen_list import SCREENS, ScreenEntry
 from tui.widgets.footer import CockpitFooter
+from tui.widgets.status_line import render_status
+
+if TYPE_CHECKING:
+    from tui.app import CockpitApp
 
 WIDE_COLUMNS = 110
 """From this width on, screens lay out side by side (class ``-wide``)."""
+HEADER_S = 1.0
+"""The header's gauge is redrawn this often while its screen is shown."""
 
 
 def _labelled(current: str, labels: int) -> list[tuple[ScreenEntry, bool]]:
@@ -60,16 +74,27 @@ def nav_and_context(current: str, contexts: list[str], width: int) -> tuple[int,
     return 0, contexts[-1]
 
 
+def takes_keys(widget: Widget | None) -> bool:
+    """Whether ``widget`` types the keys it gets (an Input, a Select searching as you type): then
+    ``q`` or ``1`` would go into it, not to the cockpit."""
+    return widget is not None and widget.check_consume_key("q", "q")
+
+
 class CockpitScreen(Screen):
     """Base class. Subclasses set ``MODE`` and implement ``compose_body`` and ``refresh_view``."""
 
     MODE = ""
+    AUTO_FOCUS = "DataTable"
+    """Focus on arrival: the screen's first table (a screen without one focuses nothing). Never a
+    text field: the keys must reach the cockpit until the user enters one."""
+    BINDINGS = [
+        Binding("escape", "leave_field", "Leave field", tooltip="Stop typing in the field: the keys work again"),
+    ]
 
     def compose(self) -> ComposeResult:
-        yield Static(id="banner", classes="banner")
+        yield Static(id="status", classes="status")
         with Horizontal(id="topbar"):
             yield Static(id="nav", classes="nav")
-            yield Static(id="context", classes="nav")
         yield from self.compose_body()
         yield CockpitFooter()
 
@@ -78,6 +103,22 @@ class CockpitScreen(Screen):
 
     def on_mount(self) -> None:
         self.refresh_chrome()
+        self.set_interval(HEADER_S, self.refresh_status)
+
+    def refresh_status(self) -> None:
+        """The one-line header from the app's state and the latest telemetry (only while shown)."""
+        if not self.is_current:
+            return
+        app = cast("CockpitApp", self.app)
+        found = self.query("#status").results(Static)
+        status = next(found, None)
+        if status is None:  # not composed yet: its mount draws it
+            return
+        width = self.size.width or app.size.width or 80
+        status.update(render_status(app.header_facts(), width))
+        note = app.device_note()
+        status.tooltip = note or None
+        status.set_class(app.backend_problem is not None, "-error")
 
     def on_screen_resume(self, event: events.ScreenResume) -> None:
         self.refresh_chrome()
@@ -88,18 +129,27 @@ class CockpitScreen(Screen):
         self.refresh_chrome()
 
     def refresh_chrome(self) -> None:
-        """Banner and top bar from the app's state (attributes down)."""
+        """Header and top bar from the app's state (attributes down)."""
         app = self.app
-        banner = self.query_one("#banner", Static)
-        text, level = app.banner()
-        banner.update(escape(text))
-        banner.display = bool(text)
-        banner.set_class(level == "error", "-error")
+        self.refresh_status()
         width = self.size.width or app.size.width
-        labels, context = nav_and_context(self.MODE, app.context_lines(), width)
+        labels, _ = nav_and_context(self.MODE, [""], width)
         self.query_one("#nav", Static).update(render_nav(self.MODE, labels))
-        self.query_one("#context", Static).update(escape(context) + " ")
         app.refresh_bindings()
 
     def refresh_view(self) -> None:
         """Re-read the app's state; called each time the screen is shown."""
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "leave_field":
+            return takes_keys(self.focused)
+        return True
+
+    def main_widget(self) -> Widget | None:
+        """Where focus goes when a field is left: the first shown table, else nothing."""
+        return next((w for w in self.query(self.AUTO_FOCUS) if w.focusable), None) if self.AUTO_FOCUS else None
+
+    def action_leave_field(self) -> None:
+        """Leave the text field being typed in (``esc``): focus goes to the main table."""
+        if takes_keys(self.focused):
+            self.set_focus(self.main_widget())

@@ -6,11 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from rich.text import Text
-from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.message import Message
 from textual.widgets import DataTable, Static
 
 from tui import diagnostics
@@ -33,6 +31,7 @@ class ChecklistScreen(CockpitScreen):
     """Runs the engine's checks in a worker; keeps the results on the app for other screens."""
 
     MODE = "checklist"
+    AUTO_FOCUS = "#checks-table"
     BINDINGS = [
         Binding("a", "run_all", "Re-run all", tooltip="Run every environment check again"),
         Binding("r", "run_one", "Re-run check", tooltip="Run the highlighted check again"),
@@ -41,13 +40,6 @@ class ChecklistScreen(CockpitScreen):
         Binding("f", "filter_checks", "Filter", tooltip="Show every check, or only those that fail or warn"),
         Binding("x", "tick_step", "Tick step", tooltip="Mark the highlighted checklist step done (or not done again)"),
     ]
-
-    class ChecksDone(Message):
-        """Check results from the worker (or why checks are not available)."""
-
-        def __init__(self, results: list[Any], problem: str | None, only: str | None = None) -> None:
-            super().__init__()
-            self.results, self.problem, self.only = results, problem, only
 
     def __init__(self) -> None:
         super().__init__()
@@ -71,21 +63,28 @@ class ChecklistScreen(CockpitScreen):
         super().on_mount()
         self.query_one("#steps-table", DataTable).add_columns("step", "state")
         self.query_one("#checks-table", DataTable).add_columns("status", "check")
-        if self.app.check_results:
-            self.show_checks(self.app.check_results, None)
-        elif self.app.checks_on_start:
-            self.action_run_all()
-        else:
-            self.show_checks([], "checks not run yet: press a")
-        self.show_steps()
+        self.checks_changed()
 
     def refresh_view(self) -> None:
+        self.checks_changed()
+
+    # --- checks (the app runs them: ``CockpitApp.run_checks``) ---------------------------------
+    def checks_changed(self) -> None:
+        """The checks as the app holds them: results, running, or not run yet."""
+        app = self.app
+        if app.checks_state == "running" and not app.check_results:
+            self.show_checks([], "running the environment checks...")
+        elif app.checks_state == "not run":
+            self.show_checks([], "checks not run yet: press a")
+        else:
+            self.show_checks(app.check_results, app.checks_problem)
+            if app.checks_state == "running":
+                self.query_one("#check-detail", Static).update(Text("Running the checks again...", style="yellow"))
         self.show_steps()
 
-    # --- checks --------------------------------------------------------------------------------
     def action_run_all(self) -> None:
         self.query_one("#check-detail", Static).update(Text("Running the environment checks...", style="yellow"))
-        self._run_checks(self.app.profile_name, None)
+        self.app.run_checks()
 
     def action_run_one(self) -> None:
         cid = self.highlighted_check()
@@ -93,33 +92,7 @@ class ChecklistScreen(CockpitScreen):
             self.action_run_all()
             return
         self.query_one("#check-detail", Static).update(Text(f"Running {cid}...", style="yellow"))
-        self._run_checks(self.app.profile_name, cid)
-
-    @work(thread=True, exclusive=True, exit_on_error=False, group="checks")
-    def _run_checks(self, profile_name: str | None, only: str | None) -> None:
-        try:
-            results = diagnostics.run_checks(profile_name, [only] if only else None)
-            if not only:
-                diagnostics.record_checks(self.app.store, results)
-        except diagnostics.NotAvailable as exc:
-            self.post_message(self.ChecksDone([], f"checks not available: {exc}"))
-            return
-        except Exception as exc:
-            self.post_message(self.ChecksDone([], f"the checks failed to run: {type(exc).__name__}: {exc}"))
-            return
-        self.post_message(self.ChecksDone(results, None, only))
-
-    def on_checklist_screen_checks_done(self, message: ChecksDone) -> None:
-        results = message.results
-        if message.only and self.app.check_results:
-            fresh = {diagnostics.check_view(r)["id"]: r for r in results}
-            results = [fresh.get(diagnostics.check_view(r)["id"], r) for r in self.app.check_results]
-        if results:
-            self.app.check_results = results
-        self.show_checks(results, message.problem)
-        if results:
-            self.query_one("#checks-table", DataTable).focus()
-        self.show_steps()
+        self.app.run_checks(cid)
 
     def action_sort_checks(self) -> None:
         self.checks_sort = "severity" if self.checks_sort == "order" else "order"
@@ -131,6 +104,7 @@ class ChecklistScreen(CockpitScreen):
 
     def show_checks(self, results: list[Any], problem: str | None) -> None:
         table = self.query_one("#checks-table", DataTable)
+        keep = self.highlighted_check()
         table.clear()
         views = [diagnostics.check_view(r) for r in results]
         if self.checks_filter == "problems":
@@ -139,6 +113,9 @@ class ChecklistScreen(CockpitScreen):
             views.sort(key=lambda v: SEVERITY.get(v["status"], len(SEVERITY)))
         for v in views:
             table.add_row(status_cell(v["status"]), v["title"] or v["id"], key=v["id"])
+        ids = [v["id"] for v in views]
+        if keep in ids:
+            table.move_cursor(row=ids.index(keep), animate=False)
         detail = self.query_one("#check-detail", Static)
         heading = Text("Environment checks", style="bold")
         if results and (self.checks_sort != "order" or self.checks_filter != "all"):

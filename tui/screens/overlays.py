@@ -41,6 +41,10 @@ def keys_table(app, screen: Screen) -> Table:
                       "show a screen: " + ", ".join(f"{s.key} {s.label}" for s in SCREENS))
     t.add_row("", "")
     t.add_row(Text("Moving", style="bold underline"), Text(MOVING, style="dim"))
+    note = app.device_note() if hasattr(app, "device_note") else ""
+    if note:  # the header's first part, in full
+        t.add_row("", "")
+        t.add_row(Text("Device", style="bold underline"), Text(note))
     return t
 
 

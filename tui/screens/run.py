@@ -181,16 +181,12 @@ class RunScreen(CockpitScreen):
             self.layout_plot()
         problem = self.app.form_error()
         if problem:
+            self.clear_report(Text(f"Not run: {problem}.", style="bold red"))
             self.refresh_view()
-            self.query_one("#run-summary", Static).update(Text(f"Not run: {problem}.", style="bold red"))
-            self.notify(f"Not run: {problem}.", title="Not run", severity="error", timeout=10)
             return
-        self.tracker.reset()
         self.log_lines = []
         self._cancel = threading.Event()
-        self.query_one("#run-progress", ProgressBar).update(progress=0)
-        self.query_one("#run-summary", Static).update(Text("Starting the engine process...", style="yellow"))
-        self.query_one("#run-log", Static).update("")
+        self.clear_report(Text("Starting the engine process...", style="yellow"))
         self.refresh_view()
         self.app.work_started("run", self._cancel)
         self._run(self.app.task_spec, self.app.profile_name, self.app.backend_choice, self._cancel, self.app.store)
@@ -254,6 +250,7 @@ class RunScreen(CockpitScreen):
 
     def on_run_screen_rejected(self, message: Rejected) -> None:
         self.app.work_ended("run")
+        self.clear_report(None)
         text = Text("Not run: ", style="bold red")
         text.append(message.message_text)
         if message.fix:
@@ -265,12 +262,33 @@ class RunScreen(CockpitScreen):
     def on_run_screen_finished(self, message: Finished) -> None:
         self.app.work_ended("run")
         result = message.result
+        if not result.ok:
+            self.tracker.stop(failed=result.status != RunStatus.cancelled)
         self.query_one("#run-progress", ProgressBar).update(
             progress=100 if result.ok else 100 * self.tracker.fraction())
         self.query_one("#run-stages", Static).update(self.tracker.render())
         self.show_result(result, message.previous)
         log = self.log_lines[-8:]
         self.query_one("#run-log", Static).update(Text("\n".join(log), style="dim"))
+
+    def clear_report(self, summary: Text | None) -> None:
+        """No report of an earlier run stays on screen as if it were this one's: a run that starts
+        or is refused clears the stages, the progress, the bars, the peers, the badge and the
+        roofline (the earlier runs are in 7 History). ``summary``: what the summary line says now
+        (None: left as it is)."""
+        self.shown_result = None
+        self.tracker.reset()
+        self.query_one("#run-stages", Static).update(self.tracker.render())
+        self.query_one("#run-progress", ProgressBar).update(progress=0)
+        if summary is not None:
+            self.query_one("#run-summary", Static).update(summary)
+        for sel in ("#run-sol", "#run-compare", "#run-table", "#run-log"):
+            self.query_one(sel, Static).update("")
+        badge = self.query_one("#run-validity", Static)
+        badge.update("")
+        badge.display = False
+        self.query_one("#run-plot", RooflinePlot).show([], [])
+        self.layout_plot()
 
     def refresh_badge(self) -> None:
         """The validity badge of the shown result, worded for the width it has."""

@@ -55,9 +55,6 @@ class SoakScreen(CockpitScreen):
     """A form (duration, re-verify interval, drift threshold), the live plot and the summary."""
 
     MODE = "soak"
-    AUTO_FOCUS = ""
-    """No field focused on arrival (``""``: not even the app's default): the keys (``?``, ``q``, the
-    screens' numbers) reach the cockpit until a field is clicked or tabbed to."""
     DEFAULT_CSS = """
     #soak-form { height: 3; }
     #soak-form Label { padding: 1 1 0 1; }
@@ -66,8 +63,8 @@ class SoakScreen(CockpitScreen):
     #soak-summary { height: auto; }
     """
     BINDINGS = [
-        Binding("ctrl+r", "start", "Start soak", priority=True, tooltip="Soak the task on 3 Tune for the duration"),
-        Binding("ctrl+x", "cancel", "Cancel soak", priority=True, tooltip="Stop the soak in flight"),
+        Binding("r", "start", "Start soak", tooltip="Soak the task on 3 Tune for the duration"),
+        Binding("x", "cancel", "Cancel soak", tooltip="Stop the soak in flight"),
     ]
 
     class Started(Message):
@@ -102,7 +99,7 @@ class SoakScreen(CockpitScreen):
                 yield Input("10s", id="soak-verify")
                 yield Label("max drift")
                 yield Input("5%", id="soak-drift")
-            yield Static("ctrl+r starts a soak of the task on 3 Tune; ctrl+x cancels it.", id="soak-status")
+            yield Static("r starts a soak of the task on 3 Tune; x cancels it (esc leaves a field).", id="soak-status")
             yield SoakPlot(id="soak-plot")
             yield Static(id="soak-summary")
 
@@ -132,7 +129,7 @@ class SoakScreen(CockpitScreen):
 
     def action_start(self) -> None:
         if self.running:
-            self._status("a soak is already running (ctrl+x cancels it)", "yellow")
+            self._status("a soak is already running (x cancels it)", "yellow")
             return
         problem = self.app.form_error()
         if problem:

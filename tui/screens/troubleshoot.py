@@ -105,6 +105,16 @@ def collect_rules(app: Any) -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
+def evidence_words(app: Any) -> str:
+    """What was looked at, said as it is: checks that never ran are not "fine"."""
+    run = "no run yet" if app.last_result is None else "the last run looks fine"
+    checks = {"not run": "the environment checks have not run (1 Checks, a runs them)",
+              "running": "the environment checks are still running",
+              "not available": f"the environment checks could not run ({app.checks_problem or 'unknown'})",
+              }.get(app.checks_state, "the environment checks look fine")
+    return f"{run}; {checks}; the telemetry looks fine"
+
+
 class TroubleshootScreen(CockpitScreen):
     """Reads the app's last result, check results and telemetry; writes only ``app.task_spec``."""
 
@@ -146,12 +156,16 @@ class TroubleshootScreen(CockpitScreen):
             table.move_cursor(row=wanted[0], animate=False)
         if not self.rules:
             why = diagnostics.troubleshoot_available()
-            msg = "No rule matches: the last run, the checks and the telemetry look fine."
+            msg = f"No rule matches: {evidence_words(self.app)}."
             if why:
                 msg = f"Troubleshooting rules not available ({why})."
             self.query_one("#ts-detail", Static).update(Text(msg, style="dim"))
         else:
             self.show_detail()
+
+    def checks_changed(self) -> None:
+        """The app's checks finished (or started): match again."""
+        self.refresh_view()
 
     def current(self) -> tuple[str, dict[str, Any]] | None:
         table = self.query_one("#ts-table", DataTable)

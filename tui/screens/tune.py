@@ -83,8 +83,7 @@ class TuneScreen(CockpitScreen):
         Binding("t", "tune", "Tune", tooltip="Search the knobs for the fastest correct ones (the form must be valid)"),
         Binding("ctrl+s", "save", "Save", tooltip="Save the task as a TOML file at the path below"),
         Binding("ctrl+o", "load", "Load", tooltip="Load a TOML task file from the path below"),
-        Binding("ctrl+r", "reset", "Defaults", tooltip="Reset the form to the default task"),
-        Binding("escape", "leave_field", "Leave field", show=False, tooltip="Stop editing (keys work again)"),
+        Binding("d", "reset", "Defaults", tooltip="Reset the form to the default task"),
     ]
 
     def compose_body(self) -> ComposeResult:
@@ -282,6 +281,3 @@ class TuneScreen(CockpitScreen):
     def _tuned_with(self, settings: tuple[int, str] | None) -> None:
         if settings:
             self.tune_settings = settings
-
-    def action_leave_field(self) -> None:
-        self.set_focus(None)

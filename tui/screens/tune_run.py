@@ -1,6 +1,8 @@
 """A tune of the task in flight: every candidate in a sortable table (knobs, time, SOL %, status or
 the reason it was skipped), a plot of time per candidate against the default's and the peers'
-times, and a key that applies the best knobs to the task. Pushed from the Tune form (``t``)."""
+times, and a key that applies the best knobs to the task. Pushed from the Tune form (``t``); it
+opens idle, so the budget and the regime can be set first, and ``r`` starts the tune (as ``r``
+starts a run and a soak)."""
 
 from __future__ import annotations
 
@@ -51,9 +53,9 @@ class TuneRunScreen(CockpitScreen):
         Binding("s", "cycle_sort", "Sort", tooltip="Sort the table by time, knobs, status or timing order (cycles)"),
         Binding("f", "cycle_filter", "Filter",
                 tooltip="Show every candidate, the correct ones, the failed or the skipped (cycles)"),
-        Binding("r", "restart", "Tune again", tooltip="Start a new tune with the budget and regime above"),
+        Binding("r", "restart", "Start tune", tooltip="Start a tune with the budget and regime above (again: a new one)"),
         Binding("escape", "back", "Back (cancels)",
-                tooltip="Back to the task form; a running tune is cancelled (no confirmation)"),
+                tooltip="Leave the field being typed in; else back to the task form (a running tune is cancelled)"),
     ]
 
     class TrialPosted(Message):
@@ -127,7 +129,7 @@ class TuneRunScreen(CockpitScreen):
         for key, label in (("n", "#"), ("knobs", "knobs"), ("ms", "ms"), ("sol", "SOL %"), ("status", "status")):
             table.add_column(label, key=key)
         self.set_interval(REFRESH_S, self._tick)
-        self.start()
+        self.refresh_view()
 
     def on_unmount(self) -> None:
         self._cancel.set()  # the view is gone (back, or the cockpit quit): so is its tune
@@ -169,7 +171,8 @@ class TuneRunScreen(CockpitScreen):
         if self._problem is not None:
             return self._problem
         if self.state == "idle":
-            return Text("Not started: r starts a tune with the budget and regime above.", style="dim")
+            return Text("Not started: r starts a tune with the budget and regime above (tab to change them, "
+                        "esc to leave a field).", style="yellow")
         elapsed = (self.result.elapsed_s if self.result is not None
                    else (self._stopped_at or time.monotonic()) - self.started_at)
         return progress_text(self.state, self.done, self.total, best_entry(self.entries), elapsed,
@@ -296,8 +299,7 @@ class TuneRunScreen(CockpitScreen):
         if message.fix:
             text.append(f"\nfix: {message.fix}", style="green")
         self._problem = text
-        self.refresh_view()
-        self.notify(message.message_text, title="Not tuned", severity="error", timeout=10)
+        self.refresh_view()  # shown in full in the view: no toast repeating it
 
     # --- keys ---------------------------------------------------------------------------------
     def action_cancel_tune(self) -> None:

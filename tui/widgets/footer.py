@@ -1,9 +1,12 @@
 """The footer: the current screen's keys, then the cockpit's. When they do not all fit, the least
-important are left out (they stay in ``?`` help and the command palette); help and quit never are."""
+important are left out (they stay in ``?`` help and the command palette); help and quit never are.
+While a text field takes the keys, ``?`` and ``q`` stay shown, dimmed (they type into the field
+until ``esc`` leaves it, which the footer then offers first)."""
 
 from __future__ import annotations
 
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.widgets import Footer
 from textual.widgets._footer import FooterKey
 
@@ -42,6 +45,14 @@ class CockpitFooter(Footer):
 
     def compose(self) -> ComposeResult:
         keys = [w for w in super().compose() if isinstance(w, FooterKey)]
+        shown = {k.action for k in keys}
+        for binding in self.app.BINDINGS:  # ? and q, hidden by a field that types them: dimmed
+            if (isinstance(binding, Binding) and f"app.{binding.action}" in ESSENTIAL[1:]
+                    and f"app.{binding.action}" not in shown and binding.action not in shown):
+                keys.append(FooterKey(binding.key, self.app.get_key_display(binding), binding.description,
+                                      f"app.{binding.action}", disabled=True,
+                                      tooltip="esc first: the field takes this key now"
+                                      ).data_bind(compact=Footer.compact))
         width = self.size.width or self.app.size.width
         yield from fit_keys(keys, width)
 

@@ -9,7 +9,7 @@ from engine import STAGES
 LABELS = {"compile": "compile", "load": "load", "inputs": "inputs", "warmup": "warm-up",
           "timed": "timed", "verify": "verify", "peers": "peers", "collect": "collect"}
 MARKS = {"pending": ("·", "dim"), "start": ("▶", "bold yellow"), "done": ("✓", "green"),
-         "skip": ("-", "dim"), "fail": ("✗", "bold red")}
+         "skip": ("-", "dim"), "fail": ("✗", "bold red"), "stopped": ("■", "yellow")}
 
 
 def render_stages(states: dict[str, str], progress: dict[str, tuple[int, int]] | None = None) -> Text:
@@ -46,6 +46,14 @@ class StageTracker:
             self.states[event.stage] = event.state
         elif kind == "progress":
             self.progress[event.stage] = (event.done, event.total)
+
+    def stop(self, failed: bool) -> None:
+        """The run ended without finishing its stages (cancelled, timed out, crashed): a stage still
+        marked as running is marked stopped (or failed), never left as ``▶``."""
+        for stage, state in self.states.items():
+            if state == "start":
+                self.states[stage] = "fail" if failed else "stopped"
+        self.progress.clear()
 
     def fraction(self) -> float:
         """Share of stages finished (done, skipped or failed), for a progress bar."""
