@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, cast
 
-from textual import events
+from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import Static
+from textual.widgets import Input, Static
 
 from tui.screen_list import SCREENS, ScreenEntry
 from tui.widgets.footer import CockpitFooter
@@ -89,13 +89,21 @@ class CockpitScreen(Screen):
     text field: the keys must reach the cockpit until the user enters one."""
     BINDINGS = [
         Binding("escape", "leave_field", "Leave field", tooltip="Stop typing in the field: the keys work again"),
+        Binding("slash", "filter", "Filter", key_display="/",
+                tooltip="Filter the table's rows by the text typed (esc goes back to the table, the filter stays)"),
     ]
+    FILTERABLE = False
+    """Whether ``/`` filters the screen's main table (the screen applies ``filter_text`` when it fills it)."""
+    filter_text = ""
 
     def compose(self) -> ComposeResult:
         yield Static(id="status", classes="status")
         with Horizontal(id="topbar"):
             yield Static(id="nav", classes="nav")
         yield from self.compose_body()
+        if self.FILTERABLE:
+            yield Input(id="table-filter", classes="filter", compact=True,
+                        placeholder="filter: rows holding this text (esc: back to the table)")
         yield CockpitFooter()
 
     def compose_body(self) -> ComposeResult:
@@ -104,6 +112,26 @@ class CockpitScreen(Screen):
     def on_mount(self) -> None:
         self.refresh_chrome()
         self.set_interval(HEADER_S, self.refresh_status)
+        if self.FILTERABLE:
+            self.query_one("#table-filter", Input).display = False
+
+    def action_filter(self) -> None:
+        """``/``: the filter field, shown and focused."""
+        field = self.query_one("#table-filter", Input)
+        field.display = True
+        field.focus()
+
+    @on(Input.Changed, "#table-filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        self.filter_text = event.value.strip()
+        self.apply_filter()
+
+    @on(Input.Submitted, "#table-filter")
+    def _filter_submitted(self, event: Input.Submitted) -> None:
+        self.action_leave_field()
+
+    def apply_filter(self) -> None:
+        """Refill the main table with the rows ``filter_text`` keeps (screens with ``FILTERABLE``)."""
 
     def refresh_status(self) -> None:
         """The one-line header from the app's state and the latest telemetry (only while shown)."""
@@ -143,6 +171,8 @@ class CockpitScreen(Screen):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "leave_field":
             return takes_keys(self.focused)
+        if action == "filter":
+            return self.FILTERABLE
         return True
 
     def main_widget(self) -> Widget | None:
@@ -152,4 +182,7 @@ class CockpitScreen(Screen):
     def action_leave_field(self) -> None:
         """Leave the text field being typed in (``esc``): focus goes to the main table."""
         if takes_keys(self.focused):
+            left = self.focused
             self.set_focus(self.main_widget())
+            if left is not None and left.id == "table-filter" and not self.filter_text:
+                left.display = False

@@ -13,6 +13,7 @@ from textual.widgets import DataTable, Static
 
 from tui import diagnostics
 from tui.screens.base import CockpitScreen
+from tui.widgets.fit_table import Column, fill_table, matches
 
 STATUS_STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "skip": "dim",
                 "done": "green", "todo": "", "blocked": "red"}
@@ -27,11 +28,16 @@ def status_cell(status: str | None) -> Text:
     return Text(s.upper() if s in ("fail", "warn") else s, style=STATUS_STYLE.get(s, ""))
 
 
+CHECK_COLUMNS = (Column("status", "status", key_figure=True), Column("check", "check", min_width=12))
+"""The checks table: the status is never cut; a long title is cut with an ellipsis (in full below)."""
+
+
 class ChecklistScreen(CockpitScreen):
     """Runs the engine's checks in a worker; keeps the results on the app for other screens."""
 
     MODE = "checklist"
     AUTO_FOCUS = "#checks-table"
+    FILTERABLE = True
     BINDINGS = [
         Binding("a", "run_all", "Re-run all", tooltip="Run every environment check again"),
         Binding("r", "run_one", "Re-run check", tooltip="Run the highlighted check again"),
@@ -62,11 +68,17 @@ class ChecklistScreen(CockpitScreen):
     def on_mount(self) -> None:
         super().on_mount()
         self.query_one("#steps-table", DataTable).add_columns("step", "state")
-        self.query_one("#checks-table", DataTable).add_columns("status", "check")
         self.checks_changed()
 
     def refresh_view(self) -> None:
         self.checks_changed()
+
+    def apply_filter(self) -> None:
+        self.show_checks(self.app.check_results, self.app.checks_problem)
+
+    def on_resize(self, event) -> None:
+        super().on_resize(event)
+        self.call_after_refresh(self.apply_filter)
 
     # --- checks (the app runs them: ``CockpitApp.run_checks``) ---------------------------------
     def checks_changed(self) -> None:
@@ -111,16 +123,20 @@ class ChecklistScreen(CockpitScreen):
             views = [v for v in views if v["status"] in ("fail", "warn")]
         if self.checks_sort == "severity":
             views.sort(key=lambda v: SEVERITY.get(v["status"], len(SEVERITY)))
-        for v in views:
-            table.add_row(status_cell(v["status"]), v["title"] or v["id"], key=v["id"])
+        cells = [(status_cell(v["status"]), Text(v["title"] or v["id"])) for v in views]
+        kept = [(v, c) for v, c in zip(views, cells, strict=True) if matches((*c, v["id"]), self.filter_text)]
+        views = [v for v, _ in kept]
+        width = table.size.width or self.size.width or self.app.size.width
+        fill_table(table, CHECK_COLUMNS, [c for _, c in kept], width, [v["id"] for v in views])
         ids = [v["id"] for v in views]
         if keep in ids:
             table.move_cursor(row=ids.index(keep), animate=False)
         detail = self.query_one("#check-detail", Static)
         heading = Text("Environment checks", style="bold")
-        if results and (self.checks_sort != "order" or self.checks_filter != "all"):
+        if results and (self.checks_sort != "order" or self.checks_filter != "all" or self.filter_text):
             heading.append(f" ({len(views)} of {len(results)} · sort {self.checks_sort} · "
-                           f"show {self.checks_filter})", style="dim")
+                           f"show {self.checks_filter}" + (f" · /{self.filter_text}" if self.filter_text else "")
+                           + ")", style="dim")
         if problem:
             heading.append(f": {problem}", style="yellow")
             detail.update(Text(problem, style="yellow"))

@@ -19,11 +19,20 @@ from textual.widgets import DataTable, Input, Static
 
 from engine import CockpitError, load_fleet
 from tui.screens.base import CockpitScreen
+from tui.widgets.fit_table import Column, fill_table, matches
 
 DEFAULT_DIR = "/var/lib/sol-cockpit/reports"
 PREF_KEY = "fleet_dir"
 COLUMNS = (("mark", " "), ("host", "host"), ("gpu", "GPU"), ("driver", "driver"), ("checks", "failed checks"),
            ("median", "median ms"), ("sol", "SOL %"), ("group", "group SOL %"), ("spread", "host spread"))
+
+
+FIT_COLUMNS = (Column("mark", " ", hide=1), Column("host", "host", min_width=8), Column("gpu", "GPU", min_width=6),
+               Column("driver", "driver", hide=6), Column("checks", "failed checks", min_width=6),
+               Column("median", "median ms", key_figure=True), Column("sol", "SOL %", key_figure=True),
+               Column("group", "group SOL %", hide=4), Column("spread", "host spread", hide=5))
+"""``COLUMNS`` and how each gives way at 80 columns (``tui.widgets.fit_table``): the GPU's median and
+SOL % are never cut."""
 
 
 def _pct(v: float | None, unit: str = "") -> str:
@@ -51,6 +60,7 @@ class FleetScreen(CockpitScreen):
     """Reads the folder in a worker; fills the table on the UI thread."""
 
     MODE = "fleet"
+    FILTERABLE = True
     HELP_TITLE = "Fleet"
     DEFAULT_CSS = """
     #fleet-bar { height: 1; }
@@ -88,10 +98,14 @@ class FleetScreen(CockpitScreen):
 
     def on_mount(self) -> None:
         super().on_mount()
-        table = self.query_one("#fleet-table", DataTable)
-        for key, label in COLUMNS:
-            table.add_column(label, key=key)
-        table.focus()
+        self.query_one("#fleet-table", DataTable).focus()
+
+    def apply_filter(self) -> None:
+        self.fill()
+
+    def on_resize(self, event) -> None:
+        super().on_resize(event)
+        self.call_after_refresh(self.fill)
 
     def refresh_view(self) -> None:
         self.action_reload()
@@ -132,13 +146,14 @@ class FleetScreen(CockpitScreen):
 
     def shown_rows(self) -> list[Any]:
         rows = self.view.rows if self.view is not None else []
-        return [r for r in rows if r.outlier] if self.marked_only else list(rows)
+        rows = [r for r in rows if r.outlier] if self.marked_only else list(rows)
+        return [r for r in rows if matches(row_cells(r), self.filter_text)]
 
     def fill(self) -> None:
         table = self.query_one("#fleet-table", DataTable)
-        table.clear()
-        for i, row in enumerate(self.shown_rows()):
-            table.add_row(*row_cells(row), key=str(i))
+        rows = self.shown_rows()
+        width = table.size.width or self.size.width or self.app.size.width
+        fill_table(table, FIT_COLUMNS, [row_cells(r) for r in rows], width, [str(i) for i in range(len(rows))])
         self.show_note()
 
     def note_text(self) -> Text:

@@ -16,7 +16,8 @@ from textual.widgets import DataTable, Select, Static
 from engine import CockpitError, baseline_marks, kernel_names
 from tui.screens.base import CockpitScreen
 from tui.screens.compare import CompareScreen
-from tui.widgets.history_rows import COLUMNS, SORTABLE, history_row, row_cells, sort_rows
+from tui.widgets.fit_table import fill_table, matches
+from tui.widgets.history_rows import COLUMNS, FIT_COLUMNS, SORTABLE, history_row, row_cells, sort_rows
 
 LIMIT = 500
 """Runs listed at most (newest first from the store, then sorted here)."""
@@ -27,6 +28,7 @@ class HistoryScreen(CockpitScreen):
     """Reads the results store in a worker; sorts and marks on the UI thread."""
 
     MODE = "history"
+    FILTERABLE = True
     BINDINGS = [
         Binding("space", "mark", "Mark", tooltip="Mark the highlighted run for comparison (two at most)"),
         Binding("c", "compare", "Compare",
@@ -48,6 +50,7 @@ class HistoryScreen(CockpitScreen):
         self.sort_column = "id"
         self.sort_reverse = True
         self.problem: str | None = None
+        self.shown_columns: list[str] = []
 
     def compose_body(self) -> ComposeResult:
         with Horizontal(id="hist-filters"):
@@ -61,10 +64,15 @@ class HistoryScreen(CockpitScreen):
     def on_mount(self) -> None:
         super().on_mount()
         self.query_one("#hist-profile", Select).set_options([(n, n) for n in self.app.profiles.names()])
-        table = self.query_one("#hist-table", DataTable)
-        for key, label in COLUMNS:
-            table.add_column(label, key=key)
-        table.focus()
+        self.query_one("#hist-table", DataTable).focus()
+
+    def on_resize(self, event) -> None:
+        super().on_resize(event)
+        if self.rows:
+            self.call_after_refresh(self.fill)
+
+    def apply_filter(self) -> None:
+        self.fill()
 
     def refresh_view(self) -> None:
         self.action_reload()
@@ -99,16 +107,23 @@ class HistoryScreen(CockpitScreen):
     def fill(self) -> None:
         table = self.query_one("#hist-table", DataTable)
         keep = self.highlighted()
-        table.clear()
-        for row in sort_rows(self.rows, self.sort_column, self.sort_reverse):
-            table.add_row(*row_cells(row, row["id"] in self.marked), key=str(row["id"]))
-        if keep is not None and any(r["id"] == keep for r in self.rows):
+        ordered = sort_rows(self.rows, self.sort_column, self.sort_reverse)
+        cells = [row_cells(row, row["id"] in self.marked) for row in ordered]
+        kept = [(row, c) for row, c in zip(ordered, cells, strict=True) if matches(c, self.filter_text)]
+        width = table.size.width or self.size.width or self.app.size.width
+        self.shown_columns = fill_table(table, FIT_COLUMNS, [c for _, c in kept], width,
+                                        [str(row["id"]) for row, _ in kept])
+        if keep is not None and any(r["id"] == keep for r, _ in kept):
             table.move_cursor(row=table.get_row_index(str(keep)), animate=False)
         arrow = "▼" if self.sort_reverse else "▲"
         self.query_one("#hist-sort", Static).update(
             Text(f" sort: {LABELS[self.sort_column].strip() or 'run'} {arrow} (s, o)", style="dim"))
+        shown = f"{len(kept)} of {len(self.rows)} runs match /{self.filter_text}" if self.filter_text \
+            else f"{len(self.rows)} runs"
+        hidden = len(COLUMNS) - len(self.shown_columns)
         note = self.problem or ("No stored runs yet: run a task on 4 Run." if not self.rows else
-                                f"{len(self.rows)} runs · space marks two, c compares them.")
+                                f"{shown} · space marks two, c compares them"
+                                + (f" · {hidden} columns hidden" if hidden else ""))
         self.query_one("#hist-note", Static).update(Text(note, style="red" if self.problem else "dim"))
 
     def highlighted(self) -> int | None:
@@ -143,9 +158,7 @@ class HistoryScreen(CockpitScreen):
             self.marked.remove(rid)
         else:
             self.marked = (self.marked + [rid])[-2:]
-        table = self.query_one("#hist-table", DataTable)
-        for r in self.rows:
-            table.update_cell(str(r["id"]), "mark", "*" if r["id"] in self.marked else " ")
+        self.fill()
 
     def previous_of(self, rid: int) -> int | None:
         """The newest listed run before ``rid`` of the same kernel, shape and dtype."""

@@ -20,6 +20,7 @@ from textual.widgets import Static
 import engine
 from engine import HARMFUL_THROTTLE_MASK, GpuTelemetry, Snapshot
 from tui.screens.base import CockpitScreen
+from tui.widgets.fit_table import matches
 from tui.widgets.format import fmt, fmt_kbps, fmt_mib
 from tui.widgets.gauge import render_gauge, time_scale_line
 from tui.widgets.processes import render_processes, simulated_processes
@@ -140,6 +141,7 @@ class LiveScreen(CockpitScreen):
     """Pulls ``app.telemetry`` on a timer (attributes down); paused while another screen shows."""
 
     MODE = "live"
+    FILTERABLE = True
     BINDINGS = [
         Binding("p", "toggle_pause", "Pause", tooltip="Freeze or resume the live view"),
         Binding("s", "toggle_sparklines", "Sparklines", tooltip="Show or hide the sparklines"),
@@ -190,7 +192,8 @@ class LiveScreen(CockpitScreen):
                     if g.sample is not None else {}
         self._update_processes(snap)
         width = max(40, self.query_one("#live-gpus", Static).size.width or self.size.width - 2)
-        procs = {g.index: render_processes(self.process_rows[g.index], width, self.process_note, os.getpid())
+        procs = {g.index: render_processes(self._filtered(self.process_rows[g.index]), width, self._note(),
+                                           os.getpid())
                  if g.index in self.process_rows else Text("Processes  reading...", style="dim")
                  for g in snap.gpus}
         text = render_snapshot(snap, width, histories if self.sparklines else {},
@@ -200,6 +203,20 @@ class LiveScreen(CockpitScreen):
         if self.paused:
             text.append("\n(paused: p resumes)", style="yellow")
         self.query_one("#live-gpus", Static).update(text)
+
+    def _filtered(self, rows: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+        """The processes ``/`` keeps: those whose pid, user or command holds the text."""
+        if rows is None or not self.filter_text:
+            return rows
+        return [r for r in rows if matches([str(r.get(k) or "") for k in ("pid", "user", "command", "name")],
+                                           self.filter_text)]
+
+    def _note(self) -> str:
+        shown = f"filter /{self.filter_text}" if self.filter_text else ""
+        return " · ".join(n for n in (self.process_note, shown) if n)
+
+    def apply_filter(self) -> None:
+        self.refresh_view()
 
     def _update_processes(self, snap: Snapshot) -> None:
         """The simulated run's process at once (no GPU to ask); else a read in the worker, when

@@ -20,14 +20,17 @@ from textual.widgets import DataTable, Input, Label, Select, Static
 
 from engine import CockpitError, TaskSpec, TuneResult, tune
 from tui.screens.base import CockpitScreen
+from tui.widgets.fit_table import fill_table, matches
 from tui.widgets.tune_plot import TunePlot
 from tui.widgets.tune_table import (
     COLUMN_SORT,
     FILTERS,
+    FIT_COLUMNS,
     SORTS,
     best_entry,
     progress_text,
     row_cells,
+    row_detail,
     sort_key,
     trial_label,
 )
@@ -46,6 +49,7 @@ class TuneRunScreen(CockpitScreen):
     MODE = "tune"
     HELP_TITLE = "Tuning"
     AUTO_FOCUS = "#tr-table"
+    FILTERABLE = True
     BINDINGS = [
         Binding("x", "cancel_tune", "Cancel", tooltip="Stop the tune now: what was measured stays listed and stored"),
         Binding("a", "apply_best", "Apply best",
@@ -119,15 +123,13 @@ class TuneRunScreen(CockpitScreen):
                              compact=True)
                 yield Static(id="tr-sort")
             yield Static(id="tr-progress")
+            yield Static(id="tr-row")
             with Container(id="tr-panes"):
                 yield DataTable(id="tr-table", cursor_type="row")
                 yield TunePlot(id="tr-plot")
 
     def on_mount(self) -> None:
         super().on_mount()
-        table = self.query_one("#tr-table", DataTable)
-        for key, label in (("n", "#"), ("knobs", "knobs"), ("ms", "ms"), ("sol", "SOL %"), ("status", "status")):
-            table.add_column(label, key=key)
         self.set_interval(REFRESH_S, self._tick)
         self.refresh_view()
 
@@ -184,12 +186,34 @@ class TuneRunScreen(CockpitScreen):
         if table.row_count and table.cursor_row > 0:
             keep = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
         best = best_entry(self.entries)
-        table.clear()
         shown = [e for e in sorted(self.entries, key=sort_key(self.sort)) if keep_entry(self.filter, e)]
-        for e in shown:
-            table.add_row(*row_cells(e, e is best), key=str(e["seq"]))
-        if keep is not None and keep in {str(e["seq"]) for e in shown}:
+        cells = [row_cells(e, e is best) for e in shown]
+        kept = [(e, c) for e, c in zip(shown, cells, strict=True) if matches(c, self.filter_text)]
+        width = table.size.width or (66 if self.has_class("-wide") else self.size.width) or 80
+        fill_table(table, FIT_COLUMNS, [c for _, c in kept], width, [str(e["seq"]) for e, _ in kept])
+        if keep is not None and keep in {str(e["seq"]) for e, _ in kept}:
             table.move_cursor(row=table.get_row_index(keep), animate=False)
+        self._show_row()
+
+    def apply_filter(self) -> None:
+        self._dirty = True
+        self._tick()
+
+    def on_resize(self, event) -> None:
+        super().on_resize(event)
+        self._dirty = True  # the table's columns are laid out for its width
+
+    def _show_row(self) -> None:
+        """The highlighted candidate in full under the progress line (the table cuts long knobs)."""
+        table = self.query_one("#tr-table", DataTable)
+        entry = None
+        if table.row_count:
+            key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+            entry = next((e for e in self.entries if str(e["seq"]) == key), None)
+        self.query_one("#tr-row", Static).update(row_detail(entry) if entry is not None else "")
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._show_row()
 
     def _fill_plot(self) -> None:
         timed = [e for e in self.entries if e.get("status") == "ok" and e.get("median_ms") is not None]

@@ -9,13 +9,20 @@ from typing import Any
 from rich.text import Text
 
 from engine import tuned_here
+from tui.widgets.fit_table import Column
 from tui.widgets.format import fmt, fmt_ms, fmt_shape
 
-COLUMNS = (
-    ("mark", " "), ("id", "run"), ("when", "time"), ("status", "status"), ("kernel", "kernel"),
-    ("shape", "shape"), ("dtype", "dtype"), ("block_size", "BLOCK"), ("pipe", "pipe"), ("iterations", "iters"),
-    ("median_ms", "median"), ("sol_pct", "SOL %"), ("simulated", "sim"), ("tuned", "tuned"), ("profile", "profile"),
+FIT_COLUMNS = (
+    Column("mark", " ", hide=1), Column("id", "run", key_figure=True), Column("when", "time", hide=8),
+    Column("status", "status", min_width=9), Column("kernel", "kernel", min_width=8),
+    Column("shape", "shape", min_width=9), Column("dtype", "dtype", hide=6), Column("block_size", "BLOCK", hide=9),
+    Column("pipe", "pipe", hide=10), Column("iterations", "iters", hide=11),
+    Column("median_ms", "median", key_figure=True), Column("sol_pct", "SOL %", key_figure=True),
+    Column("simulated", "sim", hide=5), Column("tuned", "tuned", hide=12), Column("profile", "profile", hide=7),
 )
+"""Every column, left to right, and how it gives way on a narrow terminal (``tui.widgets.fit_table``):
+the run's id, its median and SOL % are never cut; the knobs, iterations and time hide first."""
+COLUMNS = tuple((c.key, c.label) for c in FIT_COLUMNS)
 """(key, header) of every column, left to right."""
 SORTABLE = tuple(key for key, _ in COLUMNS if key != "mark")
 """The columns ``s`` cycles through (a click on any header sorts by it too)."""

@@ -9,17 +9,23 @@ from typing import Any
 from rich.text import Text
 
 from engine import Trial
+from tui.widgets.fit_table import Column
 
 SORTS = ("time", "knobs", "status", "order")
 """Sort orders of the table, in the order ``s`` cycles through them."""
 FILTERS = ("all", "ok", "failed", "skipped")
 """Row filters of the table, in the order ``f`` cycles through them: every candidate, the correct
 timed ones, those that failed (incorrect, compile/launch error, timeout, crash), the skipped."""
+FIT_COLUMNS = (Column("n", "#", key_figure=True), Column("knobs", "knobs", min_width=12),
+               Column("ms", "ms", key_figure=True), Column("sol", "SOL %", key_figure=True),
+               Column("status", "status", min_width=6))
+"""The candidates' columns (``tui.widgets.fit_table``): the knobs and the status are cut with an
+ellipsis so that ms and SOL % always show whole; the highlighted row is shown in full below."""
 COLUMN_SORT = {"n": "order", "knobs": "knobs", "ms": "time", "sol": "time", "status": "status"}
 """The sort a click on a column header picks."""
 STATUS_RANK = {"ok": 0, "incorrect": 1, "running": 2, "compile_error": 3, "launch_error": 4, "timeout": 5,
                "crashed": 6, "skipped": 7}
-REASON_CHARS = 64
+REASON_CHARS = 200
 
 
 def trial_label(trial: dict[str, Any]) -> str:
@@ -76,7 +82,7 @@ def row_cells(entry: dict[str, Any], best: bool) -> tuple[Text, ...]:
     if status != "ok" and reason:
         what += ": " + (reason if len(reason) <= REASON_CHARS else reason[:REASON_CHARS - 1] + "…")
     return (Text(n + ("★" if best else " "), style=style, justify="right"), Text(trial_label(entry), style=style),
-            Text("" if ms is None else f"{ms:.4f}", style=style, justify="right"),
+            Text("" if ms is None else f"{ms:.4f}", style=style, justify="right"),  # never "0.1": 4 decimals
             Text("" if sol is None else f"{sol:.1f}", style=style, justify="right"), Text(what, style=style))
 
 
@@ -93,4 +99,19 @@ def progress_text(state: str, done: int, total: int, best: dict[str, Any] | None
     out.append(f", elapsed {elapsed_s:.0f} s / {budget_s:g} s")
     if state == "running" and in_flight:
         out.append(f", timing {in_flight}", style="dim")
+    return out
+
+
+def row_detail(entry: dict[str, Any]) -> Text:
+    """The highlighted candidate in full: its knobs, time, SOL % and status or skip reason."""
+    out = Text(trial_label(entry), style="bold")
+    ms, sol = entry.get("median_ms"), entry.get("sol_pct")
+    if ms is not None:
+        out.append(f"  {ms:.4f} ms")
+    if sol is not None:
+        out.append(f"  SOL {sol:.1f} %")
+    status = str(entry.get("status", ""))
+    out.append(f"  {status}", style="" if status == "ok" else "yellow")
+    if entry.get("reason"):
+        out.append(f": {entry['reason']}", style="yellow")
     return out
