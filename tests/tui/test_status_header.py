@@ -60,7 +60,8 @@ async def test_every_screen_shows_the_header_on_its_first_row(make, mode, size):
         assert rows[1].lstrip().startswith("1 "), "the screens' bar is the second row"
 
 
-async def test_the_header_names_the_run_in_flight_then_its_id_and_status(make):
+async def test_the_header_names_the_run_in_flight_then_its_id_and_status(make, monkeypatch):
+    monkeypatch.setenv("SOL_SIM_DELAY", "0.3")
     app = make(start_mode="run")
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("r")

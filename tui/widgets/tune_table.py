@@ -18,7 +18,7 @@ FILTERS = ("all", "ok", "failed", "skipped")
 timed ones, those that failed (incorrect, compile/launch error, timeout, crash), the skipped."""
 FIT_COLUMNS = (Column("n", "#", key_figure=True), Column("knobs", "knobs", min_width=12),
                Column("ms", "ms", key_figure=True), Column("sol", "SOL %", key_figure=True),
-               Column("status", "status", min_width=6))
+               Column("status", "status", min_width=12))
 """The candidates' columns (``tui.widgets.fit_table``): the knobs and the status are cut with an
 ellipsis so that ms and SOL % always show whole; the highlighted row is shown in full below."""
 COLUMN_SORT = {"n": "order", "knobs": "knobs", "ms": "time", "sol": "time", "status": "status"}
