@@ -3,6 +3,9 @@
 // add_rmsnorm's row ring share. A kernel's source includes it where it needs them; the Python
 // side pastes the text there (``kernels.spec.kernel_source``), so NVRTC gets one source.
 
+#ifndef KERNELS_MBARRIER_CUH
+#define KERNELS_MBARRIER_CUH
+
 // The 32-bit shared-memory address of a generic pointer into shared memory.
 __device__ __forceinline__ unsigned smem_u32(const void* p) {
     unsigned long long a;
@@ -43,3 +46,5 @@ __device__ __forceinline__ void bulk_copy(unsigned dst, const void* src, unsigne
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
                  ::"r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
 }
+
+#endif  // KERNELS_MBARRIER_CUH

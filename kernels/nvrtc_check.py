@@ -8,6 +8,7 @@ functions only, so importing this module never pulls it in.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 _FUNC_RE = re.compile(r"Compiling entry function '(\w+)' for '(\w+)'")
@@ -86,14 +87,17 @@ def complete_elf(cubin: bytes) -> bytes:
 
 
 def compile_cubin(source: str, arch: str, options: tuple[str, ...] = (), name: str = "kernel.cu",
-                  verbose: bool = True) -> CompileReport:
-    """Compile ``source`` for ``arch`` (e.g. 'sm_90a') with NVRTC; never raises on a compile error."""
+                  verbose: bool = True, headers: Mapping[str, str] | None = None) -> CompileReport:
+    """Compile ``source`` for ``arch`` (e.g. 'sm_90a') with NVRTC; never raises on a compile error.
+    ``headers``: files NVRTC finds by name (an ``#include "name"``) without reading the disk, e.g. a
+    generated one; ``--include-path=`` options find the rest."""
     from cupy_backends.cuda.libs import nvrtc
 
     opts = [f"--gpu-architecture={arch}", *options]
     if verbose and "-Xptxas=-v" not in opts:
         opts.append("-Xptxas=-v")
-    prog = nvrtc.createProgram(source, name, [], [])
+    headers = headers or {}
+    prog = nvrtc.createProgram(source, name, [h.encode() for h in headers.values()], [n.encode() for n in headers])
     try:
         try:
             nvrtc.compileProgram(prog, opts)

@@ -3,6 +3,13 @@
 // VEC_DTYPE = 0 bf16, 1 fp16, 2 fp32 (the kernel's own dtype define). No CUDA headers: NVRTC
 // needs none, conversions are inline PTX.
 
+#ifndef KERNELS_VEC16_CUH
+#define KERNELS_VEC16_CUH
+
+#ifndef VEC_DTYPE
+#error "VEC_DTYPE (0 bf16, 1 fp16, 2 fp32 data) must be defined before vec16.cuh"
+#endif
+
 typedef unsigned int u32;
 
 // Streamed inputs: read-only path, no L1 allocation. Reused inputs (weights, bias): read-only
@@ -76,7 +83,9 @@ __device__ __forceinline__ void st_out(uint4* p, uint4 v) {
 }
 
 // --- conversions: a 16-byte vector <-> 8 (16-bit) or 4 (fp32) floats, rounded to nearest even ---
-#if VEC_DTYPE != 2
+// pack2 / unpack2 (a 16-bit pair) are defined for fp32 data too, in their fp16 form, so that code
+// choosing a layout by the dtype at compile time (if constexpr) names them in every build; an fp32
+// kernel calls neither.
 __device__ __forceinline__ u32 pack2(float lo, float hi) {
     u32 r;
 #if VEC_DTYPE == 0
@@ -95,7 +104,6 @@ __device__ __forceinline__ void unpack2(u32 v, float& lo, float& hi) {
         : "=f"(lo), "=f"(hi) : "r"(v));
 #endif
 }
-#endif
 
 __device__ __forceinline__ void unpack(const uint4 v, float* f) {
 #if VEC_DTYPE == 2
@@ -117,3 +125,5 @@ __device__ __forceinline__ uint4 pack(const float* f) {
 #endif
     return v;
 }
+
+#endif  // KERNELS_VEC16_CUH

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from kernels.include_once import inline_once
 from kernels.sm90 import wgmma_table
 from kernels.sm90.constants import DECODE_DEFINES, DECODE_L2_PROMOTION, SPLIT_HI_DEFAULT, defines
 from kernels.sm90.model import STREAMK_DEFAULT
@@ -19,18 +20,17 @@ from kernels.spec import (
     DeviceLimits,
     Launch,
     TensorMapArg,
-    kernel_source,
     vec16_source,
 )
 
 SOURCE_FILE = "gemm_residual_sm90.cu"
 """The GEMM kernel (under kernels/), between ``HEADERS`` and ``TRAILERS`` in every rendered source."""
 CONSUMERS = {False: "sm90/consumer_cooperative.cuh", True: "sm90/consumer_pingpong.cuh"}
-"""The consumer warpgroups' body of each schedule (the plan's ``pingpong``): the kernel's
-``#include CONSUMER_BODY`` renders as the plan's one."""
+"""The consumer warpgroups of each schedule (the plan's ``pingpong``), each header defining
+``consumer_warpgroups``: the kernel's ``#include CONSUMER_BODY`` renders as the plan's one."""
 HEADERS = ("sm90/config.cuh", "sm90/ptx.cuh", "sm90/wgmma.cuh", "sm90/epilogue.cuh", "sm90/scheduler.cuh")
-"""The kernel's parts before it, in order: the checked configuration, the pipeline's PTX, the
-wgmma wrappers, the epilogue buffer, the tile scheduler."""
+"""The kernel's first parts, in order (it includes them too): the checked configuration, the
+pipeline's PTX, the wgmma wrappers, the epilogue buffer, the tile scheduler."""
 TRAILERS = ("sm90/side_kernels.cuh",)
 """After it: the residual add (fusion off) and the 3xTF32 operand split."""
 KERNEL = "gemm_residual_sm90"
@@ -39,7 +39,7 @@ ADD_KERNEL_F32 = "residual_add_inplace_f32"
 SPLIT_KERNEL = "tf32_split"
 PAD_KERNEL = "pad_rows16"
 PAD_SOURCE = "pad_rows16.cuh"
-SOURCE_FILES = ("gemm_residual_sm90.py", SOURCE_FILE, PAD_SOURCE, "mbarrier.cuh",
+SOURCE_FILES = ("gemm_residual_sm90.py", SOURCE_FILE, PAD_SOURCE, "mbarrier.cuh", "vec16.cuh", "include_once.py",
                 *sorted(p.relative_to(KERNEL_DIR).as_posix() for p in (KERNEL_DIR / "sm90").iterdir()
                         if p.suffix in (".py", ".cuh")))
 """The files under kernels/ whose text decides what this path builds: its planner and templates (for a
@@ -58,14 +58,13 @@ def render_source(block_size: str, stages: int, dtype: str, fuse: bool = True,
 def _source(consts: dict[str, int]) -> str:
     """``defines``' constants as #defines of integers, the shared 16-bit conversions
     (``vec16.cuh``, VEC_DTYPE 0 bf16, 1 fp16, 2 fp32 data), then the kernel template: ``HEADERS``,
-    ``SOURCE_FILE`` and ``TRAILERS`` concatenated, their #includes inlined (``kernel_source``:
-    ``#include CONSUMER_BODY`` as the plan's schedule's body, ``CONSUMERS``; the ``GENERATED`` parts
-    by their generators)."""
+    ``SOURCE_FILE`` and ``TRAILERS`` concatenated, each file they include inlined once
+    (``inline_once``: ``#include CONSUMER_BODY`` as the plan's schedule's consumers, ``CONSUMERS``;
+    the ``GENERATED`` parts by their generators)."""
     head = "".join(f"#define {k} {int(v)}\n" for k, v in consts.items())
     body = CONSUMERS[bool(consts["PINGPONG"])]
     return (head + vec16_source(min(int(consts["DT"]), 2))
-            + "".join(kernel_source(name, {"CONSUMER_BODY": body}, GENERATED)
-                      for name in (*HEADERS, SOURCE_FILE, *TRAILERS)))
+            + inline_once((*HEADERS, SOURCE_FILE, *TRAILERS), {"CONSUMER_BODY": body}, GENERATED, seen=("vec16.cuh",)))
 
 
 GENERATED = {"sm90/wgmma_table.cuh": wgmma_table.table}

@@ -7,6 +7,9 @@
 // Here: their defaults where unset, the combinations the kernel refuses, and the geometry every
 // other part derives from them (each consumer warpgroup's share of the tile, slot and box sizes).
 
+#ifndef SM90_CONFIG_CUH
+#define SM90_CONFIG_CUH
+
 #if !defined(BM) || !defined(BN) || !defined(BK) || !defined(STAGES) || !defined(NUM_CONSUMERS)
 #error "the spec must define BM, BN, BK, STAGES, NUM_CONSUMERS"
 #endif
@@ -185,3 +188,5 @@
 #if WG_M % 64 != 0
 #error "each consumer warpgroup needs a multiple of 64 rows"
 #endif
+
+#endif  // SM90_CONFIG_CUH

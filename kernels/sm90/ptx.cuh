@@ -2,6 +2,11 @@
 // TMA loads (multicast in a cluster), cluster rank and barrier, and a consumer's release of a ring
 // slot to the producer (in every CTA of its cluster, which all write into it).
 
+#ifndef SM90_PTX_CUH
+#define SM90_PTX_CUH
+
+#include "config.cuh"
+
 struct __align__(64) TmaDesc {
     unsigned long long v[16];
 };
@@ -49,7 +54,6 @@ __device__ __forceinline__ unsigned long long l2_evict_first() {
     return p;
 }
 
-#if CL > 1
 // The same TMA load, written to the same shared-memory offset of every CTA in `mask` and
 // completing bytes on each one's mbarrier at `bar`'s offset.
 __device__ __forceinline__ void tma_load_2d_mc(unsigned dst, unsigned long long tmap, int c0, int c1,
@@ -83,36 +87,35 @@ __device__ __forceinline__ unsigned cluster_rank() {
 __device__ __forceinline__ void cluster_sync() {
     asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory");
 }
-#endif
 
 // A consumer warp frees a pipeline slot: lane 0 arrives; with a cluster, lane r for CTA r (every
 // CTA of the cluster writes its share of W into this CTA's slots).
 __device__ __forceinline__ void release_slot(unsigned bar, int lane) {
-#if CL > 1
-    if (lane < CL) mbar_arrive_cluster(bar, (unsigned)lane);
-#else
-    if (lane == 0) mbar_arrive(bar);
-#endif
+    if constexpr (CL > 1) {
+        if (lane < CL) mbar_arrive_cluster(bar, (unsigned)lane);
+    } else {
+        if (lane == 0) mbar_arrive(bar);
+    }
 }
 
-#if EPI_RING_REUSE
-// One thread frees a pipeline slot for all the tile's consumer warps: an arrival count of
+// (EPI_RING_REUSE) One thread frees a pipeline slot for all the tile's consumer warps: an arrival count of
 // TILE_THREADS / 32 on the slot's empty barrier in this CTA and, with a cluster, in every CTA of
 // the cluster, as release_slot's warps would.
 __device__ __forceinline__ void release_slot_all(unsigned bar) {
-#if CL > 1
+    if constexpr (CL > 1) {
 #pragma unroll
-    for (unsigned r = 0; r < CL; ++r) {
-        asm volatile(
-            "{\n.reg .b32 ra;\n"
-            "mapa.shared::cluster.u32 ra, %0, %1;\n"
-            "mbarrier.arrive.shared::cluster.b64 _, [ra], %2;\n}\n" ::"r"(bar),
-            "r"(r), "n"(TILE_THREADS / 32)
-            : "memory");
+        for (unsigned r = 0; r < CL; ++r) {
+            asm volatile(
+                "{\n.reg .b32 ra;\n"
+                "mapa.shared::cluster.u32 ra, %0, %1;\n"
+                "mbarrier.arrive.shared::cluster.b64 _, [ra], %2;\n}\n" ::"r"(bar),
+                "r"(r), "n"(TILE_THREADS / 32)
+                : "memory");
+        }
+    } else {
+        asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "n"(TILE_THREADS / 32)
+                     : "memory");
     }
-#else
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "n"(TILE_THREADS / 32)
-                 : "memory");
-#endif
 }
-#endif
+
+#endif  // SM90_PTX_CUH

@@ -1,5 +1,12 @@
 // Hopper GEMM + residual: the build's other kernels: fusion off's residual add after the GEMM-only
-// kernel, and 3xTF32's operand split before it (DT 3).
+// kernel, and 3xTF32's operand split before it (DT 3). Each is a kernel of the module only where the
+// build launches it.
+
+#ifndef SM90_SIDE_KERNELS_CUH
+#define SM90_SIDE_KERNELS_CUH
+
+#include "config.cuh"
+#include "../vec16.cuh"
 
 #if ELEM == 2
 // Fusion off: out += r after the GEMM-only kernel (FUSE=0), 8 elements (16 bytes) per step.
@@ -88,3 +95,5 @@ extern "C" __global__ void tf32_split(const float4* __restrict__ a, float4* __re
     }
 }
 #endif
+
+#endif  // SM90_SIDE_KERNELS_CUH

@@ -1,6 +1,11 @@
 // Hopper GEMM + residual: warpgroup MMA (wgmma.mma_async) for the build's dtype: the operand
 // descriptors, fences and waits, and one wrapper per instruction width, the build's named WGMMA.
 
+#ifndef SM90_WGMMA_CUH
+#define SM90_WGMMA_CUH
+
+#include "config.cuh"
+
 #if DT == 2 || DT == 3
 #define WG_AB "tf32"
 #define WG_K "8"
@@ -61,3 +66,5 @@ __device__ __forceinline__ void fence_reg(float& r) {
 // One wrapper per width, WG_ACC_<N/2> / WG_R<N/2> its operand lists, and WGMMA the build's:
 // generated (kernels/sm90/wgmma_table.py).
 #include "wgmma_table.cuh"
+
+#endif  // SM90_WGMMA_CUH

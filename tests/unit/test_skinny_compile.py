@@ -20,6 +20,8 @@ import numpy as np
 import pytest
 
 from kernels import gemm_residual_skinny as sk
+from kernels.include_once import inline_once
+from kernels.skinny import planner as skinny_planner
 from kernels.spec import DeviceLimits
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,7 +38,7 @@ def register_ring_default(request, monkeypatch):
     do not apply (before Hopper, K % 8 != 0). They run with the TMA default off; the tests of the
     w_bulk default (named test_tma_default_*) keep it."""
     if not request.node.name.startswith("test_tma_default"):
-        monkeypatch.setattr(sk, "W_BULK_DEFAULT", 0)
+        monkeypatch.setattr(skinny_planner, "W_BULK_DEFAULT", 0)
 """K per load width: multiple of 8 (ALIGNED8), even (ALIGNED2), odd."""
 
 
@@ -294,7 +296,7 @@ def test_counter_limit_and_render_buffers():
 def test_default_plan_stages_a_in_shared_memory_from_bm_16(m, n, k, monkeypatch):
     """The rule A_SMEM_DEFAULT turns on (off by default: ADR-0003)."""
     assert sk.plan(m, n, k, "bf16", H200).a_smem == 0
-    monkeypatch.setattr(sk, "A_SMEM_DEFAULT", True)
+    monkeypatch.setattr(skinny_planner, "A_SMEM_DEFAULT", True)
     p = sk.plan(m, n, k, "bf16", H200)
     assert p.a_smem == 1 and p.bm >= 16
     assert sk.default_a_smem(p.bm, p.bn, p.stages, p.warps, k, H200) == 1
@@ -314,7 +316,7 @@ def test_default_plan_stages_a_in_shared_memory_from_bm_16(m, n, k, monkeypatch)
 
 
 def test_a_smem_knob_plan_and_check(monkeypatch):
-    monkeypatch.setattr(sk, "A_SMEM_DEFAULT", True)  # the rule's own behaviour, off by default
+    monkeypatch.setattr(skinny_planner, "A_SMEM_DEFAULT", True)  # the rule's own behaviour, off by default
     assert sk.A_SMEM_OPTIONS == (0, 1)
     # explicit values are kept, for any BM
     assert sk.plan(32, 4096, 4096, "bf16", H200, a_smem=0).a_smem == 0
@@ -404,7 +406,14 @@ def _kernel_steps() -> list[tuple[str, ...]]:
 
 
 def _kernel_text() -> str:
-    return (ROOT / "kernels" / sk.SOURCE_FILE).read_text(encoding="utf-8")
+    """The kernel as NVRTC gets it: its file with each header it includes inlined once."""
+    return inline_once((sk.SOURCE_FILE,))
+
+
+def _function(text: str, name: str) -> str:
+    """The text of device function ``name`` in ``text``: from its name to the end of its body."""
+    start = text.index(f"void {name}(")
+    return text[start:text.index("\n}\n", start) + 3]
 
 
 def _emulate_chunk(w: np.ndarray, a: np.ndarray, steps) -> np.ndarray:
@@ -493,15 +502,15 @@ def _smem_source(text: str | None = None) -> dict[str, str]:
         m = re.search(rf"#define {name}\({args}\) (.+)", text)
         assert m, name
         src[name] = m.group(1)
-    copy = text[text.index("void copy_a_tile("):text.index("void mma_chunk_smem(")]
+    copy = _function(text, "copy_a_tile")
     src["piece"] = re.search(r"const int p = (.+);", copy).group(1)
     assert "const int j = A_PIECE_J(p), t = A_PIECE_T(p), q = A_PIECE_Q(p);" in copy
     src["k"] = re.search(r"const int k = (.+);", copy).group(1)
     src["ok"] = re.search(r"const bool ok = (.+);", copy).group(1)
     src["dst"] = re.search(r"cp_async16\(sbuf \+ (A_OFF\(.+?\)), src, ok \? 16 : 0\);", copy).group(1)
-    reads = text[text.index("void mma_chunk_smem("):text.index("void load_w(")]
+    reads = _function(text, "mma_chunk_smem")
     src["read"] = re.search(r"\*\(const uint4\*\)\(sbuf \+ (A_OFF\(.+?\))\);", reads).group(1)
-    body = text[text.index("A_SMEM\n    // Tiles of KT"):text.index("#undef A_CHUNK")]
+    body = _function(text, "mainloop_a_smem")
     src["kend"] = re.search(r"const int kend = (.+?), mva", body).group(1)
     src["first"] = re.search(r"copy_a_tile\(sa, a, m0, mva, (\w+), kend, K\);", body).group(1)
     nxt = re.search(r"copy_a_tile\(sa \+ (.+?) \* A_TILE_ELEMS, a, m0, mva, (.+?), kend, K\);", body)

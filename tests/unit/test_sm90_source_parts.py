@@ -1,6 +1,7 @@
 """The Hopper kernel's source is assembled from parts (kernels/sm90/codegen.py): each consumer
-schedule's body rendered where the kernel includes it, the fragments both bodies share inlined once,
-no #include left for NVRTC, and every part among the files that key tuned entries."""
+schedule's header rendered where the kernel includes it, every part (each a header with its own
+include guard) inlined once, no #include left for NVRTC, and every part among the files that key
+tuned entries."""
 
 from __future__ import annotations
 
@@ -32,23 +33,33 @@ def _parts() -> set[str]:
     return seen
 
 
-def _body(name: str) -> str:
-    """A part's code: its text after the header comment."""
-    return (KERNEL_DIR / name).read_text(encoding="utf-8").split("\n\n", 1)[1]
+def _code(name: str) -> str:
+    """A part's code: its text after its last #include (or its header comment)."""
+    text = (KERNEL_DIR / name).read_text(encoding="utf-8")
+    last = list(re.finditer(r"^#include [^\n]*\n", text, re.M))
+    return text[last[-1].end():] if last else text.split("\n\n", 1)[1]
+
+
+def _guard(name: str) -> str:
+    """A header's include guard (its first #ifndef)."""
+    m = re.search(r"^#ifndef (\w+)\n#define \1\n", (KERNEL_DIR / name).read_text(encoding="utf-8"), re.M)
+    assert m, f"{name} has no include guard"
+    return m[1]
 
 
 @pytest.mark.parametrize("pingpong", [False, True], ids=["cooperative", "pingpong"])
-def test_each_schedule_renders_its_own_body_with_the_shared_parts_once(pingpong: bool) -> None:
+def test_each_schedule_renders_its_own_consumers_with_every_part_once(pingpong: bool) -> None:
     src = codegen.render_source("128x128", 4, "bf16", pingpong=pingpong)
     assert not re.search(r"^\s*#\s*include", src, re.M)
     mine, other = codegen.CONSUMERS[pingpong], codegen.CONSUMERS[not pingpong]
     assert (KERNEL_DIR / mine).read_text(encoding="utf-8").splitlines()[0] in src
     assert (KERNEL_DIR / other).read_text(encoding="utf-8").splitlines()[0] not in src
-    shared = _parts() - {mine, other, codegen.SOURCE_FILE, *codegen.HEADERS, *codegen.TRAILERS,
-                         *codegen.GENERATED}
-    assert {"sm90/mainloop.cuh", "sm90/epilogue_write.cuh", "sm90/streamk_fixup.cuh"} <= shared
-    for name in shared:
-        assert src.count(_body(name)) == 1, name
+    headers = _parts() - {other, codegen.SOURCE_FILE, *codegen.GENERATED}
+    assert {"sm90/mainloop.cuh", "sm90/epilogue_write.cuh", "sm90/streamk_fixup.cuh", "sm90/producer.cuh",
+            "vec16.cuh", "mbarrier.cuh"} <= headers
+    for name in headers:
+        assert src.count(f"#define {_guard(name)}\n") == 1, name
+        assert src.count(_code(name)) == 1, name
 
 
 def test_every_part_the_source_reads_keys_the_tuned_entries() -> None:
