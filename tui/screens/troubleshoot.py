@@ -12,7 +12,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.widgets import DataTable, Static
 
-from engine import ENV_KNOBS, PlanError, TaskSpec, Tile, plan
+from engine import ENV_KNOBS, PlanError, TaskSpec, Tile, plan, rehearsed_fault
 from tui import diagnostics
 from tui.screens.base import CockpitScreen
 
@@ -88,15 +88,29 @@ def run_window(result: Any) -> tuple[float, float] | None:
     return start, start + result.wall_s
 
 
+def as_rehearsal(rule: dict[str, Any], fault: str) -> dict[str, Any]:
+    """A rule a rehearsed fault matched, said as such (issue 47, defect 11): how it reads when it
+    fires, which tells nothing about this machine; its cause where it is real comes after."""
+    return {**rule, "title": f"rehearsal: {rule.get('title') or rule.get('id')}",
+            "cause": f"Injected on the simulated device ({fault}): this is how the rule reads when it fires, "
+                     f"not a finding about this machine. Where it is real: {rule.get('cause') or '-'}"}
+
+
 def collect_rules(app: Any) -> list[tuple[str, dict[str, Any]]]:
     """(source, rule) for every rule that matches the cockpit's current evidence."""
     out: list[tuple[str, dict[str, Any]]] = []
     result = app.last_result
     text = run_failure_text(result)
+    src = "last run" if result is None or not result.run_id else f"run #{result.run_id}"
+    rehearsal = None if result is None else rehearsed_fault(result)
     if text is not None:
         rules = [diagnostics.rule_view(r) for r in result.matched_rules] or diagnostics.rules_for_text(text)
-        src = f"run #{result.run_id}" if result.run_id else "last run"
+        if rehearsal is not None:  # the injected fault did what it was asked: no finding about this machine
+            src = src.replace("run", "rehearsal", 1)  # 'rehearsal #3': the table keeps room for the title
+            rules = [as_rehearsal(r, rehearsal) for r in rules]
         out += [(src, r) for r in rules]
+    elif result is not None:  # an ok run's findings (a knob choice far slower than others)
+        out += [(src, diagnostics.rule_view(r)) for r in result.matched_rules]
     for check in app.check_results:
         v = diagnostics.check_view(check)
         if v["status"] in ("fail", "warn"):
