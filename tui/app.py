@@ -5,6 +5,7 @@ the console command, the tests and the GPU script."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,7 @@ from tui.screen_list import SCREENS
 from tui.screens.checklist import ChecklistScreen
 from tui.screens.fleet import FleetScreen
 from tui.screens.history import HistoryScreen
+from tui.screens.jobs import JobsScreen
 from tui.screens.live import LiveScreen
 from tui.screens.overlays import ConfirmQuitScreen, HelpScreen
 from tui.screens.profile import ProfileScreen
@@ -51,6 +53,8 @@ from tui.screens.run import RunScreen
 from tui.screens.soak import SoakScreen
 from tui.screens.troubleshoot import TroubleshootScreen
 from tui.screens.tune import TuneScreen
+from tui.widgets.jobs_table import KEEP as JOBS_KEPT
+from tui.widgets.jobs_table import JobRecord, ended_message
 from tui.widgets.status_line import HeaderFacts
 
 
@@ -61,6 +65,8 @@ def with_fields(task: TaskSpec, **update: Any) -> TaskSpec:
 
 TEXTUAL_THEMES = {"dark": "textual-dark", "light": "textual-light"}
 WORK_NAMES = {"run": "a run", "tune": "a tune", "soak": "a soak"}
+JOB_SCREENS = {"run": "run", "tune": "tune", "soak": "soak"}
+"""The screen that shows each kind of job: no notification while it is shown."""
 PALETTE_SKIP = {"Quit", "Theme", "Keys"}
 """Textual's own palette commands that a cockpit key already offers (q, ctrl+t, ?)."""
 SCREEN_CLASSES: dict[str, type[Screen]] = {cls.MODE: cls for cls in (
@@ -95,6 +101,8 @@ class CockpitApp(App):
         Binding("ctrl+p", "command_palette", "Palette", priority=True,
                 tooltip="Open the command palette: every key by name"),
         Binding("question_mark", "help", "Help", key_display="?", tooltip="Show the keys of this screen"),
+        Binding("j", "jobs", "Jobs", show=False,
+                tooltip="Runs, tunes and soaks in flight and recent: status, elapsed (x cancels one)"),
         Binding("q", "quit", "Quit", tooltip="Quit the cockpit (asks first while a run or a tune is in flight)"),
     ]
 
@@ -142,6 +150,8 @@ class CockpitApp(App):
         """Runs that ended this session (any status): tests and scripts wait on it."""
         self.work: dict[str, threading.Event] = {}
         """The cancel event of each piece of work in flight ('run', 'tune'), set when quitting."""
+        self.jobs: list[JobRecord] = []
+        """Runs, tunes and soaks of this session, oldest first (the Jobs view, ``j``)."""
         self.check_results: list[Any] = []
         """The engine's check results from the last check run (objects, for match_check)."""
         self.checks_state = "not run"
@@ -298,10 +308,15 @@ class CockpitApp(App):
         r = self.last_result
         if r is None:
             return ""
-        status = r.status.value.upper().replace("_", " ")
-        if r.status == RunStatus.ok and r.correctness is not None and not r.correctness.correct:
-            status = "INCORRECT"
+        status = self.run_status_word(r).upper()
         return f"run #{r.run_id} {status}" if r.run_id is not None else f"run {status}"
+
+    @staticmethod
+    def run_status_word(r: RunResult) -> str:
+        """'ok', 'incorrect', 'compile error', 'cancelled', ...: how a run ended, in words."""
+        if r.status == RunStatus.ok and r.correctness is not None and not r.correctness.correct:
+            return "incorrect"
+        return r.status.value.replace("_", " ")
 
     def profile_source(self) -> str:
         """How the profile in use was picked: 'chosen', 'detected' or the simulated device's default."""
@@ -386,14 +401,42 @@ class CockpitApp(App):
             pass
 
     # --- work in flight ---------------------------------------------------------------------------
-    def work_started(self, name: str, cancel: threading.Event) -> None:
-        """A screen started ``name`` ('run', 'tune'); ``cancel`` stops it when the cockpit quits."""
+    def work_started(self, name: str, cancel: threading.Event, what: str | None = None) -> None:
+        """A screen started ``name`` ('run', 'tune', 'soak') of ``what`` (the task's label by
+        default); ``cancel`` stops it when the cockpit quits. Listed in the Jobs view (``j``)."""
         self.work[name] = cancel
+        self.jobs.append(JobRecord(name, what or self.task_spec.label()))
+        del self.jobs[:-JOBS_KEPT]
         self.refresh_header()
 
-    def work_ended(self, name: str) -> None:
+    def work_ended(self, name: str, status: str | None = None, detail: str = "") -> None:
+        """``name`` ended; with ``status`` ('ok', 'cancelled', 'refused', ...) its job record says
+        how, and a notification says so unless its own screen is shown."""
         self.work.pop(name, None)
+        job = next((j for j in reversed(self.jobs) if j.kind == name and j.in_flight), None)
+        if job is not None:
+            job.ended = time.monotonic()
+            job.status = status or "ended"
+        if status is not None:
+            self.job_result(name, status, detail)
         self.refresh_header()
+
+    def job_result(self, name: str, status: str, detail: str = "") -> None:
+        """How the last ``name`` job ended (after ``work_ended``, when the result comes later)."""
+        job = next((j for j in reversed(self.jobs) if j.kind == name), None)
+        if job is None:
+            return
+        if job.in_flight:
+            job.ended = time.monotonic()
+        job.status, job.detail = status, detail
+        shown = getattr(self.screen, "MODE", "") if self.is_running else ""
+        if shown != JOB_SCREENS.get(name) and not isinstance(self.screen, JobsScreen):
+            self.notify(ended_message(job), title="Job ended", severity="information" if status in ("ok", "done")
+                        else "warning", timeout=8)
+
+    def action_jobs(self) -> None:
+        if not isinstance(self.screen, JobsScreen):
+            self.push_screen(JobsScreen())
 
     def busy_with(self) -> list[str]:
         return [WORK_NAMES.get(name, name) for name, ev in self.work.items() if not ev.is_set()]
@@ -427,6 +470,8 @@ class CockpitApp(App):
         self.telemetry.set_run_active(False)
         self.record_result(message.result)
         self.runs_finished += 1
+        self.job_result("run", self.run_status_word(message.result),
+                        f"run #{message.result.run_id}" if message.result.run_id is not None else "not stored")
 
     # --- actions --------------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:

@@ -188,7 +188,7 @@ class RunScreen(CockpitScreen):
         self._cancel = threading.Event()
         self.clear_report(Text("Starting the engine process...", style="yellow"))
         self.refresh_view()
-        self.app.work_started("run", self._cancel)
+        self.app.work_started("run", self._cancel, self.app.task_spec.label())
         self._run(self.app.task_spec, self.app.profile_name, self.app.backend_choice, self._cancel, self.app.store)
 
     def action_toggle_plot(self) -> None:
@@ -249,7 +249,7 @@ class RunScreen(CockpitScreen):
         self.query_one("#run-progress", ProgressBar).update(progress=100 * self.tracker.fraction())
 
     def on_run_screen_rejected(self, message: Rejected) -> None:
-        self.app.work_ended("run")
+        self.app.work_ended("run", "refused", message.message_text[:80])
         self.clear_report(None)
         text = Text("Not run: ", style="bold red")
         text.append(message.message_text)

@@ -184,7 +184,11 @@ class SoakScreen(CockpitScreen):
 
     def on_soak_screen_finished(self, message: Finished) -> None:
         self.running = False
-        self.app.work_ended("soak")
+        if message.error:
+            self.app.work_ended("soak", "failed", message.error[:80])
+        else:
+            s = message.summary
+            self.app.work_ended("soak", s.status, f"run #{s.run_id}" if s.run_id is not None else "")
         if message.error:
             self._status(message.error, "red")
             return

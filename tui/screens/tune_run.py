@@ -135,7 +135,8 @@ class TuneRunScreen(CockpitScreen):
 
     def on_unmount(self) -> None:
         self._cancel.set()  # the view is gone (back, or the cockpit quit): so is its tune
-        self.app.work_ended("tune")
+        if "tune" in self.app.work:
+            self.app.work_ended("tune", "cancelled")
 
     # --- the view from the screen's own state (UI thread only) ----------------------------------
     def refresh_view(self) -> None:
@@ -299,8 +300,11 @@ class TuneRunScreen(CockpitScreen):
     def on_tune_run_screen_finished(self, message: Finished) -> None:
         if message.run_id != self._run_id:
             return
-        self.app.work_ended("tune")
         res = message.result
+        best = res.best
+        self.app.work_ended("tune", {"ok": "done"}.get(res.status, res.status.replace("_", " ")),
+                            f"best {best.median_ms:.4f} ms ({best.key})" if best is not None and best.median_ms
+                            else "no correct candidate")
         self.result = res
         self.entries = [{**t.to_dict(), "seq": i, "n": i + 1} for i, t in enumerate(res.trials)]
         self.entries += [{**t.to_dict(), "seq": len(self.entries) + i, "n": None} for i, t in enumerate(res.skipped)]
@@ -316,7 +320,7 @@ class TuneRunScreen(CockpitScreen):
     def on_tune_run_screen_rejected(self, message: Rejected) -> None:
         if message.run_id != self._run_id:
             return
-        self.app.work_ended("tune")
+        self.app.work_ended("tune", "not tuned", message.message_text[:80])
         self.state = "not tuned"
         text = Text("Not tuned: ", style="bold red")
         text.append(message.message_text)
@@ -331,7 +335,7 @@ class TuneRunScreen(CockpitScreen):
             self.notify("No tune is running.", severity="warning")
             return
         self._cancel.set()
-        self.app.work_ended("tune")
+        self.app.work_ended("tune", "cancelled")
         self.state, self._stopped_at = "cancelled", time.monotonic()
         self.in_flight = None
         self.refresh_view()
