@@ -30,3 +30,20 @@ def test_an_ok_runs_slow_knobs_finding_is_listed():
     slow = run_prepared(prepare(TaskSpec(backend="sim", peers=False, iterations=10, block_size="16x64"), None),
                         store=store)
     assert slow.ok and [r["id"] for _, r in collect_rules(_app(slow))] == ["knobs-much-slower"]
+
+
+async def test_x_on_the_checks_table_ticks_no_hidden_step(make):
+    """Defect 8: x ticked the steps table's highlighted row while focus was on the checks table."""
+    from textual.widgets import DataTable
+
+    from engine import Checklist
+
+    app = make(start_mode="checklist")
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.screen.query_one("#checks-table", DataTable).focus()
+        await pilot.pause()
+        before = {s.id: s.done for s in Checklist(app.store).steps()}
+        await pilot.press("x")
+        await pilot.pause()
+        assert {s.id: s.done for s in Checklist(app.store).steps()} == before
+        assert "Tab to the steps table" in str(app.screen.query_one("#check-detail").render())

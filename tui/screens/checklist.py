@@ -201,6 +201,10 @@ class ChecklistScreen(CockpitScreen):
         detail = self.query_one("#check-detail", Static)
         if table.row_count == 0:
             return
+        if self.focused is not table:  # the step under a cursor the user cannot see is not the one meant
+            detail.update(Text("x ticks a checklist step: Tab to the steps table, pick the step, then x",
+                               style="yellow"))
+            return
         sid = str(table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value)
         step = self.steps.get(sid) or {}
         done = step.get("state") != "done"
