@@ -49,7 +49,7 @@ def test_screen_is_a_choice_of_the_command_line_and_of_the_preferences(tmp_path,
     from tui.app import PREFERENCE_CHOICES
     from tui.cli_options import combine, parse_args
     from tui.preferences import PreferencesFile
-    from tui.serve import ServeOptions, check_cockpit_options
+    from tui.serve_options import ServeOptions, check_cockpit_options
 
     assert parse_args(["--screen", mode]).screen == mode
     path = tmp_path / "cockpit.toml"

@@ -48,7 +48,7 @@ def test_non_loopback_address_warns_that_there_is_no_authentication(busy_port, c
 
 
 def test_loopback_addresses_do_not_warn():
-    from tui.serve import exposure_warning, is_loopback
+    from tui.serve_options import exposure_warning, is_loopback
 
     assert exposure_warning("127.0.0.1", 8000) is None
     assert exposure_warning("localhost", 8000) is None
@@ -81,7 +81,7 @@ def test_missing_task_file_is_refused(tmp_path, capsys):
 
 
 def test_sessions_get_the_cockpit_options(tmp_path):
-    from tui.serve import ServeOptions, public_url, session_argv
+    from tui.serve_options import ServeOptions, public_url, session_argv
 
     task = tmp_path / "t.toml"
     opts = ServeOptions(profile="h200", backend="sim", task=task, theme="light")

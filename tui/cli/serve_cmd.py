@@ -38,7 +38,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tui.serve import ServeOptions, serve
+    from tui.serve import serve
+    from tui.serve_options import ServeOptions
 
     return serve(ServeOptions(host=args.host, port=args.port, public_url=args.public_url, profile=args.profile,
                               backend=args.backend, task=args.task, screen=args.screen, theme=args.theme,
