@@ -56,7 +56,7 @@ def read_counters(nvml_index: int | None, pci_bus_id: str | None, with_xid: bool
     out = empty()
     if nvml_index is not None:
         try:
-            from engine import nvml
+            from engine import nvml_health as nvml
 
             ecc = nvml.ecc_uncorrectable(nvml_index)
             if ecc is not None:

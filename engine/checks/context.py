@@ -62,7 +62,7 @@ class RealFS:
 
 
 class RealNvml:
-    """engine.nvml with every failure turned into None, so a check never sees an exception."""
+    """engine.nvml and engine.nvml_health with every failure turned into None, so a check never sees an exception."""
 
     def status(self) -> tuple[bool, str | None, str | None]:
         """(NVML initialised, problem, fix). True even when it sees no GPU."""
@@ -76,11 +76,11 @@ class RealNvml:
         return True, None, None
 
     def _call(self, name: str, *args: Any) -> Any:
-        from engine import nvml
+        from engine import nvml, nvml_health
         from engine.errors import BackendUnavailable
 
         try:
-            return getattr(nvml, name)(*args)
+            return getattr(nvml_health if hasattr(nvml_health, name) else nvml, name)(*args)
         except BackendUnavailable:
             return None
 
