@@ -5,20 +5,29 @@ anything compiles), renders its CUDA source with knob values as validated intege
 buffers and launches one run needs, counts FLOPs and bytes, gives a higher-precision reference and
 its peers. It does no I/O and imports neither cupy nor any UI; array work takes an array module
 ``xp`` (numpy or cupy) from the caller.
+
+What ``render`` returns (``Build``, ``Launch``, ``Buffer``, ``TensorMapArg``) and the peers
+(``PeerSpec``) are defined in ``kernels.build``, the source assembly in ``kernels.source``; this
+module names them as the contract's vocabulary.
 """
 
 from __future__ import annotations
 
 import hashlib
-import posixpath
-import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-KERNEL_DIR = Path(__file__).resolve().parent
+from kernels.build import Buffer as Buffer
+from kernels.build import Build as Build
+from kernels.build import Launch as Launch
+from kernels.build import PeerSpec as PeerSpec
+from kernels.build import TensorMapArg as TensorMapArg
+from kernels.source import KERNEL_DIR as KERNEL_DIR
+from kernels.source import kernel_source as kernel_source
+from kernels.source import vec16_source as vec16_source
+
 INT32_MAX = 2**31 - 1
 """Kernels take their dimensions as int32 arguments."""
 
@@ -127,94 +136,6 @@ class KnobError(ValueError):
     def __init__(self, field: str, value: Any, message: str) -> None:
         super().__init__(f"{field}={value}: {message}")
         self.violation = Violation(field, value, message)
-
-
-@dataclass(frozen=True)
-class Buffer:
-    """A device buffer one run needs. Inputs are filled with N(0,1); outputs are poisoned."""
-
-    name: str
-    shape: tuple[int, ...]
-    dtype: Literal["bf16", "fp16", "fp32"]
-    role: Literal["input", "output", "scratch"]
-
-
-@dataclass(frozen=True)
-class TensorMapArg:
-    """A TMA tensor map (CUtensorMap, 128 bytes) over a 2-D row-major buffer, passed by value
-    (``const __grid_constant__ CUtensorMap``). The backend encodes it with
-    cuTensorMapEncodeTiled for the buffer's device address; box sizes are in elements."""
-
-    buffer: str
-    rows: int
-    cols: int
-    box_rows: int
-    box_cols: int
-    swizzle_bytes: int = 128
-    """0 (none), 32, 64 or 128: the shared-memory swizzle the consumer expects."""
-    l2_promotion: int = 256
-    """0 (none), 64, 128 or 256: the L2 fetch size a box's row pieces are promoted to."""
-
-
-@dataclass(frozen=True)
-class Launch:
-    """One kernel launch. ``args`` holds buffer names (str), int32 scalars (int) and tensor maps."""
-
-    function: str
-    grid: tuple[int, int, int]
-    block: tuple[int, int, int]
-    shared_mem_bytes: int
-    args: tuple[str | int | TensorMapArg, ...]
-    cluster: int = 1
-    """CTAs per thread-block cluster (the kernel's own ``__cluster_dims__``). A persistent grid of
-    clusters must be co-resident: the backend caps ``grid`` at the clusters the device can hold at
-    once (``cuOccupancyMaxActiveClusters``); the kernel strides by ``gridDim.x / cluster``, so any
-    whole number of clusters is correct."""
-    pdl: bool = False
-    """The kernel runs ``grid_dependency_wait()`` (kernels/mbarrier.cuh) before its first global read
-    or write, so it may be launched with programmatic dependent launch (engine/backends/pdl.py): its
-    set-up overlaps the end of the kernel before it in the stream."""
-
-
-@dataclass(frozen=True)
-class Build:
-    """Everything needed to compile and launch one configuration."""
-
-    source: str
-    functions: tuple[str, ...]
-    launches: tuple[Launch, ...]
-    options: tuple[str, ...] = ()
-    info: dict[str, Any] = field(default_factory=dict)
-    """Resolved knobs and geometry for display: tile, stages, path (e.g. 'mma.sync+cp.async')."""
-    scratch: tuple[Buffer, ...] = ()
-    """Device buffers this configuration needs beyond the spec's ``buffers`` (e.g. the 3xTF32
-    operand split), allocated by the backend next to the outputs and never verified."""
-
-    @property
-    def source_sha256(self) -> str:
-        return hashlib.sha256(self.source.encode()).hexdigest()
-
-
-@dataclass(frozen=True)
-class PeerSpec:
-    """A peer implementation timed on the same inputs. ``run(xp, blas, inputs, outs)`` writes the
-    output buffers in ``outs`` (name -> array); ``blas`` is the backend's cuBLAS wrapper (``gemm_nt``). ``baseline`` marks the
-    unfused framework baseline (T_b of the SOL-ExecBench score)."""
-
-    name: str
-    label: str
-    run: Callable[..., None]
-    baseline: bool = False
-    dtypes: tuple[str, ...] = ("bf16", "fp16", "fp32", "tf32")
-    verify: bool = True
-    """False for peers that compute only part of the function (e.g. the GEMM without R)."""
-    needs: str | None = None
-    """The Python package the peer runs on (``torch``): where it is not installed the peer is
-    reported unavailable, on the GPU and on the simulated device alike."""
-    prepare: Callable[..., None] | None = None
-    """Untimed set-up, same arguments as ``run``, called before the warm-ups and before the
-    verification run: for a peer that works in place on its output (cuBLAS with beta=1 adds into C,
-    so C must first hold R), so that the copy is not timed as part of the peer."""
 
 
 @dataclass(frozen=True)
@@ -332,35 +253,6 @@ def torch_view(x: Any) -> Any:
     return torch.from_dlpack(x)
 
 
-_INCLUDE_LINE = re.compile(r'^#include (?:"([\w./]+)"|([A-Z_]+))[^\n]*\n', re.M)
-
-
-def kernel_source(name: str, macros: Mapping[str, str] | None = None,
-                  generated: Mapping[str, Callable[[], str]] | None = None) -> str:
-    """The text of ``name`` (a path under kernels/) with each ``#include "file"`` line replaced by that
-    file's text (its path relative to the including file, where the preprocessor looks first), each
-    ``#include MACRO`` named in ``macros`` by the text of the file it maps to, and a name in
-    ``generated`` by its generator's text, recursively: a part several kernels use stands once, and
-    NVRTC still gets one source, the same tokens in the same order as one file would give it."""
-    macros, generated = macros or {}, generated or {}
-    if name in generated:
-        return generated[name]()
-    folder = posixpath.dirname(name)
-
-    def one(m: re.Match[str]) -> str:
-        if m[2]:
-            return kernel_source(macros[m[2]], macros, generated) if m[2] in macros else m[0]
-        return kernel_source(posixpath.normpath(posixpath.join(folder, m[1])), macros, generated)
-
-    return _INCLUDE_LINE.sub(one, (KERNEL_DIR / name).read_text(encoding="utf-8"))
-
-
-def vec16_source(dtype_code: int) -> str:
-    """The shared 16-byte access and conversion helpers (``vec16.cuh``) for a kernel whose dtype
-    code (0 bf16, 1 fp16, 2 fp32 data) is ``dtype_code``: its VEC_DTYPE #define, then the text."""
-    return f"#define VEC_DTYPE {int(dtype_code)}\n" + (KERNEL_DIR / "vec16.cuh").read_text(encoding="utf-8")
-
-
 class KernelSpec(ABC):
     """Base class for a kernel's spec. Subclasses set the class attributes and implement the rest."""
 
@@ -388,10 +280,10 @@ class KernelSpec(ABC):
     tuning result is valid only for the hash of these (``source_hash``)."""
 
     def source_hash(self) -> str:
-        """sha256 over ``source_files`` (and the shared spec contract): changes whenever a template
-        or a planning rule changes, which invalidates tuned entries."""
+        """sha256 over ``source_files`` (and the shared spec contract with its source assembly):
+        changes whenever a template or a planning rule changes, which invalidates tuned entries."""
         h = hashlib.sha256()
-        for name in sorted({*self.source_files, "spec.py"}):
+        for name in sorted({*self.source_files, "spec.py", "source.py"}):
             h.update(name.encode() + b"\0" + (KERNEL_DIR / name).read_bytes() + b"\0")
         return h.hexdigest()
 
