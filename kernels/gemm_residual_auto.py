@@ -1,7 +1,7 @@
 """``gemm_residual``: the headline kernel, choosing its path by compute capability.
 
 On Hopper (9.0) it runs the Hopper-native path (TMA + mbarrier pipeline + wgmma, warp-specialised,
-persistent: kernels/gemm_residual_sm90.*) for bf16/fp16/tf32, and for fp32 by 3xTF32 (fp32-class
+persistent: kernels/sm90/, kernels/gemm_residual_sm90.cu) for bf16/fp16/tf32, and for fp32 by 3xTF32 (fp32-class
 accuracy on the tensor cores); everywhere else the portable path (mma.sync + cp.async multistage,
 or fp32 FFMA: kernels/gemm_residual.*). ``gemm_residual_mma`` forces the portable path on any GPU,
 so it can be checked on Hopper too (and keeps true-FFMA fp32 there)."""
@@ -10,9 +10,21 @@ from __future__ import annotations
 
 from typing import Any
 
+import kernels.sm90.choices as sm90_choices_mod
+import kernels.sm90.codegen as sm90_codegen
+import kernels.sm90.defaults as sm90_defaults
+import kernels.sm90.model as sm90_model
+import kernels.sm90.planner as sm90_planner
+import kernels.sm90.smem as sm90_smem
+import kernels.sm90.tiles as sm90_tiles
 from kernels import gemm_residual_skinny as sk
-from kernels import gemm_residual_sm90 as sm90
 from kernels.gemm_residual import GemmResidualSpec
+from kernels.gemm_residual_cost import (
+    SKINNY_SIM_BANDWIDTH,
+    decode_tile_share,
+    skinny_cost_us,
+    sm90_predict_ms,
+)
 from kernels.sm90.codegen import describe as sm90_describe
 from kernels.spec import Build, DeviceLimits, KernelPlan, KnobDef, KnobError, Tile, Violation, tile_text
 
@@ -38,7 +50,7 @@ DECODE_MULTICAST = KnobDef("multicast", ("none",),
                            "pair on one GPC (a decode tile shares the tokens with cluster=2, never W)")
 """A decode tile's multicast choice (``SM90_SCHEDULE``'s w it refuses, a is its cluster=2)."""
 SWAPPED_SCHEDULE = ("cluster", "multicast", "raster")
-"""The choices a swapped tile (``sm90.SWAP_TILES``) has: its consumers are cooperative and its tiles
+"""The choices a swapped tile (``sm90_tiles.SWAP_TILES``) has: its consumers are cooperative and its tiles
 run whole (``_plan_swapped``)."""
 
 
@@ -64,114 +76,9 @@ HOPPER_SKINNY_DEFAULT_MAX_M = 8
 """On Hopper the decode path is the default only up to this M; beyond, the Hopper GEMM's decode tiles
 (ADR-0011: at M = 16 0.94-0.99 of cuBLAS against the decode path's 0.95-1.06; at M <= 8 and
 N <= 5120 the decode path stayed 1-3 % ahead)."""
-DECODE_SIM_SHARE = 0.875
-"""The Hopper decode tiles' share of the DRAM roofline on the SIMULATED device and in the tuner's
-prior, beside a fixed launch cost: on the H200 the engine's timer read ~5 us + W's bytes at 4.2 TB/s at M = 9..48 with
-64-132 CTAs (16 x 8192 x 8192 35.4-37.0 us, 16 x 28672 x 4096 63.4, 16 x 4096 x 14336 32.6,
-16 x 5120 x 5120 17.9; ADR-0011)."""
-DECODE_SIM_CTA_SHARE = 0.0138
-"""One CTA's pull as a share of the DRAM roofline (16 x 4096 x 14336: 64 CTAs moved 4.25 TB/s, ~66 GB/s
-each); fewer CTAs than the DRAM needs cap the rate."""
-DECODE_SIM_DEPTH = (6 * 2**20, 1.2)
-"""A ring that keeps less than 6 MB in flight over the grid runs at (its bytes / 6 MB) ** 1.2 of the
-rate (16 x 8192 x 8192, 128 CTAs: 4 slots of 10 KB 41.2 us, 3 slots 56.6, against 35.8 at 8; at 64
-CTAs 12 slots, 7.9 MB, were as fast as any)."""
-SKINNY_SIM_BANDWIDTH = 4.8e12
-"""The bandwidth the decode path's cost model is scaled by for the SIMULATED efficiency (a ratio,
-so the roofline's own bandwidth then sets the time)."""
-
-L2_PER_DRAM = 2.5
-"""The L2's bandwidth over DRAM's for the prior (Hopper: roughly 10-12 TB/s against 4.8)."""
-TILE_EFFICIENCY_MAX = 0.66
-TILE_INTENSITY_REF = 128 * 256 / (128 + 256)
-TILE_EFFICIENCY_POWER = 0.6
-"""The share of the tensor-core peak a tile's main loop keeps grows with its operand reuse, the
-intensity BM * BN / (BM + BN): ``TILE_EFFICIENCY_MAX`` x min(1, I / I_ref) ** power, fitted to the
-H200 at 8192^3 bf16 (ADR-0002: 128x256 0.65 of the datasheet peak, 168x128 0.61, 128x128 0.55,
-128x80 0.45); one consumer warpgroup (the 64-row tiles) keeps ``ONE_CONSUMER`` of that."""
-ONE_CONSUMER = 0.8
-PINGPONG_GAIN = 1.15
-"""Ping-pong keeps the tensor cores busier than cooperative on the same tile: one consumer's
-epilogue and barriers overlap the other's main loop (H200 seed shape: ping-pong 128x128 0.144 ms,
-cooperative 128x256 0.152)."""
-SHORT_GAIN = 1.33
-"""A launch that ends within ``SHORT_MS`` runs at boost clocks before the board reaches its power
-cap: the 8192^3 fit above is the capped case (the seed's 128x128 kept 0.75 of the peak for 0.14 ms,
-8192^3's 0.55 for 2 ms)."""
-SHORT_MS = 0.2
-LONG_MS = 1.0
-STREAMK_TAIL_SCALE = 1.15
-STREAMK_TAIL_FIXED = 0.5
-"""A stream-K tail's rounds: ``STREAMK_TAIL_FIXED`` + its share of a round x ``STREAMK_TAIL_SCALE``.
-The fixed half round (partials through the workspace, the finishing CTA's read-back, operands no
-longer shared in L2 by CTAs at different K) is fitted to the tuned table shapes' trials and checked
-on held-out ones (ADR-0002: without it, stream-K builds ran 1.15-1.46x their prediction, medians)."""
-
-
-def _skinny_cost_us(p: sk.SkinnyPlan, shape: dict[str, int], dtype: str, bandwidth: float,
-                    limits: DeviceLimits) -> float:
-    """The decode path's model for either way W travels (``sk.cost_us``, ``sk.bulk_cost_us``)."""
-    m, n, k = shape["m"], shape["n"], shape["k"]
-    if p.w_bulk:
-        return sk.bulk_cost_us(m, n, k, p.bm, p.bn, p.stages, p.warps, p.split_k, p.bulk_k, limits, bandwidth,
-                               p.w_bulk)
-    return sk.cost_us(p, m, n, k, dtype, bandwidth, limits.sm_count)
-
-
-def decode_tile_share(block_size: str, stages: int, m: int, n: int, limits: DeviceLimits) -> tuple[float, int]:
-    """(the share of the DRAM roofline a Hopper decode tile streams W at, the rows of tiles that each
-    stream it): ``DECODE_SIM_SHARE``, or the CTAs' own pull (``DECODE_SIM_CTA_SHARE`` each) where few
-    run, less where the ring keeps too little in flight (``DECODE_SIM_DEPTH``)."""
-    rows, cols, _ = sm90.TILES[block_size]
-    row_blocks = -(-m // rows)
-    ctas = min(row_blocks * -(-n // cols), limits.sm_count)
-    in_flight = sm90.stage_count(stages) * ctas * (rows + cols) * 128
-    share = min(DECODE_SIM_SHARE, ctas * DECODE_SIM_CTA_SHARE)
-    return share * min(1.0, in_flight / DECODE_SIM_DEPTH[0]) ** DECODE_SIM_DEPTH[1], row_blocks
-
-
-def sm90_predict_ms(p: Any, limits: DeviceLimits, peak_flops: float, bandwidth: float, dram_bytes: int) -> float:
-    """A Hopper plan's predicted time: rounds of tiles (``tile_rounds`` for data-parallel plans; the
-    busiest CTA's K share under stream-K) x each tile's time, the slower of its MMAs at the share of
-    the tensor cores its operand reuse keeps and its operands through the CTA's share of the L2 (W's
-    shared by a 2x1 cluster), plus its epilogue (overlapped by ping-pong) and a launch; never under
-    the DRAM floor. A decode tile (``sm90.DECODE_TILES``) streams W: ``decode_tile_share``."""
-    bm, bn, consumers = sm90.parse_block_size(p.block_size, p.dtype)
-    item = sm90.ITEMSIZE[p.dtype]
-    if p.decode:  # W streamed: its own model
-        share, row_blocks = decode_tile_share(f"{p.tile.m}x{p.tile.n}", p.stages, p.n, p.m, limits)
-        # relative to the full share, as the other plans' floor is the whole DRAM bandwidth
-        t = 5e-6 + p.m * p.k * item * row_blocks / (bandwidth * share / DECODE_SIM_SHARE)
-        return 1e3 * (t + (0 if p.fuse else 2.0 * p.m * p.n * item / bandwidth))
-    passes = sm90.PASSES.get(p.dtype, 1)
-    sms = limits.sm_count
-    intensity = bm * bn / (bm + bn)
-    eff = TILE_EFFICIENCY_MAX * min(1.0, intensity / TILE_INTENSITY_REF) ** TILE_EFFICIENCY_POWER
-    eff *= (1.0 if consumers > 1 else ONE_CONSUMER) * (PINGPONG_GAIN if p.pingpong else 1.0)
-    mma_s = 2.0 * bm * bn * p.k * passes / (peak_flops / sms * eff)
-    cm, cn = p.cluster
-    l2_share = L2_PER_DRAM * bandwidth / sms
-    l2_s = (bm / cn + bn / cm) * p.k * item / l2_share
-    epi_s = 2.0 * bm * bn * item / l2_share
-    depth = {1: 2.2, 2: 1.35, 3: 1.03}.get(sm90.stage_count(p.stages), 1.0)
-    tile_s = max(mma_s, l2_s) * depth + (0.3 if p.pingpong else 1.0) * epi_s
-    tiles = p.tiles
-    if p.dp_tiles < tiles and not p.half_tail:  # stream-K: the tail's K spread over the grid
-        rounds = (-(-p.dp_tiles // max(1, p.grid))
-                  + STREAMK_TAIL_FIXED + (tiles - p.dp_tiles) / max(1, p.grid) * STREAMK_TAIL_SCALE)
-    else:
-        rounds = sm90.tile_rounds(p.m, p.n, bm, bn, sms, p.cluster, p.half_tail)
-    busy = rounds * tile_s
-    # boost clocks for short launches, the power cap's for long ones, linear in between
-    ramp = min(1.0, max(0.0, (busy * 1e3 / SHORT_GAIN - SHORT_MS) / (LONG_MS - SHORT_MS)))
-    busy /= SHORT_GAIN - (SHORT_GAIN - 1.0) * ramp
-    t = busy + 5e-6 + (0 if p.fuse else 2.0 * p.m * p.n * item / bandwidth)
-    return 1e3 * max(t, dram_bytes / bandwidth)
-
-
 def sm90_choices(schedule: dict[str, Any], task: Any, limits: DeviceLimits, block_size: str,
                  stages: int) -> dict[str, Any]:
-    """``sm90.plan``'s keyword arguments for a task's schedule choices; ValueError naming the
+    """``sm90_planner.plan``'s keyword arguments for a task's schedule choices; ValueError naming the
     choice for an unknown name or value, or one this shape cannot take."""
     known = {k.name: k for k in SM90_SCHEDULE}
     out: dict[str, Any] = {}
@@ -191,25 +98,25 @@ def sm90_choices(schedule: dict[str, Any], task: Any, limits: DeviceLimits, bloc
         if schedule["multicast"] == "none":
             out.update(cluster=1, pairs=True)
         else:
-            out["cluster"] = sm90.multicast_cluster(schedule["multicast"], sm90.swapped(block_size))
+            out["cluster"] = sm90_tiles.multicast_cluster(schedule["multicast"], sm90_tiles.swapped(block_size))
     raster = schedule.get("raster")
     if raster is not None:
         # a swapped tile's kernel runs the problem's N as its M: its M-fastest order is the problem's N
-        m_fastest = raster == ("n" if sm90.swapped(block_size) else "m")
-        out["raster_m"], out["raster_group"] = m_fastest, (sm90.RASTER_GROUP_DEFAULT if raster == "group" else 0)
+        m_fastest = raster == ("n" if sm90_tiles.swapped(block_size) else "m")
+        out["raster_m"], out["raster_group"] = m_fastest, (sm90_choices_mod.RASTER_GROUP_DEFAULT if raster == "group" else 0)
     split = schedule.get("split")
     if split == "off":
         out.update(streamk=False, half_tail=False)
     elif split == "halves":
         out.update(streamk=False, half_tail=True)
     elif split == "streamk":
-        m, n, k = sm90._mnk(task.shape)
-        k16 = sm90._k16(k, task.dtype)
-        bm, bn, _ = sm90.parse_block_size(block_size, task.dtype)
-        splits = sm90.schedule_candidates(m, n, k16, bm, bn, limits.sm_count)[1:]
+        m, n, k = sm90_tiles._mnk(task.shape)
+        k16 = sm90_tiles._k16(k, task.dtype)
+        bm, bn, _ = sm90_tiles.parse_block_size(block_size, task.dtype)
+        splits = sm90_model.schedule_candidates(m, n, k16, bm, bn, limits.sm_count)[1:]
         if not splits:
             raise KnobError("schedule.split", "streamk", "this shape's tiles leave no part-full round to split")
-        best = min(splits, key=lambda c: sm90.schedule_cost(m, n, k16, block_size, limits.sm_count, *c))
+        best = min(splits, key=lambda c: sm90_model.schedule_cost(m, n, k16, block_size, limits.sm_count, *c))
         out.update(streamk=True, half_tail=False, schedule=best)
     return out
 
@@ -225,13 +132,13 @@ class PortableGemmResidualSpec(GemmResidualSpec):
 
 class AutoGemmResidualSpec(GemmResidualSpec):
     name = "gemm_residual"
-    source_files = (*GemmResidualSpec.source_files, "gemm_residual_auto.py", *sm90.SOURCE_FILES,
+    source_files = (*GemmResidualSpec.source_files, "gemm_residual_auto.py", *sm90_codegen.SOURCE_FILES,
                     "gemm_residual_skinny.py", "gemm_residual_skinny.cu", "mbarrier.cuh")
     title = "GEMM + residual add (attention output projection), Hopper wgmma path on 9.0"
 
     @staticmethod
     def _hopper(limits: DeviceLimits, dtype: str, shape: dict[str, int] | None = None) -> bool:
-        return sm90.supported(limits, dtype, shape)
+        return sm90_tiles.supported(limits, dtype, shape)
 
     @staticmethod
     def _skinny_fits(limits: DeviceLimits, dtype: str, shape: dict[str, int] | None) -> bool:
@@ -263,7 +170,7 @@ class AutoGemmResidualSpec(GemmResidualSpec):
         name = str(block_size)
         if name not in sk.TILES or not self._skinny_fits(limits, dtype, None):
             return False
-        theirs = sm90.TILES if other == "sm90" else [Tile.parse(t).name
+        theirs = sm90_tiles.TILES if other == "sm90" else [Tile.parse(t).name
                                                       for t in super().block_size_options(limits, dtype)]
         return name not in theirs
 
@@ -276,21 +183,21 @@ class AutoGemmResidualSpec(GemmResidualSpec):
     @staticmethod
     def _decode_tiles_for(tiles: list[str], shape: dict[str, int] | None) -> list[str]:
         """With a shape, of the Hopper path's decode tiles only the one holding M in one row of tiles
-        (``sm90.decode_tile``; none past its largest M): a narrower one streams W once per row of
+        (``sm90_tiles.decode_tile``; none past its largest M): a narrower one streams W once per row of
         tiles, a wider one computes rows past M. Any one of them still runs where a task names it."""
         if not shape:
             return tiles
         try:
-            own = sm90.decode_tile(shape.get("m", 0))
+            own = sm90_tiles.decode_tile(shape.get("m", 0))
         except ValueError:
             own = None
-        return [t for t in tiles if t not in sm90.DECODE_TILES or t == own]
+        return [t for t in tiles if t not in sm90_tiles.DECODE_TILES or t == own]
 
     def block_size_options(self, limits: DeviceLimits, dtype: str,
                            shape: dict[str, int] | None = None) -> list[str]:
         skinny = self._skinny_tiles(limits, dtype, shape)
         if self._hopper(limits, dtype):
-            return self._decode_tiles_for(sm90.block_size_options(limits, dtype), shape) + skinny
+            return self._decode_tiles_for(sm90_smem.block_size_options(limits, dtype), shape) + skinny
         return super().block_size_options(limits, dtype) + skinny
 
     def pipelining_options(self, limits: DeviceLimits, dtype: str, block_size: str,
@@ -304,7 +211,7 @@ class AutoGemmResidualSpec(GemmResidualSpec):
                 return sk.bulk_stages_that_fit(bm, bn, p.warps, p.bulk_k, limits, p.w_bulk)
             return sk.stages_that_fit(bm, bn, sk.DEFAULT_WARPS, k)
         if self._hopper(limits, dtype, shape):
-            return sm90.pipelining_options(limits, dtype, block_size, shape)
+            return sm90_smem.pipelining_options(limits, dtype, block_size, shape)
         return super().pipelining_options(limits, dtype, block_size, shape)
 
     def default_knobs(self, limits: DeviceLimits, dtype: str,
@@ -314,7 +221,7 @@ class AutoGemmResidualSpec(GemmResidualSpec):
             p = sk.plan(shape["m"], shape["n"], shape["k"], dtype, limits)
             return p.block_size, p.stages
         if self._hopper(limits, dtype, shape):
-            return sm90.default_knobs(limits, dtype, shape)
+            return sm90_defaults.default_knobs(limits, dtype, shape)
         return super().default_knobs(limits, dtype, shape)
 
     def same_family(self, limits: DeviceLimits, dtype: str, shape: dict[str, int] | None, block_size: str,
@@ -324,14 +231,14 @@ class AutoGemmResidualSpec(GemmResidualSpec):
         tile, lent where either path would run). On the decode path
         the lent tile must also hold the tokens in no more CTA rows than the path's own (each row
         of CTAs streams W again: an 8-token tile lent from M = 8 to M = 16 reads W twice); a Hopper
-        decode tile only where it is the one for M (``sm90.decode_tile``): one row of tiles."""
+        decode tile only where it is the one for M (``sm90_tiles.decode_tile``): one row of tiles."""
         block_size = tile_text(block_size)
         other = tile_text(other)
-        if other in sm90.DECODE_TILES and self._path(limits, dtype, shape, other) == "sm90":
+        if other in sm90_tiles.DECODE_TILES and self._path(limits, dtype, shape, other) == "sm90":
             # the Hopper decode design, for M either path would take: lent only where it holds M in
             # one row of tiles (a narrower R streams W twice, a wider one stages rows past M)
             try:
-                return shape is not None and sm90.decode_tile(shape["m"]) == other
+                return shape is not None and sm90_tiles.decode_tile(shape["m"]) == other
             except (KeyError, ValueError):
                 return False
         path = self._path(limits, dtype, shape, block_size)
@@ -371,7 +278,7 @@ class AutoGemmResidualSpec(GemmResidualSpec):
             return sk.default_stages(bm, bn, sk.DEFAULT_WARPS, k)
         if path == "sm90":
             try:
-                return sm90.default_stages(limits, dtype, block_size, shape)
+                return sm90_defaults.default_stages(limits, dtype, block_size, shape)
             except ValueError:
                 return super().stages_for(limits, dtype, block_size, shape)
         stages = self.default_stages(limits, dtype, block_size)
@@ -383,8 +290,8 @@ class AutoGemmResidualSpec(GemmResidualSpec):
         tile = block_size if block_size is not None else self.default_knobs(limits, dtype, shape)[0]
         path = self._path(limits, dtype, shape, tile)
         if path == "sm90":
-            if sm90.swapped(str(tile)):  # cooperative and whole tiles whatever is asked: no choice there
-                if str(tile) in sm90.DECODE_TILES:
+            if sm90_tiles.swapped(str(tile)):  # cooperative and whole tiles whatever is asked: no choice there
+                if str(tile) in sm90_tiles.DECODE_TILES:
                     # a decode tile streams W evict-first: a cluster shares only the tokens (cluster=2)
                     # or nothing (pairs)
                     return [DECODE_MULTICAST if k.name == "multicast" else k
@@ -400,7 +307,7 @@ class AutoGemmResidualSpec(GemmResidualSpec):
         if path == "skinny":
             return self._skinny_check(task, limits, shape)
         if path == "sm90":  # the planner's own refusals come from ``decide``
-            return sm90.check(task.model_copy(update={"shape": shape}), limits)
+            return sm90_planner.check(task.model_copy(update={"shape": shape}), limits)
         out = super().check(task, limits)
         if task.schedule:
             out.append(Violation("schedule", dict(task.schedule),
@@ -459,7 +366,7 @@ class AutoGemmResidualSpec(GemmResidualSpec):
         t = task.model_copy(update={"shape": shape})
         stages = task.memory_pipelining or 0
         choices = sm90_choices(dict(task.schedule or {}), t, limits, tile_text(task.block_size), stages)
-        p = sm90.plan(t, limits, tile_text(task.block_size), stages, **choices)
+        p = sm90_planner.plan(t, limits, tile_text(task.block_size), stages, **choices)
         resolved = p.schedule()
         for key, value in (task.schedule or {}).items():
             if resolved.get(key) != value:
@@ -468,15 +375,15 @@ class AutoGemmResidualSpec(GemmResidualSpec):
         return KernelPlan(block_size=p.tile, memory_pipelining=stages, schedule=resolved, detail=p)
 
     def describe(self, plan: KernelPlan, task: Any, limits: DeviceLimits) -> dict[str, Any]:
-        if isinstance(plan.detail, sm90.Sm90Plan):
+        if isinstance(plan.detail, sm90_planner.Sm90Plan):
             return sm90_describe(plan.detail, limits)
         if isinstance(plan.detail, sk.SkinnyPlan):
             return plan.detail.info()
         return super().describe(plan, task, limits)
 
     def render(self, plan: KernelPlan, limits: DeviceLimits) -> Build:
-        if isinstance(plan.detail, sm90.Sm90Plan):
-            return sm90.render(plan.detail, limits)
+        if isinstance(plan.detail, sm90_planner.Sm90Plan):
+            return sm90_codegen.render(plan.detail, limits)
         if isinstance(plan.detail, sk.SkinnyPlan):
             shape = self.normalize_shape(plan.task.shape)
             return sk.render(plan.detail, shape["m"], shape["n"], shape["k"], plan.task.dtype.value)
@@ -490,8 +397,8 @@ class AutoGemmResidualSpec(GemmResidualSpec):
         shape = self.normalize_shape(task.shape)
         kp = self.decide(task, limits)
         if isinstance(kp.detail, sk.SkinnyPlan):
-            return 1e-3 * _skinny_cost_us(kp.detail, shape, task.dtype.value, bandwidth_bytes_per_s, limits)
-        if isinstance(kp.detail, sm90.Sm90Plan):
+            return 1e-3 * skinny_cost_us(kp.detail, shape, task.dtype.value, bandwidth_bytes_per_s, limits)
+        if isinstance(kp.detail, sm90_planner.Sm90Plan):
             return sm90_predict_ms(kp.detail, limits, peak_flops, bandwidth_bytes_per_s,
                                    self.bytes_moved(shape, task.dtype.value))
         return super().predict_ms(task, limits, peak_flops, bandwidth_bytes_per_s)
@@ -502,7 +409,7 @@ class AutoGemmResidualSpec(GemmResidualSpec):
             return self._skinny_efficiency(task, limits, shape)
         if not self._hopper(limits, task.dtype.value):
             return super().sim_efficiency(task, limits)
-        if shape is not None and str(tile_text(task.block_size)) in sm90.DECODE_TILES:
+        if shape is not None and str(tile_text(task.block_size)) in sm90_tiles.DECODE_TILES:
             return self._decode_tile_efficiency(task, limits, shape)
         # Factors from an H200 (ADR-0005): 128x256 with 3 stages and ping-pong 128x128 with 5
         # reach about 72 % of the bf16 datasheet peak; 2 stages ~54 %, off ~37 %; 256x128 -4 %;
@@ -534,7 +441,7 @@ class AutoGemmResidualSpec(GemmResidualSpec):
         m, n, k = shape["m"], shape["n"], shape["k"]
         bw = SKINNY_SIM_BANDWIDTH
         t_bytes_us = 2 * (n * k + m * k + 2 * m * n) / bw * 1e6
-        return max(0.01, min(0.95, t_bytes_us / _skinny_cost_us(p, shape, task.dtype.value, bw, limits)))
+        return max(0.01, min(0.95, t_bytes_us / skinny_cost_us(p, shape, task.dtype.value, bw, limits)))
 
     SIM_SEED_FILL = 8192 * 2560 / (10 * 128 * 128 * 132)
     """The seed shape's share of its rounds' tile slots (128x128: 1280 tiles in 10 rounds of 132),
@@ -552,7 +459,7 @@ class AutoGemmResidualSpec(GemmResidualSpec):
         if not shape or not tile_text(task.block_size):
             return 1.0
         try:
-            _, work = sm90.round_work(limits, dtype, tile_text(task.block_size), task.memory_pipelining or 0, shape)
+            _, work = sm90_choices_mod.round_work(limits, dtype, tile_text(task.block_size), task.memory_pipelining or 0, shape)
         except ValueError:
             return 1.0
         fill = shape["m"] * shape["n"] / (work * limits.sm_count)

@@ -2,15 +2,15 @@
 
 from pathlib import Path
 
-import kernels.gemm_residual_auto as auto
 from bench.fit_prior import errors, fit, trials
+from kernels.gemm_residual_cost import STREAMK_TAIL
 
 DATA = Path(__file__).resolve().parents[2] / "docs" / "data"
 
 
 def test_stream_k_tail_constants_are_the_fit_over_the_table_runs():
     train = list(trials(DATA / "tune-table-extra-h200.jsonl.gz"))
-    assert fit(train) == (auto.STREAMK_TAIL_SCALE, auto.STREAMK_TAIL_FIXED)
+    assert fit(train) == (STREAMK_TAIL.scale, STREAMK_TAIL.fixed)
 
 
 def test_the_fit_holds_on_the_held_out_run():

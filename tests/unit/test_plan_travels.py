@@ -7,7 +7,7 @@ import collections
 import pytest
 
 import kernels
-import kernels.gemm_residual_auto as auto
+import kernels.sm90.planner as sm90_planner
 from engine.backends.select import BackendChoice
 from engine.job import REPLANNED, JobRequest
 from engine.runner import prepare
@@ -31,7 +31,7 @@ class _Pipe:
 def counts(monkeypatch):
     seen: collections.Counter[str] = collections.Counter()
     cls = type(kernels.get_spec("gemm_residual"))
-    for owner, name, key in ((cls, "plan", "spec.plan"), (cls, "render", "spec.render"), (auto.sm90, "plan", "sm90.plan")):
+    for owner, name, key in ((cls, "plan", "spec.plan"), (cls, "render", "spec.render"), (sm90_planner, "plan", "sm90.plan")):
         original = getattr(owner, name)
 
         def counted(*a, _original=original, _key=key, **k):
