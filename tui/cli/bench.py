@@ -88,8 +88,6 @@ WIDE_TABLE = 100
 
 
 def print_result(res: RunResult, notices: list[str], knobs_from: str = "default") -> None:
-    from rich.table import Table
-
     con = stdout_console()
     if res.simulated:
         con.print("[reverse bold yellow] SIMULATED [/] timings come from the roofline model, not from a GPU")
@@ -105,6 +103,14 @@ def print_result(res: RunResult, notices: list[str], knobs_from: str = "default"
         for r in res.matched_rules:
             con.print(f"  [yellow]rule {r.get('id')}[/]: {r.get('title')} -- fix: {r.get('fix')}")
         return
+    _print_figures(con, res)
+    _print_findings(con, res)
+
+
+def _print_figures(con: Any, res: RunResult) -> None:
+    """The table of ours and the peers (median, spread, rates, SOL, correct) and its notes."""
+    from rich.table import Table
+
     sol = res.sol
     wide = con.width >= WIDE_TABLE
     cols = ["implementation", "median ms", "p10", "p90", "TFLOP/s", "GB/s", "SOL %", "correct"]
@@ -144,6 +150,12 @@ def print_result(res: RunResult, notices: list[str], knobs_from: str = "default"
         con.print(f"[dim]not timed:[/] {line}")
     if not wide:
         con.print(f"[dim]p10 and p90 not shown at {con.width} columns (--json has them)[/]")
+
+
+def _print_findings(con: Any, res: RunResult) -> None:
+    """What the figures mean and what was seen: bounds and score, measured ceilings, verification,
+    energy, throttling, other processes, the rules' findings and where the run is stored."""
+    sol, c = res.sol, res.correctness
     if res.peers_caveat:
         con.print(f"[yellow]note:[/] {res.peers_caveat}")
     if res.timing_note:
