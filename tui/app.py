@@ -150,6 +150,10 @@ class CockpitApp(App):
         """Runs that ended this session (any status): tests and scripts wait on it."""
         self.work: dict[str, threading.Event] = {}
         """The cancel event of each piece of work in flight ('run', 'tune'), set when quitting."""
+        self.applied_best: dict[str, Any] = {}
+        """Knobs a tune's best set in the task this session (``a``), as the saved task would hold
+        them: left out of the saved task while unchanged, so that after a restart the tuning cache's
+        entry chooses them (and follows the shape) instead of a pin."""
         self.jobs: list[JobRecord] = []
         """Runs, tunes and soaks of this session, oldest first (the Jobs view, ``j``)."""
         self.check_results: list[Any] = []
@@ -451,6 +455,9 @@ class CockpitApp(App):
         task = self.task_spec.model_dump(mode="json", exclude_none=True)
         for key in ("backend", "fault"):  # the backend comes from --backend; a fault is a one-off
             task.pop(key, None)
+        for key, value in self.applied_best.items():  # the tuned entry chooses them next time
+            if task.get(key) == value:
+                task.pop(key)
         base = self.preferences.prefs if self.preferences is not None else Preferences()
         mode = self.current_mode if self.current_mode in SCREEN_MODES else self.start_mode
         return Preferences(theme=theme, profile=self.profile_name, screen=mode, task=task, extra=base.extra)
@@ -550,11 +557,58 @@ def app_from_command_line(argv: list[str], preferences: PreferencesFile | None =
                     theme=opts.theme, start_mode=opts.screen, preferences=prefs, **kwargs)
 
 
+STOP_WAIT_S = 10.0
+"""How long the cockpit, stopped by a signal, waits for the work it cancelled to store its record."""
+
+
+def stop_on_signals(app: CockpitApp) -> dict[int, Any]:
+    """SIGHUP (a closed terminal or SSH session) and SIGTERM end the cockpit as q does, instead of
+    killing it where it stands: the preferences are saved at once (the terminal may be gone before
+    the exit finishes), the work in flight is cancelled (its engine stores the cancelled run), and
+    the app exits with 128 + the signal. A signal already ignored (``nohup``) stays ignored.
+    Returns the handlers replaced (a test puts them back)."""
+    import asyncio
+    import signal
+
+    def stop(signum: int, frame: object) -> None:
+        try:
+            app.save_preferences()
+        except Exception:  # noqa: BLE001 (the exit matters more than a preferences file)
+            pass
+        app.cancel_work()
+        try:
+            asyncio.get_running_loop().call_soon(lambda: app.exit(return_code=128 + signum))
+        except RuntimeError:  # not inside the app's loop: nothing more to end
+            pass
+
+    replaced: dict[int, Any] = {}
+    if threading.current_thread() is not threading.main_thread():
+        return replaced
+    for sig in (getattr(signal, "SIGHUP", None), signal.SIGTERM):
+        if sig is not None and signal.getsignal(sig) is signal.SIG_DFL:
+            replaced[sig] = signal.signal(sig, stop)
+    return replaced
+
+
+def wait_for_work(timeout_s: float = STOP_WAIT_S) -> None:
+    """Let the threads still running (a cancelled run's worker, storing its record) finish, up to
+    ``timeout_s`` in all: at exit they would be cut off mid-write."""
+    deadline = time.monotonic() + timeout_s
+    for t in threading.enumerate():
+        if t is not threading.main_thread() and t.is_alive() and not t.daemon:
+            t.join(max(0.0, deadline - time.monotonic()))
+
+
 def run_app(argv: list[str] | None = None) -> int:
-    """Open the cockpit; returns the exit code (2 for bad arguments)."""
+    """Open the cockpit; returns the exit code (2 for bad arguments; 128 + the signal that stopped
+    it, after the work it cancelled has stored its record)."""
     try:
         app = app_from_command_line(list(argv or []))
     except SystemExit as exc:
         return int(exc.code or 0)
+    stop_on_signals(app)
     app.run()
-    return int(app.return_code or 0)
+    code = int(app.return_code or 0)
+    if code > 128:
+        wait_for_work()
+    return code

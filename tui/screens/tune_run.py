@@ -376,6 +376,10 @@ class TuneRunScreen(CockpitScreen):
         data = {**current.model_dump(mode="json", exclude_none=True), "block_size": best["block_size"],
                 "memory_pipelining": best["memory_pipelining"], "schedule": schedule}
         self.app.task_spec = TaskSpec.model_validate(data)
+        dumped = self.app.task_spec.model_dump(mode="json", exclude_none=True)
+        held = {k for k, v in tuned.model_dump(mode="json", exclude_none=True).items() if v not in ({}, None)}
+        self.app.applied_best = {k: dumped.get(k) for k in ("block_size", "memory_pipelining", "schedule")
+                                 if k not in held}  # the knobs the user fixed before the tune stay theirs
         so_far = " (best so far)" if self.state == "running" else ""
         self.notify(f"{trial_label(best)}{so_far}: {best['median_ms']:.4f} ms. 4 Run runs it; the form shows it.",
                     title="Best knobs applied to the task")
