@@ -60,10 +60,12 @@ class Checklist:
         self.store = store
         self.host = host
 
-    def _get(self, step: str) -> dict[str, Any]:
-        """The stored state of a step; one that is not an object (edited by hand, written by
-        something else) is an error naming it, never a step silently shown as not done."""
-        value = self.store.get_state(STATE_PREFIX + step, default={}, host=self.host) or {}
+    def _get(self, step: str, read: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The stored state of a step (from ``read``, the states read at once, where given); one
+        that is not an object (edited by hand, written by something else) is an error naming it,
+        never a step silently shown as not done."""
+        value = (self.store.get_state(STATE_PREFIX + step, default={}, host=self.host) if read is None
+                 else read.get(STATE_PREFIX + step, {})) or {}
         if not isinstance(value, dict):
             from engine.errors import InputError
 
@@ -95,17 +97,18 @@ class Checklist:
                              "statuses": dict(statuses or {}),
                              "detail": ", ".join(f"{v} {k}" for k, v in summary.items())})
 
-    def confirmed_profile(self) -> str | None:
-        return self._get("profile").get("profile") if self._get("profile").get("done") else None
+    def confirmed_profile(self, read: dict[str, Any] | None = None) -> str | None:
+        saved = self._get("profile", read)
+        return saved.get("profile") if saved.get("done") else None
 
     def _runs(self, profile: str | None) -> list[Any]:
         """Stored runs on a real GPU; a store that cannot be read is an error, not "no runs" (which
         would mark done steps as not done and store that)."""
         return [r for r in self.store.list(profile=profile, limit=500, status="ok", kind="bench") if not r.simulated]
 
-    def _derive(self, step: str, saved: dict[str, Any]) -> tuple[bool, str] | None:
-        """(done, detail) read off the store, or None when the step is manual only."""
-        profile = self.confirmed_profile()
+    def _derive(self, step: str, saved: dict[str, Any], profile: str | None) -> tuple[bool, str] | None:
+        """(done, detail) read off the store, or None when the step is manual only; ``profile``:
+        the confirmed one."""
         if step == "smoke":
             runs = [r for r in self._runs(None) if r.correct]
             return (True, f"verified run #{runs[0].id} ({runs[0].kernel}, {runs[0].gpu_name or '?'})") if runs else (
@@ -133,9 +136,11 @@ class Checklist:
     def steps(self) -> list[StepState]:
         """Every step's state, in order; derived states are stored so a later resume sees them."""
         out = []
+        read = self.store.get_states(STATE_PREFIX, host=self.host)  # one read for every step's state
+        profile = self.confirmed_profile(read)
         for sid, title, how in STEPS:
-            saved = self._get(sid)
-            derived = self._derive(sid, saved)
+            saved = self._get(sid, read)
+            derived = self._derive(sid, saved, profile)
             if derived is not None:
                 done, detail = derived
                 if saved.get("source") == "manual" and saved.get("done") and not done:

@@ -292,6 +292,21 @@ class ResultStore:
         except (TypeError, ValueError):
             raise self._damaged(f"{key!r} of host {host} is {_short(row[1])}, not JSON", "kv", row[0]) from None
 
+    def get_states(self, prefix: str, host: str | None = None) -> dict[str, Any]:
+        """Every state whose key starts with ``prefix`` (key -> value), in one read: what a caller
+        reading several keys at once (the checklist's steps) would otherwise open the store for
+        one by one. A value that is not JSON is an error naming its row, as ``get_state``'s."""
+        host = host or socket.gethostname()
+        rows = self.read_rows("SELECT rowid, key, value FROM kv WHERE host = ? AND substr(key, 1, ?) = ?",
+                              (host, len(prefix), prefix))
+        out = {}
+        for rowid, key, value in rows:
+            try:
+                out[key] = json.loads(value)
+            except (TypeError, ValueError):
+                raise self._damaged(f"{key!r} of host {host} is {_short(value)}, not JSON", "kv", rowid) from None
+        return out
+
     # --- a soak's series (engine.soak), keyed by the soak's run ----------------------------------
     SOAK_COLUMNS = ("t_s", "ms", "launches", "sm_clock_mhz", "mem_clock_mhz", "power_w", "temperature_c",
                     "throttle_mask", "verified")

@@ -80,3 +80,24 @@ def test_checklist_cli_names_steps_as_the_cockpit_does(capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "120")
     code, out, _ = cli(capsys, "checklist")
     assert code == 0 and "│ next " not in out and "│ todo " in out
+
+
+def test_the_checklist_reads_its_states_in_one_go(monkeypatch):
+    """The cockpit lists the steps several times at start: each listing read the store once per
+    step and twice more per step for the confirmed profile (17 reads); the states now come in one."""
+    store = ResultStore()
+    Checklist(store).mark("profile", True, profile="h100-sxm")
+    Checklist(store).steps()  # the first listing stores the derived states (and reads them back)
+    reads = []
+    real = store.read_rows
+    monkeypatch.setattr(store, "read_rows", lambda *a, **k: reads.append(a[0]) or real(*a, **k))
+    steps = {s.id: s for s in Checklist(store).steps()}
+    assert steps["profile"].done and "h100-sxm" in steps["profile"].detail
+    assert sum("FROM kv" in sql for sql in reads) == 1 and len(reads) <= 7
+
+
+def test_a_damaged_step_state_is_named_when_read_in_one_go():
+    store = ResultStore()
+    store.put_state("checklist.tuned", [1, 2])  # not an object
+    with pytest.raises(InputError, match="checklist step 'tuned'"):
+        Checklist(store).steps()
