@@ -21,9 +21,8 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from engine.backends.base import Emitter, RunContext
+from engine import Emitter, RunContext, prepare
 from engine.profiles import load_profiles
-from engine.runner import prepare
 from engine.sol import solexec_score
 from engine.task import REST_MAX_S, TaskSpec
 from kernels import get_spec, kernel_names
@@ -38,7 +37,8 @@ comparable between runs over the same list."""
 
 
 def _compile(task_json: str) -> str:
-    from engine.backends.cuda import compile_cubin, compile_inputs, device_limits
+    from engine import compile_cubin_cached as compile_cubin
+    from engine import compile_inputs, device_limits
 
     task = TaskSpec.model_validate_json(task_json)
     limits, _ = device_limits(task.device, "")
@@ -55,7 +55,7 @@ def precompile(tasks: list[TaskSpec]) -> None:
 
 
 def run(task: TaskSpec):
-    from engine.backends.stages import run_on
+    from engine import run_on
 
     prep = prepare(TaskSpec.model_validate(task.model_dump() | {"backend": "cuda"}))
     ctx = RunContext(task=prep.task, profile=prep.profile, spec=get_spec(prep.task.kernel),
@@ -91,8 +91,7 @@ def torch_peers(kernel: str, shape: dict, dtype: str, iters: int, rest_s: float 
         sizes = ((m, n), (n,))
     else:
         return {}
-    from engine.backends.cuda_support import input_sets
-    from engine.backends.cuda_timer import queued_timer, time_queued
+    from engine import input_sets, queued_timer, time_queued
 
     # input sets rotated as the engine rotates ours (inputs smaller than the L2 would stay cached)
     in_bytes = sum(math.prod(sz) for sz in sizes) * torch.tensor([], dtype=dt).element_size()

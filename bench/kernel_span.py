@@ -70,7 +70,7 @@ def main(args: argparse.Namespace) -> int:
     import cupy as cp
     import numpy as np
 
-    from engine.backends.cuda_stages import device_limits
+    from engine import device_limits
 
     limits, _ = device_limits(0, "device")
     m, n, k = args.shape

@@ -38,9 +38,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(args: argparse.Namespace) -> int:
     import cupy as cp
 
-    from engine.backends.cuda_blas import Blas
-    from engine.backends.cuda_stages import device_limits
-    from engine.backends.cuda_timer import queued_timer, time_queued
+    from engine import Blas, device_limits, queued_timer, time_queued
 
     limits, _ = device_limits(0, "device")
     m, n, k = args.shape

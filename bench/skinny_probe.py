@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.backends import tensormap
+from engine import encode_tensor_map, tensor_map_kernel_arg
 from kernels import gemm_residual_skinny as sk
 from kernels.spec import DeviceLimits, TensorMapArg
 
@@ -255,15 +255,15 @@ class Bench:
 
     def time(self, run) -> float:
         """Median ms of single launches (``run(i)`` runs on input set i), after the warm-ups
-        (``engine.backends.cuda_timer.launch_times``)."""
-        from engine.backends.cuda_timer import launch_times
+        (``engine.launch_times``)."""
+        from engine import launch_times
 
         n = len(self.sets)
         return statistics.median(launch_times(lambda i: run(i % n), self.warmup, self.iters))
 
     def cublas_ms(self) -> float:
         """cuBLAS gemmEx beta = 1 (the engine's ``Blas``) into a copy of R per input set."""
-        from engine.backends.cuda_blas import Blas
+        from engine import Blas
 
         blas = Blas(self.dtype)
         calls = [blas.bind(a, w, r.copy(), 1.0, 1.0) for a, w, r in self.sets]
@@ -273,8 +273,8 @@ class Bench:
 def launcher(cp, bench: Bench, p: sk.SkinnyPlan, cubin: bytes, tmp: Path, dependent: bool = True):
     """``run(i)``: the plan's launches (from ``cubin``, loaded as ``run.module``) on input set i into
     ``bench.out``, arguments packed once per input set; launches the build marks ``pdl`` go through programmatic dependent
-    launch as the engine's do, unless ``dependent`` is False (``engine.backends.pdl``)."""
-    from engine.backends import pdl
+    launch as the engine's do, unless ``dependent`` is False (``engine.pdl_enabled``)."""
+    from engine import DependentLaunch, pdl_enabled
 
     path = tmp / f"{hashlib.sha1(cubin).hexdigest()}.cubin"
     path.write_bytes(cubin)
@@ -286,18 +286,18 @@ def launcher(cp, bench: Bench, p: sk.SkinnyPlan, cubin: bytes, tmp: Path, depend
         if launch.shared_mem_bytes:
             fn.max_dynamic_shared_size_bytes = launch.shared_mem_bytes
     cc = cp.cuda.Device().compute_capability  # e.g. "90"
-    dependent = dependent and pdl.enabled((int(cc[:-1]), int(cc[-1])))
+    dependent = dependent and pdl_enabled((int(cc[:-1]), int(cc[-1])))
 
     def arg(bufs, x):
         if isinstance(x, str):
             return bufs[x]
         if isinstance(x, TensorMapArg):
-            return tensormap.as_kernel_arg(tensormap.encode(x, bufs[x.buffer].data.ptr, bench.dtype))
+            return tensor_map_kernel_arg(encode_tensor_map(x, bufs[x.buffer].data.ptr, bench.dtype))
         return np.int32(x)
 
     def bound(fn, launch, args):
         if dependent and launch.pdl:
-            return pdl.DependentLaunch(fn, launch.grid, launch.block, args, launch.shared_mem_bytes)
+            return DependentLaunch(fn, launch.grid, launch.block, args, launch.shared_mem_bytes)
         return lambda: fn(launch.grid, launch.block, args, shared_mem=launch.shared_mem_bytes)
 
     per_set = []
@@ -338,7 +338,7 @@ def save(out: str | None, rows: list[dict]) -> None:
 def main(args: argparse.Namespace) -> int:
     import cupy as cp
 
-    from engine.backends.cuda_stages import device_limits
+    from engine import device_limits
 
     limits, _ = device_limits(0, "device")
     def builds(s, d):

@@ -95,6 +95,17 @@ _EXPORTS: dict[str, str] = {
     "LOG_TAIL_BYTES": "engine.log_reader:TAIL_BYTES", "LOG_STREAM_MAX_BYTES": "engine.log_reader:STREAM_MAX_BYTES",
     "match_telemetry": "engine.troubleshoot", "Checklist": "engine.checklist",
     "checklist_step_ids": "engine.checklist:step_ids",
+    # the GPU's pieces for research probes and product-data tools (bench/): each loads cupy on use
+    "device_limits": "engine.backends.cuda_stages", "compile_inputs": "engine.backends.cuda_stages",
+    "compile_cubin_cached": "engine.backends.cuda_stages:compile_cubin", "input_sets": "engine.backends.cuda_support",
+    "queued_timer": "engine.backends.cuda_timer", "time_queued": "engine.backends.cuda_timer",
+    "launch_times": "engine.backends.cuda_timer", "Blas": "engine.backends.cuda_blas",
+    "NvmlSampler": "engine.backends.cuda_observers", "run_on": "engine.backends.stages",
+    "Emitter": "engine.backends.base", "RunContext": "engine.backends.base",
+    "encode_tensor_map": "engine.backends.tensormap:encode",
+    "tensor_map_kernel_arg": "engine.backends.tensormap:as_kernel_arg",
+    "fit_cluster_grid": "engine.backends.clusters:fit_grid", "pdl_enabled": "engine.backends.pdl:enabled",
+    "DependentLaunch": "engine.backends.pdl",
 }
 _MODULES = ("nvml",)
 """Modules that are public as a whole: ``engine.nvml``, the one module per piece of hardware."""
@@ -104,8 +115,25 @@ __all__ = ["__version__", *_EXPORTS, *_MODULES]
 
 if TYPE_CHECKING:  # the same names for type checkers; tests/unit/test_import_hygiene.py keeps both lists equal
     from engine import nvml as nvml
+    from engine.backends.base import Emitter as Emitter
+    from engine.backends.base import RunContext as RunContext
+    from engine.backends.clusters import fit_grid as fit_cluster_grid
+    from engine.backends.cuda_blas import Blas as Blas
+    from engine.backends.cuda_observers import NvmlSampler as NvmlSampler
+    from engine.backends.cuda_stages import compile_cubin as compile_cubin_cached
+    from engine.backends.cuda_stages import compile_inputs as compile_inputs
+    from engine.backends.cuda_stages import device_limits as device_limits
+    from engine.backends.cuda_support import input_sets as input_sets
+    from engine.backends.cuda_timer import launch_times as launch_times
+    from engine.backends.cuda_timer import queued_timer as queued_timer
+    from engine.backends.cuda_timer import time_queued as time_queued
+    from engine.backends.pdl import DependentLaunch as DependentLaunch
+    from engine.backends.pdl import enabled as pdl_enabled
     from engine.backends.select import BackendChoice as BackendChoice
     from engine.backends.select import choose_backend as choose_backend
+    from engine.backends.stages import run_on as run_on
+    from engine.backends.tensormap import as_kernel_arg as tensor_map_kernel_arg
+    from engine.backends.tensormap import encode as encode_tensor_map
     from engine.baseline import Baselines as Baselines
     from engine.baseline import guard_for as baseline_guard
     from engine.baseline import marks as baseline_marks

@@ -8,9 +8,8 @@ from __future__ import annotations
 import cupy as cp
 import numpy as np
 
-from engine.backends import clusters, tensormap
-from engine.backends.cuda_blas import Blas
-from engine.backends.cuda_timer import launch_times as _event_times
+from engine import Blas, encode_tensor_map, fit_cluster_grid, tensor_map_kernel_arg
+from engine import launch_times as _event_times
 from kernels.spec import DeviceLimits, TensorMapArg
 
 SEED = (8192, 2560, 2560)
@@ -65,13 +64,13 @@ class Runner:
             fn = mod.get_function(launch.function)
             if launch.shared_mem_bytes > 48 * 1024:
                 fn.max_dynamic_shared_size_bytes = launch.shared_mem_bytes
-            grid = clusters.fit_grid(fn.kernel.ptr, launch.grid, launch.block, launch.shared_mem_bytes, launch.cluster)
+            grid = fit_cluster_grid(fn.kernel.ptr, launch.grid, launch.block, launch.shared_mem_bytes, launch.cluster)
             self.grid = grid[0]  # the last launch's (the GEMM's) grid as launched
             args = []
             for a in launch.args:
                 if isinstance(a, TensorMapArg):
-                    desc = tensormap.encode(a, bufs[a.buffer].data.ptr, dtype)
-                    args.append(tensormap.as_kernel_arg(desc))
+                    desc = encode_tensor_map(a, bufs[a.buffer].data.ptr, dtype)
+                    args.append(tensor_map_kernel_arg(desc))
                 elif isinstance(a, str):
                     args.append(bufs[a])
                 else:
@@ -124,7 +123,7 @@ def compare(out_bits: cp.ndarray, ref: cp.ndarray, dtype: str) -> dict:
 
 def launch_times(fn, warmup: int = 10, iters: int = 100) -> list[float]:
     """``warmup`` launches of ``fn()``, then ``iters`` queued back to back, each between its own CUDA
-    events (``engine.backends.cuda_timer.launch_times``): the per-launch times in ms, in launch
+    events (``engine.launch_times``): the per-launch times in ms, in launch
     order."""
     return _event_times(lambda _i: fn(), warmup, iters)
 

@@ -11,8 +11,7 @@ from pathlib import Path
 import cupy as cp
 
 from bench.sm90.gemm import time_fn
-from engine import nvml
-from engine.backends.cuda_observers import NvmlSampler
+from engine import NvmlSampler, nvml
 
 
 def write_table(lines: list[str], report: dict, out_dir: str | None, stem: str) -> None:

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from bench.fit_prior import errors, fit, trials
+from bench.product_data.fit_prior import errors, fit, trials
 from kernels.gemm_residual_cost import STREAMK_TAIL
 
 DATA = Path(__file__).resolve().parents[2] / "docs" / "data"

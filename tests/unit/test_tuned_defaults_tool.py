@@ -1,4 +1,4 @@
-"""bench.defaults_table: tune outputs (one JSON document or JSON lines) to a table of tuned defaults;
+"""bench.product_data.tuned_defaults: tune outputs (one JSON document or JSON lines) to a table of tuned defaults;
 ``--update`` keeps an existing table's entries except the shapes tuned again, whose new tune
 replaces them even where the old time was lower."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import tomllib
 
-from bench import defaults_table
+from bench.product_data import tuned_defaults
 
 
 def _shape(m: int, n: int, k: int, block: str, stages: int, ms: float, schedule: dict | None = None) -> dict:
@@ -21,7 +21,7 @@ def _shape(m: int, n: int, k: int, block: str, stages: int, ms: float, schedule:
 
 
 def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> dict:
-    assert defaults_table.main(argv) == 0
+    assert tuned_defaults.main(argv) == 0
     return tomllib.loads(capsys.readouterr().out)
 
 
@@ -50,7 +50,7 @@ def test_update_replaces_the_retuned_shapes_and_keeps_the_rest(tmp_path: Path,
 
 
 def _table_text(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
-    assert defaults_table.main(argv) == 0
+    assert tuned_defaults.main(argv) == 0
     return capsys.readouterr().out
 
 
@@ -63,7 +63,7 @@ def test_an_unreadable_update_table_exits_2_naming_the_flag(tmp_path: Path, caps
     if content is not None:
         table.write_bytes(content.encode("latin-1"))
     with pytest.raises(SystemExit) as exc:
-        defaults_table.main(["--profile", "h200", "--update", str(table), str(tune)])
+        tuned_defaults.main(["--profile", "h200", "--update", str(table), str(tune)])
     assert exc.value.code == 2 and "--update" in capsys.readouterr().err
     if content is not None:
         assert table.read_bytes() == content.encode("latin-1")  # left as it was

@@ -2,7 +2,7 @@
 its stream-K tail constants (ADR-0002), from `tui tune --json` runs (``bench/tune_each.sh``'s JSONL,
 gzipped or not). Runs here, without a GPU: each trial is predicted again with today's model.
 
-    python -m bench.fit_prior --train docs/data/tune-table-extra-h200.jsonl.gz \\
+    python -m bench.product_data.fit_prior --train docs/data/tune-table-extra-h200.jsonl.gz \\
         --check docs/data/tune-heldout-h200.jsonl.gz
 
 Prints, per stream-K tail (``StreamKTail``: scale, fixed), the median and mean absolute log error

@@ -2,8 +2,8 @@
 ``engine.tuned_defaults``) from `tui tune --json` outputs: one entry per tuned shape, the best
 correct trial's knobs with its time, the default's and cuBLAS beta=1's beside it for the record.
 
-    python -m bench.defaults_table --profile h200 tune.json [more.json ...] > profiles/tuned/h200.toml
-    python -m bench.defaults_table --profile h200 --update profiles/tuned/h200.toml new.json > t && mv t ...
+    python -m bench.product_data.tuned_defaults --profile h200 tune.json [more.json ...] > profiles/tuned/h200.toml
+    python -m bench.product_data.tuned_defaults --profile h200 --update profiles/tuned/h200.toml new.json > t && mv t ...
 
 A file may hold one JSON document or one per line (``bench/tune_each.sh``'s JSONL). Among the given
 files the fastest trial of a shape wins; with ``--update`` the table's entries are kept except where
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         for e in old.get("entry", []):
             entries.setdefault((e["kernel"], e["dtype"], e["shape"], bool(e.get("fusion", True))), e)
     doc = {"version": 1, "profile": args.profile,
-           "note": "tuned defaults: written by bench/defaults_table.py from `tui tune --json`",
+           "note": "tuned defaults: written by bench/product_data/tuned_defaults.py from `tui tune --json`",
            "entry": sorted(entries.values(), key=lambda e: (e["kernel"], e["dtype"], e["shape"]))}
     sys.stdout.write(tomli_w.dumps(doc))
     return 0

@@ -2,8 +2,8 @@
 for a refactor that must not change a kernel. Two runs that print the same digest rendered the same
 sources, launches and scratch buffers, so NVRTC compiles the same cubins.
 
-    python -m bench.build_hashes --out before.json   # on the old tree
-    python -m bench.build_hashes --compare before.json   # on the new one: exit 1 on any difference
+    python -m bench.product_data.build_hashes --out before.json   # on the old tree
+    python -m bench.product_data.build_hashes --compare before.json   # on the new one: exit 1 on any difference
 
 Where the source text may change but the kernels must not (a template split into headers, comments
 moved), ``--cubins`` fingerprints each build by its compiled cubins instead: every distinct compile
@@ -13,7 +13,7 @@ that launch one of the named kernels (e.g. ``gemm_residual_sm90``: the Hopper fa
 ``--schedules`` adds, for the kernels with schedule choices, every combination of their choices on
 each tile at a few shapes (``SCHEDULE_SHAPES``).
 
-    python -m bench.build_hashes --cubins --functions gemm_residual_sm90 --out before.json
+    python -m bench.product_data.build_hashes --cubins --functions gemm_residual_sm90 --out before.json
 """
 
 from __future__ import annotations
@@ -133,7 +133,7 @@ def cubin_fingerprints(profiles: list[str], functions: frozenset[str], jobs: int
                        schedules: bool = False) -> tuple[dict[str, str], int]:
     """Key -> the knobs and the digest of the build's cubin (refusals as ``fingerprints``), and the
     number of distinct cubins compiled."""
-    from engine.backends.cuda import compile_inputs
+    from engine import compile_inputs
 
     out: dict[str, str] = {}
     pending: dict[str, tuple[str, tuple[str, str, tuple[str, ...]]]] = {}
