@@ -17,8 +17,9 @@ from types import SimpleNamespace
 
 import cupy as cp
 
+import kernels.sm90.codegen as sm90_codegen
+import kernels.sm90.defaults as sm90_defaults
 from bench.sm90.gemm import Runner, cublas_gemm, limits_of_device, make_inputs
-from kernels import gemm_residual_sm90 as sm90
 
 CASES = {  # name: (m, n, k, dtype[, build overrides]); "cublas" = cuBLAS gemmEx GEMM alone,
     # "cublas-b1" = cuBLAS gemmEx adding into a copy of R in place (beta=1), the peer that beats
@@ -117,9 +118,9 @@ def main() -> int:
             run = cublas_gemm(bufs, bufs["r"].copy(), dt, 1.0)
             print(f"{name}: cuBLAS gemmEx, beta 1 in place on a copy of R", flush=True)
         else:
-            bs, st = sm90.default_knobs(limits, dt, shape)
+            bs, st = sm90_defaults.default_knobs(limits, dt, shape)
             bs, st = over.pop("block", bs), over.pop("stages", st)
-            build = sm90.build(SimpleNamespace(shape=shape, dtype=dt), limits, bs, st, **over)
+            build = sm90_codegen.build(SimpleNamespace(shape=shape, dtype=dt), limits, bs, st, **over)
             run = Runner(build, bufs, dt)
             if over.get("fuse") is False:
                 run.calls = run.calls[:1]  # the GEMM kernel only

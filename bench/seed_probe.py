@@ -25,6 +25,8 @@ from types import SimpleNamespace
 
 import cupy as cp
 
+import kernels.sm90.codegen as sm90_codegen
+import kernels.sm90.defaults as sm90_defaults
 from bench.sm90.gemm import (
     Runner,
     compare,
@@ -36,7 +38,6 @@ from bench.sm90.gemm import (
     to_bits,
 )
 from engine import energy, nvml
-from kernels import gemm_residual_sm90 as sm90
 
 ITERS = 100
 
@@ -83,13 +84,13 @@ def main() -> int:
     for m in ms:
         shape = {"m": m, "n": 2560, "k": 2560}
         for dt in args.dtypes.split(","):
-            bs, st = sm90.default_knobs(limits, dt, shape)
+            bs, st = sm90_defaults.default_knobs(limits, dt, shape)
             runs: dict[str, object] = {}
             resets: dict[str, tuple] = {}
             for data in datas:
                 bufs = (make_inputs if data == "normal" else int_inputs)(m, 2560, 2560, dt, seed=3)
                 ref = reference(bufs, dt)
-                b = sm90.build(SimpleNamespace(shape=shape, dtype=dt), limits, bs, st)
+                b = sm90_codegen.build(SimpleNamespace(shape=shape, dtype=dt), limits, bs, st)
                 run = Runner(b, bufs, dt)
                 bufs["out"].fill(0xFFFF)
                 run()

@@ -30,6 +30,7 @@ import sys
 
 import cupy as cp
 
+import kernels.sm90.tiles as sm90_tiles
 from bench.sm90.args import dtype_list, group_list, knob_list, m_list
 from bench.sm90.cold_duel import cold_duel_mode
 from bench.sm90.cold_sweep import cold_sweep_mode
@@ -43,7 +44,6 @@ from bench.sm90.tail_bits import tail_bits_mode
 from bench.sm90.tf32 import tf32_mode
 from bench.sm90.torch_scan import torch_scan_mode
 from bench.sm90.variants import build_variant
-from kernels import gemm_residual_sm90 as sm90
 
 
 def main() -> int:
@@ -162,7 +162,7 @@ def main() -> int:
         return t, b.info
 
     def forced_checks(m, n, k, v):
-        bm, bn, _ = sm90.parse_block_size(v[0])
+        bm, bn, _ = sm90_tiles.parse_block_size(v[0])
         verify(m, n, k, v)
         if v[4]:
             tiles = -(-m // bm) * -(-n // bn)

@@ -22,6 +22,10 @@ from types import SimpleNamespace
 
 import cupy as cp
 
+import kernels.sm90.codegen as sm90_codegen
+import kernels.sm90.defaults as sm90_defaults
+import kernels.sm90.smem as sm90_smem
+import kernels.sm90.tiles as sm90_tiles
 from bench.sm90.gemm import (
     Runner,
     compare,
@@ -32,7 +36,6 @@ from bench.sm90.gemm import (
     time_fn,
     torch_matmul_add_fn,
 )
-from kernels import gemm_residual_sm90 as sm90
 
 
 def fit_rows(m: int, n: int, r: int | str, sms: int) -> int:
@@ -42,7 +45,7 @@ def fit_rows(m: int, n: int, r: int | str, sms: int) -> int:
     if isinstance(r, int):
         return r
     blocks = max(1, int(r[3:] or 2) * sms // -(-n // 128))
-    return min(sm90.SWAP_ROWS[-1], max(sm90.SWAP_ROWS[0], (-(-m // blocks) + 7) // 8 * 8))
+    return min(sm90_tiles.SWAP_ROWS[-1], max(sm90_tiles.SWAP_ROWS[0], (-(-m // blocks) + 7) // 8 * 8))
 
 
 def tile_of(m: int, n: int, r: int | str, sms: int) -> str:
@@ -88,7 +91,7 @@ def main() -> int:
             cm, cn = (int(c) for c in cl.split("x")) if cl else (1, 1)
             rows.append((_rows_item(r), (cm, cn), int(st or args.stages)))
         if (not ms or min(ms) < 1 or args.n < 1 or args.k < 1
-                or any(not (isinstance(r, str) and r.startswith("fit")) and tile_of(1, 1, r, 1) not in sm90.SWAP_TILES
+                or any(not (isinstance(r, str) and r.startswith("fit")) and tile_of(1, 1, r, 1) not in sm90_tiles.SWAP_TILES
                        or cl[0] not in (1, 2) or cl[1] != 1 or st < 0 for r, cl, st in rows)):
             raise ValueError
     except ValueError:
@@ -109,10 +112,10 @@ def main() -> int:
             ref = reference(bufs, dt)
             for r, cl, st in rows:
                 tile = tile_of(shape[0], shape[1], r, limits.sm_count)
-                if st not in sm90.pipelining_options(limits, dt, tile, dict(zip("mnk", shape, strict=True))):
+                if st not in sm90_smem.pipelining_options(limits, dt, tile, dict(zip("mnk", shape, strict=True))):
                     continue  # (the deeper counts with the epilogue tile in the ring: ring_stage_options)
                 for fuse in (True, False):
-                    b = sm90.build(SimpleNamespace(shape=dict(zip("mnk", shape, strict=True)), dtype=dt), limits,
+                    b = sm90_codegen.build(SimpleNamespace(shape=dict(zip("mnk", shape, strict=True)), dtype=dt), limits,
                                    tile, st, cluster=cl, fuse=fuse)
                     bufs["out"].fill(0xFFFF)
                     Runner(b, bufs, dt)()
@@ -125,26 +128,26 @@ def main() -> int:
             shape = {"m": m, "n": n, "k": args.k}
             bufs = make_inputs(m, n, args.k, dt, seed=3)
             ref = reference(bufs, dt)
-            bs, st = sm90.default_knobs(limits, dt, shape)
-            runs = {f"default {bs} s{st}": Runner(sm90.build(SimpleNamespace(shape=shape, dtype=dt), limits, bs, st),
+            bs, st = sm90_defaults.default_knobs(limits, dt, shape)
+            runs = {f"default {bs} s{st}": Runner(sm90_codegen.build(SimpleNamespace(shape=shape, dtype=dt), limits, bs, st),
                                                   bufs, dt)}
             if args.pre_swap:
-                pb, pst = sm90._base_knobs(limits, dt, shape)
-                pb, pst = sm90._fit_tile(limits, dt, shape, pb, pst) or (pb, pst)
+                pb, pst = sm90_defaults._base_knobs(limits, dt, shape)
+                pb, pst = sm90_defaults._fit_tile(limits, dt, shape, pb, pst) or (pb, pst)
                 runs.setdefault(f"pre-swap {pb} s{pst}", Runner(
-                    sm90.build(SimpleNamespace(shape=shape, dtype=dt), limits, pb, pst), bufs, dt))
+                    sm90_codegen.build(SimpleNamespace(shape=shape, dtype=dt), limits, pb, pst), bufs, dt))
             if args.pre_wide:
-                pb, pst = sm90._base_knobs(limits, dt, shape)
-                pb, pst = sm90._fit_tile(limits, dt, shape, pb, pst) or (pb, pst)
-                pb, pst = sm90._swap_tile(limits, dt, shape, pb, pst) or (pb, pst)
+                pb, pst = sm90_defaults._base_knobs(limits, dt, shape)
+                pb, pst = sm90_defaults._fit_tile(limits, dt, shape, pb, pst) or (pb, pst)
+                pb, pst = sm90_defaults._swap_tile(limits, dt, shape, pb, pst) or (pb, pst)
                 runs.setdefault(f"pre-wide {pb} s{pst}", Runner(
-                    sm90.build(SimpleNamespace(shape=shape, dtype=dt), limits, pb, pst), bufs, dt))
+                    sm90_codegen.build(SimpleNamespace(shape=shape, dtype=dt), limits, pb, pst), bufs, dt))
             for r, cl, st in rows:
                 tile = tile_of(m, n, r, limits.sm_count)
-                if st not in sm90.pipelining_options(limits, dt, tile, shape):
+                if st not in sm90_smem.pipelining_options(limits, dt, tile, shape):
                     continue
                 for o in args.orders.split(","):
-                    b = sm90.build(SimpleNamespace(shape=shape, dtype=dt), limits, tile, st, cluster=cl,
+                    b = sm90_codegen.build(SimpleNamespace(shape=shape, dtype=dt), limits, tile, st, cluster=cl,
                                    **orders[o])
                     runs[f"swapped {tile} s{st}{f' cl{cl[0]}x{cl[1]}' if cl != (1, 1) else ''}"
                          f"{'' if o == 'default' else ' ' + b.info['tile_order']}"] = Runner(b, bufs, dt)

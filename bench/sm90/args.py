@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from kernels import gemm_residual_sm90 as sm90
+import kernels.sm90.tiles as sm90_tiles
 
 
 def m_list(text: str) -> list[int]:
@@ -33,7 +33,7 @@ def knob_list(text: str) -> list[tuple[str, int, dict[str, Any]]]:
         fields = part.split(":")
         tile, st, opts = fields[0], fields[1] if len(fields) > 1 else "", fields[2:]
         over: dict[str, Any] = {}
-        bad = tile not in sm90.TILES or not st.isdigit()
+        bad = tile not in sm90_tiles.TILES or not st.isdigit()
         for o in opts:
             if o == "coop":
                 over["pingpong"] = False
@@ -49,7 +49,7 @@ def knob_list(text: str) -> list[tuple[str, int, dict[str, Any]]]:
                 bad = True
         if bad:
             raise argparse.ArgumentTypeError(f"{part!r}: expected TILE:STAGES[:coop][:skN|:dp][:cl1|:cl2][:whole|:halves] with TILE "
-                                             f"one of {', '.join(sm90.TILES)}")
+                                             f"one of {', '.join(sm90_tiles.TILES)}")
         out.append((tile, int(st), over))
     return out
 

@@ -8,6 +8,8 @@ import time
 
 import cupy as cp
 
+import kernels.sm90.choices as sm90_choices
+import kernels.sm90.defaults as sm90_defaults
 from bench.sm90.args import also_label
 from bench.sm90.cold_duel import COLD_DUEL
 from bench.sm90.gemm import (
@@ -19,7 +21,6 @@ from bench.sm90.gemm import (
 )
 from bench.sm90.report import write_table
 from bench.sm90.variants import Variant, engine_default, for_dtype
-from kernels import gemm_residual_sm90 as sm90
 
 
 def cold_sweep_mode(args, limits, report, failures, verify, get, out_dir, build) -> int:
@@ -41,8 +42,8 @@ def cold_sweep_mode(args, limits, report, failures, verify, get, out_dir, build)
     for m in args.m_list:
         bufs, _ref = get(m, n, k, dt)
         shape = {"m": m, "n": n, "k": k}
-        bs, st = sm90.default_knobs(limits, dt, shape)
-        cl = sm90.use_cluster(limits, bs, st, dt, shape)
+        bs, st = sm90_defaults.default_knobs(limits, dt, shape)
+        cl = sm90_choices.use_cluster(limits, bs, st, dt, shape)
         cands = {f"default {bs} s{st}" + (" cl2" if cl > 1 else ""): engine_default(bs, st, dt)}
         for tile, st_, over in args.also:  # other knobs, built as the engine would build them
             cands[also_label(tile, st_, over)] = engine_default(tile, st_, dt)._replace(**over)

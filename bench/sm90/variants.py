@@ -6,7 +6,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any, NamedTuple
 
-from kernels import gemm_residual_sm90 as sm90
+import kernels.sm90.codegen as sm90_codegen
 from kernels.spec import DeviceLimits
 
 SWEEP = (256, 512, 1024, 1571, 2048, 4096, 7976, 8192)
@@ -56,7 +56,7 @@ def build_variant(limits: DeviceLimits, m: int, n: int, k: int, v: tuple,
     if schedule is None and v.grid:
         schedule = (v.grid, 1 << 30)  # every tile data-parallel (the kernel clamps)
     task = SimpleNamespace(shape={"m": m, "n": n, "k": k}, dtype=v.dtype)
-    return sm90.build(task, limits, v.tile, v.stages, fuse=v.fuse, streamk=v.streamk,
+    return sm90_codegen.build(task, limits, v.tile, v.stages, fuse=v.fuse, streamk=v.streamk,
                       schedule=schedule, pingpong=v.pingpong, cluster=v.cluster,
                       split_hi=v.split_hi, promote=v.promote,
                       raster_m=v.raster_m, raster_group=v.raster_group,

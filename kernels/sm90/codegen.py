@@ -39,7 +39,7 @@ ADD_KERNEL_F32 = "residual_add_inplace_f32"
 SPLIT_KERNEL = "tf32_split"
 PAD_KERNEL = "pad_rows16"
 PAD_SOURCE = "pad_rows16.cuh"
-SOURCE_FILES = ("gemm_residual_sm90.py", SOURCE_FILE, PAD_SOURCE, "mbarrier.cuh", "vec16.cuh", "include_once.py",
+SOURCE_FILES = (SOURCE_FILE, PAD_SOURCE, "mbarrier.cuh", "vec16.cuh", "include_once.py",
                 *sorted(p.relative_to(KERNEL_DIR).as_posix() for p in (KERNEL_DIR / "sm90").iterdir()
                         if p.suffix in (".py", ".cuh")))
 """The files under kernels/ whose text decides what this path builds: its planner and templates (for a

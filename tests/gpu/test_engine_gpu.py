@@ -67,13 +67,13 @@ def _wrong(dtype: str, shape: tuple[int, int, int], block_size: str | None = Non
 def _unswapped_knobs(dtype: str, shape: tuple[int, int, int]) -> tuple[str, int]:
     """The Hopper defaults before the swapped-tile rule (``_base_knobs``, then ``_fit_tile``): for
     the tests of unswapped schedules at shapes where ``default_knobs`` now takes a swapped tile."""
+    import kernels.sm90.defaults as sm90_defaults
     from engine.profiles import load_profiles
-    from kernels import gemm_residual_sm90 as sm90
 
     limits = DeviceLimits.from_profile(load_profiles().get("h200"))
     sh = dict(zip("mnk", shape, strict=True))
-    bs, st = sm90._base_knobs(limits, dtype, sh)
-    return sm90._fit_tile(limits, dtype, sh, bs, st) or (bs, st)
+    bs, st = sm90_defaults._base_knobs(limits, dtype, sh)
+    return sm90_defaults._fit_tile(limits, dtype, sh, bs, st) or (bs, st)
 
 
 KERNELS = ["gemm_residual", "gemm_residual_mma"]
@@ -259,8 +259,8 @@ def test_tile_orders_at_every_stage_count(dtype):
     128x160 in one wave (M-fastest, 200x1032x520: the last tiles past M and N; the deepest counts
     stage the epilogue tile in the ring) and 128x160 in two waves (groups of 4 M blocks,
     1800x2560x1000: a last group of 3); correct, every element written, the order reported."""
+    import kernels.sm90.smem as sm90_smem
     from engine.profiles import load_profiles
-    from kernels import gemm_residual_sm90 as sm90
 
     limits = DeviceLimits.from_profile(load_profiles().get("h200"))
     failures = []
@@ -268,7 +268,7 @@ def test_tile_orders_at_every_stage_count(dtype):
              ("128x160", (200, 1032, 520), "M-fastest"),
              ("128x160", (1800, 2560, 1000), "groups of 4 M blocks")]
     for bs, (m, n, k), order in cases:
-        for st in sm90.pipelining_options(limits, dtype, bs, {"m": m, "n": n, "k": k}):
+        for st in sm90_smem.pipelining_options(limits, dtype, bs, {"m": m, "n": n, "k": k}):
             if st == 0:
                 continue  # pipelining off runs the same tile order code; the knob sweep has it
             if (wrong := _wrong(dtype, (m, n, k), bs, st, tile_order=order)) is not None:
@@ -355,9 +355,9 @@ def test_fit_tiles_correct(monkeypatch, dtype):
     N = 2560 takes the swapped 200x128; M = 2750, 3400 at N = 2560), at
     every pipelining count, with tiles past M and N (their 16-column tail chunk clipped), short K,
     fusion off, one tile a CTA, forced 2x1 clusters: correct, every element written, reported."""
-    from kernels import gemm_residual_sm90 as sm90
+    import kernels.sm90.planner as sm90_planner
 
-    real = sm90.plan
+    real = sm90_planner.plan
     failures = []
     for bs, st, shape, fusion, expect in (
             (None, None, (2500, 2600, 2560), True, {"tile": "128x208x64"}),
@@ -381,12 +381,12 @@ def test_fit_tiles_correct(monkeypatch, dtype):
         kw.update(cluster=2, streamk=False)
         return real(*a, **kw)
 
-    monkeypatch.setattr(sm90, "plan", clustered)
+    monkeypatch.setattr(sm90_planner, "plan", clustered)
     for bs, st, shape in (("128x208", 4, (2500, 2560, 2560)), ("128x144", 4, (3400, 2600, 704)),
                           ("128x192", 4, (2083, 2504, 520))):
         if (wrong := _wrong(dtype, shape, bs, st, cluster=lambda c: (c or "").startswith("2x1"))) is not None:
             failures.append(("cluster 2x1", wrong))
-    monkeypatch.setattr(sm90, "plan", real)
+    monkeypatch.setattr(sm90_planner, "plan", real)
     assert failures == []
 
 
@@ -519,8 +519,8 @@ def test_half_tail_correct_and_bit_for_bit(monkeypatch, dtype):
     stream-K)."""
     import cupy as cp
 
+    import kernels.sm90.defaults as sm90_defaults
     from engine.profiles import load_profiles
-    from kernels import gemm_residual_sm90 as sm90
 
     limits = DeviceLimits.from_profile(load_profiles().get("h200"))
     failures = []
@@ -528,7 +528,7 @@ def test_half_tail_correct_and_bit_for_bit(monkeypatch, dtype):
                     (6700, 2560, 2560), (2500, 2504, 2560), (3400, 2600, 704), (2100, 2560, 2560)):
         shape = {"m": m, "n": n, "k": k}
         # the knobs before the FIT_TILES rule (ping-pong 128x144 forced at 2100: 306 tiles, 42 halved)
-        bs, st = ("128x144", 4) if m == 2100 else sm90._base_knobs(limits, dtype, shape)
+        bs, st = ("128x144", 4) if m == 2100 else sm90_defaults._base_knobs(limits, dtype, shape)
         task = TaskSpec(shape=shape, dtype=dtype, block_size=bs, memory_pipelining=st, warmup=1,
                         iterations=2, peers=False)
         res0, out0 = _engine_out_with(monkeypatch, task, HALF_TAIL_DEFAULT=False, STREAMK_DEFAULT=False)
@@ -549,9 +549,9 @@ def test_half_tail_with_few_ctas_and_many_halves(monkeypatch, dtype):
     """Forced schedules that put many half units on each CTA, whole tiles and halves interleaved
     on the two ping-pong consumers (grid 7 with 3 whole tiles; grid 5 with none whole; an odd
     count of units per CTA), on both ping-pong tiles: correct, every element written."""
-    from kernels import gemm_residual_sm90 as sm90
+    import kernels.sm90.planner as sm90_planner
 
-    real = sm90.plan
+    real = sm90_planner.plan
     failures = []
     for bs, st, shape, sched in (("128x128", 5, (1000, 1032, 520), (7, 3)),
                                  ("128x160", 4, (1000, 1000, 200), (5, 0)),
@@ -561,10 +561,10 @@ def test_half_tail_with_few_ctas_and_many_halves(monkeypatch, dtype):
             kw.update(schedule=sched, half_tail=True, pingpong=True, cluster=1, streamk=False)
             return real(task, limits, block_size, stages, *a, **kw)
 
-        monkeypatch.setattr(sm90, "plan", forced)
+        monkeypatch.setattr(sm90_planner, "plan", forced)
         if (wrong := _wrong(dtype, shape, bs, st, schedule=lambda s: "64-row halves" in (s or ""))) is not None:
             failures.append((sched, wrong))
-    monkeypatch.setattr(sm90, "plan", real)
+    monkeypatch.setattr(sm90_planner, "plan", real)
     assert failures == []
 
 

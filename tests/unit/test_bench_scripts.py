@@ -179,7 +179,7 @@ def test_sm90_gemm_small_m_candidates_build_as_labelled(sm90_script):
     what it says; the clustered 128x128 s4 (in no other table) compiles without spills."""
     from types import SimpleNamespace
 
-    from kernels import gemm_residual_sm90 as sm90
+    import kernels.sm90.codegen as sm90_codegen
     from kernels.nvrtc_check import compile_cubin
 
     mod, h200 = sm90_script
@@ -207,7 +207,7 @@ def test_sm90_gemm_small_m_candidates_build_as_labelled(sm90_script):
                     assert info["schedule"] == "data-parallel", name
                 assert b.launches[-1].grid[0] <= 132
     # (the "default" row is the engine's own build: test_sm90_gemm_default_rows_are_the_engines_builds)
-    b = sm90.build(SimpleNamespace(shape={"m": 512, "n": 2560, "k": 2560}, dtype="bf16"), h200,
+    b = sm90_codegen.build(SimpleNamespace(shape={"m": 512, "n": 2560, "k": 2560}, dtype="bf16"), h200,
                    "128x128", 4, streamk=False, pingpong=False, cluster=2)
     rep = compile_cubin(b.source, "sm_90a", ("--std=c++17",))
     assert rep.ok and rep.functions and not rep.spills, rep.log[-2000:]
@@ -254,17 +254,18 @@ def test_sm90_gemm_default_rows_are_the_engines_builds(sm90_script):
     shapes in both 16-bit dtypes."""
     from types import SimpleNamespace
 
-    from kernels import gemm_residual_sm90 as sm90
+    import kernels.sm90.codegen as sm90_codegen
+    import kernels.sm90.defaults as sm90_defaults
 
     mod, h200 = sm90_script
     for dt in ("bf16", "fp16"):
         for m in (256, 512, 1024, 2048, 7976):
             shape = {"m": m, "n": 2560, "k": 2560}
-            bs, st = sm90.default_knobs(h200, dt, shape)
+            bs, st = sm90_defaults.default_knobs(h200, dt, shape)
             built = mod.build_variant(h200, m, 2560, 2560, mod.engine_default(bs, st, dt))
-            engine = sm90.build(SimpleNamespace(shape=shape, dtype=dt), h200, bs, st)
+            engine = sm90_codegen.build(SimpleNamespace(shape=shape, dtype=dt), h200, bs, st)
             assert built.source == engine.source, (dt, m)
-    assert "#define STREAMK 0" in sm90.build(SimpleNamespace(shape={"m": 2048, "n": 2560, "k": 2560},
+    assert "#define STREAMK 0" in sm90_codegen.build(SimpleNamespace(shape={"m": 2048, "n": 2560, "k": 2560},
                                                              dtype="bf16"), h200, "128x160", 5).source
 
 
@@ -425,13 +426,13 @@ def test_swap_probe_fit_rows_are_swapped_tiles_that_fill_the_rounds():
     N / 128 column blocks, at any M and N: never an unswapped tile (such as 128x128 at the small
     check shapes, timed under the swapped label)."""
     pytest.importorskip("cupy")
+    import kernels.sm90.tiles as sm90_tiles
     from bench import swap_probe as probe
-    from kernels import gemm_residual_sm90 as sm90
     assert [probe.fit_rows(m, 2560, "fit", 132) for m in (1700, 2083, 2200, 2500)] == [136, 168, 176, 200]
     assert probe.fit_rows(3000, 2560, "fit3", 132) == 160 and probe.fit_rows(2083, 2560, 192, 132) == 192
     for m in (1, 333, 1000, 9000):
         for n in (264, 1032, 2600):
-            assert f"{probe.fit_rows(m, n, 'fit', 132)}x128" in sm90.SWAP_TILES, (m, n)
+            assert f"{probe.fit_rows(m, n, 'fit', 132)}x128" in sm90_tiles.SWAP_TILES, (m, n)
 
 
 def test_alternation_reads_a_clock_for_windows_shorter_than_the_sampling_interval(monkeypatch):

@@ -320,7 +320,7 @@ def test_hopper_sim_efficiency_counts_wave_quantisation():
     seed; the seed itself keeps the efficiency it was calibrated at."""
     from engine.task import TaskSpec
     from kernels.gemm_residual_auto import SPEC as AUTO
-    from kernels.gemm_residual_sm90 import default_knobs
+    from kernels.sm90.defaults import default_knobs
 
     def eff(m, knobs=None):
         shape = {"m": m, "n": 2560, "k": 2560}

@@ -9,7 +9,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from kernels import gemm_residual_sm90 as sm90
+import kernels.sm90.codegen as sm90_codegen
+import kernels.sm90.defaults as sm90_defaults
+import kernels.sm90.planner as sm90_planner
+import kernels.sm90.smem as sm90_smem
+import kernels.sm90.tiles as sm90_tiles
 from kernels import get_spec
 from kernels.spec import DeviceLimits, violations_of
 
@@ -24,16 +28,16 @@ def _shape(m: int, n: int, k: int) -> dict[str, int]:
 
 
 def test_decode_tile_holds_m_in_one_row_of_tiles() -> None:
-    assert [sm90.decode_tile(m) for m in (1, 2, 8, 9, 16, 17, 33, 56)] == [
+    assert [sm90_tiles.decode_tile(m) for m in (1, 2, 8, 9, 16, 17, 33, 56)] == [
         "8x64", "8x64", "8x64", "16x64", "16x64", "24x64", "40x64", "56x64"]
     with pytest.raises(ValueError, match="at most 56 tokens"):
-        sm90.decode_tile(57)
-    assert set(sm90.DECODE_TILES) == {f"{r}x64" for r in range(8, 57, 8)}
-    assert all(sm90.swapped(t) for t in sm90.DECODE_TILES)
+        sm90_tiles.decode_tile(57)
+    assert set(sm90_tiles.DECODE_TILES) == {f"{r}x64" for r in range(8, 57, 8)}
+    assert all(sm90_tiles.swapped(t) for t in sm90_tiles.DECODE_TILES)
 
 
 def test_decode_tile_plans_the_transposed_product_one_w_tile_a_cta() -> None:
-    b = sm90.build(SimpleNamespace(shape=_shape(16, 8192, 8192), dtype="bf16"), H200, "16x64", 8)
+    b = sm90_codegen.build(SimpleNamespace(shape=_shape(16, 8192, 8192), dtype="bf16"), H200, "16x64", 8)
     gemm = b.launches[-1]
     assert gemm.grid == (128, 1, 1) and gemm.block == (256, 1, 1)  # 8192 / 64 tiles; producer + one consumer
     a_map, w_map = gemm.args[0], gemm.args[1]
@@ -45,7 +49,7 @@ def test_decode_tile_plans_the_transposed_product_one_w_tile_a_cta() -> None:
     assert (a_map.l2_promotion, w_map.l2_promotion) == (128, 256)  # W's row pieces, one k-block each
     assert b.info["tile"].startswith("16x64x64 swapped")
     # the prefill swapped tiles keep L2's default policy
-    wide = sm90.build(SimpleNamespace(shape=_shape(1337, 2560, 2560), dtype="bf16"), H200, "104x256", 4)
+    wide = sm90_codegen.build(SimpleNamespace(shape=_shape(1337, 2560, 2560), dtype="bf16"), H200, "104x256", 4)
     assert "STREAM_HINT" not in "".join(f"{k}" for k in re.findall(r"#define (\w+) 1\n", wide.source))
     assert "l2_policy" not in wide.info and not wide.launches[-1].pdl
     assert wide.launches[-1].args[0].l2_promotion == 256 and wide.launches[-1].cluster == 1
@@ -53,28 +57,28 @@ def test_decode_tile_plans_the_transposed_product_one_w_tile_a_cta() -> None:
 
 def test_pairs_launch_clusters_of_two_that_share_nothing() -> None:
     task = SimpleNamespace(shape=_shape(16, 8192, 8192), dtype="bf16")
-    b = sm90.build(task, H200, "16x64", 12, pairs=True)
+    b = sm90_codegen.build(task, H200, "16x64", 12, pairs=True)
     gemm = b.launches[-1]
     assert gemm.cluster == 2 and "#define CLUSTER_LAUNCH 2\n" in b.source and "#define CLUSTER 1\n" in b.source
     assert b.info["cluster"] == "pairs (2 CTAs, nothing shared)"
-    p = sm90.plan(task, H200, "16x64", 12, pairs=True)
+    p = sm90_planner.plan(task, H200, "16x64", 12, pairs=True)
     assert p.pairs and p.schedule()["cluster"] == 2 and p.schedule()["multicast"] == "none"
     # an odd tile count: whole pairs, the last CTA idle (65 tiles of 64 rows)
-    odd = sm90.build(SimpleNamespace(shape=_shape(16, 4160, 4096), dtype="bf16"), H200, "16x64", 12, pairs=True)
+    odd = sm90_codegen.build(SimpleNamespace(shape=_shape(16, 4160, 4096), dtype="bf16"), H200, "16x64", 12, pairs=True)
     assert odd.launches[-1].grid == (66, 1, 1) and odd.info["tiles"] == 65
     # unpaired by default, decode tiles included; cluster=2 is the tokens' multicast, as before
-    solo = sm90.build(task, H200, "16x64", 12)
+    solo = sm90_codegen.build(task, H200, "16x64", 12)
     assert solo.launches[-1].cluster == 1 and "#define CLUSTER_LAUNCH" not in solo.source
-    assert not sm90.plan(task, H200, "16x64", 12, cluster=2).pairs
-    assert not sm90.plan(SimpleNamespace(shape=_shape(1337, 2560, 2560), dtype="bf16"), H200, "128x128", 4).pairs
-    wide = sm90.plan(SimpleNamespace(shape=_shape(1337, 2560, 2560), dtype="bf16"), H200, "128x128", 4, pairs=True)
+    assert not sm90_planner.plan(task, H200, "16x64", 12, cluster=2).pairs
+    assert not sm90_planner.plan(SimpleNamespace(shape=_shape(1337, 2560, 2560), dtype="bf16"), H200, "128x128", 4).pairs
+    wide = sm90_planner.plan(SimpleNamespace(shape=_shape(1337, 2560, 2560), dtype="bf16"), H200, "128x128", 4, pairs=True)
     assert wide.pairs and not wide.streamk and not wide.half_tail and wide.grid % 2 == 0
     with pytest.raises(ValueError, match="share no tile"):
-        sm90.plan(task, H200, "128x128", 4, pairs=True, cluster=2)
+        sm90_planner.plan(task, H200, "128x128", 4, pairs=True, cluster=2)
     with pytest.raises(ValueError, match="data-parallel"):
-        sm90.plan(task, H200, "128x128", 4, pairs=True, streamk=True)
+        sm90_planner.plan(task, H200, "128x128", 4, pairs=True, streamk=True)
     with pytest.raises(ValueError, match="16-bit data"):
-        sm90.plan(SimpleNamespace(shape=_shape(1337, 2560, 2560), dtype="fp32"), H200, "128x128", 4, pairs=True)
+        sm90_planner.plan(SimpleNamespace(shape=_shape(1337, 2560, 2560), dtype="fp32"), H200, "128x128", 4, pairs=True)
 
 
 @pytest.mark.parametrize("schedule, pairs, error", [
@@ -97,13 +101,13 @@ def test_multicast_none_asks_for_pairs(schedule: dict, pairs: bool | None, error
 
 
 def test_decode_tiles_are_16_bit_only_and_refuse_a_ring_past_shared_memory() -> None:
-    assert "16x64" not in sm90.tiles_for("tf32")
+    assert "16x64" not in sm90_tiles.tiles_for("tf32")
     with pytest.raises(ValueError, match="16-bit data"):
-        sm90.parse_block_size("16x64", "fp32")
-    assert max(sm90.pipelining_options(H200, "bf16", "16x64", _shape(16, 8192, 8192))) == 22
-    assert max(sm90.pipelining_options(H200, "bf16", "56x64", _shape(56, 8192, 8192))) == 15
+        sm90_tiles.parse_block_size("16x64", "fp32")
+    assert max(sm90_smem.pipelining_options(H200, "bf16", "16x64", _shape(16, 8192, 8192))) == 22
+    assert max(sm90_smem.pipelining_options(H200, "bf16", "56x64", _shape(56, 8192, 8192))) == 15
     task = SimpleNamespace(shape=_shape(16, 8192, 8192), dtype="bf16", block_size="16x64", memory_pipelining=23)
-    [v] = sm90.check(task, H200)
+    [v] = sm90_planner.check(task, H200)
     assert v.field == "memory_pipelining" and "2..22" in v.message
 
 
@@ -117,15 +121,15 @@ def test_decode_tiles_are_16_bit_only_and_refuse_a_ring_past_shared_memory() -> 
 ])
 def test_decode_stages_keep_a_grid_wide_amount_in_flight(shape: tuple[int, int, int], stages: int) -> None:
     s = _shape(*shape)
-    tile = sm90.decode_tile(s["m"])
-    assert sm90.default_stages(H200, "bf16", tile, s) == stages
+    tile = sm90_tiles.decode_tile(s["m"])
+    assert sm90_defaults.default_stages(H200, "bf16", tile, s) == stages
     assert SPEC.stages_for(H200, "bf16", tile, s) == stages
 
 
 def test_decode_stages_without_a_shape_and_within_what_fits() -> None:
-    assert sm90.default_stages(H200, "bf16", "16x64", None) == 8
+    assert sm90_defaults.default_stages(H200, "bf16", "16x64", None) == 8
     small = DeviceLimits((9, 0), 8, 65536, 65536)  # 8 SMs, 64 KB a block: 6 slots of 10 KB at most
-    assert sm90.default_stages(small, "bf16", "16x64", _shape(16, 8192, 8192)) == 6
+    assert sm90_defaults.default_stages(small, "bf16", "16x64", _shape(16, 8192, 8192)) == 6
 
 
 def test_on_hopper_the_rx64_names_build_the_decode_tiles_elsewhere_the_mma_sync_path() -> None:
@@ -138,15 +142,15 @@ def test_on_hopper_the_rx64_names_build_the_decode_tiles_elsewhere_the_mma_sync_
 
 def test_the_tuner_is_offered_only_the_decode_tile_for_m() -> None:
     opts = SPEC.block_size_options(H200, "bf16", _shape(16, 8192, 8192))
-    assert [t for t in opts if t in sm90.DECODE_TILES] == ["16x64"]
-    assert [t for t in SPEC.block_size_options(H200, "bf16", _shape(3, 4096, 4096)) if t in sm90.DECODE_TILES] == ["8x64"]
-    assert not [t for t in SPEC.block_size_options(H200, "bf16", _shape(60, 4096, 4096)) if t in sm90.DECODE_TILES]
+    assert [t for t in opts if t in sm90_tiles.DECODE_TILES] == ["16x64"]
+    assert [t for t in SPEC.block_size_options(H200, "bf16", _shape(3, 4096, 4096)) if t in sm90_tiles.DECODE_TILES] == ["8x64"]
+    assert not [t for t in SPEC.block_size_options(H200, "bf16", _shape(60, 4096, 4096)) if t in sm90_tiles.DECODE_TILES]
     assert not [t for t in SPEC.block_size_options(H200, "bf16", _shape(4096, 4096, 4096))
-                if t in sm90.DECODE_TILES]
-    assert set(sm90.DECODE_TILES) <= set(SPEC.block_size_options(H200, "bf16", None))
+                if t in sm90_tiles.DECODE_TILES]
+    assert set(sm90_tiles.DECODE_TILES) <= set(SPEC.block_size_options(H200, "bf16", None))
     # a task may still name any of them
     task = SimpleNamespace(shape=_shape(16, 8192, 8192), dtype="bf16", block_size="24x64", memory_pipelining=8)
-    assert sm90.check(task, H200) == []
+    assert sm90_planner.check(task, H200) == []
 
 
 def test_a_decode_tile_is_lent_only_to_the_m_it_holds_in_one_row() -> None:
@@ -162,12 +166,12 @@ def test_a_decode_tile_is_lent_only_to_the_m_it_holds_in_one_row() -> None:
 def test_every_decode_tile_compiles_without_spills() -> None:
     from kernels.nvrtc_check import compile_cubin
 
-    for tile in sm90.DECODE_TILES:
+    for tile in sm90_tiles.DECODE_TILES:
         m = int(tile.split("x")[0])
         shape = _shape(m, 8192, 8192)
-        deepest = max(sm90.pipelining_options(H200, "bf16", tile, shape))
+        deepest = max(sm90_smem.pipelining_options(H200, "bf16", tile, shape))
         for fuse in (True, False):
-            b = sm90.build(SimpleNamespace(shape=shape, dtype="bf16"), H200, tile, deepest, fuse=fuse)
+            b = sm90_codegen.build(SimpleNamespace(shape=shape, dtype="bf16"), H200, tile, deepest, fuse=fuse)
             r = compile_cubin(b.source, "sm_90a", b.options)
             assert r.ok and not r.spills, (tile, fuse, r.log[-2000:])
             assert r.functions["gemm_residual_sm90"].registers <= 128, (tile, r.functions)
@@ -186,8 +190,8 @@ def test_simulated_decode_tiles_read_near_the_h200(shape: tuple[int, int, int], 
 
     prof = load_profiles().get("h200")
     s = _shape(*shape)
-    tile = sm90.decode_tile(s["m"])
-    task = TaskSpec(shape=s, dtype="bf16", block_size=tile, memory_pipelining=sm90.default_stages(H200, "bf16", tile, s))
+    tile = sm90_tiles.decode_tile(s["m"])
+    task = TaskSpec(shape=s, dtype="bf16", block_size=tile, memory_pipelining=sm90_defaults.default_stages(H200, "bf16", tile, s))
     t_roof_ms = SPEC.bytes_moved(s, "bf16") / prof.bandwidth_bytes_per_s * 1e3
     sim_us = (t_roof_ms / SPEC.sim_efficiency(task, H200) + SIM_LAUNCH_MS) * 1e3
     assert abs(sim_us / us - 1) < 0.15, (shape, sim_us, us)
