@@ -126,3 +126,29 @@ async def test_cancelling_a_hang_leaves_no_stage_running(make):
         stages = text_of(app, "#run-stages")
         assert "▶" not in stages and "■" in stages, stages
         assert app.last_result.status.value == "cancelled"
+
+
+# 8 -------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("size", SIZES, ids=_ids)
+async def test_x_never_ticks_a_hidden_step_nor_checks_that_fail(make, monkeypatch, size):
+    """x on the checks table ticked the steps table's hidden row; "Environment checks pass" could
+    be ticked with two checks failing."""
+    checks = _failing_checks()
+    monkeypatch.setattr(diagnostics, "run_checks", lambda profile, only=None: checks)
+    app = make(start_mode="checklist", checks_on_start=True)
+    async with app.run_test(size=size) as pilot:
+        await wait_until(pilot, lambda: app.check_results == checks, what="the checks")
+        await pilot.pause()
+        before = {k: v.get("state") for k, v in app.screen.steps.items()}
+        assert app.screen.query_one("#checks-table").has_focus
+        await pilot.press("x")
+        await pilot.pause()
+        assert {k: v.get("state") for k, v in app.screen.steps.items()} == before
+        assert "Tab to the steps table" in text_of(app, "#check-detail")
+        steps = app.screen.query_one("#steps-table")
+        steps.focus()
+        steps.move_cursor(row=list(app.screen.steps).index("checks"))
+        await pilot.press("x")
+        await pilot.pause()
+        assert app.screen.steps["checks"]["state"] != "done"
+        assert "2 checks fail" in text_of(app, "#check-detail")

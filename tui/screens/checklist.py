@@ -208,6 +208,12 @@ class ChecklistScreen(CockpitScreen):
         sid = str(table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value)
         step = self.steps.get(sid) or {}
         done = step.get("state") != "done"
+        failing = [diagnostics.check_view(r)["id"] for r in self.app.check_results
+                   if diagnostics.check_view(r)["status"] == "fail"]
+        if done and sid == "checks" and failing:
+            detail.update(Text(f"checks: not ticked, {len(failing)} checks fail ({', '.join(failing[:3])}); "
+                               "fix them and re-run (a).", style="yellow"))
+            return
         try:
             diagnostics.tick_step(self.app.store, sid, done, self.app.profile_name)
         except Exception as exc:
@@ -221,6 +227,7 @@ class ChecklistScreen(CockpitScreen):
         else:
             msg = Text(f"{sid}: {'done (ticked by hand)' if done else 'not done'}", style="green" if done else "")
         detail.update(msg)
+
     def show_steps(self) -> None:
         table = self.query_one("#steps-table", DataTable)
         table.clear()
