@@ -122,7 +122,7 @@ def test_the_readmes_list_every_screen_and_every_key():
     keys_para = keys_para[:keys_para.index("\n\n")]
     cockpit = (root / "tui" / "README-cockpit.md").read_text(encoding="utf-8")
     rows = {m[1]: m[0] for m in re.finditer(r"^\| `(\d)` \|.*$", cockpit, re.M)}
-    shown = {"escape": "esc", "question_mark": "?"}
+    shown = {"escape": "esc", "question_mark": "?", "plus": "+", "minus": "-", "slash": "/"}
     for s in SCREENS:
         assert f"`{s.key}` {s.label}" in keys_para, s
         assert s.key in rows and f"| {s.label}" in rows[s.key], s

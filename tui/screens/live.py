@@ -65,7 +65,7 @@ def gauge_specs(s: Any) -> list[tuple[str, str, float | None, float | None, str]
 
 
 def render_gpu(gpu: GpuTelemetry, width: int, history: dict[str, list[float | None]] | None,
-               scale: tuple[float, int] | None = None) -> Text:
+               scale: tuple[float, int] | tuple[float, int, int] | None = None) -> Text:
     """One GPU's panel: a state line, the gauges, the sparklines' time scale (``scale``: the
     sampler's interval in seconds and the samples it keeps) and the throttle reasons in words."""
     out = Text(no_wrap=True, overflow="crop")
@@ -88,7 +88,7 @@ def render_gpu(gpu: GpuTelemetry, width: int, history: dict[str, list[float | No
         hist = history.get(metric) if history is not None else None
         out.append_text(render_gauge(label, value, maximum, text, width, history=hist))
     if history is not None and scale is not None:
-        axis = time_scale_line(width, *scale)
+        axis = time_scale_line(width, scale[0], scale[1], averaged=scale[2] if len(scale) > 2 else 1)
         if axis.plain.strip():
             out.append("\n")
             out.append_text(axis)
@@ -102,8 +102,28 @@ def render_gpu(gpu: GpuTelemetry, width: int, history: dict[str, list[float | No
     return out
 
 
+SPANS = (1, 2, 4, 10, 20)
+"""Samples a sparkline cell averages, ``+`` and ``-`` step through them: at 0.5 s a sample and
+~60 cells, 30 s, 1 min, 2 min, 5 min and 10 min (the ring keeps 5 min)."""
+
+
+def downsample(values: list[float | None], step: int) -> list[float | None]:
+    """``values`` averaged ``step`` at a time, aligned on the newest (a cell's None: no sample in it
+    could be read)."""
+    if step <= 1:
+        return list(values)
+    out: list[float | None] = []
+    end = len(values)
+    while end > 0:
+        chunk = [v for v in values[max(0, end - step):end] if v is not None]
+        out.append(sum(chunk) / len(chunk) if chunk else None)
+        end -= step
+    return out[::-1]
+
+
 def render_snapshot(snap: Snapshot, width: int, histories: dict[int, dict[str, list[float | None]]],
-                    scale: tuple[float, int] | None = None, processes: dict[int, Text] | None = None) -> Text:
+                    scale: tuple[float, int] | tuple[float, int, int] | None = None,
+                    processes: dict[int, Text] | None = None) -> Text:
     """Every GPU's panel (``render_gpu``), each followed by its process list where given."""
     if not snap.gpus:
         text = Text("No GPU telemetry: ", style="bold red")
@@ -145,6 +165,10 @@ class LiveScreen(CockpitScreen):
     BINDINGS = [
         Binding("p", "toggle_pause", "Pause", tooltip="Freeze or resume the live view"),
         Binding("s", "toggle_sparklines", "Sparklines", tooltip="Show or hide the sparklines"),
+        Binding("plus", "span(1)", "Longer", key_display="+",
+                tooltip="Longer history in the sparklines: each cell the mean of more samples (up to 5 min)"),
+        Binding("minus", "span(-1)", "Shorter", key_display="-", show=False,
+                tooltip="Shorter history in the sparklines (down to one sample a cell)"),
     ]
 
     class ProcessesRead(Message):
@@ -158,6 +182,8 @@ class LiveScreen(CockpitScreen):
         super().__init__()
         self.paused = False
         self.sparklines = True
+        self.span = 0
+        """Index into ``SPANS``: samples a sparkline cell averages (``+``/``-``)."""
         self.process_source: ProcessSource | None = None
         """Where the process list comes from; None: ``engine.gpu_processes`` on a GPU, the simulated
         run on the simulated device. Tests set a fake."""
@@ -186,10 +212,11 @@ class LiveScreen(CockpitScreen):
         tel = self.app.telemetry
         snap = tel.latest()
         histories: dict[int, dict[str, list[float | None]]] = {}
+        step = SPANS[self.span]
         if self.sparklines:
             for g in snap.gpus:
-                histories[g.index] = {m: tel.history(m, g.index) for _, m, *_ in gauge_specs(g.sample)} \
-                    if g.sample is not None else {}
+                histories[g.index] = {m: downsample(tel.history(m, g.index), step)
+                                      for _, m, *_ in gauge_specs(g.sample)} if g.sample is not None else {}
         self._update_processes(snap)
         width = max(40, self.query_one("#live-gpus", Static).size.width or self.size.width - 2)
         procs = {g.index: render_processes(self._filtered(self.process_rows[g.index]), width, self._note(),
@@ -197,7 +224,7 @@ class LiveScreen(CockpitScreen):
                  if g.index in self.process_rows else Text("Processes  reading...", style="dim")
                  for g in snap.gpus}
         text = render_snapshot(snap, width, histories if self.sparklines else {},
-                               (tel.interval_s, tel.maxlen), procs)
+                               (tel.interval_s * step, tel.maxlen // step, step), procs)
         if len(snap.gpus) > 1:
             text = Text("\n\n", no_wrap=True).join([render_overview(snap), text])
         if self.paused:
@@ -261,6 +288,10 @@ class LiveScreen(CockpitScreen):
             self._timer.pause()
         else:
             self._timer.resume()
+        self.refresh_view()
+
+    def action_span(self, delta: int) -> None:
+        self.span = max(0, min(len(SPANS) - 1, self.span + delta))
         self.refresh_view()
 
     def action_toggle_sparklines(self) -> None:

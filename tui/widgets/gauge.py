@@ -94,16 +94,18 @@ def time_axis(cells: int, interval_s: float, samples: int) -> str:
 
 
 def time_scale_line(width: int, interval_s: float, samples: int, label_width: int = 11,
-                    text_width: int = 16) -> Text:
+                    text_width: int = 16, averaged: int = 1) -> Text:
     """The line under a panel of gauges ``width`` cells wide: the span the sparklines cover in the
-    bar's columns (``last 9 s, a sample every 0.5 s``) and the time axis under them."""
+    bar's columns (``last 9 s, a sample every 0.5 s``; ``averaged`` samples a cell: ``a cell every
+    2 s``) and the time axis under them."""
     bar_width, cells = gauge_layout(width, True, label_width, text_width)
     out = Text(no_wrap=True, overflow="crop")
     if not cells:
         return out
     span = min(cells, samples) * interval_s
     out.append(f"{'':<{label_width}}")
-    what = f"last {fmt_age(span)[1:]}, a sample every {interval_s:g} s"
+    what = (f"last {fmt_age(span)[1:]}, a sample every {interval_s:g} s" if averaged <= 1 else
+            f"last {fmt_age(span)[1:]}, a cell every {interval_s:g} s")
     out.append(f"{what[: bar_width + text_width]:<{bar_width + text_width}} ", style="dim")
     out.append(time_axis(cells, interval_s, samples), style="dim cyan")
     return out

@@ -1,0 +1,48 @@
+"""Live's history longer than 30 s: ``+`` and ``-`` set how many samples a sparkline cell averages,
+and the time axis under the sparklines says the span (issue 47, "Live like nvitop")."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from engine.telemetry import SimulatedSource, simulated_sampler
+from tests.tui.conftest import screen_lines
+from tui.screens.live import SPANS, downsample
+
+
+def test_downsample_averages_from_the_newest():
+    assert downsample([1.0, 2.0, 3.0, 4.0, 5.0], 2) == [1.0, 2.5, 4.5]
+    assert downsample([None, None, 3.0, None], 2) == [None, 3.0]
+    assert downsample([1.0, 2.0], 1) == [1.0, 2.0]
+
+
+def span_s(line: str) -> float:
+    m = re.search(r"last ([0-9.]+) (s|min)", line)
+    assert m, line
+    return float(m[1]) * (60 if m[2] == "min" else 1)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=lambda s: f"{s[0]}x{s[1]}")
+async def test_plus_widens_the_history_and_the_axis_says_so(make, size):
+    sampler = simulated_sampler(SimulatedSource(), history_s=300)
+    for _ in range(600):  # five minutes of samples at 0.5 s
+        sampler._poll_gpu(0)
+    app = make(start_mode="live", telemetry=sampler)
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+
+        def axis() -> str:
+            return next((r for r in screen_lines(app) if "last " in r), "")
+
+        first = axis()
+        assert "a sample every 0.5 s" in first, first
+        await pilot.press("plus", "plus")
+        await pilot.pause()
+        wider = axis()
+        assert f"a cell every {0.5 * SPANS[2]:g} s" in wider, wider
+        assert span_s(wider) == SPANS[2] * span_s(first) and span_s(wider) > 30, (first, wider)
+        await pilot.press("minus", "minus", "minus")
+        await pilot.pause()
+        assert axis() == first
