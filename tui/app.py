@@ -11,11 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
-from textual import work
-from textual.app import App, ScreenStackError, SystemCommand
+from textual.app import ScreenStackError, SystemCommand
 from textual.binding import Binding
-from textual.css.query import NoMatches
-from textual.message import Message
 from textual.screen import Screen
 
 from engine import (
@@ -24,7 +21,6 @@ from engine import (
     ProfileSet,
     ResultStore,
     RunResult,
-    RunStatus,
     SimulatedSource,
     TaskSpec,
     TelemetrySampler,
@@ -37,7 +33,7 @@ from engine import (
     simulated_sampler,
     start_engine_server,
 )
-from tui import diagnostics
+from tui.app_work import BackgroundWork
 from tui.cli_options import THEMES, combine, parse_args
 from tui.preferences import Preferences, PreferencesFile
 from tui.screen_list import MODES as SCREEN_MODES
@@ -45,7 +41,6 @@ from tui.screen_list import SCREENS
 from tui.screens.checklist import ChecklistScreen
 from tui.screens.fleet import FleetScreen
 from tui.screens.history import HistoryScreen
-from tui.screens.jobs import JobsScreen
 from tui.screens.live import LiveScreen
 from tui.screens.overlays import ConfirmQuitScreen, HelpScreen
 from tui.screens.profile import ProfileScreen
@@ -53,9 +48,7 @@ from tui.screens.run import RunScreen
 from tui.screens.soak import SoakScreen
 from tui.screens.troubleshoot import TroubleshootScreen
 from tui.screens.tune import TuneScreen
-from tui.widgets.jobs_table import KEEP as JOBS_KEPT
-from tui.widgets.jobs_table import JobRecord, ended_message
-from tui.widgets.status_line import HeaderFacts
+from tui.widgets.status_line import run_status_word
 
 
 def with_fields(task: TaskSpec, **update: Any) -> TaskSpec:
@@ -64,9 +57,6 @@ def with_fields(task: TaskSpec, **update: Any) -> TaskSpec:
 
 
 TEXTUAL_THEMES = {"dark": "textual-dark", "light": "textual-light"}
-WORK_NAMES = {"run": "a run", "tune": "a tune", "soak": "a soak"}
-JOB_SCREENS = {"run": "run", "tune": "tune", "soak": "soak"}
-"""The screen that shows each kind of job: no notification while it is shown."""
 PALETTE_SKIP = {"Quit", "Theme", "Keys"}
 """Textual's own palette commands that a cockpit key already offers (q, ctrl+t, ?)."""
 SCREEN_CLASSES: dict[str, type[Screen]] = {cls.MODE: cls for cls in (
@@ -78,15 +68,7 @@ PREFERENCE_CHOICES = {"theme": THEMES, "screen": SCREEN_MODES}
 """The values the preferences file may hold for a key; another is reported and the file left alone."""
 
 
-class ChecksDone(Message):
-    """The environment checks' results from the app's worker (or why they could not run)."""
-
-    def __init__(self, results: list[Any], problem: str | None, only: str | None = None) -> None:
-        super().__init__()
-        self.results, self.problem, self.only = results, problem, only
-
-
-class CockpitApp(App):
+class CockpitApp(BackgroundWork):
     """SOL Cockpit. Holds the shared state; each screen is a mode reached by its number key
     (``tui.screen_list``)."""
 
@@ -154,7 +136,7 @@ class CockpitApp(App):
         """Knobs a tune's best set in the task this session (``a``), as the saved task would hold
         them: left out of the saved task while unchanged, so that after a restart the tuning cache's
         entry chooses them (and follows the shape) instead of a pin."""
-        self.jobs: list[JobRecord] = []
+        self.jobs: list[Any] = []
         """Runs, tunes and soaks of this session, oldest first (the Jobs view, ``j``)."""
         self.check_results: list[Any] = []
         """The engine's check results from the last check run (objects, for match_check)."""
@@ -288,40 +270,6 @@ class CockpitApp(App):
                     "SIMULATED device: timings and telemetry are simulated, not measured on a GPU.")
         return ""
 
-    def header_facts(self) -> HeaderFacts:
-        """What the one-line header says now (``tui.widgets.status_line``)."""
-        choice = self.backend_choice
-        prof = self.effective_profile()
-        snap = self.telemetry.latest()
-        index = self.task_spec.device
-        gpu = next((g for g in snap.gpus if g.index == index), snap.gpus[0] if snap.gpus else None)
-        sample = gpu.sample if gpu is not None else None
-        work = " + ".join(name for name, ev in self.work.items() if not ev.is_set())
-        if self.run_active and "run" not in work:
-            work = " + ".join(w for w in ("run", work) if w)
-        return HeaderFacts(
-            device="none" if choice is None else choice.name, profile=prof.name if prof else None,
-            profile_how="chosen" if self.profile_name else "auto",
-            problem=self.backend_problem, gpu_index=gpu.index if gpu is not None else index,
-            gpu_state=gpu.state if gpu is not None else "waiting",
-            util_pct=sample.gpu_util_pct if sample else None, power_w=sample.power_w if sample else None,
-            sm_clock_mhz=sample.sm_clock_mhz if sample else None, work=work, last_run=self.last_run_label())
-
-    def last_run_label(self) -> str:
-        """'run #24 OK' for the last run this session ('run OK' when it was not stored); ''."""
-        r = self.last_result
-        if r is None:
-            return ""
-        status = self.run_status_word(r).upper()
-        return f"run #{r.run_id} {status}" if r.run_id is not None else f"run {status}"
-
-    @staticmethod
-    def run_status_word(r: RunResult) -> str:
-        """'ok', 'incorrect', 'compile error', 'cancelled', ...: how a run ended, in words."""
-        if r.status == RunStatus.ok and r.correctness is not None and not r.correctness.correct:
-            return "incorrect"
-        return r.status.value.replace("_", " ")
-
     def profile_source(self) -> str:
         """How the profile in use was picked: 'chosen', 'detected' or the simulated device's default."""
         if self.profile_name:
@@ -360,95 +308,6 @@ class CockpitApp(App):
             return None
         return f"the task on 3 Tune has problems: {'; '.join(self.form_problems)}"
 
-    # --- environment checks (run by the app, so that they run whatever screen is shown) -----------
-    def run_checks(self, only: str | None = None) -> None:
-        """Run every environment check (or ``only`` that one) in a worker; ``ChecksDone`` follows."""
-        self.checks_state = "running"
-        self._run_checks(self.profile_name, only)
-        self._checks_changed()
-
-    @work(thread=True, exclusive=True, exit_on_error=False, group="checks")
-    def _run_checks(self, profile_name: str | None, only: str | None) -> None:
-        try:
-            results = diagnostics.run_checks(profile_name, [only] if only else None)
-            if not only:
-                diagnostics.record_checks(self.store, results)
-        except diagnostics.NotAvailable as exc:
-            self.post_message(ChecksDone([], f"checks not available: {exc}"))
-            return
-        except Exception as exc:
-            self.post_message(ChecksDone([], f"the checks failed to run: {type(exc).__name__}: {exc}"))
-            return
-        self.post_message(ChecksDone(results, None, only))
-
-    def on_checks_done(self, message: ChecksDone) -> None:
-        results = message.results
-        if message.only and self.check_results:
-            fresh = {diagnostics.check_view(r)["id"]: r for r in results}
-            results = [fresh.get(diagnostics.check_view(r)["id"], r) for r in self.check_results]
-        if results:
-            self.check_results = results
-        self.checks_problem = message.problem
-        self.checks_state = "done" if self.check_results else "not available"
-        self._checks_changed()
-
-    def _checks_changed(self) -> None:
-        """The shown screen re-reads the checks (a screen not mounted yet reads them when it is)."""
-        self.call_after_refresh(self._tell_screen_checks)
-
-    def _tell_screen_checks(self) -> None:
-        try:
-            changed = getattr(self.screen, "checks_changed", None)
-            if changed is not None:
-                changed()
-        except (ScreenStackError, NoMatches):  # not composed yet: it reads the checks when it mounts
-            pass
-
-    # --- work in flight ---------------------------------------------------------------------------
-    def work_started(self, name: str, cancel: threading.Event, what: str | None = None) -> None:
-        """A screen started ``name`` ('run', 'tune', 'soak') of ``what`` (the task's label by
-        default); ``cancel`` stops it when the cockpit quits. Listed in the Jobs view (``j``)."""
-        self.work[name] = cancel
-        self.jobs.append(JobRecord(name, what or self.task_spec.label()))
-        del self.jobs[:-JOBS_KEPT]
-        self.refresh_header()
-
-    def work_ended(self, name: str, status: str | None = None, detail: str = "") -> None:
-        """``name`` ended; with ``status`` ('ok', 'cancelled', 'refused', ...) its job record says
-        how, and a notification says so unless its own screen is shown."""
-        self.work.pop(name, None)
-        job = next((j for j in reversed(self.jobs) if j.kind == name and j.in_flight), None)
-        if job is not None:
-            job.ended = time.monotonic()
-            job.status = status or "ended"
-        if status is not None:
-            self.job_result(name, status, detail)
-        self.refresh_header()
-
-    def job_result(self, name: str, status: str, detail: str = "") -> None:
-        """How the last ``name`` job ended (after ``work_ended``, when the result comes later)."""
-        job = next((j for j in reversed(self.jobs) if j.kind == name), None)
-        if job is None:
-            return
-        if job.in_flight:
-            job.ended = time.monotonic()
-        job.status, job.detail = status, detail
-        shown = getattr(self.screen, "MODE", "") if self.is_running else ""
-        if shown != JOB_SCREENS.get(name) and not isinstance(self.screen, JobsScreen):
-            self.notify(ended_message(job), title="Job ended", severity="information" if status in ("ok", "done")
-                        else "warning", timeout=8)
-
-    def action_jobs(self) -> None:
-        if not isinstance(self.screen, JobsScreen):
-            self.push_screen(JobsScreen())
-
-    def busy_with(self) -> list[str]:
-        return [WORK_NAMES.get(name, name) for name, ev in self.work.items() if not ev.is_set()]
-
-    def cancel_work(self) -> None:
-        for ev in self.work.values():
-            ev.set()
-
     # --- preferences ------------------------------------------------------------------------------
     def current_preferences(self) -> Preferences:
         theme = next((k for k, v in TEXTUAL_THEMES.items() if v == self.theme), None)
@@ -477,7 +336,7 @@ class CockpitApp(App):
         self.telemetry.set_run_active(False)
         self.record_result(message.result)
         self.runs_finished += 1
-        self.job_result("run", self.run_status_word(message.result),
+        self.job_result("run", run_status_word(message.result),
                         f"run #{message.result.run_id}" if message.result.run_id is not None else "not stored")
 
     # --- actions --------------------------------------------------------------------------------

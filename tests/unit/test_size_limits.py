@@ -13,7 +13,7 @@ MAX_FUNCTION_LINES = 80
 FILE_ROOTS = ("engine", "kernels", "tui")
 FUNCTION_ROOTS = ("engine", "tui")
 SUFFIXES = (".py", ".cu", ".cuh")
-OVER_FOR_NOW = {"tui/app.py"}
+OVER_FOR_NOW: set[str] = set()
 """Files still over the limit while their split is under way; each must be over it (so the entry
 goes once the file is split)."""
 

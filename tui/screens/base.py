@@ -20,7 +20,7 @@ from textual.widgets import Input, Static
 
 from tui.screen_list import SCREENS, ScreenEntry
 from tui.widgets.footer import CockpitFooter
-from tui.widgets.status_line import render_status
+from tui.widgets.status_line import header_facts, render_status
 
 if TYPE_CHECKING:
     from tui.app import CockpitApp
@@ -143,7 +143,7 @@ class CockpitScreen(Screen):
         if status is None:  # not composed yet: its mount draws it
             return
         width = self.size.width or app.size.width or 80
-        status.update(render_status(app.header_facts(), width))
+        status.update(render_status(header_facts(app), width))
         note = app.device_note()
         status.tooltip = note or None
         status.set_class(app.backend_problem is not None, "-error")

@@ -12,6 +12,7 @@ is in the header's tooltip and the ``?`` help. A pure renderer: tested without a
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from rich.text import Text
 
@@ -116,3 +117,40 @@ def render_status(f: HeaderFacts, width: int) -> Text:
     line = _join(candidates[-1])
     line.truncate(max(1, width), overflow="ellipsis")
     return line
+
+
+def run_status_word(r: Any) -> str:
+    """'ok', 'incorrect', 'compile error', 'cancelled', ...: how a run (a RunResult) ended, in words."""
+    status = r.status.value
+    if status == "ok" and r.correctness is not None and not r.correctness.correct:
+        return "incorrect"
+    return str(status).replace("_", " ")
+
+
+def last_run_label(r: Any) -> str:
+    """'run #24 OK' for a run ('run OK' when it was not stored); '' for None (no run yet)."""
+    if r is None:
+        return ""
+    status = run_status_word(r).upper()
+    return f"run #{r.run_id} {status}" if r.run_id is not None else f"run {status}"
+
+
+def header_facts(app: Any) -> HeaderFacts:
+    """What the header says now, read from the cockpit app (``tui.app.CockpitApp``): its backend,
+    profile, the telemetry of the GPU the task runs on, the work in flight and the last result."""
+    choice = app.backend_choice
+    prof = app.effective_profile()
+    snap = app.telemetry.latest()
+    index = app.task_spec.device
+    gpu = next((g for g in snap.gpus if g.index == index), snap.gpus[0] if snap.gpus else None)
+    sample = gpu.sample if gpu is not None else None
+    work = " + ".join(name for name, ev in app.work.items() if not ev.is_set())
+    if app.run_active and "run" not in work:
+        work = " + ".join(w for w in ("run", work) if w)
+    return HeaderFacts(
+        device="none" if choice is None else choice.name, profile=prof.name if prof else None,
+        profile_how="chosen" if app.profile_name else "auto",
+        problem=app.backend_problem, gpu_index=gpu.index if gpu is not None else index,
+        gpu_state=gpu.state if gpu is not None else "waiting",
+        util_pct=sample.gpu_util_pct if sample else None, power_w=sample.power_w if sample else None,
+        sm_clock_mhz=sample.sm_clock_mhz if sample else None, work=work, last_run=last_run_label(app.last_result))
