@@ -18,13 +18,15 @@ def test_elapsed_and_the_message_read_plainly():
 
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=lambda s: f"{s[0]}x{s[1]}")
 async def test_a_run_that_ends_while_browsing_is_notified_and_listed(make, monkeypatch, size):
-    monkeypatch.setenv("SOL_SIM_DELAY", "0.2")
+    monkeypatch.setenv("SOL_SIM_DELAY", "0.6")
     app = make(start_mode="run")
     async with app.run_test(size=size) as pilot:
         await pilot.press("r")
         await wait_until(pilot, lambda: "run" in app.work, what="the run starting")
-        await pilot.press("7", "j")
+        await pilot.press("7")
         await pilot.pause()
+        await pilot.press("j")
+        await wait_until(pilot, lambda: type(app.screen).__name__ == "JobsScreen", what="the Jobs view")
         assert "running" in " ".join(screen_lines(app))
         await wait_for_run(pilot, app)
         await pilot.pause(1.2)
