@@ -360,6 +360,7 @@ class CockpitApp(BackgroundWork):
             self.exit()
             return
         if not isinstance(self.screen, ConfirmQuitScreen):
+            self.clear_notifications()  # a toast over the question would hide it (defect 14)
             self.push_screen(ConfirmQuitScreen(busy), callback=self._quit_answered)
 
     def _quit_answered(self, quit_now: bool | None) -> None:

@@ -101,3 +101,20 @@ async def test_no_gpu_takes_one_row_and_no_toast_repeats_it(make, monkeypatch):
         from tests.tui.test_flows import text_of
 
         assert "libnvidia-ml.so.1" in " ".join(text_of(app, "#help-keys").split())
+
+
+async def test_no_toast_covers_the_quit_question(make, monkeypatch):
+    """Defect 14: a toast once covered the quit dialog."""
+    monkeypatch.setenv("SOL_SIM_DELAY", "0.6")
+    app = make(start_mode="run")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("r")
+        await pilot.pause()
+        app.notify("a long toast " * 20, timeout=30)
+        await pilot.pause()
+        await pilot.press("q")
+        await pilot.pause()
+        assert type(app.screen).__name__ == "ConfirmQuitScreen"
+        assert not app._notifications, [n.message for n in app._notifications]
+        assert "Quit the cockpit?" in " ".join(screen_lines(app))
+        await pilot.press("y")
