@@ -46,3 +46,36 @@ async def test_plus_widens_the_history_and_the_axis_says_so(make, size):
         await pilot.press("minus", "minus", "minus")
         await pilot.pause()
         assert axis() == first
+
+
+def test_processes_sort_by_each_order():
+    from tui.widgets.processes import PROCESS_SORTS, render_processes
+
+    rows = [{"pid": 30, "user": "bob", "used_mib": 100.0, "command": "b"},
+            {"pid": 10, "user": "amy", "used_mib": 900.0, "command": "c"},
+            {"pid": 20, "user": "cid", "used_mib": 500.0, "command": "a"}]
+
+    def pids(order: str) -> list[str]:
+        lines = render_processes(rows, 120, order=order).plain.splitlines()[1:]
+        return [line.split()[0] for line in lines]
+
+    assert pids("memory") == ["10", "20", "30"] and pids("pid") == ["10", "20", "30"]
+    assert pids("user") == ["10", "30", "20"] and pids("command") == ["20", "30", "10"]
+    assert set(PROCESS_SORTS) == {"memory", "pid", "user", "command"}
+
+
+async def test_x_on_live_stops_the_run_in_flight(make):
+    from tests.tui.conftest import wait_for_run, wait_until
+    from tui.app import with_fields
+
+    app = make(start_mode="run")
+    app.task_spec = with_fields(app.task_spec, fault="hang", timeout_s=60)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("r")
+        await wait_until(pilot, lambda: app.run_active, what="the run starting")
+        await pilot.press("5", "o")
+        await pilot.pause()
+        assert app.screen.process_order == 1
+        await pilot.press("x")
+        await wait_for_run(pilot, app)
+        assert app.last_result.status.value == "cancelled"

@@ -107,7 +107,7 @@ async def test_in_a_field_the_footer_offers_esc_and_still_shows_help_and_quit(ma
 
 
 START_ACTIONS = {"start_run", "start", "restart"}
-CANCEL_ACTIONS = {"cancel_run", "cancel", "cancel_tune"}
+CANCEL_ACTIONS = {"cancel_run", "cancel", "cancel_tune", "stop_run", "cancel_job"}
 
 
 def test_one_key_for_one_action_on_every_screen():

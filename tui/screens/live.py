@@ -23,7 +23,7 @@ from tui.screens.base import CockpitScreen
 from tui.widgets.fit_table import matches
 from tui.widgets.format import fmt, fmt_kbps, fmt_mib
 from tui.widgets.gauge import render_gauge, time_scale_line
-from tui.widgets.processes import render_processes, simulated_processes
+from tui.widgets.processes import PROCESS_SORTS, render_processes, simulated_processes
 
 REFRESH_S = 1.0
 ProcessSource = Callable[[int], list[dict[str, Any]] | None]
@@ -165,6 +165,9 @@ class LiveScreen(CockpitScreen):
     BINDINGS = [
         Binding("p", "toggle_pause", "Pause", tooltip="Freeze or resume the live view"),
         Binding("s", "toggle_sparklines", "Sparklines", tooltip="Show or hide the sparklines"),
+        Binding("o", "process_sort", "Sort procs", show=False,
+                tooltip="Sort the processes by GPU memory, PID, user or command (cycles)"),
+        Binding("x", "stop_run", "Stop run", tooltip="Stop this cockpit's run in flight (kills its engine process)"),
         Binding("plus", "span(1)", "Longer", key_display="+",
                 tooltip="Longer history in the sparklines: each cell the mean of more samples (up to 5 min)"),
         Binding("minus", "span(-1)", "Shorter", key_display="-", show=False,
@@ -182,6 +185,8 @@ class LiveScreen(CockpitScreen):
         super().__init__()
         self.paused = False
         self.sparklines = True
+        self.process_order = 0
+        """Index into ``PROCESS_SORTS`` (``o``)."""
         self.span = 0
         """Index into ``SPANS``: samples a sparkline cell averages (``+``/``-``)."""
         self.process_source: ProcessSource | None = None
@@ -220,7 +225,7 @@ class LiveScreen(CockpitScreen):
         self._update_processes(snap)
         width = max(40, self.query_one("#live-gpus", Static).size.width or self.size.width - 2)
         procs = {g.index: render_processes(self._filtered(self.process_rows[g.index]), width, self._note(),
-                                           os.getpid())
+                                           os.getpid(), PROCESS_SORTS[self.process_order])
                  if g.index in self.process_rows else Text("Processes  reading...", style="dim")
                  for g in snap.gpus}
         text = render_snapshot(snap, width, histories if self.sparklines else {},
@@ -289,6 +294,19 @@ class LiveScreen(CockpitScreen):
         else:
             self._timer.resume()
         self.refresh_view()
+
+    def action_process_sort(self) -> None:
+        self.process_order = (self.process_order + 1) % len(PROCESS_SORTS)
+        self.refresh_view()
+
+    def action_stop_run(self) -> None:
+        """``x``: the run in flight stops, as ``x`` on 4 Run stops it (its engine process is killed)."""
+        cancel = self.app.work.get("run")
+        if cancel is None:
+            self.notify("No run of this cockpit in flight.", severity="warning")
+            return
+        cancel.set()
+        self.notify("Stopping the run...", title="Live")
 
     def action_span(self, delta: int) -> None:
         self.span = max(0, min(len(SPANS) - 1, self.span + delta))

@@ -33,8 +33,21 @@ def _mem(row: dict[str, Any]) -> float:
     return float(used) if isinstance(used, (int, float)) else -1.0
 
 
+PROCESS_SORTS = ("memory", "pid", "user", "command")
+"""The process list's orders, as ``o`` on Live cycles through them (largest GPU memory first)."""
+
+
+def process_sort_key(order: str):
+    """The key function of an order of ``PROCESS_SORTS`` over process rows."""
+    if order == "pid":
+        return lambda r: (r.get("pid") is None, r.get("pid") or 0)
+    if order in ("user", "command"):
+        return lambda r: str(r.get(order) or r.get("name") or "").lower()
+    return lambda r: -_mem(r)
+
+
 def render_processes(rows: list[dict[str, Any]] | None, width: int, note: str = "",
-                     own_pid: int | None = None) -> Text:
+                     own_pid: int | None = None, order: str = "memory") -> Text:
     """``Processes`` and a table (largest GPU memory first) in at most ``width`` cells a line;
     ``rows`` None: the list is not available (``note`` says why); [] : none, with ``note`` after.
     A row whose parent is ``own_pid`` is this cockpit's engine process and says so."""
@@ -46,11 +59,13 @@ def render_processes(rows: list[dict[str, Any]] | None, width: int, note: str = 
     if not rows:
         out.append("none on this GPU" + (f" ({note})" if note else ""), style="dim")
         return out
-    head = f"{'PID':>7}  {'USER':<10} {'GPU MEM':>9}  COMMAND"
+    marks = {o: ("▼" if o == order and order != "memory" else "") for o in PROCESS_SORTS}  # the default: unmarked
+    head = (f"{'PID' + marks['pid']:>7}  {'USER' + marks['user']:<10} {'GPU MEM' + marks['memory']:>9}  "
+            f"COMMAND{marks['command']}")
     out.append(head[: max(0, width - LABEL_WIDTH)], style="bold")
     if note:
         out.append(f"  {note}", style="dim")
-    for row in sorted(rows, key=_mem, reverse=True):
+    for row in sorted(rows, key=process_sort_key(order)):
         pid = row.get("pid")
         user = str(row.get("user") or NA)
         command = " ".join(str(row.get("command") or row.get("name") or NA).split())
