@@ -152,3 +152,18 @@ async def test_x_never_ticks_a_hidden_step_nor_checks_that_fail(make, monkeypatc
         await pilot.pause()
         assert app.screen.steps["checks"]["state"] != "done"
         assert "2 checks fail" in text_of(app, "#check-detail")
+
+
+# 21 ------------------------------------------------------------------------------------------
+async def test_the_schedule_placeholder_is_the_kernels_own(make):
+    """The schedule placeholder showed a GEMM's knobs for kernels without any."""
+    from textual.widgets import Input, Select
+
+    app = make(start_mode="tune")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        field = app.screen.query_one("#f-schedule", Input)
+        assert "consumers=" in field.placeholder
+        app.screen.query_one("#f-kernel", Select).value = "add_rmsnorm"
+        await pilot.pause(0.3)
+        assert "has no schedule knobs" in field.placeholder and "consumers" not in field.placeholder

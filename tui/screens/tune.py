@@ -194,7 +194,20 @@ class TuneScreen(CockpitScreen):
             self.app.form_problems = problems
         self._shown = self.app.task_spec
         self.query_one("#tune-prediction", Static).update(self.prediction_text(pred))
+        self._schedule_hint(pred)
         return task
+
+    def _schedule_hint(self, pred: dict[str, Any]) -> None:
+        """The schedule field's placeholder names this kernel's schedule knobs, or says it has none
+        (it showed a GEMM's for every kernel)."""
+        field = self.query_one("#f-schedule", Input)
+        if not pred:
+            return
+        options = pred.get("schedule_options") or []
+        if options:
+            field.placeholder = "planner's; e.g. " + ",".join(f"{n}={vals[0]}" for n, vals in options[:2])
+        else:
+            field.placeholder = f"none: {self.query_one('#f-kernel', Select).value} has no schedule knobs"
 
     @staticmethod
     def prediction_text(pred: dict[str, Any]) -> Text:
