@@ -49,6 +49,7 @@ def measured_profile(base: Profile, ceilings: dict[str, Any], name: str | None =
         "peak_tflops": PeakTflops(fp32=t["fp32"], tf32=t["tf32"], bf16=t["bf16"], fp16=t["fp16"]),
         "memory_bandwidth_gbps": ceilings["copy_gbps"],
         "measured": True,
+        "provisional": False,
         "base_profile": base.name,
         "source": (f"tui calibrate on {host or socket.gethostname()} ({ceilings.get('gpu_name')}), {when}: "
                    f"{ceilings.get('copy_bytes', 0) / 2**30:.0f} GiB device-to-device copy, cuBLAS GEMMs "

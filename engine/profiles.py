@@ -25,6 +25,9 @@ PEAK_TFLOPS_MIN, PEAK_TFLOPS_MAX = 1e-3, 1e6
 """Sane peaks: 1 GFLOP/s to an exaFLOP/s. Outside, a figure is a typo, and SOL percentages (and the
 JSON that carries them) would be zero, infinite or not numbers at all."""
 
+PROVISIONAL_LABEL = "provisional (datasheet, not measured)"
+"""How the CLI, the checks and the cockpit mark a profile whose ``provisional`` is true."""
+
 STRICT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 """Profiles are files: a boolean or a quoted number is a mistake to name, never a value to coerce,
 and inf or nan is never a datasheet figure."""
@@ -89,11 +92,23 @@ class Profile(BaseModel):
     """True for calibrated profiles: peaks measured on this machine, not datasheet figures."""
     base_profile: str | None = None
     """For calibrated profiles: the datasheet profile this one was measured against."""
+    provisional: bool = False
+    """True where no figure of this profile was ever measured by this product on that GPU model:
+    datasheet peaks and programming-guide limits only, shown as "provisional (datasheet, not
+    measured)" in the cockpit and as ``provisional`` in ``--json``. README's table of what has been
+    measured on which GPU says which built-ins are not; a calibrated (``measured``) profile never is."""
 
     @field_validator("nvml_name_patterns")
     @classmethod
     def _patterns_compile(cls, v: list[str]) -> list[str]:
         return check_patterns(v)
+
+    @model_validator(mode="after")
+    def _measured_not_provisional(self) -> Profile:
+        if self.measured and self.provisional:
+            raise ValueError("measured and provisional are both true: a calibrated profile's peaks were measured "
+                             "on this machine, so it is not provisional")
+        return self
 
     @model_validator(mode="after")
     def _block_within_sm(self) -> Profile:
