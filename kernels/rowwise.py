@@ -18,9 +18,15 @@ def dtype_of(task: Any) -> str:
     return str(getattr(task.dtype, "value", task.dtype))
 
 
+THREADS_1536_CC = ((8, 6), (8, 7), (8, 9), (12, 0), (12, 1))
+"""Compute capabilities whose SMs hold 1536 resident threads (CUDA C++ Programming Guide, limits per
+compute capability): GA10x, Ada and GeForce Blackwell (sm_120). The others here hold 2048."""
+
+
 def threads_per_sm(limits: DeviceLimits | None) -> int:
-    """Resident threads per SM: 1536 on sm_86/sm_89, 2048 on sm_80 and sm_90."""
-    if limits is not None and limits.compute_capability in ((8, 6), (8, 7), (8, 9)):
+    """Resident threads per SM: 1536 on sm_86/sm_89/sm_120, 2048 on sm_80, sm_90 and sm_100. A block
+    count per SM above this is ignored by ptxas (``.minnctapersm``) and oversubscribes the grid."""
+    if limits is not None and tuple(limits.compute_capability) in THREADS_1536_CC:
         return 1536
     return 2048
 

@@ -17,6 +17,7 @@ from engine.planner import kernel_default_shape, plan
 from engine.profiles import Profile, load_profiles, save_user_profile
 from engine.task import TaskSpec
 from kernels import builtin_names, get_spec
+from kernels.rowwise import THREAD_CHOICES, threads_per_sm
 from kernels.spec import DeviceLimits
 
 PROFILES = load_profiles(include_user=False)
@@ -137,6 +138,24 @@ def test_every_kernel_plans_on_every_provisional_profile(profile):
             path = str(p.info.get("path", ""))
             if prof.compute_capability != "9.0":
                 assert "wgmma" not in path and "sm_90a" not in path, (profile, kernel, path)
+
+
+@pytest.mark.parametrize("profile", ["rtx-5090", "l4", "a10"])
+def test_rowwise_blocks_per_sm_fit_the_threads_an_sm_holds(profile):
+    """sm_86, sm_89 and sm_120 hold 1536 threads per SM: a block count above that is ignored by
+    ptxas ('.minnctapersm will be ignored') and oversubscribes the persistent grid."""
+    prof = PROFILES.get(profile)
+    limits = DeviceLimits.from_profile(prof)
+    assert threads_per_sm(limits) == 1536
+    for n in (1024, 2048, 4096):
+        for dtype in ("bf16", "fp32"):
+            for threads in THREAD_CHOICES:
+                task = TaskSpec(kernel="add_rmsnorm", shape={"m": 8192, "n": n}, dtype=dtype,
+                                block_size=str(threads))
+                p = plan(task, prof)
+                if p.violations:
+                    continue
+                assert p.info["blocks_per_sm"] * threads <= 1536, (n, dtype, threads, p.info)
 
 
 def test_provisional_arch_targets():
