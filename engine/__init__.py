@@ -65,6 +65,7 @@ _EXPORTS: dict[str, str] = {
     "shape_text": "engine.baseline",
     "Profile": "engine.profiles", "ProfileSet": "engine.profiles", "load_profiles": "engine.profiles",
     "save_user_profile": "engine.profiles", "BUILTIN_DIR": "engine.profiles",
+    "PROVISIONAL_LABEL": "engine.profiles",
     "CockpitError": "engine.errors", "InputError": "engine.errors", "BackendUnavailable": "engine.errors",
     "sol_figures": "engine.sol", "describe_bounds": "engine.sol", "config_dir": "engine.paths", "load_toml": "engine.tomlio",
     "read_text": "engine.safe_files", "write_atomic": "engine.safe_files", "visible": "engine.text_safety",
@@ -89,6 +90,7 @@ _EXPORTS: dict[str, str] = {
     "gpu_processes": "engine.telemetry",
     "HARMFUL_THROTTLE_MASK": "engine.nvml", "run_checks": "engine.checks", "checks_summary": "engine.checks:summary",
     "CHECKS": "engine.checks", "CheckContext": "engine.checks",
+    "checked_profile": "engine.checks.arch:profile_in_use",
     "match_text": "engine.troubleshoot", "match_check": "engine.troubleshoot",
     "match_slow_knobs": "engine.troubleshoot", "rehearsed_fault": "engine.troubleshoot",
     "read_log": "engine.log_reader", "LogText": "engine.log_reader", "LOG_HEAD_BYTES": "engine.log_reader:HEAD_BYTES",
@@ -153,6 +155,7 @@ if TYPE_CHECKING:  # the same names for type checkers; tests/unit/test_import_hy
     from engine.checks import CheckContext as CheckContext
     from engine.checks import run_checks as run_checks
     from engine.checks import summary as checks_summary
+    from engine.checks.arch import profile_in_use as checked_profile
     from engine.energy import describe as describe_energy
     from engine.errors import BackendUnavailable as BackendUnavailable
     from engine.errors import CockpitError as CockpitError
@@ -208,6 +211,7 @@ if TYPE_CHECKING:  # the same names for type checkers; tests/unit/test_import_hy
     from engine.planner import plan as plan
     from engine.process import start_engine_server as start_engine_server
     from engine.profiles import BUILTIN_DIR as BUILTIN_DIR
+    from engine.profiles import PROVISIONAL_LABEL as PROVISIONAL_LABEL
     from engine.profiles import Profile as Profile
     from engine.profiles import ProfileSet as ProfileSet
     from engine.profiles import load_profiles as load_profiles

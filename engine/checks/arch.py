@@ -6,6 +6,7 @@ from engine.checks.context import CheckContext
 from engine.checks.cuda_stack import cupy_wheels, probe_arch
 from engine.checks.model import NO_DRIVER_SKIP, Status, ok, skip
 from engine.errors import InputError
+from engine.profiles import PROVISIONAL_LABEL, Profile
 
 PORTABLE_MIN_CC = (8, 0)
 """The portable gemm_residual path uses bf16 mma.sync and cp.async: sm_80 and later."""
@@ -27,6 +28,24 @@ def device_facts(dev: object) -> dict[str, float | int | None]:
             "power_limit_w": getattr(dev, "power_limit_w", None)}
 
 
+def provisional_note(prof: object) -> str:
+    """' (provisional (datasheet, not measured))' for a provisional profile, else ''."""
+    return f" ({PROVISIONAL_LABEL})" if getattr(prof, "provisional", False) else ""
+
+
+def profile_in_use(ctx: CheckContext) -> Profile | None:
+    """The profile the checks judge: the one asked for with --profile, else the one GPU 0 is
+    detected as; None where neither is known (an unknown name, no GPU, no match)."""
+    ps = ctx.profile_set()
+    if ctx.profile_name:
+        try:
+            return ps.get(ctx.profile_name)
+        except InputError:
+            return None
+    devs = ctx.devices()
+    return ps.detect(devs[0].name, **device_facts(devs[0])) if devs else None
+
+
 def check_profile(ctx: CheckContext) -> tuple[Status, str, str]:
     devs = ctx.devices()
     ps = ctx.profile_set()
@@ -38,7 +57,8 @@ def check_profile(ctx: CheckContext) -> tuple[Status, str, str]:
             return "fail", exc.message, exc.fix or "pick a known profile: `tui profiles`"
     if not devs:
         if prof is not None:
-            return skip(f"profile {prof.name} (cc {prof.compute_capability}) selected; no GPU to compare it with")
+            return skip(f"profile {prof.name} (cc {prof.compute_capability}){provisional_note(prof)} selected; "
+                        "no GPU to compare it with")
         return skip(NO_DRIVER_SKIP if not ctx.driver_ok() else "no GPU visible")
     dev = devs[0]
     detected = ps.detect(dev.name, **device_facts(dev))
@@ -46,7 +66,8 @@ def check_profile(ctx: CheckContext) -> tuple[Status, str, str]:
         if detected is None:
             return "warn", f"no built-in profile matches '{dev.name}' (cc {dev.compute_capability})", (
                 f"pass --profile NAME ({', '.join(ps.names())}) or measure one: `tui calibrate`")
-        return ok(f"GPU 0 '{dev.name}' (cc {dev.compute_capability}) -> profile {detected.name}")
+        return ok(f"GPU 0 '{dev.name}' (cc {dev.compute_capability}) -> profile {detected.name}"
+                  f"{provisional_note(detected)}")
     if dev.compute_capability and prof.compute_capability != dev.compute_capability:
         return "fail", (f"profile {prof.name} is for cc {prof.compute_capability}, GPU 0 '{dev.name}' is cc "
                         f"{dev.compute_capability}: kernel limits and SOL figures would be wrong"), (
@@ -54,7 +75,7 @@ def check_profile(ctx: CheckContext) -> tuple[Status, str, str]:
     if detected is not None and detected.name not in (prof.name, prof.base_profile):
         return "warn", (f"profile {prof.name} does not match GPU 0 '{dev.name}' (detected {detected.name}); "
                         "SOL figures use the chosen profile's peaks"), f"use --profile {detected.name}"
-    return ok(f"profile {prof.name} fits GPU 0 '{dev.name}' (cc {dev.compute_capability})")
+    return ok(f"profile {prof.name}{provisional_note(prof)} fits GPU 0 '{dev.name}' (cc {dev.compute_capability})")
 
 
 def check_kernel_arch(ctx: CheckContext) -> tuple[Status, str, str]:

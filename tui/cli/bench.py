@@ -251,6 +251,7 @@ def run(args: argparse.Namespace) -> int:
         out = res.summary_json()
         out["notices"] = prep.notices
         out["knobs_from"] = knobs_from
+        out["profile_provisional"] = prep.profile.provisional
         if verdict is not None:
             out["against_baseline"] = verdict.to_json()
         print_json(out)

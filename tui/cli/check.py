@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.table import Table
 
 from tui.cli import check_context
 from tui.cli.device_args import device_arg
 from tui.cli.output import print_json, stderr_console, stdout_console
+
+if TYPE_CHECKING:
+    from engine import CheckContext
 
 STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}
 
@@ -38,6 +42,15 @@ def _record(results: list, store_path: Path | None) -> str | None:
     return None
 
 
+def _profile_json(ctx: CheckContext) -> dict[str, object] | None:
+    """The profile the checks judged (``--profile``, else GPU 0's detected one) as {name,
+    provisional}; None where there is none."""
+    from engine import checked_profile
+
+    prof = checked_profile(ctx)
+    return None if prof is None else {"name": prof.name, "provisional": prof.provisional}
+
+
 def run(args: argparse.Namespace) -> int:
     from engine import checks_summary as summary
     from engine import run_checks
@@ -50,13 +63,14 @@ def run(args: argparse.Namespace) -> int:
         from tui.cli.every_gpu import run_check_all
 
         return run_check_all(args)
-    results = run_checks(profile_name=args.profile, only=args.only, ctx=check_context.make_context(args.profile))
+    ctx = check_context.make_context(args.profile)
+    results = run_checks(profile_name=args.profile, only=args.only, ctx=ctx)
     failed = any(r.status == "fail" for r in results)
     problem = _record(results, args.store) if not args.only else None
     if args.json:
         print_json({"checks": [{"id": r.id, "title": r.title, "status": r.status, "detail": r.detail,
                                 "fix": r.fix, "rules": r.rules} for r in results],
-                    "summary": summary(results), "ok": not failed})
+                    "summary": summary(results), "ok": not failed, "profile": _profile_json(ctx)})
         return 1 if failed else 0
     con = stdout_console()
     t = Table(title="Environment checks", show_lines=False)

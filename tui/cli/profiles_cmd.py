@@ -8,7 +8,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from engine import load_profiles
+from engine import PROVISIONAL_LABEL, load_profiles
 from tui.cli.output import human, print_json, stderr_console, stdout_console
 
 
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         })
         return 0
     con = stdout_console()
-    t = Table(title="Hardware profiles (dense peaks)")
+    t = Table(title="Hardware profiles (dense peaks)", caption=PROVISIONAL_LABEL.replace(" (", ": ").rstrip(")"))
     for col in ("name", "aliases", "GPU", "cc", "SMs", "bf16 TF/s", "fp32 TF/s", "HBM GB/s", "mem GB",
                 "smem/block KiB", "source"):
         t.add_column(col, overflow="fold")
@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
             p.name + mark, ", ".join(p.aliases), p.display_name, p.compute_capability, str(p.sm_count),
             f"{p.peak_tflops.bf16:g}", f"{p.peak_tflops.fp32:g}", f"{p.memory_bandwidth_gbps:g}",
             f"{p.memory_gb:g}", f"{p.shared_memory_per_block_bytes / 1024:g}",
-            "measured" if p.measured else "datasheet")))
+            "measured" if p.measured else "provisional" if p.provisional else "datasheet")))
     con.print(t)
     if device:
         con.print(f"detected device: {device} -> profile {detected.name if detected else 'none matches'} (*)",

@@ -12,7 +12,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.widgets import DataTable, Static
 
-from engine import BUILTIN_DIR
+from engine import BUILTIN_DIR, PROVISIONAL_LABEL
 from tui.screens.base import CockpitScreen
 
 FIELDS = (
@@ -114,6 +114,8 @@ class ProfileScreen(CockpitScreen):
         detail = Text()
         if shown is not None:
             detail.append(f"{shown.display_name}\n", style="bold")
+            if shown.provisional:
+                detail.append(f"{PROVISIONAL_LABEL}\n", style="bold yellow")
             detail.append(f"{shown.source}\n", style="dim")
         self.query_one("#profile-detail", Static).update(_stack(detail, comparison(shown, detected, device)))
 
