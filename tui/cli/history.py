@@ -85,8 +85,9 @@ def run(args: argparse.Namespace) -> int:
             for r in recs]})
         return 0
     con = stdout_console()
-    # Text: a path or a stored '[...]' is not rich markup
-    table, left_out = render(Text(f"runs in {store.path}"), COLUMNS, [_row(r, marks) for r in recs], con.width)
+    # its own line, whole (a title would be wrapped to the table's width); Text: not rich markup
+    con.print(Text(f"runs in {store.path}"), soft_wrap=True)
+    table, left_out = render(None, COLUMNS, [_row(r, marks) for r in recs], con.width)
     con.print(table)
     if left_out:
         con.print(Text(f"not shown at {con.width} columns: {', '.join(left_out)} (tui history --json has every "
