@@ -70,9 +70,10 @@ def vpt_for(n: int, dtype: str, threads: int) -> int:
     return v if v <= MAX_VPT else 0
 
 
-BULK_STAGES_DEFAULT = 3
-"""Rows in flight per block on the bulk path by default (H200: 3 and 4 slots level, 256 threads x 4
-blocks / 3 slots within 0.3 % of the best variant at [32768, 4096], 128 x 4 / 3 at [8192, 2560])."""
+BULK_RING_STAGES = 3
+"""Rows in flight per block on the bulk path, its default MEMORY_PIPELINING (H200: 3 and 4 slots
+level, 256 threads x 4 blocks / 3 slots within 0.3 % of the best variant at [32768, 4096], 128 x 4
+/ 3 at [8192, 2560])."""
 BULK_MAX_BLOCKS = 4
 """Most blocks per SM on the bulk path (the H200 measurement went up to 4; more are not measured)."""
 BULK_STATIC_SMEM = 512
@@ -203,7 +204,7 @@ class AddRmsNormSpec(KernelSpec):
         """Among the thread counts whose registers fit, the one that wastes the fewest vector slots
         of a row (ties: 2 vectors per thread, then more threads), with 2 rows in flight on the
         register path (measured on the H200 within 1 % of its best variant at [32768, 4096] and
-        [8192, 2560] bf16) and ``BULK_STAGES_DEFAULT`` where the bulk ring applies."""
+        [8192, 2560] bf16) and ``BULK_RING_STAGES`` where the bulk ring applies."""
         opts = [int(t) for t in self.block_size_options(limits, dtype)]
         if not opts:
             raise ValueError(f"{self.name}: dtype {dtype} not supported")
@@ -219,8 +220,8 @@ class AddRmsNormSpec(KernelSpec):
 
         fitting = [t for t in opts if self._fits(dtype, shape, t, 0, True, limits)] or opts
         best = min(fitting, key=score)
-        if uses_bulk(dtype, shape["n"], best, BULK_STAGES_DEFAULT, True, limits):
-            return str(best), BULK_STAGES_DEFAULT
+        if uses_bulk(dtype, shape["n"], best, BULK_RING_STAGES, True, limits):
+            return str(best), BULK_RING_STAGES
         stages = 2 if self._fits(dtype, shape, best, 2, True, limits) else 0
         return str(best), stages
 

@@ -103,7 +103,7 @@ def sm90_choices(schedule: dict[str, Any], task: Any, limits: DeviceLimits, bloc
     if raster is not None:
         # a swapped tile's kernel runs the problem's N as its M: its M-fastest order is the problem's N
         m_fastest = raster == ("n" if sm90_tiles.swapped(block_size) else "m")
-        out["raster_m"], out["raster_group"] = m_fastest, (sm90_choices_mod.RASTER_GROUP_DEFAULT if raster == "group" else 0)
+        out["raster_m"], out["raster_group"] = m_fastest, (sm90_choices_mod.RASTER_GROUP_M_BLOCKS if raster == "group" else 0)
     split = schedule.get("split")
     if split == "off":
         out.update(streamk=False, half_tail=False)

@@ -2,8 +2,7 @@
 lists what a request breaks, ``render`` writes a plan out; its knobs' values (``TILES``,
 ``*_OPTIONS``, ``MAX_M``, ...) and its predicted times. The path lives in kernels/skinny/
 (``tiles``, ``planner``, ``checks``, ``model``, ``codegen``; the package's docstring describes it),
-its kernel in gemm_residual_skinny.cu and kernels/skinny/*.cuh. A default switch (``W_BULK_DEFAULT``,
-``A_SMEM_DEFAULT``) is read by the planner from ``kernels.skinny.planner``."""
+its kernel in gemm_residual_skinny.cu and kernels/skinny/*.cuh."""
 
 from __future__ import annotations
 
@@ -30,7 +29,6 @@ from kernels.skinny.model import (  # noqa: F401
     cost_us,
 )
 from kernels.skinny.planner import (  # noqa: F401
-    A_SMEM_DEFAULT,
     A_SMEM_MIN_BM,
     CTAS_PER_SM,
     DEFAULT_BN,
@@ -48,7 +46,7 @@ from kernels.skinny.planner import (  # noqa: F401
     TMA_NARROW,
     TMA_NARROW_BM,
     TMA_WIDE,
-    W_BULK_DEFAULT,
+    W_BULK_TMA,
     default_a_smem,
     default_bm,
     default_schedule,

@@ -38,10 +38,10 @@ from kernels.spec import DeviceLimits, Violation
 
 def check(m: int, n: int, k: int, dtype: str, limits: DeviceLimits, block_size: str,
           stages: int, warps: int, split_k: int, a_smem: int | None = None, w_bulk: int | None = None,
-          bulk_k: int = 0) -> list[Violation]:
+          bulk_k: int = 0, a_smem_rule: bool = False) -> list[Violation]:
     """Every constraint of this path, before compiling. a_smem None checks the variant ``plan``
-    takes by default for these knobs (``default_a_smem``), so that ``check`` and ``plan`` called
-    with the same knobs agree."""
+    takes by default for these knobs (``default_a_smem``, by its rule where ``a_smem_rule``), so
+    that ``check`` and ``plan`` called with the same knobs agree."""
     out: list[Violation] = []
     if dtype not in DTYPES:
         out.append(Violation("dtype", dtype, "the skinny path takes 16-bit data", ", ".join(DTYPES)))
@@ -82,7 +82,7 @@ def check(m: int, n: int, k: int, dtype: str, limits: DeviceLimits, block_size: 
         return _bulk_violations(m, n, k, bm, bn, stages, warps, split_k, bulk_k or DEFAULT_BULK_K, limits, a_smem,
                                 w_bulk)
     if a_smem is None:
-        a_smem = default_a_smem(bm, bn, stages, warps, k, limits)
+        a_smem = default_a_smem(bm, bn, stages, warps, k, limits, a_smem_rule)
     return _geometry_violations(m, n, k, bm, bn, stages, warps, split_k, limits, a_smem)
 
 

@@ -3,8 +3,8 @@ device (``plan``).
 
 Defaults (``plan``): BM the fewest tokens >= M. Where bulk copies apply (compute capability >= 9.0,
 K % 8 == 0): w_bulk 2 with ``tma_schedule``'s tile, warps, ring and split-K. Elsewhere the register
-ring: 4 warps; a_smem 1 where BM >= ``A_SMEM_MIN_BM``, K %
-8 == 0 and its registers and shared memory fit (``default_a_smem``), else 0. With a_smem 0: BN
+ring: 4 warps; a_smem 0 (with ``a_smem_rule``, a_smem 1 where BM >= ``A_SMEM_MIN_BM``, K %
+8 == 0 and its registers and shared memory fit: ``default_a_smem``). With a_smem 0: BN
 (widest of 64, 32, 16 with BN >= BM / 2) and split-K (least) so that the grid has about 2 CTAs per
 SM (``CTAS_PER_SM`` x limits.sm_count) while each warp keeps >= ``MIN_WARP_CHUNKS`` chunks of K and
 the split-K partials' traffic stays under ``SPLIT_TRAFFIC`` of W. With a_smem 1: BN (128, 64, 32,
@@ -52,15 +52,10 @@ from kernels.skinny.tiles import (
 )
 from kernels.spec import DeviceLimits
 
-W_BULK_DEFAULT = 2
+W_BULK_TMA = 2
 """The w_bulk the planner takes where bulk copies apply (``default_w_bulk``): TMA boxes, faster than
 the register ring at every decode shape probed on the H200 (ADR-0003)."""
 DEFAULT_BULK_K = 128
-A_SMEM_DEFAULT = False
-"""Whether the planner takes a_smem = 1 by default. Off: on the H200 (ADR-0003, single-launch probe)
-the best a_smem 1 build was slower than the best a_smem 0 one at every shape tried (M = 32, N = K =
-5120: 35.4 against 26.5 us; M = 16: 31.9 / 21.7; M = 64, N = K = 4096: 28.0 / 26.2); it stays a
-schedule choice the tuner tries."""
 A_SMEM_MIN_BM = 16
 """The default takes a_smem 1 from this BM (BM = 8: one fragment a chunk, A is 1/8 of a row group's
 loads, and M = 1, 8 ran faster than cuBLAS as they are)."""
@@ -134,10 +129,14 @@ def default_stages(bm: int, bn: int, warps: int, k: int, a_smem: int | None = No
 
 
 def default_a_smem(bm: int, bn: int, stages: int, warps: int, k: int,
-                   limits: DeviceLimits | None = None) -> int:
-    """1 where ``A_SMEM_DEFAULT`` is on, BM >= ``A_SMEM_MIN_BM``, K % 8 == 0, the a_smem 1 registers
-    fit at ``stages`` and (given ``limits``) its static shared memory fits; else 0."""
-    if not A_SMEM_DEFAULT or bm < A_SMEM_MIN_BM or k % 8 or not _fits(bm, bn, stages, warps, k, 1):
+                   limits: DeviceLimits | None = None, rule: bool = False) -> int:
+    """1 where ``rule`` is on (``plan``'s ``a_smem_rule``), BM >= ``A_SMEM_MIN_BM``, K % 8 == 0, the
+    a_smem 1 registers fit at ``stages`` and (given ``limits``) its static shared memory fits; else
+    0. The rule is off by default: on the H200 (ADR-0003, single-launch probe) the best a_smem 1
+    build was slower than the best a_smem 0 one at every shape tried (M = 32, N = K = 5120: 35.4
+    against 26.5 us; M = 16: 31.9 / 21.7; M = 64, N = K = 4096: 28.0 / 26.2); a_smem stays a
+    schedule choice the tuner tries."""
+    if not rule or bm < A_SMEM_MIN_BM or k % 8 or not _fits(bm, bn, stages, warps, k, 1):
         return 0
     if limits is not None and _smem(bm, bn, warps, 1) > _smem_limit(limits):
         return 0
@@ -217,8 +216,8 @@ def _smem_schedule(m: int, n: int, k: int, bm: int, warps: int, sm_count: int,
 
 
 def default_w_bulk(k: int, limits: DeviceLimits) -> int:
-    """``W_BULK_DEFAULT`` where bulk copies can build (``bulk_applies``), else 0."""
-    return W_BULK_DEFAULT if bulk_applies(k, limits) else 0
+    """``W_BULK_TMA`` where bulk copies can build (``bulk_applies``), else 0."""
+    return W_BULK_TMA if bulk_applies(k, limits) else 0
 
 
 def tma_schedule(m: int, n: int, k: int, bm: int, limits: DeviceLimits, bn: int | None = None,
@@ -264,11 +263,12 @@ def tma_schedule(m: int, n: int, k: int, bm: int, limits: DeviceLimits, bn: int 
 def plan(m: int, n: int, k: int, dtype: str, limits: DeviceLimits, block_size: str | None = None,
          stages: int | None = None, warps: int | None = None, split_k: int | None = None,
          fuse: bool = True, a_smem: int | None = None, w_bulk: int | None = None,
-         bulk_k: int | None = None) -> SkinnyPlan:
+         bulk_k: int | None = None, a_smem_rule: bool = False) -> SkinnyPlan:
     """Resolve every unset knob from the hardware (``default_bm``, ``default_schedule`` against
     limits.sm_count, ``default_stages``, ``default_a_smem``) and the launch geometry; ValueError
     naming the knob for a value this path cannot run (``check`` lists every problem). a_smem None
-    resolves as ``check`` resolves it: ``default_a_smem`` of the final tile, stages and warps."""
+    resolves as ``check`` resolves it: ``default_a_smem`` of the final tile, stages and warps, by
+    its rule where ``a_smem_rule`` (off by default)."""
     if min(m, n, k) < 1:
         raise ValueError(f"shape {m}x{n}x{k}: every dimension must be >= 1")
     if dtype not in DTYPES:
@@ -326,10 +326,10 @@ def plan(m: int, n: int, k: int, dtype: str, limits: DeviceLimits, block_size: s
         variant = a_smem
     else:
         bn, split, st = resolve(int(bm >= A_SMEM_MIN_BM and k % 8 == 0))
-        variant = default_a_smem(bm, bn, st, warps, k, limits)
+        variant = default_a_smem(bm, bn, st, warps, k, limits, a_smem_rule)
         if not variant and bm >= A_SMEM_MIN_BM and k % 8 == 0:  # a_smem 1 does not fit these knobs
             bn, split, st = resolve(0)
-            variant = default_a_smem(bm, bn, st, warps, k, limits)
+            variant = default_a_smem(bm, bn, st, warps, k, limits, a_smem_rule)
     grid = (_cdiv(n, bn), split, _cdiv(m, bm))
     return SkinnyPlan(bm=bm, bn=bn, stages=st, warps=warps, split_k=split, fuse=bool(fuse),
                       aligned8=k % 8 == 0, aligned2=k % 2 == 0, grid=grid, block=(32 * warps, 1, 1),

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernels.sm90 import model
 from kernels.sm90.model import half_tail_whole, plan_schedule, tile_rounds
 from kernels.sm90.smem import epi_shared_needed, pingpong_fits
 from kernels.sm90.tiles import (
@@ -21,20 +20,17 @@ from kernels.sm90.tiles import (
 )
 from kernels.spec import DeviceLimits
 
-PINGPONG_DEFAULT = True
-"""Use ping-pong consumers where they fit and each CTA gets >= 2 tiles (``use_pingpong``): one
-consumer's epilogue then overlaps the other's main loop, faster than cooperative there (ADR-0007)."""
-
 
 def use_pingpong(limits: DeviceLimits, block_size: str, stages: int, dtype: str,
                  shape: dict[str, int] | None = None) -> bool:
-    """The consumer schedule for these knobs (not itself a knob): ping-pong where it fits and
-    ``PINGPONG_DEFAULT`` is on, with the pipeline on (off keeps its meaning: no overlap), and, for
+    """The consumer schedule for these knobs (not itself a knob): ping-pong where it fits (one
+    consumer's epilogue then overlaps the other's main loop, faster than cooperative there:
+    ADR-0007), with the pipeline on (off keeps its meaning: no overlap), and, for
     a known shape, where every CTA gets at least two tiles (with one, a warpgroup would idle and
     no epilogue would overlap a main loop; not measured, so cooperative there). At least
     ``PINGPONG_MIN_STAGES`` stages: one issuing warpgroup needs a deep ring (tf32 128x128 with the
     3 stages its two fp32 epilogue buffers leave is slower than cooperative: ADR-0007)."""
-    if not (PINGPONG_DEFAULT and stages >= PINGPONG_MIN_STAGES
+    if not (stages >= PINGPONG_MIN_STAGES
             and pingpong_fits(limits, block_size, stages, dtype)):
         return False
     if shape:
@@ -49,8 +45,6 @@ def use_pingpong(limits: DeviceLimits, block_size: str, stages: int, dtype: str,
 
 PINGPONG_MIN_STAGES = 4
 
-CLUSTER_DEFAULT = True
-"""Use 2x1 clusters with W multicast where ``use_cluster`` allows (ADR-0007)."""
 CLUSTER_DEFAULT_TILES = ("128x128",)
 CLUSTER_DEFAULT_DTYPES = ("bf16", "fp16")
 """Where clusters are the default: ping-pong 128x128 in 16-bit data, the one schedule measured
@@ -60,7 +54,7 @@ slower, so ``build(cluster=2)`` only."""
 
 def use_cluster(limits: DeviceLimits, block_size: str, stages: int, dtype: str,
                 shape: dict[str, int] | None = None) -> int:
-    """Cluster size for these knobs (not itself a knob): 2 where ``CLUSTER_DEFAULT`` is on, the
+    """Cluster size for these knobs (not itself a knob): 2x1 with W multicast (ADR-0007) where the
     tile and dtype are in ``CLUSTER_DEFAULT_TILES`` / ``CLUSTER_DEFAULT_DTYPES``, the consumers run
     ping-pong (``use_pingpong``: so the pipeline is on and, for a known shape, every CTA gets two
     tiles or more), and (for a known shape) every cluster gets at least one whole wave of work
@@ -68,7 +62,7 @@ def use_cluster(limits: DeviceLimits, block_size: str, stages: int, dtype: str,
     leave the last pair half empty and push a round, e.g. 19 blocks at M = 2400: 4 rounds in
     pairs against 3 alone; M = 3400, 540 tiles: 5 rounds in pairs, 4 and a round of halves
     alone; the 3 % clusters buy is less than that); else 1."""
-    if (not CLUSTER_DEFAULT or stages == 0 or _dtype(dtype) not in CLUSTER_DEFAULT_DTYPES
+    if (stages == 0 or _dtype(dtype) not in CLUSTER_DEFAULT_DTYPES
             or _tile_name(block_size) not in CLUSTER_DEFAULT_TILES
             or not use_pingpong(limits, block_size, stages, dtype, shape)):
         return 1
@@ -87,11 +81,6 @@ def use_cluster(limits: DeviceLimits, block_size: str, stages: int, dtype: str,
     return 2
 
 
-HALF_TAIL_DEFAULT = True
-"""Run a last round of tiles that is at most half full as 64-row halves on twice the CTAs
-(``HALF_TAIL``) where ``use_half_tail`` says so (faster on the H200: ADR-0007)."""
-
-
 def half_tail_fits(block_size: str, dtype: str, pingpong: bool, cluster: Any, streamk: bool,
                    epi_shared: bool) -> bool:
     """The configurations the kernel's ``HALF_TAIL`` implements: unclustered data-parallel
@@ -107,17 +96,17 @@ def halves_planned(limits: DeviceLimits, block_size: str, stages: int, dtype: st
     halves (its consumers and epilogue buffers as ``build`` chooses them): for the rules that
     count rounds (``tile_rounds(half_tail=...)``)."""
     pingpong = use_pingpong(limits, block_size, stages, dtype, shape)
-    return HALF_TAIL_DEFAULT and half_tail_fits(
+    return half_tail_fits(
         block_size, dtype, pingpong, 1, False,
         pingpong and epi_shared_needed(limits, block_size, stages, dtype))
 
 
 def use_half_tail(block_size: str, dtype: str, pingpong: bool, cluster: Any, streamk: bool,
                   epi_shared: bool, tiles: int, grid: int) -> bool:
-    """Whether ``build`` runs the last round of tiles in halves (``HALF_TAIL``) by default: where
-    the kernel implements it (``half_tail_fits``) and ``half_tail_whole`` finds a last round at
-    most half full."""
-    return (HALF_TAIL_DEFAULT and half_tail_fits(block_size, dtype, pingpong, cluster, streamk, epi_shared)
+    """Whether ``build`` runs the last round of tiles in halves (``HALF_TAIL``: 64-row halves on
+    twice the CTAs, faster on the H200, ADR-0007) by default: where the kernel implements it
+    (``half_tail_fits``) and ``half_tail_whole`` finds a last round at most half full."""
+    return (half_tail_fits(block_size, dtype, pingpong, cluster, streamk, epi_shared)
             and half_tail_whole(tiles, grid) is not None)
 
 
@@ -145,16 +134,14 @@ def one_tile_per_cta(limits: DeviceLimits, block_size: str, dtype: str,
         return False
     bm, bn, _ = parse_block_size(block_size, dtype)
     tiles = _cdiv(m, bm) * _cdiv(n, bn)
-    grid, dp_tiles = plan_schedule(m, n, _k16(k, dtype), block_size, limits.sm_count, model.STREAMK_DEFAULT)
+    grid, dp_tiles = plan_schedule(m, n, _k16(k, dtype), block_size, limits.sm_count, True)
     return tiles <= grid and dp_tiles >= tiles
 
 
-RASTER_M_DEFAULT = True
-"""Number the tiles M-fastest where ``use_raster_m`` says so (ADR-0007)."""
 RASTER_M_TILES = NARROW_TILES + ("128x160",)
 """The tiles measured faster M-fastest in one wave (128x256, the other one-wave default, level)."""
-RASTER_GROUP_DEFAULT = 4
-"""M blocks per group where ``use_raster_group`` says so (0: never; ADR-0007)."""
+RASTER_GROUP_M_BLOCKS = 4
+"""M blocks per group where ``use_raster_group`` says so (ADR-0007)."""
 
 
 def use_raster_m(block_size: str, tiles: int, grid: int, dp_tiles: int, cluster: int,
@@ -165,32 +152,28 @@ def use_raster_m(block_size: str, tiles: int, grid: int, dp_tiles: int, cluster:
     CTAs in flight share A row panels and keep W in L2 across waves) or ``use_raster_group``.
     Faster on those tiles in one wave, level on 128x256, slower on the clustered ping-pong
     defaults (ADR-0007)."""
-    return (RASTER_M_DEFAULT and ITEMSIZE.get(_dtype(dtype), 4) == 2
+    return (ITEMSIZE.get(_dtype(dtype), 4) == 2
             and _tile_name(block_size) in RASTER_M_TILES and cluster == 1
             and dp_tiles >= tiles and tiles <= grid)
 
 
 def use_raster_group(block_size: str, tiles: int, grid: int, dp_tiles: int, cluster: int,
                      pingpong: bool, dtype: str = "bf16") -> int:
-    """The grouped tile order (not a knob): ``RASTER_GROUP_DEFAULT`` M blocks per group, numbered
+    """The grouped tile order (not a knob): ``RASTER_GROUP_M_BLOCKS`` M blocks per group, numbered
     M-fastest inside a group, for 16-bit cooperative 128x160 whose data-parallel tiles take a
     second wave (at most two: beyond, the defaults run ping-pong) without clusters; else 0.
     Groups of 4 measured fastest there; on the clustered ping-pong defaults every grouping was
     slower, so they stay N-fastest (ADR-0007)."""
-    if not (RASTER_GROUP_DEFAULT and ITEMSIZE.get(_dtype(dtype), 4) == 2 and not pingpong
+    if not (ITEMSIZE.get(_dtype(dtype), 4) == 2 and not pingpong
             and _tile_name(block_size) == "128x160" and cluster == 1 and dp_tiles >= tiles
             and grid < tiles <= 2 * grid):
         return 0
-    return RASTER_GROUP_DEFAULT
-
-
-TAIL_SHIFT_DEFAULT = True
-"""Move a last tile that reaches past M (N) back to end at M (N) where the build is data-parallel
-with 16-bit data (``use_tail_shift``): a partial TMA box is slower than a whole one (ADR-0007)."""
+    return RASTER_GROUP_M_BLOCKS
 
 
 def use_tail_shift(m: int, n: int, block_size: str, dtype: str, streamk: bool) -> bool:
-    """Whether ``build`` moves partial last tiles back (``TAIL_SHIFT``) by default: only where a
+    """Whether ``build`` moves partial last tiles back to end at M (N) (``TAIL_SHIFT``: a partial
+    TMA box is slower than a whole one, ADR-0007) by default: only where a
     tile reaches past M or N and could end there instead (M >= BM or N >= BN), the schedule is
     data-parallel and the data 16-bit. The rows or columns a moved tile shares with its neighbour
     are computed by both and stored twice; the GPU showed both stores the same bits only there
@@ -198,7 +181,7 @@ def use_tail_shift(m: int, n: int, block_size: str, dtype: str, streamk: bool) -
     the last bits, which would make the output depend on which store lands last)."""
     bm, bn, _ = parse_block_size(block_size, dtype)
     partial = (m % bm and m > bm) or (n % bn and n > bn)
-    return bool(TAIL_SHIFT_DEFAULT and partial and not streamk and ITEMSIZE[_dtype(dtype)] == 2)
+    return bool(partial and not streamk and ITEMSIZE[_dtype(dtype)] == 2)
 
 
 SWAP_ORDER_GAIN = 0.9

@@ -8,8 +8,7 @@ from typing import Any
 
 from kernels.include_once import inline_once
 from kernels.sm90 import wgmma_table
-from kernels.sm90.constants import DECODE_DEFINES, DECODE_L2_PROMOTION, SPLIT_HI_DEFAULT, defines
-from kernels.sm90.model import STREAMK_DEFAULT
+from kernels.sm90.constants import DECODE_DEFINES, DECODE_L2_PROMOTION, defines
 from kernels.sm90.planner import Sm90Plan, defines_of, plan
 from kernels.sm90.smem import smem_bytes
 from kernels.sm90.tiles import ITEMSIZE, bk_of, cluster_label, parse_block_size, stage_count
@@ -47,9 +46,9 @@ spec's ``source_files``, which key its tuned entries)."""
 
 
 def render_source(block_size: str, stages: int, dtype: str, fuse: bool = True,
-           streamk: bool = STREAMK_DEFAULT,
+           streamk: bool = True,
            pingpong: bool = False, cluster: Any = 1,
-           split_hi: bool = SPLIT_HI_DEFAULT, promote: int | None = None) -> str:
+           split_hi: bool = False, promote: int | None = None) -> str:
     """The CUDA source for one configuration: #defines of integers, then the template."""
     return _source(defines(block_size, stages, dtype, fuse, streamk=streamk, pingpong=pingpong,
                            cluster=cluster, split_hi=split_hi, promote=promote))

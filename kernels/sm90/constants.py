@@ -7,7 +7,6 @@ from typing import Any
 
 from kernels.sm90 import model
 from kernels.sm90.choices import half_tail_fits
-from kernels.sm90.model import STREAMK_DEFAULT
 from kernels.sm90.smem import MAX_STAGES
 from kernels.sm90.tiles import (
     DECODE_TILES,
@@ -32,10 +31,7 @@ ping-pong cluster build (the producer warpgroup keeps 40), and clusters measured
 MC_SHARE_ROWS = 8
 """A multicast box's rows are a multiple of this (one 128-byte swizzle atom is 8 rows: each CTA's
 share then starts on an atom)."""
-SPLIT_HI_DEFAULT = False
-"""fp32: False reads each operand's high part as the tensor cores see x itself (low 13 bits
-ignored) and writes only the low parts; True also writes hi = tf32(x) rounded to nearest."""
-PROMOTE_DEFAULT = 4
+PROMOTE_K_BLOCKS = 4
 """fp32: k-blocks (of 32) the tensor cores sum from zero before the group is drained and added
 into a second register accumulator by FADD; 0 = all of K in the tensor cores, whose own
 accumulation is coarser than fp32 round-to-nearest (its error grows with the steps). The group
@@ -60,13 +56,15 @@ def check_decode_cluster(block_size: str, cluster: Any) -> None:
 
 
 def defines(block_size: str, stages: int, dtype: str, fuse: bool,
-            streamk: bool = STREAMK_DEFAULT, pingpong: bool = False, cluster: Any = 1,
-            split_hi: bool = SPLIT_HI_DEFAULT, promote: int | None = None,
+            streamk: bool = True, pingpong: bool = False, cluster: Any = 1,
+            split_hi: bool = False, promote: int | None = None,
             raster_m: bool = False, raster_group: int = 0,
             epi_ring: bool = False, epi_shared: bool = False, epi_ring_reuse: bool = False,
             tail_shift: bool = False, half_tail: bool = False, pairs: bool = False) -> dict[str, int]:
     """The compile-time constants of one configuration (validated integers only). ``cluster``: see
-    ``cluster_shape``; ``promote`` (fp32 only; default ``PROMOTE_DEFAULT`` where ``promote_fits``,
+    ``cluster_shape``; ``split_hi`` (fp32): False reads each operand's high part as the tensor cores
+    see x itself (low 13 bits ignored) and writes only the low parts, True also writes hi = tf32(x)
+    rounded to nearest; ``promote`` (fp32 only; default ``PROMOTE_K_BLOCKS`` where ``promote_fits``,
     else 0). Defined only when set: ``raster_m`` numbers the tiles M-fastest (adjacent CTAs share a
     W tile), ``raster_group`` = G numbers them in groups of G M blocks, M-fastest inside a group
     (``build`` chooses both by default: ``use_raster_m``, ``use_raster_group``).
@@ -155,7 +153,7 @@ def defines(block_size: str, stages: int, dtype: str, fuse: bool,
     if _dtype(dtype) == "fp32":
         fits = promote_fits(block_size, pingpong)
         if promote is None:
-            promote = PROMOTE_DEFAULT if fits else 0
+            promote = PROMOTE_K_BLOCKS if fits else 0
         if int(promote) < 0 or (promote and not fits):
             raise ValueError(f"promote {promote}: 0, or k-blocks per group on a cooperative tile "
                              "of at most 64 x 160 accumulators per warpgroup")

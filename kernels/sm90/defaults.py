@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from kernels.sm90 import model
 from kernels.sm90.choices import one_tile_per_cta, round_work, use_pingpong
 from kernels.sm90.model import plan_schedule, schedule_cost
 from kernels.sm90.smem import block_size_options, epi_shared_needed, pipelining_options, ring_stage_options
@@ -29,7 +28,7 @@ from kernels.spec import DeviceLimits
 
 _TILE_STAGES = {"128x128": 4, "64x80": 8, **dict.fromkeys(SWAP_TILES, 4)}
 """Stage count per tile where the deepest that fits is not the fastest measured."""
-_NOT_DEFAULT = {"128x160", "128x80", "64x80", "256x160", "128x320", *FIT_TILES, *SWAP_TILES}
+_NEVER_DEFAULT_TILES = {"128x160", "128x80", "64x80", "256x160", "128x320", *FIT_TILES, *SWAP_TILES}
 """Tiles the cost model does not rate (chosen only by ``_few_full_waves`` and ``narrow_tile``)."""
 
 
@@ -77,17 +76,14 @@ def narrow_tile(m: int, n: int, sms: int) -> str | None:
     return None
 
 
-EPI_SHARED_DEFAULT = False
-"""Whether ``default_knobs`` may pick such a stage count (off: slower than two buffers, ADR-0007)."""
 PINGPONG_PREFER_STAGES = 5
 """``default_knobs`` prefers ping-pong 128x128 over the cost model's tile only where it fits this
 many stages (measured at the seed shape with 5; 4 is slower than cooperative 128x256 there)."""
 
-EPI_RING_DEFAULT = True
-"""Stage the epilogue tile in the ring, for one stage more, where ``default_knobs`` finds a tile of
-``EPI_RING_TILES`` with one tile per CTA (the deeper ring is faster there: ADR-0007)."""
 EPI_RING_TILES = ("64x80", "128x80", "128x160", "128x256")
-"""The tiles measured faster with the epilogue tile in the ring and the deeper ring it buys."""
+"""The tiles measured faster with the epilogue tile in the ring and the deeper ring it buys:
+``default_knobs`` stages the epilogue tile in the ring, for one stage more, where it finds one of
+them with one tile per CTA (ADR-0007)."""
 
 
 FIT_GAIN = 0.95
@@ -186,7 +182,7 @@ def default_knobs(limits: DeviceLimits, dtype: str,
 def _deepest_ring(limits: DeviceLimits, dtype: str, block: str, shape: dict[str, int] | None) -> int:
     """One tile a CTA on a measured tile: the deepest ring, the epilogue tile staged in it (0: not
     here; with more tiles a CTA the ring measured slower than ping-pong, ADR-0007)."""
-    if (not EPI_RING_DEFAULT or _tile_name(block) not in EPI_RING_TILES
+    if (_tile_name(block) not in EPI_RING_TILES
             or not one_tile_per_cta(limits, block, dtype, shape)):
         return 0
     return max(ring_stage_options(limits, dtype, block, shape), default=0)
@@ -219,7 +215,8 @@ def decode_stages(limits: DeviceLimits, dtype: str, block: str, shape: dict[str,
 def default_stages(limits: DeviceLimits, dtype: str, block: str, shape: dict[str, int] | None) -> int:
     """The MEMORY_PIPELINING ``default_knobs`` gives ``block`` for this shape: the deepest ring where
     a CTA has one tile (``_deepest_ring``); for ping-pong the deepest count that fits (128x128: 5
-    beside two epilogue buffers, 6 with the consumers sharing one, where ``EPI_SHARED_DEFAULT``);
+    beside two epilogue buffers; never a count that needs the consumers to share one, slower than two
+    buffers: ADR-0007);
     cooperative 16-bit ``_TILE_STAGES`` (128x128 measured best at 4; the swapped tiles 4, R x 256
     with the epilogue tile in the ring), else the deepest (tf32: 5); a decode tile ``decode_stages``."""
     if _tile_name(block) in DECODE_TILES:
@@ -230,7 +227,7 @@ def default_stages(limits: DeviceLimits, dtype: str, block: str, shape: dict[str
     # no shape: the counts beside a buffer; a swapped tile's 4 stages may need the ring (R x 256)
     fits = pipelining_options(limits, dtype, block, shape if swapped(block) else None)
     pp = [st for st in fits if st and use_pingpong(limits, block, st, dtype, shape)
-          and (EPI_SHARED_DEFAULT or not epi_shared_needed(limits, block, st, dtype))]
+          and not epi_shared_needed(limits, block, st, dtype)]
     if pp:
         return max(pp)
     want = _TILE_STAGES.get(block, max(fits)) if ITEMSIZE.get(_dtype(dtype), 2) == 2 else max(fits)
@@ -256,7 +253,7 @@ def _base_knobs(limits: DeviceLimits, dtype: str,
     # a tile that fits only 2 stages (tf32's 128x256 and 256x128 beside their fp32 epilogue
     # buffer) is offered as a knob but not chosen: two slots cannot cover the TMA latency
     options = [b for b in options if max(pipelining_options(limits, dtype, b)) >= 3] or options
-    options = [b for b in options if b not in _NOT_DEFAULT] or options
+    options = [b for b in options if b not in _NEVER_DEFAULT_TILES] or options
 
     block = options[0]
     if shape:
@@ -268,7 +265,7 @@ def _base_knobs(limits: DeviceLimits, dtype: str,
         sms = limits.sm_count
 
         def cost(b: str) -> float:
-            g, d = plan_schedule(m, n, k, b, sms, model.STREAMK_DEFAULT)
+            g, d = plan_schedule(m, n, k, b, sms, True)
             return schedule_cost(m, n, k, b, sms, g, d) * (1.0 if b == options[0] else 1.05)
 
         narrow = narrow_tile(m, n, sms)

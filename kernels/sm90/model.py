@@ -10,9 +10,6 @@ from kernels.sm90.tiles import BK, _cdiv, cluster_shape, parse_block_size
 WS_TILES = 264
 """Stream-K workspace slots (fp32 BM x BN each, static in the module): at most this many tiles
 are split; two waves of 132 SMs."""
-STREAMK_DEFAULT = True
-"""Compile the stream-K tail into the kernel (the schedule still runs purely data-parallel
-where ``plan_schedule`` finds no gain)."""
 
 
 # Schedule cost model in microseconds, fitted to an H200 M sweep (ADR-0007; 35 measured schedules

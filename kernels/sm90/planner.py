@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from kernels.sm90 import model
 from kernels.sm90.choices import (
     swap_n_fastest,
     use_cluster,
@@ -16,7 +15,7 @@ from kernels.sm90.choices import (
     use_raster_m,
     use_tail_shift,
 )
-from kernels.sm90.constants import SPLIT_HI_DEFAULT, check_decode_cluster, defines
+from kernels.sm90.constants import check_decode_cluster, defines
 from kernels.sm90.model import half_tail_whole, plan_schedule
 from kernels.sm90.smem import (
     MAX_STAGES,
@@ -186,14 +185,15 @@ def plan(task: Any, limits: DeviceLimits, block_size: str, stages: int,
     """Decide one configuration: every argument left None is the engine's choice for these knobs
     and this shape. ``fuse`` defaults to ``task.fusion`` (True when absent):
     off = the GEMM-only kernel (FUSE=0) then ``residual_add_inplace`` on ``out``. ``streamk``
-    (default ``STREAMK_DEFAULT``) compiles the stream-K tail in; ``schedule`` = (grid, dp_tiles)
+    (default True) compiles the stream-K tail in (the schedule still runs purely data-parallel
+    where ``plan_schedule`` finds no gain); ``schedule`` = (grid, dp_tiles)
     overrides ``plan_schedule`` (benchmarks; any value is correct, the kernel clamps it);
     ``pingpong`` (default ``use_pingpong``) picks the consumer schedule; ``cluster`` (default
     ``use_cluster``) 2 or (2, 1) runs 2x1 clusters sharing W by TMA multicast, (1, 2) 1x2 clusters
     sharing A (data-parallel only); ``pairs`` (a tuner's choice, never a default: ADR-0011)
     launches clusters of two that share no tile, the grid made even (data-parallel, unclustered).
     fp32 (3xTF32) first launches ``tf32_split`` on A and W into scratch buffers (``Build.scratch``:
-    a_lo, w_lo, and with ``split_hi``, default ``SPLIT_HI_DEFAULT``, a_hi, w_hi); ``promote``
+    a_lo, w_lo, and with ``split_hi``, default False, a_hi, w_hi); ``promote``
     see ``defines``, as ``raster_m`` and ``raster_group`` (the
     tile order; defaults ``use_raster_m``, ``use_raster_group``; an explicit ``raster_m=True``
     numbers M-fastest, not grouped). ``epi_ring`` (default: exactly where the stage count fits only
@@ -217,7 +217,7 @@ def plan(task: Any, limits: DeviceLimits, block_size: str, stages: int,
     k16 = _k16(k, dtype)
     streamk_forced = streamk is not None
     if streamk is None:
-        streamk = model.STREAMK_DEFAULT
+        streamk = True
     if pingpong is None:
         pingpong = use_pingpong(limits, block_size, stages, dtype, task.shape)
     if epi_shared is None:  # the engine's choice: only where the stage count needs it
@@ -237,7 +237,7 @@ def plan(task: Any, limits: DeviceLimits, block_size: str, stages: int,
         streamk = streamk and streamk_forced
         half_tail = bool(half_tail)
     if split_hi is None:
-        split_hi = SPLIT_HI_DEFAULT
+        split_hi = False
     tiles = -(-m // bm) * -(-n // bn)
     blocks = tiles  # the schedule's units: tiles, or with a cluster blocks of cm x cn tiles
     if cluster > 1:

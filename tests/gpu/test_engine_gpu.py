@@ -454,9 +454,10 @@ def test_wide_swapped_tiles_correct(dtype):
 
 
 def _engine_out(monkeypatch, task: TaskSpec, tail_shift: bool):
-    """The engine's run of ``task`` with the Hopper path's tail shift on or off by default: the
-    result and a copy of the output its verify step checked (the seed's first input set)."""
-    return _engine_out_with(monkeypatch, task, TAIL_SHIFT_DEFAULT=tail_shift)
+    """The engine's run of ``task`` with the Hopper path's tail shift on (the planner's own choice)
+    or off (forced): the result and a copy of the output its verify step checked (the seed's first
+    input set)."""
+    return _engine_out_with(monkeypatch, task, **({} if tail_shift else {"tail_shift": False}))
 
 
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
@@ -488,17 +489,21 @@ def test_tail_shift_correct_and_bit_for_bit(monkeypatch, dtype):
     assert failures == []
 
 
-def _engine_out_with(monkeypatch, task: TaskSpec, **flags):
-    """The engine's run of ``task`` with the Hopper path's flags set (e.g. HALF_TAIL_DEFAULT), each on
-    the ``kernels.sm90`` module that defines and reads it: the result and a copy of the output its
-    verify step checked."""
+def _engine_out_with(monkeypatch, task: TaskSpec, **choices):
+    """The engine's run of ``task`` with the Hopper planner's choices forced (``plan``'s keyword
+    arguments, e.g. ``half_tail=False``; none: the planner's own): the result and a copy of the
+    output its verify step checked."""
+    import kernels.sm90.planner as sm90_planner
     from engine.backends import cuda as cuda_backend
-    from kernels.sm90 import choices, model
 
-    owners = {"TAIL_SHIFT_DEFAULT": choices, "HALF_TAIL_DEFAULT": choices, "STREAMK_DEFAULT": model}
+    real = sm90_planner.plan
+
+    def forced(task, limits, block_size, stages, *a, **kw):
+        return real(task, limits, block_size, stages, *a, **{**kw, **choices})
+
     with monkeypatch.context() as mp:
-        for name, value in flags.items():
-            mp.setattr(owners[name], name, value)
+        if choices:
+            mp.setattr(sm90_planner, "plan", forced)
         seen = {}
         compare = cuda_backend.compare_outputs
 
@@ -531,7 +536,7 @@ def test_half_tail_correct_and_bit_for_bit(monkeypatch, dtype):
         bs, st = ("128x144", 4) if m == 2100 else sm90_defaults._base_knobs(limits, dtype, shape)
         task = TaskSpec(shape=shape, dtype=dtype, block_size=bs, memory_pipelining=st, warmup=1,
                         iterations=2, peers=False)
-        res0, out0 = _engine_out_with(monkeypatch, task, HALF_TAIL_DEFAULT=False, STREAMK_DEFAULT=False)
+        res0, out0 = _engine_out_with(monkeypatch, task, half_tail=False, streamk=False)
         res1, out1 = _engine_out_with(monkeypatch, task)
         scheds = [(r.launch.info or {}).get("schedule") for r in (res0, res1)]
         ok = (all(r.status is RunStatus.ok and r.correctness.correct and r.correctness.unwritten_count == 0

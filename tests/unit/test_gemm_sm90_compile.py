@@ -26,7 +26,7 @@ import kernels.sm90.planner as sm90_planner
 import kernels.sm90.smem as sm90_smem
 import kernels.sm90.tiles as sm90_tiles
 from kernels.nvrtc_check import compile_cubin, complete_elf
-from kernels.sm90 import choices, constants, defaults
+from kernels.sm90 import constants
 from kernels.spec import DeviceLimits, TensorMapArg, render_task
 from tests.unit.compile_cover import covering, switch_values
 
@@ -206,7 +206,7 @@ def test_options_and_smem_limits() -> None:
     assert not sm90_tiles.supported(h100_like, "bf16")
 
 
-def test_pingpong_fits_and_choice(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pingpong_fits_and_choice() -> None:
     from types import SimpleNamespace
 
     # two 32 KB epilogue buffers leave 128x128 5 stages, one shared buffer all 6 (16-bit data);
@@ -234,24 +234,25 @@ def test_pingpong_fits_and_choice(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "#define PINGPONG 1" in forced.source
     assert forced.launches[0].shared_mem_bytes == sm90_smem.smem_bytes("128x128", 5, "bf16", True)
     assert forced.info["consumers"].startswith("ping-pong")
-    for on in (False, True):
-        monkeypatch.setattr(choices, "PINGPONG_DEFAULT", on)
-        assert sm90_choices.use_pingpong(H200, "128x128", 4, "bf16") is on
-        assert not sm90_choices.use_pingpong(H200, "128x128", 0, "bf16")  # off: no overlap at all
-        assert not sm90_choices.use_pingpong(H200, "128x128", 4, "tf32")  # does not fit
-        assert not sm90_choices.use_pingpong(H200, "128x256", 3, "bf16")
-        assert sm90_choices.use_pingpong(H200, "128x160", 4, "bf16", task.shape) is on  # 1024 tiles
-        assert sm90_choices.use_pingpong(H200, "128x160", 5, "bf16", task.shape) is on  # shared buffer
-        b = sm90_codegen.build(task, H200, "128x128", 4)  # 1280 tiles: >= 2 per CTA
-        assert (f"#define PINGPONG {int(on)}" in b.source)
-        assert b.launches[0].shared_mem_bytes == sm90_smem.smem_bytes("128x128", 4, "bf16", on)
+    assert sm90_choices.use_pingpong(H200, "128x128", 4, "bf16")
+    assert not sm90_choices.use_pingpong(H200, "128x128", 0, "bf16")  # off: no overlap at all
+    assert not sm90_choices.use_pingpong(H200, "128x128", 4, "tf32")  # does not fit
+    assert not sm90_choices.use_pingpong(H200, "128x256", 3, "bf16")
+    assert sm90_choices.use_pingpong(H200, "128x160", 4, "bf16", task.shape)  # 1024 tiles
+    assert sm90_choices.use_pingpong(H200, "128x160", 5, "bf16", task.shape)  # shared buffer
+    b = sm90_codegen.build(task, H200, "128x128", 4)  # 1280 tiles: >= 2 per CTA
+    assert "#define PINGPONG 1" in b.source
+    assert b.launches[0].shared_mem_bytes == sm90_smem.smem_bytes("128x128", 4, "bf16", True)
+    coop = sm90_codegen.build(task, H200, "128x128", 4, pingpong=False)  # the experiment's choice
+    assert "#define PINGPONG 0" in coop.source
+    assert coop.launches[0].shared_mem_bytes == sm90_smem.smem_bytes("128x128", 4, "bf16", False)
 
 
-def test_shared_epilogue_buffer(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_shared_epilogue_buffer() -> None:
     """Ping-pong at a stage count two epilogue buffers leave no room for shares one between its
     consumers (16-bit data): the engine's choice exactly there, reported, compiled in as
-    EPI_SHARED, stream-K schedules included; the seed's default takes the deeper ring only with
-    EPI_SHARED_DEFAULT on."""
+    EPI_SHARED, stream-K schedules included; the seed's default stays at 5 stages beside two
+    buffers (the deeper ring a shared buffer buys measured slower: ADR-0007)."""
     from types import SimpleNamespace
 
     tile = 128 * 128 * 2
@@ -280,8 +281,6 @@ def test_shared_epilogue_buffer(monkeypatch: pytest.MonkeyPatch) -> None:
         sm90_constants.defines("128x128", 6, "bf16", True, pingpong=False, epi_shared=True)
     # measured slower than two buffers at 5 stages (ADR-0007): not the default
     assert sm90_defaults.default_knobs(H200, "bf16", task.shape) == ("128x128", 5)
-    monkeypatch.setattr(defaults, "EPI_SHARED_DEFAULT", True)
-    assert sm90_defaults.default_knobs(H200, "bf16", task.shape) == ("128x128", 6)
 
 
 def test_cluster_build() -> None:
@@ -411,7 +410,7 @@ def test_fp32_3xtf32_build_and_routing() -> None:
     task = SimpleNamespace(shape=shape, dtype="fp32", fusion=True)
     b = sm90_codegen.build(task, H200, "128x128", 5)
     assert "#define DT 3" in b.source and "#define SPLIT_HI 0" in b.source
-    assert f"#define PROMOTE {sm90_constants.PROMOTE_DEFAULT}" in b.source  # cooperative 128x128: fits
+    assert f"#define PROMOTE {sm90_constants.PROMOTE_K_BLOCKS}" in b.source  # cooperative 128x128: fits
     assert "#define PROMOTE 0" in sm90_codegen.build(task, H200, "128x128", 3, pingpong=True).source
     assert "#define PROMOTE 0" in sm90_codegen.build(task, H200, "128x256", 2).source
     with pytest.raises(ValueError, match="promote"):
@@ -507,7 +506,7 @@ def test_default_knobs_and_build_plan() -> None:
     assert sm90_defaults.default_knobs(H200, "bf16", {"m": 256, "n": 2560 + 64, "k": 2560})[0] == "64x80"  # 132 tiles
     assert sm90_defaults.default_knobs(H200, "bf16", {"m": 640, "n": 2560, "k": 2560})[0] not in sm90_tiles.NARROW_TILES
     # ping-pong 128x128: 5 stages beside two epilogue buffers, 6 with one shared
-    assert knobs(4096) == knobs(7976) == knobs(8192) == ("128x128", 6 if sm90_defaults.EPI_SHARED_DEFAULT else 5)
+    assert knobs(4096) == knobs(7976) == knobs(8192) == ("128x128", 5)
     for m, pp in ((256, False), (512, False), (2048, True), (4096, True), (8192, True)):
         task = SimpleNamespace(shape={"m": m, "n": 2560, "k": 2560}, dtype="bf16", fusion=True)
         assert sm90_choices.use_pingpong(H200, "128x128", 5, "bf16", task.shape) is pp
@@ -587,7 +586,7 @@ def test_cluster_default_is_pingpong_128x128_in_16_bit_only() -> None:
     seed = {"m": 8192, "n": 2560, "k": 2560}
     for dt in ("bf16", "fp16"):
         bs, st = sm90_defaults.default_knobs(H200, dt, seed)
-        assert bs == "128x128" and st == (6 if sm90_defaults.EPI_SHARED_DEFAULT else 5)
+        assert bs == "128x128" and st == 5
         assert sm90_choices.use_cluster(H200, "128x128", 5, dt, seed) == 2
         assert sm90_choices.use_cluster(H200, "128x128", 6, dt, seed) == 2
         b = sm90_codegen.build(SimpleNamespace(shape=seed, dtype=dt, fusion=True), H200, "128x128", 5)

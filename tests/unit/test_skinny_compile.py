@@ -11,17 +11,18 @@ the banks.
 
 from __future__ import annotations
 
+import functools
 import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from kernels import gemm_residual_skinny as sk
 from kernels.include_once import inline_once
-from kernels.skinny import planner as skinny_planner
 from kernels.spec import DeviceLimits
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,13 +33,21 @@ A100 = DeviceLimits(compute_capability=(8, 0), sm_count=108, shared_memory_per_b
 K_OF = {"16B": 4096, "4B": 4098, "2B": 4097}
 
 
-@pytest.fixture(autouse=True)
-def register_ring_default(request, monkeypatch):
-    """Most tests here check the register ring's rules: the decode path's default where bulk copies
-    do not apply (before Hopper, K % 8 != 0). They run with the TMA default off; the tests of the
-    w_bulk default (named test_tma_default_*) keep it."""
-    if not request.node.name.startswith("test_tma_default"):
-        monkeypatch.setattr(skinny_planner, "W_BULK_DEFAULT", 0)
+def ring_plan(*args: Any, **kw: Any) -> Any:
+    """``sk.plan`` on the register ring (w_bulk 0) unless the test names w_bulk or bulk_k: most tests
+    here check the register ring's rules, the decode path's default where bulk copies do not apply
+    (before Hopper, K % 8 != 0); the tests of the w_bulk default (test_tma_default_*) call
+    ``sk.plan`` itself."""
+    if "w_bulk" not in kw and kw.get("bulk_k") is None:
+        kw["w_bulk"] = 0
+    return sk.plan(*args, **kw)
+
+
+def ring_check(*args: Any, **kw: Any) -> Any:
+    """``sk.check`` of the register ring (w_bulk 0) unless the test names w_bulk or bulk_k."""
+    if len(args) <= 10 and "w_bulk" not in kw and not kw.get("bulk_k"):
+        kw["w_bulk"] = 0
+    return sk.check(*args, **kw)
 """K per load width: multiple of 8 (ALIGNED8), even (ALIGNED2), odd."""
 
 
@@ -48,10 +57,10 @@ def _compile_case(tile: str, stages: int, warps: int, split_k: int, dtype: str, 
     from kernels.nvrtc_check import compile_cubin
 
     k = K_OF[loads]
-    violations = sk.check(8, 4096, k, dtype, H200, tile, stages, warps, split_k, a_smem=a_smem, w_bulk=0)
+    violations = ring_check(8, 4096, k, dtype, H200, tile, stages, warps, split_k, a_smem=a_smem, w_bulk=0)
     if violations:
         return None
-    p = sk.plan(8, 4096, k, dtype, H200, block_size=tile, stages=stages, warps=warps, split_k=split_k, fuse=fuse, w_bulk=0,
+    p = ring_plan(8, 4096, k, dtype, H200, block_size=tile, stages=stages, warps=warps, split_k=split_k, fuse=fuse, w_bulk=0,
                 a_smem=a_smem)
     assert p.a_smem == a_smem
     build = sk.render(p, 8, 4096, k, dtype)
@@ -73,7 +82,7 @@ def _covering() -> list[tuple[str, int, int, int, str, str, bool]]:
         warps = sk.WARPS_OPTIONS[i % 2]
         k = K_OF[loads[i % 3]]
         fits = [s for s in sk.STAGE_OPTIONS
-                if not sk.check(8, 4096, k, "bf16", H200, tile, s, warps, 1, a_smem=0, w_bulk=0)]
+                if not ring_check(8, 4096, k, "bf16", H200, tile, s, warps, 1, a_smem=0, w_bulk=0)]
         stage = max(fits) if i % 2 else sk.STAGE_OPTIONS[i // 2 % len(sk.STAGE_OPTIONS)]
         cases.append((tile, stage if stage in fits else min(fits), warps, (1, 4)[i // 2 % 2],
                       sk.DTYPES[i // 4 % 2], loads[i % 3], i % 5 != 2))
@@ -111,10 +120,10 @@ def _covering_smem() -> list[tuple[str, int, int, int, str, bool]]:
     for i, tile in enumerate(tiles):
         for j, deepest in enumerate((False, True)):
             warps = sk.WARPS_OPTIONS[(i + j) % 2]
-            if sk.check(8, 4096, 4096, "bf16", H200, tile, 2, warps, 1, a_smem=1):
+            if ring_check(8, 4096, 4096, "bf16", H200, tile, 2, warps, 1, a_smem=1):
                 warps = sk.WARPS_OPTIONS[(i + j + 1) % 2]
             fits = [s for s in sk.STAGE_OPTIONS
-                    if not sk.check(8, 4096, 4096, "bf16", H200, tile, s, warps, 1, a_smem=1)]
+                    if not ring_check(8, 4096, 4096, "bf16", H200, tile, s, warps, 1, a_smem=1)]
             stage = max(fits) if deepest else sk.STAGE_OPTIONS[i % len(sk.STAGE_OPTIONS)]
             cases.append((tile, stage if stage in fits else max(fits), warps, (1, 4)[(i + j) // 2 % 2],
                           sk.DTYPES[(i // 2 + j) % 2], (i + j) % 3 != 2))
@@ -172,8 +181,8 @@ def test_default_plans_compile_for_sm_80_and_sm_90a(m):
     from kernels.nvrtc_check import compile_cubin
 
     for arch, limits in (("sm_90a", H200), ("sm_80", A100)):
-        p = sk.plan(m, 4096, 4096, "bf16", limits)
-        assert p.a_smem == 0  # A_SMEM_DEFAULT is off: a_smem 1 measured slower on the H200
+        p = ring_plan(m, 4096, 4096, "bf16", limits)
+        assert p.a_smem == 0  # a_smem_rule is off: a_smem 1 measured slower on the H200
         report = compile_cubin(sk.render(p, m, 4096, 4096, "bf16").source, arch, ("--std=c++17",))
         assert report.ok and not report.spills, report.log
 
@@ -219,7 +228,7 @@ def test_sampled_set_keeps_every_tile_stage_and_load_width():
 @pytest.mark.parametrize("m", [1, 8])
 def test_default_plan_m1_m8_fills_the_gpu_without_split_k(m):
     """8x16, 6 stages, no split-K, A from global memory: the H200's fastest at M = 1 and 8."""
-    p = sk.plan(m, 4096, 4096, "bf16", H200)
+    p = ring_plan(m, 4096, 4096, "bf16", H200)
     ctas = p.grid[0] * p.grid[1] * p.grid[2]
     assert (p.bm, p.bn, p.stages, p.warps, p.split_k, p.a_smem) == (8, 16, 6, 4, 1, 0)
     assert p.grid == (4096 // 16, 1, 1) and p.aligned8
@@ -230,56 +239,56 @@ def test_default_plan_m1_m8_fills_the_gpu_without_split_k(m):
 
 
 def test_default_plan_n2560_and_larger_m():
-    p = sk.plan(1, 2560, 2560, "fp16", H200)
+    p = ring_plan(1, 2560, 2560, "fp16", H200)
     ctas = p.grid[0] * p.grid[1] * p.grid[2]
     assert sk.CTAS_PER_SM * 132 <= ctas <= 4 * 132
-    p64 = sk.plan(64, 4096, 4096, "bf16", H200)
-    assert p64.bm == 64 and p64.grid[2] == 1 and p64.a_smem == int(sk.A_SMEM_DEFAULT)
-    assert not sk.check(64, 4096, 4096, "bf16", H200, p64.block_size, p64.stages, p64.warps, p64.split_k)
-    assert not sk.check(64, 4096, 4096, "bf16", H200, p64.block_size, p64.stages, p64.warps, p64.split_k,
+    p64 = ring_plan(64, 4096, 4096, "bf16", H200)
+    assert p64.bm == 64 and p64.grid[2] == 1 and p64.a_smem == 0
+    assert not ring_check(64, 4096, 4096, "bf16", H200, p64.block_size, p64.stages, p64.warps, p64.split_k)
+    assert not ring_check(64, 4096, 4096, "bf16", H200, p64.block_size, p64.stages, p64.warps, p64.split_k,
                         a_smem=1)
     # split-K partials stay a small fraction of W's traffic at M = 64
     assert p64.split_k * 64 * 4096 * 8 <= sk.SPLIT_TRAFFIC * 4096 * 4096 * 2
-    assert sk.plan(16, 4096, 4096, "bf16", H200).bm == 16
-    assert sk.plan(33, 4096, 4096, "bf16", H200).bm == 64
+    assert ring_plan(16, 4096, 4096, "bf16", H200).bm == 16
+    assert ring_plan(33, 4096, 4096, "bf16", H200).bm == 64
 
 
 @pytest.mark.parametrize("m,n,k", [(1, 1, 1), (3, 17, 777), (64, 8192, 8192), (5, 4096, 14336), (1, 100000, 3)])
 def test_default_plans_are_accepted(m, n, k):
     for dtype in sk.DTYPES:
-        p = sk.plan(m, n, k, dtype, H200)
-        assert not sk.check(m, n, k, dtype, H200, p.block_size, p.stages, p.warps, p.split_k)
-        assert not sk.check(m, n, k, dtype, H200, p.block_size, p.stages, p.warps, p.split_k, a_smem=p.a_smem)
+        p = ring_plan(m, n, k, dtype, H200)
+        assert not ring_check(m, n, k, dtype, H200, p.block_size, p.stages, p.warps, p.split_k)
+        assert not ring_check(m, n, k, dtype, H200, p.block_size, p.stages, p.warps, p.split_k, a_smem=p.a_smem)
         assert p.aligned8 == (k % 8 == 0) and p.aligned2 == (k % 2 == 0)
-        assert p.a_smem == int(sk.A_SMEM_DEFAULT and sk.default_bm(m) >= sk.A_SMEM_MIN_BM and k % 8 == 0)
+        assert p.a_smem == 0
 
 
 def test_m65_refused_naming_shape_m():
-    v = sk.check(65, 4096, 4096, "bf16", H200, "64x64", 2, 4, 1)
+    v = ring_check(65, 4096, 4096, "bf16", H200, "64x64", 2, 4, 1)
     assert [x.field for x in v] == ["shape.m"] and "M <= 64" in v[0].message
     with pytest.raises(ValueError, match="shape.m"):
-        sk.plan(65, 4096, 4096, "bf16", H200)
+        ring_plan(65, 4096, 4096, "bf16", H200)
 
 
 def test_bad_knobs_refused_by_name():
-    assert [x.field for x in sk.check(1, 64, 64, "bf16", H200, "8x64", 3, 4, 1)] == ["memory_pipelining"]
-    assert [x.field for x in sk.check(1, 64, 64, "bf16", H200, "8x64", 4, 6, 1)] == ["schedule.warps"]
-    assert [x.field for x in sk.check(1, 64, 64, "bf16", H200, "8x64", 4, 4, 5)] == ["schedule.split_k"]
-    assert [x.field for x in sk.check(1, 64, 64, "bf16", H200, "8x48", 4, 4, 1)] == ["block_size"]
-    assert [x.field for x in sk.check(1, 64, 64, "fp32", H200, "8x64", 4, 4, 1)] == ["dtype"]
-    deep = sk.check(64, 64, 64, "bf16", H200, "64x128", 8, 4, 1)
+    assert [x.field for x in ring_check(1, 64, 64, "bf16", H200, "8x64", 3, 4, 1)] == ["memory_pipelining"]
+    assert [x.field for x in ring_check(1, 64, 64, "bf16", H200, "8x64", 4, 6, 1)] == ["schedule.warps"]
+    assert [x.field for x in ring_check(1, 64, 64, "bf16", H200, "8x64", 4, 4, 5)] == ["schedule.split_k"]
+    assert [x.field for x in ring_check(1, 64, 64, "bf16", H200, "8x48", 4, 4, 1)] == ["block_size"]
+    assert [x.field for x in ring_check(1, 64, 64, "fp32", H200, "8x64", 4, 4, 1)] == ["dtype"]
+    deep = ring_check(64, 64, 64, "bf16", H200, "64x128", 8, 4, 1)
     assert [x.field for x in deep] == ["memory_pipelining"] and "fits: 2" in deep[0].message
     for kwargs, knob in (({"stages": 3}, "memory_pipelining"), ({"warps": 2}, "schedule.warps"),
                          ({"split_k": 5}, "schedule.split_k"), ({"block_size": "8x8"}, "block_size")):
         with pytest.raises(ValueError, match=knob):
-            sk.plan(1, 64, 64, "bf16", H200, **kwargs)
+            ring_plan(1, 64, 64, "bf16", H200, **kwargs)
 
 
 def test_counter_limit_and_render_buffers():
     tiles_n = (sk.COUNTERS + 1) * 16
-    assert "block_size" in [x.field for x in sk.check(1, tiles_n, 64, "bf16", H200, "8x16", 2, 4, 2)]
-    assert not sk.check(1, tiles_n, 64, "bf16", H200, "8x16", 2, 4, 1)  # no counters without split-K
-    p = sk.plan(3, 100, 64, "fp16", H200, block_size="8x32", stages=2, warps=4, split_k=4, fuse=False)
+    assert "block_size" in [x.field for x in ring_check(1, tiles_n, 64, "bf16", H200, "8x16", 2, 4, 2)]
+    assert not ring_check(1, tiles_n, 64, "bf16", H200, "8x16", 2, 4, 1)  # no counters without split-K
+    p = ring_plan(3, 100, 64, "fp16", H200, block_size="8x32", stages=2, warps=4, split_k=4, fuse=False)
     b = sk.render(p, 3, 100, 64, "fp16")
     assert b.functions == (sk.KERNEL, sk.ADD_KERNEL)
     assert b.launches[0].grid == (4, 4, 1) and b.launches[0].args == ("a", "w", "r", "out", "ws", 3, 100, 64)
@@ -287,27 +296,27 @@ def test_counter_limit_and_render_buffers():
     assert b.scratch[0].name == "ws" and b.scratch[0].shape == (4, 3, 100) and b.scratch[0].dtype == "fp32"
     assert "#define SPLIT_K 4\n" in b.source and "#define FUSE 0\n" in b.source and "#define DT 1\n" in b.source
     assert b.info["path"] == "mma.sync split-K (decode)"
-    one = sk.render(sk.plan(1, 64, 64, "bf16", H200, split_k=1), 1, 64, 64, "bf16")
+    one = sk.render(ring_plan(1, 64, 64, "bf16", H200, split_k=1), 1, 64, 64, "bf16")
     assert one.scratch[0].shape == (1,) and len(one.launches) == 1
 
 
 @pytest.mark.parametrize("m,n,k", [(16, 5120, 5120), (32, 5120, 5120), (64, 5120, 5120), (64, 4096, 4096),
                                    (32, 4096, 14336), (17, 2560, 2560)])
-def test_default_plan_stages_a_in_shared_memory_from_bm_16(m, n, k, monkeypatch):
-    """The rule A_SMEM_DEFAULT turns on (off by default: ADR-0003)."""
-    assert sk.plan(m, n, k, "bf16", H200).a_smem == 0
-    monkeypatch.setattr(skinny_planner, "A_SMEM_DEFAULT", True)
-    p = sk.plan(m, n, k, "bf16", H200)
+def test_default_plan_stages_a_in_shared_memory_from_bm_16(m, n, k):
+    """The rule ``a_smem_rule`` turns on (off by default: ADR-0003)."""
+    assert ring_plan(m, n, k, "bf16", H200).a_smem == 0
+    p = ring_plan(m, n, k, "bf16", H200, a_smem_rule=True)
     assert p.a_smem == 1 and p.bm >= 16
-    assert sk.default_a_smem(p.bm, p.bn, p.stages, p.warps, k, H200) == 1
+    assert sk.default_a_smem(p.bm, p.bn, p.stages, p.warps, k, H200) == 0
+    assert sk.default_a_smem(p.bm, p.bn, p.stages, p.warps, k, H200, rule=True) == 1
     # one wave, every SM busy; A's L2 traffic (once per CTA column) at most W's, and at most half
     # of what the a_smem 0 default moves (once per row-group slot of each CTA column)
     ctas = p.grid[0] * p.grid[1] * p.grid[2]
     assert 132 <= ctas <= 132 * sk._ctas_per_sm(p)
-    old = sk.plan(m, n, k, "bf16", H200, a_smem=0)
+    old = ring_plan(m, n, k, "bf16", H200, a_smem=0)
     assert p.grid[0] * m * k * 2 <= min(n * k * 2, 0.5 * old.grid[0] * sk.warp_layout(old.bn, old.warps)[0] * m * k * 2)
     assert p.smem_bytes <= 48 * 1024 and p.smem_bytes == sk._smem(p.bm, p.bn, p.warps, 1)
-    assert not sk.check(m, n, k, "bf16", H200, p.block_size, p.stages, p.warps, p.split_k, a_smem=1)
+    assert not ring_check(m, n, k, "bf16", H200, p.block_size, p.stages, p.warps, p.split_k, a_smem=1)
     assert p.info()["a_smem"] == 1
     b = sk.render(p, m, n, k, "bf16")
     assert "#define A_SMEM 1\n" in b.source
@@ -315,44 +324,45 @@ def test_default_plan_stages_a_in_shared_memory_from_bm_16(m, n, k, monkeypatch)
     assert b.launches[0].shared_mem_bytes == 0  # static shared memory (<= 48 KB)
 
 
-def test_a_smem_knob_plan_and_check(monkeypatch):
-    monkeypatch.setattr(skinny_planner, "A_SMEM_DEFAULT", True)  # the rule's own behaviour, off by default
+def test_a_smem_knob_plan_and_check():
+    rule_plan = functools.partial(ring_plan, a_smem_rule=True)  # the rule's own behaviour, off by default
+    rule_check = functools.partial(ring_check, a_smem_rule=True)
     assert sk.A_SMEM_OPTIONS == (0, 1)
     # explicit values are kept, for any BM
-    assert sk.plan(32, 4096, 4096, "bf16", H200, a_smem=0).a_smem == 0
-    assert sk.plan(1, 4096, 4096, "bf16", H200, a_smem=1).a_smem == 1
-    assert sk.plan(32, 4096, 4096, "bf16", H200, block_size="32x16", stages=2, split_k=1).a_smem == 1
+    assert rule_plan(32, 4096, 4096, "bf16", H200, a_smem=0).a_smem == 0
+    assert rule_plan(1, 4096, 4096, "bf16", H200, a_smem=1).a_smem == 1
+    assert rule_plan(32, 4096, 4096, "bf16", H200, block_size="32x16", stages=2, split_k=1).a_smem == 1
     # K % 8 != 0: refused on schedule.a_smem, and the default falls back to 0
     for k in (4098, 4097, 4100):
-        v = sk.check(32, 4096, k, "bf16", H200, "32x64", 2, 4, 1, a_smem=1)
+        v = rule_check(32, 4096, k, "bf16", H200, "32x64", 2, 4, 1, a_smem=1)
         assert [x.field for x in v] == ["schedule.a_smem"] and "K % 8 == 0" in v[0].message
         with pytest.raises(ValueError, match="schedule.a_smem"):
-            sk.plan(32, 4096, k, "bf16", H200, a_smem=1)
-        p = sk.plan(32, 4096, k, "bf16", H200)
-        assert p.a_smem == 0 and not sk.check(32, 4096, k, "bf16", H200, p.block_size, p.stages, p.warps, p.split_k)
-    v = sk.check(32, 4096, 4096, "bf16", H200, "32x64", 2, 4, 1, a_smem=2)
+            rule_plan(32, 4096, k, "bf16", H200, a_smem=1)
+        p = rule_plan(32, 4096, k, "bf16", H200)
+        assert p.a_smem == 0 and not rule_check(32, 4096, k, "bf16", H200, p.block_size, p.stages, p.warps, p.split_k)
+    v = rule_check(32, 4096, 4096, "bf16", H200, "32x64", 2, 4, 1, a_smem=2)
     assert [x.field for x in v] == ["schedule.a_smem"]
     with pytest.raises(ValueError, match="schedule.a_smem"):
-        sk.plan(32, 4096, 4096, "bf16", H200, a_smem=2)
+        rule_plan(32, 4096, 4096, "bf16", H200, a_smem=2)
     # 64 tokens, 8 warps on one row group: two 32 KB tiles exceed 48 KB of static shared memory
-    v = sk.check(64, 4096, 4096, "bf16", H200, "64x16", 2, 8, 1, a_smem=1)
+    v = rule_check(64, 4096, 4096, "bf16", H200, "64x16", 2, 8, 1, a_smem=1)
     assert [x.field for x in v] == ["schedule.a_smem"] and "shared memory" in v[0].message
-    p = sk.plan(64, 4096, 4096, "bf16", H200, block_size="64x16", warps=8)
-    assert p.a_smem == 0 and not sk.check(64, 4096, 4096, "bf16", H200, "64x16", p.stages, 8, p.split_k)
+    p = rule_plan(64, 4096, 4096, "bf16", H200, block_size="64x16", warps=8)
+    assert p.a_smem == 0 and not rule_check(64, 4096, 4096, "bf16", H200, "64x16", p.stages, 8, p.split_k)
     # a device with less shared memory per block than a_smem's tiles: the default falls back
     small = DeviceLimits(compute_capability=(8, 6), sm_count=84, shared_memory_per_block_bytes=32 * 1024,
                          shared_memory_per_sm_bytes=100 * 1024)
-    p = sk.plan(32, 4096, 4096, "bf16", small)
-    assert p.a_smem == 0 and not sk.check(32, 4096, 4096, "bf16", small, p.block_size, p.stages, p.warps, p.split_k)
+    p = rule_plan(32, 4096, 4096, "bf16", small)
+    assert p.a_smem == 0 and not rule_check(32, 4096, 4096, "bf16", small, p.block_size, p.stages, p.warps, p.split_k)
     # stages that fit only a_smem 1 (BM = 64, BN = 128, 4 warps: A's ring no longer in registers)
     only1 = set(sk.stages_that_fit(64, 128, 4, 4096, 1)) - set(sk.stages_that_fit(64, 128, 4, 4096, 0))
-    assert only1 and set(sk.stages_that_fit(64, 128, 4, 4096)) == set(sk.stages_that_fit(64, 128, 4, 4096, 1))
+    assert only1 and set(sk.stages_that_fit(64, 128, 4, 4096)) == set(sk.stages_that_fit(64, 128, 4, 4096, 0))  # rule off
     s = max(only1)
-    assert sk.check(64, 4096, 4096, "bf16", H200, "64x128", s, 4, 1, a_smem=0)
-    assert not sk.check(64, 4096, 4096, "bf16", H200, "64x128", s, 4, 1)  # the default is a_smem 1
-    assert sk.plan(64, 4096, 4096, "bf16", H200, block_size="64x128", stages=s).a_smem == 1
-    assert sk.default_stages(64, 128, 4, 4096) == sk.default_stages(64, 128, 4, 4096, 1) > sk.default_stages(
-        64, 128, 4, 4096, 0)
+    assert rule_check(64, 4096, 4096, "bf16", H200, "64x128", s, 4, 1, a_smem=0)
+    assert not rule_check(64, 4096, 4096, "bf16", H200, "64x128", s, 4, 1)  # the default is a_smem 1
+    assert rule_plan(64, 4096, 4096, "bf16", H200, block_size="64x128", stages=s).a_smem == 1
+    assert sk.default_stages(64, 128, 4, 4096, 1) > sk.default_stages(64, 128, 4, 4096, 0) == sk.default_stages(
+        64, 128, 4, 4096)
     # positional construction without the new field keeps today's variant
     q = sk.SkinnyPlan(8, 16, 4, 4, 1, True, True, True, (1, 1, 1), (128, 1, 1), 2576)
     assert q.a_smem == 0 and sk.defines(q, "bf16")["A_SMEM"] == 0
@@ -372,8 +382,8 @@ def test_register_estimate_bounds_a_smem_ptxas():
 
 
 def test_cost_prefers_a_filled_grid():
-    under = sk.plan(1, 4096, 4096, "bf16", H200, block_size="8x128", split_k=1)
-    full = sk.plan(1, 4096, 4096, "bf16", H200)
+    under = ring_plan(1, 4096, 4096, "bf16", H200, block_size="8x128", split_k=1)
+    full = ring_plan(1, 4096, 4096, "bf16", H200)
     assert sk.cost_us(full, 1, 4096, 4096, "bf16", 4.0e12, 132) < sk.cost_us(under, 1, 4096, 4096, "bf16", 4.0e12, 132)
     assert sk.cost_us(full, 1, 4096, 4096, "bf16", 4.0e12, 132) > 4096 * 4096 * 2 / 4.0e12 * 1e6
 
@@ -382,7 +392,7 @@ def test_cost_counts_a_through_l2():
     """M = 32, N = K = 5120: 32x16 without shared memory moved ~3x W's bytes through L2 on the H200
     (26.4 us); the model puts it within ~25 % of that at 3.2 TB/s. (It rates the a_smem 1 builds
     faster still, which the H200 did not confirm: ADR-0003; the model only orders the search.)"""
-    old = sk.plan(32, 5120, 5120, "bf16", H200, block_size="32x16", stages=4, split_k=1, a_smem=0)
+    old = ring_plan(32, 5120, 5120, "bf16", H200, block_size="32x16", stages=4, split_k=1, a_smem=0)
     t_old = sk.cost_us(old, 32, 5120, 5120, "bf16", 3.2e12, 132)
     assert 0.75 * 26.4 <= t_old <= 1.25 * 26.4
 
@@ -719,7 +729,7 @@ def test_probe_plans_are_the_default_and_the_listed_builds_that_check_accepts():
 
     knobs = [sp.parse_plan(x) for x in ("16x32/4/8/1/128/2", "16x16/8/4/1/1024/2", "16x64/6/4/2/64/1")]
     plans = sp.listed(16, 8192, 8192, "bf16", H200, knobs)
-    assert plans[0] == sk.plan(16, 8192, 8192, "bf16", H200)
+    assert plans[0] == sk.plan(16, 8192, 8192, "bf16", H200)  # the product's default: TMA boxes here
     assert [(p.block_size, p.stages, p.warps, p.split_k, p.bulk_k, p.w_bulk) for p in plans[1:]] == [
         ("16x32", 4, 8, 1, 128, 2), ("16x64", 6, 4, 2, 64, 1)]  # bulk_k 1024 at 8 slots does not fit
 
@@ -759,8 +769,8 @@ def test_bulk_covering_set_compiles_without_spills(tile, stages, warps, split_k,
     from kernels.nvrtc_check import compile_cubin
 
     m, n, k = 33, 4100, 4104
-    assert not sk.check(m, n, k, dtype, H200, tile, stages, warps, split_k, w_bulk=1, bulk_k=bulk_k)
-    p = sk.plan(m, n, k, dtype, H200, block_size=tile, stages=stages, warps=warps, split_k=split_k, fuse=fuse,
+    assert not ring_check(m, n, k, dtype, H200, tile, stages, warps, split_k, w_bulk=1, bulk_k=bulk_k)
+    p = ring_plan(m, n, k, dtype, H200, block_size=tile, stages=stages, warps=warps, split_k=split_k, fuse=fuse,
                 bulk_k=bulk_k)
     assert (p.w_bulk, p.bulk_k, p.block[0]) == (1, bulk_k, 32 * (warps + 1))
     b = sk.render(p, m, n, k, dtype)
@@ -789,32 +799,32 @@ def test_bulk_rows_are_padded_so_ldmatrix_phases_hit_distinct_bank_groups():
 
 def test_bulk_knobs_plan_and_check():
     # row copies are a choice, never the default (slower than the ring and the TMA boxes: ADR-0003)
-    assert sk.W_BULK_DEFAULT != 1
+    assert sk.W_BULK_TMA != 1
     # bulk_k implies w_bulk; the plan fits the device and passes its own check
-    p = sk.plan(16, 8192, 8192, "bf16", H200, bulk_k=512)
+    p = ring_plan(16, 8192, 8192, "bf16", H200, bulk_k=512)
     assert (p.w_bulk, p.bulk_k, p.a_smem) == (1, 512, 0)
-    assert not sk.check(16, 8192, 8192, "bf16", H200, p.block_size, p.stages, p.warps, p.split_k, w_bulk=1,
+    assert not ring_check(16, 8192, 8192, "bf16", H200, p.block_size, p.stages, p.warps, p.split_k, w_bulk=1,
                         bulk_k=512)
     assert p.info()["loads"] == "bulk copies" and p.smem_bytes <= H200.shared_memory_per_block_bytes
     # refusals, each naming its knob
     with pytest.raises(ValueError, match="schedule.w_bulk"):
-        sk.plan(16, 4096, 4100, "bf16", H200, w_bulk=1)  # rows not 16-byte aligned
+        ring_plan(16, 4096, 4100, "bf16", H200, w_bulk=1)  # rows not 16-byte aligned
     with pytest.raises(ValueError, match="schedule.w_bulk"):
-        sk.plan(16, 4096, 4096, "bf16", A100, w_bulk=1)  # no bulk copies before Hopper
+        ring_plan(16, 4096, 4096, "bf16", A100, w_bulk=1)  # no bulk copies before Hopper
     with pytest.raises(ValueError, match="schedule.a_smem"):
-        sk.plan(16, 4096, 4096, "bf16", H200, w_bulk=1, a_smem=1)
+        ring_plan(16, 4096, 4096, "bf16", H200, w_bulk=1, a_smem=1)
     with pytest.raises(ValueError, match="schedule.bulk_k"):
-        sk.plan(16, 4096, 4096, "bf16", H200, w_bulk=0, bulk_k=128)
+        ring_plan(16, 4096, 4096, "bf16", H200, w_bulk=0, bulk_k=128)
     with pytest.raises(ValueError, match="schedule.bulk_k"):
-        sk.plan(16, 4096, 4096, "bf16", H200, bulk_k=100)
-    assert [v.field for v in sk.check(16, 4096, 4100, "bf16", H200, "16x32", 2, 4, 1, w_bulk=1, bulk_k=128)] \
+        ring_plan(16, 4096, 4096, "bf16", H200, bulk_k=100)
+    assert [v.field for v in ring_check(16, 4096, 4100, "bf16", H200, "16x32", 2, 4, 1, w_bulk=1, bulk_k=128)] \
         == ["schedule.w_bulk"]
-    assert [v.field for v in sk.check(16, 4096, 4096, "bf16", A100, "16x32", 2, 4, 1, w_bulk=1, bulk_k=128)] \
+    assert [v.field for v in ring_check(16, 4096, 4096, "bf16", A100, "16x32", 2, 4, 1, w_bulk=1, bulk_k=128)] \
         == ["schedule.w_bulk"]
     # a ring too deep for shared memory: refused on MEMORY_PIPELINING with the depths that fit
-    v = sk.check(64, 4096, 4096, "bf16", H200, "64x128", 8, 4, 1, w_bulk=1, bulk_k=1024)
+    v = ring_check(64, 4096, 4096, "bf16", H200, "64x128", 8, 4, 1, w_bulk=1, bulk_k=1024)
     assert [x.field for x in v] == ["memory_pipelining"] and "fits: none" in v[0].message
-    v = sk.check(16, 4096, 4096, "bf16", H200, "16x128", 8, 4, 1, w_bulk=1, bulk_k=256)
+    v = ring_check(16, 4096, 4096, "bf16", H200, "16x128", 8, 4, 1, w_bulk=1, bulk_k=256)
     assert [x.field for x in v] == ["memory_pipelining"] and v[0].message.endswith("fits: 2")
 
 
@@ -822,7 +832,7 @@ def test_bulk_schedule_fills_the_gpu_and_prefers_more_bytes_in_flight():
     """The default bulk grid covers (nearly) every SM where the shape has the work, and the model
     rates a deeper ring faster where the bytes in flight are short of the latency bound."""
     for m, n, k in ((16, 8192, 8192), (1, 4096, 4096), (64, 5120, 5120), (16, 4096, 14336)):
-        p = sk.plan(m, n, k, "bf16", H200, w_bulk=1)
+        p = ring_plan(m, n, k, "bf16", H200, w_bulk=1)
         assert p.grid[0] * p.grid[1] * p.grid[2] >= 0.9 * H200.sm_count, (m, n, k, p)
     # 132 small CTAs (one per SM at any depth): a deeper ring carries more bytes over the latency
     t = [sk.bulk_cost_us(8, 2112, 4096, 8, 16, s, 4, 1, 64, H200, 4e12) for s in (2, 4, 8)]
@@ -921,8 +931,8 @@ def test_tma_covering_set_compiles_without_spills(tile, stages, warps, split_k, 
     from kernels.nvrtc_check import compile_cubin
 
     m, n, k = 33, 4100, 4104
-    assert not sk.check(m, n, k, dtype, H200, tile, stages, warps, split_k, w_bulk=2, bulk_k=bulk_k)
-    p = sk.plan(m, n, k, dtype, H200, block_size=tile, stages=stages, warps=warps, split_k=split_k, fuse=fuse,
+    assert not ring_check(m, n, k, dtype, H200, tile, stages, warps, split_k, w_bulk=2, bulk_k=bulk_k)
+    p = ring_plan(m, n, k, dtype, H200, block_size=tile, stages=stages, warps=warps, split_k=split_k, fuse=fuse,
                 w_bulk=2, bulk_k=bulk_k)
     b = sk.render(p, m, n, k, dtype)
     report = compile_cubin(b.source, "sm_90a", b.options)
