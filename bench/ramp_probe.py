@@ -26,12 +26,9 @@ import os
 import random
 import statistics
 import time
-from types import SimpleNamespace
 
 import cupy as cp
 
-import kernels.sm90.codegen as sm90_codegen
-import kernels.sm90.defaults as sm90_defaults
 from bench.sm90.gemm import (
     Runner,
     compare,
@@ -39,6 +36,7 @@ from bench.sm90.gemm import (
     launch_times,
     limits_of_device,
     make_inputs,
+    product_build,
     reference,
 )
 from bench.sm90.report import write_table
@@ -89,8 +87,8 @@ def main() -> int:
     resets = {}
     for dt in dtypes:
         bufs = make_inputs(m, n, k, dt, seed=3)
-        bs, st = sm90_defaults.default_knobs(limits, dt, shape)
-        run = Runner(sm90_codegen.build(SimpleNamespace(shape=shape, dtype=dt), limits, bs, st), bufs, dt)
+        build, bs, st = product_build(limits, shape, dt)
+        run = Runner(build, bufs, dt)
         bufs["out"].fill(0xFFFF)
         run()
         c = compare(bufs["out"], reference(bufs, dt), dt)

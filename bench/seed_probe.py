@@ -21,12 +21,9 @@ import argparse
 import random
 import statistics
 import time
-from types import SimpleNamespace
 
 import cupy as cp
 
-import kernels.sm90.codegen as sm90_codegen
-import kernels.sm90.defaults as sm90_defaults
 from bench.sm90.gemm import (
     Runner,
     compare,
@@ -34,6 +31,7 @@ from bench.sm90.gemm import (
     launch_times,
     limits_of_device,
     make_inputs,
+    product_build,
     reference,
     to_bits,
 )
@@ -84,13 +82,13 @@ def main() -> int:
     for m in ms:
         shape = {"m": m, "n": 2560, "k": 2560}
         for dt in args.dtypes.split(","):
-            bs, st = sm90_defaults.default_knobs(limits, dt, shape)
+            _, bs, st = product_build(limits, shape, dt)
             runs: dict[str, object] = {}
             resets: dict[str, tuple] = {}
             for data in datas:
                 bufs = (make_inputs if data == "normal" else int_inputs)(m, 2560, 2560, dt, seed=3)
                 ref = reference(bufs, dt)
-                b = sm90_codegen.build(SimpleNamespace(shape=shape, dtype=dt), limits, bs, st)
+                b, _, _ = product_build(limits, shape, dt)
                 run = Runner(b, bufs, dt)
                 bufs["out"].fill(0xFFFF)
                 run()

@@ -8,9 +8,9 @@ from __future__ import annotations
 import cupy as cp
 import numpy as np
 
-from engine import Blas, encode_tensor_map, fit_cluster_grid, tensor_map_kernel_arg
+from engine import Blas, TaskSpec, encode_tensor_map, fit_cluster_grid, get_spec, tensor_map_kernel_arg
 from engine import launch_times as _event_times
-from kernels.spec import DeviceLimits, TensorMapArg
+from kernels.spec import Build, DeviceLimits, TensorMapArg, plan_or_raise
 
 SEED = (8192, 2560, 2560)
 F32 = ("tf32", "fp32")
@@ -46,6 +46,15 @@ def limits_of_device() -> DeviceLimits:
 
 
 _modules: dict[str, cp.RawModule] = {}
+
+
+def product_build(limits: DeviceLimits, shape: dict[str, int], dtype: str, fusion: bool = True) -> tuple[Build, str, int]:
+    """The product's build of ``gemm_residual`` at this shape: the kernel spec's ``plan`` (the
+    knobs its rules give) rendered by its ``render``; with the plan's tile (rows x columns, as the
+    probes' tables name it) and stages."""
+    spec = get_spec("gemm_residual")
+    kp = plan_or_raise(spec, TaskSpec(kernel="gemm_residual", shape=shape, dtype=dtype, fusion=fusion), limits)
+    return spec.render(kp, limits), f"{kp.block_size.m}x{kp.block_size.n}", kp.memory_pipelining
 
 
 class Runner:

@@ -16,7 +16,7 @@ INTERNAL = ("engine.backends", "kernels.sm90", "kernels.skinny", "kernels.gemm_r
 """Modules (and their submodules) a bench module may not import."""
 NOT_YET = {
     "bench/energy_probe.py", "bench/kernel_span.py", "bench/launch_gap.py", "bench/ncu_probe.py",
-    "bench/ramp_probe.py", "bench/seed_probe.py", "bench/skinny_probe.py", "bench/sm90_gemm.py",
+    "bench/skinny_probe.py", "bench/sm90_gemm.py",
     "bench/swap_probe.py", "bench/sm90/args.py", "bench/sm90/cold_sweep.py", "bench/sm90/fp32.py",
     "bench/sm90/msweep_alt.py", "bench/sm90/small_m.py", "bench/sm90/sweep.py", "bench/sm90/tail_bits.py",
     "bench/sm90/tf32.py", "bench/sm90/torch_scan.py", "bench/sm90/variants.py",
