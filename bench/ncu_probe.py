@@ -92,7 +92,7 @@ CASES = {  # name: (m, n, k, dtype[, build overrides]); "cublas" = cuBLAS gemmEx
     "p3072x3584-bf16-cublas-b1": (3072, 3584, 3584, "bf16", "cublas-b1"),
 }
 """Overrides: fuse=False launches only the GEMM kernel (no residual read, like cuBLAS's GEMM alone);
-the rest are ``gemm_residual_sm90.build`` arguments."""
+the rest are ``kernels.sm90.codegen.build`` arguments."""
 
 
 def main() -> int:

@@ -17,7 +17,7 @@ CL_SHAPES = [(1, 2560, 2560), (586, 2560, 2560), (1571, 2560, 2560), (2048, 2560
 
 
 class Variant(NamedTuple):
-    """One build of the tables: the first five fields always, the rest ``gemm_residual_sm90.build``
+    """One build of the tables: the first five fields always, the rest ``kernels.sm90.codegen.build``
     arguments whose default (None) is the engine's own choice. A table row is a plain tuple of the
     leading fields or a ``Variant`` with keywords; ``variant`` reads either."""
 
@@ -48,7 +48,7 @@ def engine_default(tile: str, stages: int, dtype: str) -> Variant:
 
 def build_variant(limits: DeviceLimits, m: int, n: int, k: int, v: tuple,
                   schedule: tuple[int, int] | None = None):
-    """One table row built as it runs: ``gemm_residual_sm90.build`` with every ``Variant`` field
+    """One table row built as it runs: ``kernels.sm90.codegen.build`` with every ``Variant`` field
     (``grid``: that many CTAs, every tile data-parallel, unless ``schedule`` is given)."""
     v = variant(v)
     if schedule is None and v.dp_tiles is not None:
