@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import cupy as cp
 
-import kernels.sm90.defaults as sm90_defaults
 from bench.sm90.gemm import (
     SEED,
     Runner,
@@ -15,6 +14,7 @@ from bench.sm90.gemm import (
 )
 from bench.sm90.report import alternate, alternation_rows, check_all, make_sampler, sweep_line, write_table
 from bench.sm90.variants import CL_SHAPES, SWEEP
+from kernels.gemm_residual_experiments import hopper_knobs
 from kernels.spec import render_task
 
 FP32_CHECKS = [  # (tile, stages, dtype, fuse, streamk, pingpong, cluster, split_hi, promote)
@@ -107,7 +107,7 @@ def fp32_mode(args, limits, report, failures, forced_checks, timed, get, out_dir
         bb = get(mm, n, k, "fp32")[0]
         c = bb["r"].copy()
         rec["cublas_fp32_b1"] = time_fn(cublas_gemm(bb, c, "fp32", 1.0), iters=20)["median_ms"]
-        dk = sm90_defaults.default_knobs(limits, "fp32", {"m": mm, "n": n, "k": k})
+        dk = hopper_knobs(limits, "fp32", {"m": mm, "n": n, "k": k})
         rec["default"], info = timed(mm, n, k, (dk[0], dk[1], "fp32", True, True))
         rec["default knobs"] = f"{dk[0]} s{dk[1]} {info['schedule']}"
         report["sweep"].append(rec)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import kernels.sm90.defaults as sm90_defaults
 from bench.sm90.gemm import (
     Runner,
 )
 from bench.sm90.report import alternate, alternation_rows, make_sampler, write_table
+from kernels.gemm_residual_experiments import hopper_knobs
 
 
 def msweep_alt_mode(args, limits, report, failures, verify, get, out_dir, build) -> int:
@@ -18,7 +18,7 @@ def msweep_alt_mode(args, limits, report, failures, verify, get, out_dir, build)
     runs, flops = {}, {}
     for m in args.m_list:
         shape = {"m": m, "n": n, "k": k}
-        bs, st = sm90_defaults.default_knobs(limits, "bf16", shape)
+        bs, st = hopper_knobs(limits, "bf16", shape)
         v = (bs, st, "bf16", True, True)
         verify(m, n, k, v, label="msweep-alt")
         b = build(m, n, k, v)

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import cupy as cp
 
-import kernels.sm90.defaults as sm90_defaults
 from bench.sm90.gemm import (
     F32,
 )
 from bench.sm90.report import write_table
 from bench.sm90.variants import engine_default, for_dtype, variant
+from kernels.gemm_residual_experiments import hopper_knobs
 
 TAIL_BITS_SHAPES = [(7976, 2560, 2560), (8000, 2560, 2560), (333, 1032, 520), (130, 264, 72),
                     (4096, 2504, 2560), (1571, 2560, 2560), (300, 136, 200), (2047, 2600, 704)]
@@ -38,7 +38,7 @@ def tail_bits_mode(args, limits, report, failures, verify, get, out_dir, build) 
         for v0 in [None, *(TAIL_BITS_F32 if dt in F32 else TAIL_BITS_VARIANTS)]:
             for m, n, k in TAIL_BITS_SHAPES:
                 if v0 is None:  # the engine's default knobs at this shape, every choice its own
-                    v = engine_default(*sm90_defaults.default_knobs(limits, dt, {"m": m, "n": n, "k": k}), dt)
+                    v = engine_default(*hopper_knobs(limits, dt, {"m": m, "n": n, "k": k}), dt)
                 else:
                     v = for_dtype(v0, dt)
                 bufs, _ref = get(m, n, k, dt)

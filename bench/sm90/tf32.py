@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import kernels.sm90.defaults as sm90_defaults
 from bench.sm90.gemm import (
     SEED,
     cublas_gemm,
@@ -10,6 +9,7 @@ from bench.sm90.gemm import (
 )
 from bench.sm90.report import check_all
 from bench.sm90.variants import CL_SHAPES
+from kernels.gemm_residual_experiments import hopper_knobs
 
 TF32_CHECKS = [  # (tile, stages, dtype, fuse, streamk, pingpong)
     ("128x128", 5, "tf32", True, True, False),
@@ -46,7 +46,7 @@ def tf32_mode(args, limits, report, failures, forced_checks, timed, get, out_dir
         for name, v in TF32_TIMED.items():
             t, info = timed(m, n, k, v)
             rec.setdefault(name, []).append(t)
-    dk = sm90_defaults.default_knobs(limits, "tf32", {"m": m, "n": n, "k": k})
+    dk = hopper_knobs(limits, "tf32", {"m": m, "n": n, "k": k})
     rec["default_knobs"] = dk
     lines = [f"correctness (tf32): {n_checks} / {n_checks} ok",
              f"seed tf32: cuBLAS FAST_TF32 beta=1 {rec['cublas_b1']:.4f}, GEMM alone {rec['cublas_b0']:.4f}; "

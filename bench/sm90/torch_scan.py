@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import kernels.sm90.defaults as sm90_defaults
 from bench.sm90.args import also_label
 from bench.sm90.gemm import (
     Runner,
@@ -14,6 +13,7 @@ from bench.sm90.gemm import (
 )
 from bench.sm90.report import alternate, make_sampler, write_table
 from bench.sm90.variants import cluster_tag, engine_default
+from kernels.gemm_residual_experiments import hopper_knobs
 
 SCAN_M = tuple(sorted(set(range(256, 8193, 63)) | {512, 1024, 1571, 2048, 2400, 2500, 3000, 4096,
                                                        5000, 7488, 7976, 8192}))
@@ -42,7 +42,7 @@ def torch_scan_mode(args, limits, report, failures, verify, get, forget, out_dir
         scores = []
         for m in ms:
             shape = {"m": m, "n": n, "k": k}
-            bs, st = sm90_defaults.default_knobs(limits, dt, shape)
+            bs, st = hopper_knobs(limits, dt, shape)
             v = engine_default(bs, st, dt)
             b = build(m, n, k, v)
             knobs = f"{bs} s{st} {b.info['consumers'].split(' ')[0]} {cluster_tag(b.info)}".strip()

@@ -6,7 +6,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any, NamedTuple
 
-import kernels.sm90.codegen as sm90_codegen
+from engine import get_spec
+from kernels.gemm_residual_experiments import hopper_plan
 from kernels.spec import DeviceLimits
 
 SWEEP = (256, 512, 1024, 1571, 2048, 4096, 7976, 8192)
@@ -48,20 +49,22 @@ def engine_default(tile: str, stages: int, dtype: str) -> Variant:
 
 def build_variant(limits: DeviceLimits, m: int, n: int, k: int, v: tuple,
                   schedule: tuple[int, int] | None = None):
-    """One table row built as it runs: ``kernels.sm90.codegen.build`` with every ``Variant`` field
-    (``grid``: that many CTAs, every tile data-parallel, unless ``schedule`` is given)."""
+    """One table row built as it runs: the Hopper plan with every ``Variant`` field forced
+    (``hopper_plan``; ``grid``: that many CTAs, every tile data-parallel, unless ``schedule`` is
+    given), rendered by the ``gemm_residual`` spec."""
     v = variant(v)
     if schedule is None and v.dp_tiles is not None:
         schedule = (v.grid or limits.sm_count, v.dp_tiles)  # the tiles past dp_tiles split
     if schedule is None and v.grid:
         schedule = (v.grid, 1 << 30)  # every tile data-parallel (the kernel clamps)
     task = SimpleNamespace(shape={"m": m, "n": n, "k": k}, dtype=v.dtype)
-    return sm90_codegen.build(task, limits, v.tile, v.stages, fuse=v.fuse, streamk=v.streamk,
-                      schedule=schedule, pingpong=v.pingpong, cluster=v.cluster,
-                      split_hi=v.split_hi, promote=v.promote,
-                      raster_m=v.raster_m, raster_group=v.raster_group,
-                      epi_ring=v.epi_ring, epi_shared=v.epi_shared,
-                      tail_shift=v.tail_shift, half_tail=v.half_tail)
+    plan = hopper_plan(task, limits, v.tile, v.stages, fuse=v.fuse, streamk=v.streamk,
+                       schedule=schedule, pingpong=v.pingpong, cluster=v.cluster,
+                       split_hi=v.split_hi, promote=v.promote,
+                       raster_m=v.raster_m, raster_group=v.raster_group,
+                       epi_ring=v.epi_ring, epi_shared=v.epi_shared,
+                       tail_shift=v.tail_shift, half_tail=v.half_tail)
+    return get_spec("gemm_residual").render(plan, limits)
 
 
 def variant(v: tuple) -> Variant:
