@@ -24,14 +24,20 @@ import os
 import statistics
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import cupy as cp
 
-import kernels.sm90.codegen as sm90_codegen
-import kernels.sm90.defaults as sm90_defaults
-from bench.sm90.gemm import Runner, compare, cublas_gemm, limits_of_device, make_inputs, reference
+from bench.sm90.gemm import (
+    Runner,
+    compare,
+    cublas_gemm,
+    hopper_build,
+    limits_of_device,
+    make_inputs,
+    reference,
+)
 from engine import energy, nvml
+from kernels.gemm_residual_experiments import hopper_knobs
 
 TILES = {  # --tiles: other builds of ours, (tile, stages, ping-pong, cluster[, source prefix])
     "pp 128x128 s5 cl2": ("128x128", 5, True, 2),
@@ -85,13 +91,13 @@ def main() -> int:
     runs = {}
     for dt in ("bf16", "fp16"):
         bufs = make_inputs(m, n, k, dt, seed=3)
-        bs, st = sm90_defaults.default_knobs(limits, dt, shape)
-        build = sm90_codegen.build(SimpleNamespace(shape=shape, dtype=dt), limits, bs, st)
+        bs, st = hopper_knobs(limits, dt, shape)
+        build = hopper_build(limits, shape, dt, bs, st)
         runs[f"ours {dt} ({bs} s{st})"] = Runner(build, bufs, dt)
         if args.tiles:
             ref = reference(bufs, dt)
             for name, (tb, ts, pp, cl, *prefix) in TILES.items():
-                b = sm90_codegen.build(SimpleNamespace(shape=shape, dtype=dt), limits, tb, ts, pingpong=pp,
+                b = hopper_build(limits, shape, dt, tb, ts, pingpong=pp,
                                cluster=cl, streamk=cl == 1)
                 if prefix:
                     b = dataclasses.replace(b, source=prefix[0] + b.source)
@@ -105,7 +111,7 @@ def main() -> int:
                 runs[f"{name} {dt}"] = run
             # our default's GEMM kernel alone (FUSE=0, the add launch dropped): as cuBLAS's GEMM
             # alone, no residual read; not checked (it leaves out = A @ W^T)
-            b = sm90_codegen.build(SimpleNamespace(shape=shape, dtype=dt), limits, bs, st, fuse=False)
+            b = hopper_build(limits, shape, dt, bs, st, fuse=False)
             run = Runner(b, bufs, dt)
             run.calls = run.calls[:1]
             runs[f"ours GEMM only {dt}"] = run

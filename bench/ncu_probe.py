@@ -13,13 +13,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from types import SimpleNamespace
 
 import cupy as cp
 
-import kernels.sm90.codegen as sm90_codegen
-import kernels.sm90.defaults as sm90_defaults
-from bench.sm90.gemm import Runner, cublas_gemm, limits_of_device, make_inputs
+from bench.sm90.gemm import Runner, cublas_gemm, hopper_build, limits_of_device, make_inputs
+from kernels.gemm_residual_experiments import hopper_knobs
 
 CASES = {  # name: (m, n, k, dtype[, build overrides]); "cublas" = cuBLAS gemmEx GEMM alone,
     # "cublas-b1" = cuBLAS gemmEx adding into a copy of R in place (beta=1), the peer that beats
@@ -92,7 +90,7 @@ CASES = {  # name: (m, n, k, dtype[, build overrides]); "cublas" = cuBLAS gemmEx
     "p3072x3584-bf16-cublas-b1": (3072, 3584, 3584, "bf16", "cublas-b1"),
 }
 """Overrides: fuse=False launches only the GEMM kernel (no residual read, like cuBLAS's GEMM alone);
-the rest are ``kernels.sm90.codegen.build`` arguments."""
+the rest are the Hopper planner's choices (``hopper_plan``)."""
 
 
 def main() -> int:
@@ -118,9 +116,9 @@ def main() -> int:
             run = cublas_gemm(bufs, bufs["r"].copy(), dt, 1.0)
             print(f"{name}: cuBLAS gemmEx, beta 1 in place on a copy of R", flush=True)
         else:
-            bs, st = sm90_defaults.default_knobs(limits, dt, shape)
+            bs, st = hopper_knobs(limits, dt, shape)
             bs, st = over.pop("block", bs), over.pop("stages", st)
-            build = sm90_codegen.build(SimpleNamespace(shape=shape, dtype=dt), limits, bs, st, **over)
+            build = hopper_build(limits, shape, dt, bs, st, **over)
             run = Runner(build, bufs, dt)
             if over.get("fuse") is False:
                 run.calls = run.calls[:1]  # the GEMM kernel only

@@ -30,7 +30,6 @@ import sys
 
 import cupy as cp
 
-import kernels.sm90.tiles as sm90_tiles
 from bench.sm90.args import dtype_list, group_list, knob_list, m_list
 from bench.sm90.cold_duel import cold_duel_mode
 from bench.sm90.cold_sweep import cold_sweep_mode
@@ -44,6 +43,7 @@ from bench.sm90.tail_bits import tail_bits_mode
 from bench.sm90.tf32 import tf32_mode
 from bench.sm90.torch_scan import torch_scan_mode
 from bench.sm90.variants import build_variant
+from kernels.spec import Tile
 
 
 def main() -> int:
@@ -162,7 +162,8 @@ def main() -> int:
         return t, b.info
 
     def forced_checks(m, n, k, v):
-        bm, bn, _ = sm90_tiles.parse_block_size(v[0])
+        tile = Tile.parse(v[0])
+        bm, bn = tile.m, int(tile.n or 0)
         verify(m, n, k, v)
         if v[4]:
             tiles = -(-m // bm) * -(-n // bn)

@@ -11,7 +11,13 @@ from typing import Any
 
 import kernels.sm90.defaults as sm90_defaults
 import kernels.sm90.planner as sm90_planner
+import kernels.sm90.tiles as sm90_tiles
 from kernels.spec import DeviceLimits, KernelPlan
+
+
+def hopper_tiles() -> tuple[str, ...]:
+    """Every BLOCK_SIZE the Hopper path has (the limits and the dtype decide which fit)."""
+    return tuple(sm90_tiles.TILES)
 
 
 def hopper_knobs(limits: DeviceLimits, dtype: str, shape: dict[str, int]) -> tuple[str, int]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-import kernels.sm90.tiles as sm90_tiles
+from kernels.gemm_residual_experiments import hopper_tiles
 
 
 def m_list(text: str) -> list[int]:
@@ -33,7 +33,7 @@ def knob_list(text: str) -> list[tuple[str, int, dict[str, Any]]]:
         fields = part.split(":")
         tile, st, opts = fields[0], fields[1] if len(fields) > 1 else "", fields[2:]
         over: dict[str, Any] = {}
-        bad = tile not in sm90_tiles.TILES or not st.isdigit()
+        bad = tile not in hopper_tiles() or not st.isdigit()
         for o in opts:
             if o == "coop":
                 over["pingpong"] = False
@@ -49,7 +49,7 @@ def knob_list(text: str) -> list[tuple[str, int, dict[str, Any]]]:
                 bad = True
         if bad:
             raise argparse.ArgumentTypeError(f"{part!r}: expected TILE:STAGES[:coop][:skN|:dp][:cl1|:cl2][:whole|:halves] with TILE "
-                                             f"one of {', '.join(sm90_tiles.TILES)}")
+                                             f"one of {', '.join(hopper_tiles())}")
         out.append((tile, int(st), over))
     return out
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import re
 import time
+from types import SimpleNamespace
 
 import cupy as cp
 
-import kernels.sm90.choices as sm90_choices
-import kernels.sm90.defaults as sm90_defaults
 from bench.sm90.args import also_label
 from bench.sm90.cold_duel import COLD_DUEL
 from bench.sm90.gemm import (
@@ -21,6 +20,7 @@ from bench.sm90.gemm import (
 )
 from bench.sm90.report import write_table
 from bench.sm90.variants import Variant, engine_default, for_dtype
+from kernels.gemm_residual_experiments import hopper_knobs, hopper_plan
 
 
 def cold_sweep_mode(args, limits, report, failures, verify, get, out_dir, build) -> int:
@@ -42,8 +42,9 @@ def cold_sweep_mode(args, limits, report, failures, verify, get, out_dir, build)
     for m in args.m_list:
         bufs, _ref = get(m, n, k, dt)
         shape = {"m": m, "n": n, "k": k}
-        bs, st = sm90_defaults.default_knobs(limits, dt, shape)
-        cl = sm90_choices.use_cluster(limits, bs, st, dt, shape)
+        bs, st = hopper_knobs(limits, dt, shape)
+        cm, cn = hopper_plan(SimpleNamespace(shape=shape, dtype=dt), limits, bs, st).detail.cluster
+        cl = cm * cn  # the default's cluster size
         cands = {f"default {bs} s{st}" + (" cl2" if cl > 1 else ""): engine_default(bs, st, dt)}
         for tile, st_, over in args.also:  # other knobs, built as the engine would build them
             cands[also_label(tile, st_, over)] = engine_default(tile, st_, dt)._replace(**over)

@@ -5,11 +5,15 @@ SOL-ExecBench score."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+from typing import Any
+
 import cupy as cp
 import numpy as np
 
 from engine import Blas, TaskSpec, encode_tensor_map, fit_cluster_grid, get_spec, tensor_map_kernel_arg
 from engine import launch_times as _event_times
+from kernels.gemm_residual_experiments import hopper_plan
 from kernels.spec import Build, DeviceLimits, TensorMapArg, plan_or_raise
 
 SEED = (8192, 2560, 2560)
@@ -55,6 +59,15 @@ def product_build(limits: DeviceLimits, shape: dict[str, int], dtype: str, fusio
     spec = get_spec("gemm_residual")
     kp = plan_or_raise(spec, TaskSpec(kernel="gemm_residual", shape=shape, dtype=dtype, fusion=fusion), limits)
     return spec.render(kp, limits), f"{kp.block_size.m}x{kp.block_size.n}", kp.memory_pipelining
+
+
+
+def hopper_build(limits: DeviceLimits, shape: dict[str, int], dtype: str, block_size: str, stages: int,
+                 **choices: Any) -> Build:
+    """The Hopper path's build of these knobs with the planner's ``choices`` forced (``hopper_plan``),
+    rendered by the ``gemm_residual`` spec."""
+    task = SimpleNamespace(shape=shape, dtype=dtype)
+    return get_spec("gemm_residual").render(hopper_plan(task, limits, block_size, stages, **choices), limits)
 
 
 class Runner:

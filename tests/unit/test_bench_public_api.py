@@ -15,9 +15,8 @@ INTERNAL = ("engine.backends", "kernels.sm90", "kernels.skinny", "kernels.gemm_r
             "kernels.gemm_residual_skinny")
 """Modules (and their submodules) a bench module may not import."""
 NOT_YET = {
-    "bench/energy_probe.py", "bench/kernel_span.py", "bench/launch_gap.py", "bench/ncu_probe.py",
-    "bench/skinny_probe.py", "bench/sm90_gemm.py", "bench/swap_probe.py", "bench/sm90/args.py",
-    "bench/sm90/cold_sweep.py", "bench/sm90/small_m.py", "bench/sm90/sweep.py",
+    "bench/kernel_span.py", "bench/launch_gap.py", "bench/skinny_probe.py", "bench/swap_probe.py",
+    "bench/sm90/small_m.py", "bench/sm90/sweep.py",
 }
 """Research probes that still reach into the Hopper or decode planner (its tile tables, schedule
 candidates, private default rules, the decode path's plan type). Each must still import an
