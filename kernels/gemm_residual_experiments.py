@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import kernels.sm90.defaults as sm90_defaults
+import kernels.sm90.model as sm90_model
 import kernels.sm90.planner as sm90_planner
 import kernels.sm90.tiles as sm90_tiles
 from kernels.spec import DeviceLimits, KernelPlan
@@ -24,6 +25,12 @@ def hopper_knobs(limits: DeviceLimits, dtype: str, shape: dict[str, int]) -> tup
     """The Hopper path's own default (BLOCK_SIZE, MEMORY_PIPELINING) for this shape; unlike the
     spec's, never the decode path's, so a probe at small M compares against the Hopper GEMM."""
     return sm90_defaults.default_knobs(limits, dtype, shape)
+
+
+def hopper_schedules(m: int, n: int, k: int, bm: int, bn: int, sms: int) -> list[tuple[int, int]]:
+    """The (grid, dp_tiles) schedules the Hopper planner weighs for a BM x BN tile on ``sms`` SMs:
+    data-parallel first, then the stream-K ones (``hopper_plan(schedule=...)`` forces one)."""
+    return sm90_model.schedule_candidates(m, n, k, bm, bn, sms)
 
 
 def hopper_plan(task: Any, limits: DeviceLimits, block_size: str, stages: int, **choices: Any) -> KernelPlan:

@@ -8,9 +8,6 @@ import time
 
 import cupy as cp
 
-import kernels.sm90.defaults as sm90_defaults
-import kernels.sm90.model as sm90_model
-import kernels.sm90.tiles as sm90_tiles
 from bench.sm90.gemm import (
     Runner,
     compare,
@@ -20,6 +17,8 @@ from bench.sm90.gemm import (
 )
 from bench.sm90.report import write_table
 from bench.sm90.variants import Variant, engine_default, for_dtype, variant
+from kernels.gemm_residual_experiments import hopper_knobs, hopper_schedules
+from kernels.spec import Tile
 
 SMALL_M = {  # name: variant (see ``Variant``); the narrow and 128x160 rows without "M-fastest" in
     # their name are numbered N-fastest (raster_m=False), as they were measured in v17-v21
@@ -90,7 +89,8 @@ def small_m_mode(args, limits, report, failures, verify, get, out_dir, build) ->
         """False for a row staging R in the ring where a CTA would get two tiles (data-parallel on
         at most one wave: ``build`` refuses it)."""
         x = variant(v)
-        bm, bn, _ = sm90_tiles.parse_block_size(x.tile, x.dtype)
+        tile = Tile.parse(x.tile)
+        bm, bn = tile.m, int(tile.n or 0)
         return not x.epi_ring or -(-m // bm) * -(-n // bn) <= sms
 
     def wanted(name: str) -> bool:  # --only: the table rows whose name matches (the default always)
@@ -118,12 +118,12 @@ def small_m_mode(args, limits, report, failures, verify, get, out_dir, build) ->
         sets = [bufs0] + [make_inputs(m, n, k, dt, seed=1000 + i) for i in range(1, n_sets)]
         out = bufs0["out"]  # set 0's output, which the checks read; each set writes its own, as the engine's
         cands: dict[str, tuple] = {}
-        bs, st = sm90_defaults.default_knobs(limits, dt, shape)
+        bs, st = hopper_knobs(limits, dt, shape)
         cands[f"default {bs} s{st}"] = (engine_default(bs, st, dt), None)  # as the engine builds it
         for name, v in SMALL_M.items():
             if wanted(name):
                 cands[name] = (for_dtype(v, dt), None)
-        for sch in sm90_model.schedule_candidates(m, n, k, 128, 128, sms)[1:]:
+        for sch in hopper_schedules(m, n, k, 128, 128, sms)[1:]:
             if wanted(f"coop 128x128 s4 sk {sch[0]}/{sch[1]}"):
                 cands[f"coop 128x128 s4 sk {sch[0]}/{sch[1]}"] = (("128x128", 4, dt, True, True, False, 1), sch)
         for name, v in order_rows(bs, st).items():  # --orders: the default build in each tile order
@@ -211,7 +211,7 @@ def small_m_mode(args, limits, report, failures, verify, get, out_dir, build) ->
     n_checks = 0
     for (m, n_, k_) in odd:
         rows = [for_dtype(v, dt) for name, v in SMALL_M.items() if wanted(name)]
-        rows += order_rows(*sm90_defaults.default_knobs(limits, dt, {"m": m, "n": n_, "k": k_})).values()
+        rows += order_rows(*hopper_knobs(limits, dt, {"m": m, "n": n_, "k": k_})).values()
         for v in rows:
             if applies(v, m, n_):
                 verify(m, n_, k_, v, label="small-m odd shape")

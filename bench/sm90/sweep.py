@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import kernels.sm90.defaults as sm90_defaults
-import kernels.sm90.model as sm90_model
 from bench.sm90.gemm import (
     cublas_gemm,
     score,
@@ -17,6 +15,7 @@ from bench.sm90.gemm import (
 )
 from bench.sm90.report import check_all
 from bench.sm90.variants import SWEEP
+from kernels.gemm_residual_experiments import hopper_knobs, hopper_schedules
 
 VARIANTS = [  # (block, stages, dtype, fuse, streamk)
     ("128x256", 3, "bf16", True, True),
@@ -50,13 +49,13 @@ def sweep_mode(args, limits, report, failures, forced_checks, timed, get, out_di
                                    iters=args.iters)["median_ms"]
         rec["dp"], _ = timed(m, n, k, dp_only)
         cands = {}
-        for sch in sm90_model.schedule_candidates(m, n, k, 128, 256, sms):
+        for sch in hopper_schedules(m, n, k, 128, 256, sms):
             cands[f"{sch[0]}/{sch[1]}"], _ = timed(m, n, k, base, sch)
         rec["sk_cands"] = cands
         rec["auto_128x256"], info = timed(m, n, k, base)
         rec["auto_sched"] = info["schedule"] + f" grid {info['grid']}"
         rec["auto_128x128s4"], _ = timed(m, n, k, ("128x128", 4, "bf16", True, True))
-        dk = sm90_defaults.default_knobs(limits, "bf16", {"m": m, "n": n, "k": k})
+        dk = hopper_knobs(limits, "bf16", {"m": m, "n": n, "k": k})
         rec["default_knobs"] = dk
         rec["default"], _ = timed(m, n, k, (dk[0], dk[1], "bf16", True, True))
         rec["score_default"] = score(rec["default"], rec["torch"], m, n, k)
@@ -71,7 +70,7 @@ def sweep_mode(args, limits, report, failures, forced_checks, timed, get, out_di
         for name, v in (("sk", ("128x256", 3, dt, True, True)), ("dp", ("128x256", 3, dt, True, False))):
             rec[name], _ = timed(m, n, k, v)
             rec[name + "_again"], _ = timed(m, n, k, v)
-        for sch in sm90_model.schedule_candidates(m, n, k, 128, 256, sms)[1:]:
+        for sch in hopper_schedules(m, n, k, 128, 256, sms)[1:]:
             rec[f"sk {sch[0]}/{sch[1]}"], _ = timed(m, n, k, ("128x256", 3, dt, True, True), sch)
         rec["unfused"], _ = timed(m, n, k, ("128x256", 3, dt, False, True))
         rec["off"], _ = timed(m, n, k, ("128x256", 0, dt, True, True))

@@ -14,10 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 INTERNAL = ("engine.backends", "kernels.sm90", "kernels.skinny", "kernels.gemm_residual_sm90",
             "kernels.gemm_residual_skinny")
 """Modules (and their submodules) a bench module may not import."""
-NOT_YET = {
-    "bench/kernel_span.py", "bench/launch_gap.py", "bench/skinny_probe.py", "bench/swap_probe.py",
-    "bench/sm90/small_m.py", "bench/sm90/sweep.py",
-}
+NOT_YET = {"bench/kernel_span.py", "bench/launch_gap.py", "bench/skinny_probe.py", "bench/swap_probe.py"}
 """Research probes that still reach into the Hopper or decode planner (its tile tables, schedule
 candidates, private default rules, the decode path's plan type). Each must still import an
 internal, so an entry goes once its probe is moved onto the public API (the spec's ``plan`` and

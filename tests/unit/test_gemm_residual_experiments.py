@@ -9,8 +9,10 @@ import pytest
 
 import kernels.sm90.codegen as sm90_codegen
 import kernels.sm90.defaults as sm90_defaults
+import kernels.sm90.model as sm90_model
+import kernels.sm90.tiles as sm90_tiles
 from engine import get_spec, load_profiles
-from kernels.gemm_residual_experiments import hopper_knobs, hopper_plan
+from kernels.gemm_residual_experiments import hopper_knobs, hopper_plan, hopper_schedules, hopper_tiles
 from kernels.spec import DeviceLimits
 
 H200 = DeviceLimits.from_profile(load_profiles().get("h200"))
@@ -43,3 +45,9 @@ def test_hopper_knobs_are_the_hopper_paths_even_where_the_spec_takes_the_decode_
 
     planned = plan_or_raise(spec, TaskSpec(kernel="gemm_residual", shape=shape, dtype="bf16"), H200)
     assert type(planned.detail).__name__ == "SkinnyPlan"  # the product's default here: the decode path
+
+
+def test_the_tiles_and_schedules_are_the_planners():
+    assert hopper_tiles() == tuple(sm90_tiles.TILES)
+    for m in (1, 1337, 8192):
+        assert hopper_schedules(m, 2560, 2560, 128, 256, 132) == sm90_model.schedule_candidates(m, 2560, 2560, 128, 256, 132)
