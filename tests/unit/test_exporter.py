@@ -211,3 +211,17 @@ def test_cli_serves_refuses_a_port_in_use_and_stops_on_sigterm(populated, capsys
             proc.wait()
         proc.stdout.close()
         proc.stderr.close()
+
+
+def test_the_exporter_command_leaves_the_logger_as_it_found_it(populated, capsys, serve, caplog):
+    """A run of the command (here --once) must not leave a handler bound to that run's stderr, nor
+    stop the exporter's warnings reaching the caller's logging afterwards."""
+    import logging
+
+    logger = logging.getLogger("engine.exporter")
+    before = (list(logger.handlers), logger.propagate, logger.level)
+    assert cli(capsys, "exporter", "--once", "--sim")[0] == 0
+    assert (list(logger.handlers), logger.propagate, logger.level) == before
+    with caplog.at_level("WARNING", logger="engine.exporter"):
+        serve(CockpitCollector(ResultStore()), host="0.0.0.0")
+    assert "not loopback" in caplog.text

@@ -5,9 +5,11 @@ per-GPU telemetry and the results store's latest figures on /metrics for Prometh
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -86,14 +88,34 @@ def _nvml_devices(sampler: Any) -> tuple[Any, dict[int, Any], str]:
     return sampler, devices, "SIMULATED GPU"
 
 
-def _log_to_stderr() -> None:
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is at the time of the record, not the one at set-up."""
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def _log_to_stderr() -> Iterator[None]:
+    """The exporter's warnings on stderr while the command runs; the logger as it was afterwards."""
     logger = logging.getLogger("engine.exporter")
-    if not logger.handlers:
-        h = logging.StreamHandler(sys.stderr)
-        h.setFormatter(logging.Formatter("%(levelname)s: %(message)s"))
-        logger.addHandler(h)
-        logger.setLevel(logging.INFO)
-        logger.propagate = False
+    before = (logger.level, logger.propagate)
+    h = _StderrHandler()
+    h.setFormatter(logging.Formatter("%(levelname)s: %(message)s"))
+    logger.addHandler(h)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    try:
+        yield
+    finally:
+        logger.removeHandler(h)
+        logger.setLevel(before[0])
+        logger.propagate = before[1]
 
 
 def _families_json(registry: Any) -> list[dict[str, Any]]:
@@ -103,6 +125,11 @@ def _families_json(registry: Any) -> list[dict[str, Any]]:
 
 
 def run(args: argparse.Namespace) -> int:
+    with _log_to_stderr():
+        return _serve(args)
+
+
+def _serve(args: argparse.Namespace) -> int:
     from engine import CockpitCollector, Exporter, ResultStore
 
     if args.profile and args.backend != "sim":
@@ -110,7 +137,6 @@ def run(args: argparse.Namespace) -> int:
 
         raise InputError("--profile: only with --backend sim (real GPUs label themselves)",
                          fix="add --backend sim or drop --profile")
-    _log_to_stderr()
     store = ResultStore(args.store)
     store.check()  # an unusable store is exit 2 before anything binds
     sampler, devices, sim_model = _sampler(args)
