@@ -122,39 +122,33 @@ MAX_TIMED_S = 60.0
 their 7.8 s, as on the GPU, but ten million do not take five hours."""
 
 
-def run_speed(env: Mapping[str, str] | None = None) -> float:
-    """``SOL_SIM_SPEED`` (default 1): how many times faster than the wall clock a simulated run's
-    launches pass (their count times the modelled time, up to ``MAX_TIMED_S``), so that long runs
-    can be rehearsed and watched and tests stay fast; a number from 0.001 to 1e6, InputError
-    naming it else."""
+def _speed(name: str, example: int, env: Mapping[str, str] | None) -> float:
+    """The number the variable ``name`` holds (default 1), from 0.001 to 1e6; InputError naming it
+    else."""
     from engine.errors import InputError
 
-    text = (os.environ if env is None else env).get("SOL_SIM_SPEED", "").strip() or "1"
+    text = (os.environ if env is None else env).get(name, "").strip() or "1"
     try:
         value = float(text)
     except ValueError:
         value = math.nan
     if not 1e-3 <= value <= 1e6:
-        raise InputError(f"SOL_SIM_SPEED={text!r}: expected a number from 0.001 to 1000000",
-                         fix="export SOL_SIM_SPEED=100 (simulated seconds per second), or unset it")
+        raise InputError(f"{name}={text!r}: expected a number from 0.001 to 1000000",
+                         fix=f"export {name}={example} (simulated seconds per second), or unset it")
     return value
+
+
+def run_speed(env: Mapping[str, str] | None = None) -> float:
+    """``SOL_SIM_SPEED`` (default 1): how many times faster than the wall clock a simulated run's
+    launches pass (their count times the modelled time, up to ``MAX_TIMED_S``), so that long runs
+    can be rehearsed and watched and tests stay fast."""
+    return _speed("SOL_SIM_SPEED", 100, env)
 
 
 def soak_speed(env: Mapping[str, str] | None = None) -> float:
     """``SOL_SIM_SOAK_SPEED`` (default 1): how many times faster than the wall clock a simulated soak
-    runs, so rehearsals and tests of long soaks take seconds; a number from 0.001 to 1e6,
-    InputError naming it else."""
-    from engine.errors import InputError
-
-    text = (os.environ if env is None else env).get("SOL_SIM_SOAK_SPEED", "").strip() or "1"
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not 1e-3 <= value <= 1e6:
-        raise InputError(f"SOL_SIM_SOAK_SPEED={text!r}: expected a number from 0.001 to 1000000",
-                         fix="export SOL_SIM_SOAK_SPEED=60 (simulated seconds per second), or unset it")
-    return value
+    runs, so rehearsals and tests of long soaks take seconds."""
+    return _speed("SOL_SIM_SOAK_SPEED", 60, env)
 
 
 class SimFault(Exception):

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
+
 from engine import ResultStore
 from tui.cli.main import main
 
@@ -52,3 +54,16 @@ def test_a_run_stored_by_the_engine_carries_the_finding(capsys):
                         store=store)
     assert fast.matched_rules == [] and [r["id"] for r in slow.matched_rules] == ["knobs-much-slower"]
     assert [r["id"] for r in store.get(slow.run_id).matched_rules] == ["knobs-much-slower"]
+
+
+@pytest.mark.parametrize("name", ["SOL_SIM_SPEED", "SOL_SIM_SOAK_SPEED"])
+@pytest.mark.parametrize("bad", ["abc", "0", "-5", "1e9", "nan"])
+def test_a_malformed_simulated_speed_is_an_input_error_naming_the_variable(name, bad):
+    from engine.backends.sim import run_speed, soak_speed
+    from engine.errors import InputError
+
+    read = run_speed if name == "SOL_SIM_SPEED" else soak_speed
+    with pytest.raises(InputError) as err:
+        read({name: bad})
+    assert name in str(err.value)
+    assert read({}) == 1.0
