@@ -43,14 +43,25 @@ class LogEvent(BaseModel):
 
 class TrialEvent(BaseModel):
     """A tune's candidate started (``state`` 'start') or finished ('done', with its trial: knobs,
-    status, time, reason); ``done`` of ``total`` candidates so far and the best time yet."""
+    status, time, reason); ``done`` of ``total`` candidates so far, the step of the search it belongs
+    to with that step's own count, and the best time yet."""
 
     kind: Literal["trial"] = "trial"
     state: Literal["start", "done", "peer"]
     trial: dict
     """The trial (``engine.tuner.Trial`` as a dict); for state 'peer', {name, label, median_ms, baseline}."""
     done: int = 0
+    """Candidates timed so far (a confirmation re-times one: it does not count again)."""
     total: int = 0
+    """Candidates known so far: the search adds schedule variations round by round, so this grows;
+    a progress display counts ``step_done`` of ``step_total`` instead, which does not."""
+    step: str = ""
+    """The step of the search: 'tiles/stages' (the first screening, resumed after the variations),
+    'variations round N' (around the fastest so far), 'confirming' (the fastest timed again); '' for
+    events outside the steps (a pruned candidate, a peer, a trial lost with its engine process)."""
+    step_done: int = 0
+    step_total: int = 0
+    """The step's candidates timed and its candidates, fixed when the step starts."""
     best_ms: float | None = None
 
 

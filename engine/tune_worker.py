@@ -117,6 +117,10 @@ class _Search:
         self.t_sol = t_sol_ms(dev.spec.flops(shape), dev.spec.bytes_moved(shape, dtype),
                               profile.sol_peak_flops(dtype), profile.bandwidth_bytes_per_s)
         self.inputs: Inputs | None = None
+        self.step, self.confirming, self.round = "", False, 0
+        self.step_keys: list[str] = []
+        """The step of the search in flight, its candidates' keys (fixed when it starts), whether it
+        is the confirmations, and the variation rounds so far (see ``TrialEvent.step``)."""
 
     def setup(self) -> None:
         """The inputs, the regime (its notes in the log and the result), the peers not yet timed."""
@@ -130,10 +134,23 @@ class _Search:
     def run_all(self) -> bool:
         """Tiles and stages first, then the schedule variations around the fastest of them, then
         what the first screening left, until the confirmations' share; False: restart."""
+        first = [c for c in self.candidates if c.phase == 1]
+        self.begin("tiles/stages", first)
         if not self.run(self.candidates, self.first_until):
             return False
-        first = [c for c in self.candidates if c.phase == 1]
-        return self.vary() and self.run(first, self.screen_until) and self.confirm()
+        if not self.vary():
+            return False
+        self.begin("tiles/stages", first)
+        return self.run(first, self.screen_until) and self.confirm()
+
+    def begin(self, step: str, cands: list[Candidate], confirming: bool = False) -> None:
+        """A step of the search starts: its candidates are known now, so its count never grows."""
+        self.step, self.step_keys, self.confirming = step, [c.key for c in cands], confirming
+
+    def step_done(self) -> int:
+        if self.confirming:
+            return sum(1 for k in self.step_keys if k in self.done and self.done[k].confirmed)
+        return sum(1 for k in self.step_keys if k in self.done)
 
     def elapsed(self) -> float:
         return time.monotonic() - self.t0
@@ -150,9 +167,10 @@ class _Search:
             return self.full
         return max(min(SCREEN_MIN, self.full), min(self.full, int(SCREEN_S * 1e3 / ref) + 1))
 
-    def report(self, state: Literal["start", "done"], trial: Trial) -> None:
+    def report(self, state: Literal["start", "done"], trial: Trial, in_step: bool = True) -> None:
+        step, step_done, step_total = (self.step, self.step_done(), len(self.step_keys)) if in_step else ("", 0, 0)
         self.em.send(TrialEvent(state=state, trial=trial.to_dict(), done=len(self.done), total=self.total,
-                                best_ms=self.best_ms()))
+                                step=step, step_done=step_done, step_total=step_total, best_ms=self.best_ms()))
 
     def one(self, cand: Candidate, iters: int, confirm: bool = False) -> bool:
         """Time ``cand``; False where it left the device unusable."""
@@ -186,6 +204,8 @@ class _Search:
         screened = sorted((t for t in self.done.values() if t.correct and t.iterations < self.full),
                           key=lambda t: t.time_ms)[:CONFIRM_TOP]
         by_key = {c.key: c for c in self.candidates}
+        self.begin("confirming", [Candidate(t.block_size, t.memory_pipelining, t.schedule) for t in screened],
+                   confirming=True)
         for t in screened:
             cand = by_key.get(t.key) or Candidate(t.block_size, t.memory_pipelining, t.schedule, t.predicted_ms,
                                                   t.phase)
@@ -208,11 +228,15 @@ class _Search:
             extra, pruned = variations(self.task, self.profile, seeds, seen)
             if not extra and not pruned:
                 return True
-            self.total += len(extra) + len(pruned)
+            self.total += len(extra)  # the pruned are listed as skipped, never timed: not candidates
             for t in pruned:
-                self.report("done", t)
+                self.report("done", t, in_step=False)
+            if not extra:
+                return True
             extra.sort(key=lambda c: (c.predicted_ms is None, c.predicted_ms or 0.0))
             self.candidates += extra
+            self.round += 1
+            self.begin(f"variations round {self.round}", extra)
             if not self.run(extra, self.screen_until):
                 return False
         return True

@@ -3,6 +3,7 @@ end, cancel, sort, apply the best knobs, and a snapshot of the finished view."""
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -47,11 +48,15 @@ async def test_t_opens_the_view_idle_so_budget_and_regime_can_be_set_first(make,
         assert screen.state in ("running", "done") and screen.budget_s == 5
 
 
-async def wait_for_tune(pilot, screen: TuneRunScreen, timeout_s: float = 60.0) -> None:
-    """Wait until the tune's result is in and the view has drawn it."""
+async def wait_for_tune(pilot, screen: TuneRunScreen, timeout_s: float = 60.0,
+                        seen: list[str] | None = None) -> None:
+    """Wait until the tune's result is in and the view has drawn it; ``seen``: the progress lines
+    drawn meanwhile."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         await pilot.pause(0.05)
+        if seen is not None and screen.state == "running":
+            seen.append(str(screen.query_one("#tr-progress").content))
         if screen.result is not None:
             await pilot.pause(0.3)
             return
@@ -81,14 +86,16 @@ async def test_a_tune_runs_to_completion(make, size):
     app = make(start_mode="tune")
     async with app.run_test(size=size) as pilot:
         screen = await start_tune(pilot, app)
-        await wait_for_tune(pilot, screen)
+        seen: list[str] = []
+        await wait_for_tune(pilot, screen, seen=seen)
         res = screen.result
         assert res.status == "ok" and res.simulated and res.best is not None and res.saved
         assert screen.state == "done"
         table = screen.query_one("#tr-table", DataTable)
         assert table.row_count == len(res.trials) + len(res.skipped) > 10
+        assert_steady_denominators(seen)
         progress = text_of(app, "#tr-progress")
-        assert progress.startswith("done") and f"candidates {len(res.trials)}/{res.total}" in progress
+        assert progress.startswith("done") and f"{len(res.trials)} of {res.total} candidates timed" in progress
         assert f"best {res.best.median_ms:.4f} ms ({res.best.key})" in progress
         assert "SIMULATED" in text_of(app, "#tr-head")
         # the best row is marked (and first, in the default sort by time)
@@ -106,6 +113,36 @@ async def test_a_tune_runs_to_completion(make, size):
         labels = [label for label, _ in plot.lines]
         assert labels[0] == f"default {res.default.key}" and set(res.peers) <= set(labels)
         assert dict(plot.lines)["cublas_gemm_beta1"] == pytest.approx(res.peers["cublas_gemm_beta1"]["median_ms"])
+
+
+def assert_steady_denominators(lines: list[str]) -> None:
+    """Defect 16: the running count's denominator grew (48/140 -> 168/187) as the search added
+    variations. Each step of the search now counts its own candidates, known when it starts: within
+    a step the denominator holds and the count never goes back."""
+    steps: dict[str, tuple[int, int]] = {}
+    for line in lines:
+        assert line.startswith("running · "), line
+        m = re.match(r"running · ([a-z/ 0-9]+): (\d+)/(\d+) · \d+ timed", line)
+        if m is None:  # before the first trial lands
+            assert "/" not in line.split(",")[0], line
+            continue
+        name, done, total = m.group(1), int(m.group(2)), int(m.group(3))
+        assert done <= total, line
+        if name in steps:
+            assert total == steps[name][1] and done >= steps[name][0], (steps[name], line)
+        steps[name] = (done, total)
+    assert "tiles/stages" in steps, lines[-5:]
+
+
+def test_the_running_line_counts_the_step_not_the_growing_total():
+    """Defect 16: the denominator was the candidates known so far, which the rounds of variations
+    grow; the running line counts the step's own candidates and the candidates timed."""
+    best = {"block_size": "128x128", "memory_pipelining": 5, "schedule": {}, "status": "ok", "median_ms": 0.14412}
+    line = progress_text("running", ("variations round 2", 3, 8), 161, 166, best, 11.2, 60, None).plain
+    assert line.startswith("running · variations round 2: 3/8 · 161 timed, best 0.1441 ms")
+    assert "166" not in line
+    assert progress_text("done", None, 166, 166, best, 13, 60, None).plain.startswith(
+        "done · 166 of 166 candidates timed")
 
 
 async def test_x_cancels_and_keeps_what_was_measured(make, monkeypatch):
@@ -209,8 +246,8 @@ async def test_every_binding_of_the_view_has_a_description(make):
 
 def test_progress_line_reads_as_the_issue_asks():
     best = {"block_size": "128x128", "memory_pipelining": 5, "schedule": {}, "status": "ok", "median_ms": 0.14412}
-    text = progress_text("running", 12, 130, best, 14.2, 60, "128x80/5").plain
-    assert text == ("running · candidates 12/130, best 0.1441 ms (128x128/5), elapsed 14 s / 60 s, "
+    text = progress_text("running", ("tiles/stages", 12, 130), 12, 130, best, 14.2, 60, "128x80/5").plain
+    assert text == ("running · tiles/stages: 12/130 · 12 timed, best 0.1441 ms (128x128/5), elapsed 14 s / 60 s, "
                     "timing 128x80/5")
     assert trial_label({**best, "schedule": {"consumers": "pingpong"}}) == "128x128/5 consumers=pingpong"
 

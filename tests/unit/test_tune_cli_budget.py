@@ -27,8 +27,30 @@ def test_a_piped_tune_keeps_to_its_budget_and_does_not_spam(capsys, monkeypatch)
     assert 1 <= len(lines) <= BUDGET_S / 3.0 + 2, err
     timed, total = map(int, re.search(r"(\d+) of (\d+) candidates timed", " ".join(out.split())).groups())
     for line in lines:
-        done, known = map(int, re.search(r"(\d+) of (\d+) timed", line).groups())
-        assert done <= known <= total and done <= timed
+        done = int(re.search(r"(\d+) timed: ", line).group(1))
+        assert done <= timed <= total
+
+
+def test_each_progress_line_counts_its_step_and_the_last_agrees_with_the_summary(capsys, monkeypatch):
+    """Defect 17: the progress counter ('163 of 187 timed') disagreed with the total, which the
+    rounds of variations grew and the pruned ones swelled. Each line now counts its step of the
+    search, known when the step starts, and the candidates timed; the last agrees with the summary."""
+    monkeypatch.setattr(Progress, "PIPE_EVERY_S", 0.0)
+    code = main(["tune", "--backend", "sim", "--block-size", "128x128", "--shape", "m=2000,n=4096,k=4096",
+                 "--budget", "30", "--top", "0"])
+    out, err = capsys.readouterr()
+    assert code == 0
+    steps: dict[str, int] = {}
+    counts = []
+    for line in err.splitlines():
+        m = re.search(r" ([a-z/ 0-9]+): (\d+)/(\d+), (\d+) timed: ", line)
+        assert m is not None, line
+        name, step_done, step_total, done = m.group(1), *map(int, m.groups()[1:])
+        assert step_done <= steps.setdefault(name, step_total) == step_total, line
+        counts.append(done)
+    assert counts == sorted(counts) and "variations round 1" in steps
+    timed, total = map(int, re.search(r"(\d+) of (\d+) candidates timed", " ".join(out.split())).groups())
+    assert counts[-1] == timed == total  # the search ran out of candidates: every one was timed
 
 
 def test_the_json_elapsed_time_counts_from_the_start(capsys):

@@ -377,3 +377,30 @@ def test_a_schedule_lent_from_a_tuned_shape_is_varied_not_held_fixed():
     assert cands[0].schedule == {}
     extra, _ = variations(fixed, H200, [seed], set())
     assert extra and all("raster" not in c.schedule for c in extra)
+
+
+def test_the_progress_counts_each_step_and_ends_agreeing_with_the_total():
+    """Defects 16 and 17: the count's denominator grew as the rounds added variations (48/140 ->
+    168/187), and the pruned variations were counted in the total though never timed, so a search
+    that ran out ended '41 of 62'. Each step now counts its own candidates, known when it starts."""
+    from engine import tune_worker
+    from engine.job import JobRequest, TuneOptions
+
+    task = sim_task(shape={"m": 2000, "n": 4096, "k": 4096}, block_size="128x128")
+    base_plan, cands, _ = search_space(task, H200)
+    sent = []
+    tune_worker.tune_body(JobRequest("tune", task, H200, "sim", base_plan.kernel, TuneOptions(
+        regime="burst", budget_s=60.0, candidates=tuple(cands), default_key=cands[0].key)), sent.append)
+    done = [e for e in sent if getattr(e, "kind", "") == "trial" and e.state == "done"]
+    timed = [e for e in done if e.trial["status"] != "skipped"]
+    pruned = [e for e in done if e.trial["status"] == "skipped"]
+    assert pruned and all(e.step == "" for e in pruned)  # listed, outside every step's count
+    steps: dict[str, list[tuple[int, int]]] = {}
+    for e in timed:
+        steps.setdefault(e.step, []).append((e.step_done, e.step_total))
+    assert list(steps)[:2] == ["tiles/stages", "variations round 1"], list(steps)
+    for name, counts in steps.items():
+        assert len({total for _, total in counts}) == 1, (name, counts)  # the denominator holds
+        assert [d for d, _ in counts] == list(range(1, len(counts) + 1)), (name, counts)
+        assert counts[-1][0] == counts[-1][1], (name, counts)  # the search ran out: every step finished
+    assert timed[-1].done == timed[-1].total == len(timed)  # the counter ends at the total

@@ -78,8 +78,8 @@ def read_shapes(path: Path) -> list[dict[str, Any]]:
 class Progress:
     """Candidates timed and the best so far, on stderr: one line rewritten in place on a terminal;
     off one (a pipe, a log) a line every ``PIPE_EVERY_S`` seconds at most, not one per trial. The
-    count is of candidates timed against the candidates known so far (the search adds variations
-    of the fastest as it goes, so the second number can grow)."""
+    fraction is the search step's own ('variations round 2: 3/8'), whose candidates are known when
+    it starts; the candidates known in all grow round by round, so no line divides by them."""
 
     PIPE_EVERY_S = 5.0
 
@@ -104,9 +104,13 @@ class Progress:
         knobs = knob_label(t["block_size"], t["memory_pipelining"], t.get("schedule"))
         took = fmt(t.get("median_ms"), ".4f") + " ms" if t.get("median_ms") else t["status"]
         best = f"best {ev.best_ms:.4f} ms" if ev.best_ms else "no correct candidate yet"
-        count = f"{ev.done} of {max(ev.total, ev.done)} timed"
-        self.console.print(f"{self.label} {count}: {knobs:<38} {took:<12} {best}", markup=False,
-                           end="\r" if self.tty else "\n")
+        count = (f"{ev.step}: {ev.step_done}/{ev.step_total}, " if ev.step else "") + f"{ev.done} timed"
+        line = f"{self.label} {count}: {knobs:<38} {took:<12} {best}"
+        if self.tty:  # one row rewritten in place: a wrapped line would leave its first rows behind
+            width = self.console.width - 1
+            self.console.print(line if len(line) <= width else line[:width - 1] + "…", markup=False, end="\r")
+        else:  # a log keeps each line whole, however wide
+            self.console.print(line, markup=False, soft_wrap=True)
 
 
 def _task_for(args: argparse.Namespace, shape: dict[str, int] | None) -> TaskSpec:

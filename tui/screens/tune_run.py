@@ -65,9 +65,12 @@ class TuneRunScreen(CockpitScreen):
     class TrialPosted(Message):
         """A trial started, finished or a peer was timed (from the worker thread; plain data)."""
 
-        def __init__(self, run_id: int, state: str, trial: dict[str, Any], done: int, total: int) -> None:
+        def __init__(self, run_id: int, state: str, trial: dict[str, Any], done: int, total: int,
+                     step: tuple[str, int, int] | None = None) -> None:
             super().__init__()
             self.run_id, self.state, self.trial, self.done, self.total = run_id, state, trial, done, total
+            self.step = step
+            """The step of the search and its count (``TrialEvent.step``); None outside the steps."""
 
         def can_replace(self, message: Message) -> bool:
             """A 'start' only names the candidate in flight: any later trial message supersedes it."""
@@ -101,6 +104,8 @@ class TuneRunScreen(CockpitScreen):
         self.sort = SORTS[0]
         self.filter = FILTERS[0]
         self.done = self.total = 0
+        self.step: tuple[str, int, int] | None = None
+        """The search's step in flight with its own count (the progress line's denominator)."""
         self.in_flight: str | None = None
         self.budget_s: float = budget_s
         self.regime = regime
@@ -178,7 +183,7 @@ class TuneRunScreen(CockpitScreen):
                         "esc to leave a field).", style="yellow")
         elapsed = (self.result.elapsed_s if self.result is not None
                    else (self._stopped_at or time.monotonic()) - self.started_at)
-        return progress_text(self.state, self.done, self.total, best_entry(self.entries), elapsed,
+        return progress_text(self.state, self.step, self.done, self.total, best_entry(self.entries), elapsed,
                              self.budget_s, self.in_flight)
 
     def _fill_table(self) -> None:
@@ -254,7 +259,7 @@ class TuneRunScreen(CockpitScreen):
         self._run_id += 1
         self._cancel = threading.Event()
         self.entries, self.peers, self.result, self._problem = [], {}, None, None
-        self.done, self.total, self.in_flight = 0, 0, None
+        self.done, self.total, self.step, self.in_flight = 0, 0, None, None
         self.state, self.started_at, self._stopped_at = "running", time.monotonic(), None
         self.refresh_view()
         app = self.app
@@ -267,7 +272,8 @@ class TuneRunScreen(CockpitScreen):
               store: Any, budget_s: float, regime: str, cancel: threading.Event) -> None:
         def on_event(ev: Any) -> None:
             if getattr(ev, "kind", None) == "trial":
-                self.post_message(self.TrialPosted(run_id, ev.state, dict(ev.trial), ev.done, ev.total))
+                step = (ev.step, ev.step_done, ev.step_total) if ev.step else None
+                self.post_message(self.TrialPosted(run_id, ev.state, dict(ev.trial), ev.done, ev.total, step))
 
         try:
             result = tune(task, profile_name, budget_s=budget_s, regime=regime, store=store, on_event=on_event,
@@ -295,6 +301,8 @@ class TuneRunScreen(CockpitScreen):
             self.entries.append({**trial, "seq": len(self.entries), "n": n})
             self.in_flight = None
         self.done, self.total = max(self.done, message.done), max(self.total, message.total)
+        if message.step is not None:
+            self.step = message.step
         self._dirty = True
 
     def on_tune_run_screen_finished(self, message: Finished) -> None:

@@ -86,12 +86,21 @@ def row_cells(entry: dict[str, Any], best: bool) -> tuple[Text, ...]:
             Text("" if sol is None else f"{sol:.1f}", style=style, justify="right"), Text(what, style=style))
 
 
-def progress_text(state: str, done: int, total: int, best: dict[str, Any] | None,
-                  elapsed_s: float, budget_s: float, in_flight: str | None) -> Text:
-    """'running · candidates 12/130, best 0.1441 ms (128x128/5), elapsed 14 s / 60 s'."""
+def progress_text(state: str, step: tuple[str, int, int] | None, done: int, total: int,
+                  best: dict[str, Any] | None, elapsed_s: float, budget_s: float, in_flight: str | None) -> Text:
+    """While running, the step of the search with its own count, whose denominator is fixed when the
+    step starts ('running · variations round 2: 3/8 · 161 timed, best 0.1441 ms (128x128/5), elapsed
+    14 s / 60 s'); once ended, the candidates timed of those known ('done · 166 of 166 candidates
+    timed, ...'). The candidates known grow as the rounds add variations, so the running line never
+    divides by them."""
     style = {"running": "bold yellow", "done": "bold green", "cancelled": "bold magenta"}.get(state, "bold red")
     out = Text(state, style=style)
-    out.append(f" · candidates {done}/{total}")
+    if state == "running":
+        if step is not None and step[0]:
+            out.append(f" · {step[0]}: {step[1]}/{step[2]}")
+        out.append(f" · {done} timed")
+    else:
+        out.append(f" · {done} of {max(done, total)} candidates timed")
     if best is not None:
         out.append(", best ")
         out.append(f"{best['median_ms']:.4f} ms", style="bold")
