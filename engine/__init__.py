@@ -90,7 +90,7 @@ _EXPORTS: dict[str, str] = {
     "gpu_processes": "engine.telemetry",
     "HARMFUL_THROTTLE_MASK": "engine.nvml", "run_checks": "engine.checks", "checks_summary": "engine.checks:summary",
     "CHECKS": "engine.checks", "CheckContext": "engine.checks",
-    "checked_profile": "engine.checks.arch:profile_in_use",
+    "checked_profile": "engine.checks.arch:profile_in_use", "CHECK_SIM_HINT": "engine.checks.driver:SIM_HINT",
     "match_text": "engine.troubleshoot", "match_check": "engine.troubleshoot",
     "match_slow_knobs": "engine.troubleshoot", "rehearsed_fault": "engine.troubleshoot",
     "read_log": "engine.log_reader", "LogText": "engine.log_reader", "LOG_HEAD_BYTES": "engine.log_reader:HEAD_BYTES",
@@ -156,6 +156,7 @@ if TYPE_CHECKING:  # the same names for type checkers; tests/unit/test_import_hy
     from engine.checks import run_checks as run_checks
     from engine.checks import summary as checks_summary
     from engine.checks.arch import profile_in_use as checked_profile
+    from engine.checks.driver import SIM_HINT as CHECK_SIM_HINT
     from engine.energy import describe as describe_energy
     from engine.errors import BackendUnavailable as BackendUnavailable
     from engine.errors import CockpitError as CockpitError

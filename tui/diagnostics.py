@@ -45,6 +45,18 @@ def check_view(result: Any) -> dict[str, Any]:
     return _view(result if isinstance(result, dict) else result.to_dict(), CHECK_KEYS)
 
 
+def cockpit_fix(fix: str, simulated: bool) -> str:
+    """A check's fix as the cockpit says it: the command-line hint to rehearse with
+    ``--backend sim`` becomes the cockpit's key (S), or goes where the device is simulated already."""
+    from engine import CHECK_SIM_HINT
+
+    if CHECK_SIM_HINT not in fix:
+        return fix
+    if simulated:
+        return fix.replace(f"; {CHECK_SIM_HINT}", "").replace(CHECK_SIM_HINT, "").strip()
+    return fix.replace(CHECK_SIM_HINT, "or press S to rehearse on the SIMULATED device")
+
+
 # --- troubleshooting rules ---------------------------------------------------------------------
 def rules_for_text(text: str) -> list[dict[str, Any]]:
     return [rule_view(m) for m in match_text(text)]

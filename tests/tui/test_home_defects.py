@@ -167,3 +167,47 @@ async def test_the_schedule_placeholder_is_the_kernels_own(make):
         app.screen.query_one("#f-kernel", Select).value = "add_rmsnorm"
         await pilot.pause(0.3)
         assert "has no schedule knobs" in field.placeholder and "consumers" not in field.placeholder
+
+
+def _every_check_failing():
+    """A result for every check the product has, under its own title (the longest titles it makes)."""
+    from engine import CHECK_SIM_HINT, CHECKS
+    from engine.checks.model import CheckResult
+
+    return [CheckResult(id=c.id, title=c.title, status="fail", detail="found wanting",
+                        fix=f"install the driver; {CHECK_SIM_HINT}") for c in CHECKS]
+
+
+@pytest.mark.parametrize("size", SIZES, ids=_ids)
+async def test_check_titles_are_whole_beside_the_checklist(make, monkeypatch, size):
+    """Defect 21: at 120x40 the check titles were cut ('…') while the checklist beside them took
+    half the width for a column of short step names."""
+    checks = _every_check_failing()
+    monkeypatch.setattr(diagnostics, "run_checks", lambda profile, only=None: checks)
+    app = make(start_mode="checklist", checks_on_start=True)
+    async with app.run_test(size=size) as pilot:
+        await wait_until(pilot, lambda: app.check_results == checks, what="the checks at start")
+        await pilot.pause()
+        lines = screen_lines(app)
+        shown = [c.title for c in checks if any(c.title in line for line in lines)]
+        assert len(shown) >= (20 if size[1] >= 40 else 3), lines
+        assert not [line for line in lines if "…" in line], "\n".join(lines)
+
+
+async def test_the_cockpit_says_press_s_where_a_check_says_backend_sim(make, monkeypatch):
+    """Defect 21: a check's fix in the cockpit said "or rehearse ... `tui bench --backend sim`",
+    a command line, where the header says "S uses the SIMULATED device"; on the simulated device
+    the hint is moot."""
+    from engine import CHECK_SIM_HINT
+
+    checks = _every_check_failing()[:1]
+    monkeypatch.setattr(diagnostics, "run_checks", lambda profile, only=None: checks)
+    app = make(start_mode="checklist", checks_on_start=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_until(pilot, lambda: app.check_results == checks, what="the checks at start")
+        await pilot.pause()
+        detail = text_of(app, "#check-detail")
+        assert "fix: install the driver" in detail and "--backend" not in detail and "press S" not in detail
+    fix = f"install the driver; {CHECK_SIM_HINT}"
+    assert diagnostics.cockpit_fix(fix, simulated=False) == (
+        "install the driver; or press S to rehearse on the SIMULATED device")

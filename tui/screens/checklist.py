@@ -166,7 +166,7 @@ class ChecklistScreen(CockpitScreen):
         text.append_text(status_cell(v["status"]))
         text.append(f"\n{v['detail'] or ''}")
         if v["fix"]:
-            text.append(f"\nfix: {v['fix']}", style="green")
+            text.append(f"\nfix: {diagnostics.cockpit_fix(v['fix'], self.app.simulated)}", style="green")
         if v["rules"]:
             text.append(f"\nrules: {', '.join(v['rules'])}  (enter opens them)", style="dim")
         self.query_one("#check-detail", Static).update(text)
