@@ -53,6 +53,7 @@ _EXPORTS: dict[str, str] = {
     "SPREAD_OUTLIER_PCT": "engine.multi_device:OUTLIER_PCT",
     # tuning
     "tune": "engine.tuner", "TuneResult": "engine.tune_types", "Trial": "engine.tune_types",
+    "TuneJob": "engine.tune_jobs", "recent_tunes": "engine.tune_jobs:recent",
     "knob_label": "engine.tune_types", "TuningCache": "engine.tuning_cache", "tuned_lookup": "engine.tuning_cache",
     "TUNE_REGIMES": "engine.tuning_cache:REGIMES",
     # results, baselines, profiles, errors
@@ -266,6 +267,8 @@ if TYPE_CHECKING:  # the same names for type checkers; tests/unit/test_import_hy
     from engine.troubleshoot import match_telemetry as match_telemetry
     from engine.troubleshoot import match_text as match_text
     from engine.troubleshoot import rehearsed_fault as rehearsed_fault
+    from engine.tune_jobs import TuneJob as TuneJob
+    from engine.tune_jobs import recent as recent_tunes
     from engine.tune_types import Trial as Trial
     from engine.tune_types import TuneResult as TuneResult
     from engine.tune_types import knob_label as knob_label

@@ -126,6 +126,17 @@ CREATE TABLE IF NOT EXISTS soak_samples (
     verified INTEGER
 );
 CREATE INDEX IF NOT EXISTS soak_samples_run ON soak_samples(run_id, t_s);
+CREATE TABLE IF NOT EXISTS tune_jobs (
+    tune_id TEXT PRIMARY KEY,
+    what TEXT NOT NULL,
+    client TEXT NOT NULL,
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    started_at TEXT NOT NULL,
+    ended_at TEXT,
+    status TEXT,
+    detail TEXT NOT NULL DEFAULT ''
+);
 """
 """Every table is created IF NOT EXISTS on each connection: a store made before a table existed
 gains it, empty, the first time it is opened, and no existing table changes."""

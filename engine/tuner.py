@@ -17,9 +17,11 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from datetime import datetime, timezone
 from collections.abc import Callable
 from typing import Any
 
+from engine import tune_jobs
 from engine.errors import InputError
 from engine.events import Event, TrialEvent
 from engine.job import JobRequest, TuneOptions
@@ -34,9 +36,10 @@ from engine.worker import child_main
 def tune(task: TaskSpec, profile_name: str | None = None, *, budget_s: float = 60.0, regime: str = "burst",
          store: Any = None, on_event: Callable[[Event], None] | None = None,
          cancel: threading.Event | None = None, profiles: Any = None, backend_choice: Any = None,
-         stall_s: float = STALL_S) -> TuneResult:
+         stall_s: float = STALL_S, client: str = "engine") -> TuneResult:
     """Tune ``task`` (knobs it sets are held fixed) within ``budget_s`` seconds of wall time. Saves
-    every trial and, where one is correct, the cache entry in ``store``. Raises InputError for a task
+    every trial and, where one is correct, the cache entry in ``store``, and notes the tune as a job
+    there (``engine.tune_jobs``; ``client`` says what started it). Raises InputError for a task
     that cannot run at all; anything that happens after is in the result."""
     from engine.runner import prepare
 
@@ -45,6 +48,7 @@ def tune(task: TaskSpec, profile_name: str | None = None, *, budget_s: float = 6
     if not 1 <= budget_s <= 86_400:
         raise InputError(f"budget={budget_s:g}: seconds of wall time for one shape, 1..86400")
     t0 = time.monotonic()  # the budget is wall time: planning the candidates spends it too
+    t0_wall = datetime.now(timezone.utc)
     prep = prepare(task, profile_name, profiles, backend_choice)
     base_plan, candidates, skipped = search_space(task, prep.profile)
     base = held_fixed(base_plan, task).model_copy(update={"backend": BackendName(prep.backend)})
@@ -64,13 +68,32 @@ def tune(task: TaskSpec, profile_name: str | None = None, *, budget_s: float = 6
                          options=TuneOptions(regime=regime, budget_s=budget_s, candidates=tuple(candidates),  # type: ignore[arg-type]
                                              default_key=candidates[0].key, fault=task.fault.value,
                                              fault_key=candidates[1].key if len(candidates) > 1 else None))
-    _search(request, sink, scope.sm_count, cancel, stall_s, t0)
-    res.elapsed_s = time.monotonic() - t0
-    if not res.trials or res.best is None:
-        res.status = "no_candidate" if res.status == "ok" else res.status
-    if store is not None and res.best is not None:
-        _save_best(res, store, key)
+    _job(store, res, lambda: tune_jobs.started(store, res.tune_id, base_plan.task.label(), client, t0_wall))
+    ended = "interrupted"
+    try:
+        _search(request, sink, scope.sm_count, cancel, stall_s, t0)
+        res.elapsed_s = time.monotonic() - t0
+        if not res.trials or res.best is None:
+            res.status = "no_candidate" if res.status == "ok" else res.status
+        if store is not None and res.best is not None:
+            _save_best(res, store, key)
+        ended = {"ok": "done"}.get(res.status, res.status.replace("_", " "))
+    finally:
+        best = res.best
+        detail = f"best {best.median_ms:.4f} ms ({best.key})" if best is not None and best.median_ms else (
+            f"{len(res.trials)} timed, no correct candidate")
+        _job(store, res, lambda: tune_jobs.ended(store, res.tune_id, ended, detail))
     return res
+
+
+def _job(store: Any, res: TuneResult, note: Callable[[], None]) -> None:
+    """Note the tune's start or end as a job in the store; the tune goes on where it cannot."""
+    if store is None:
+        return
+    try:
+        note()
+    except Exception as exc:
+        res.notes.append(f"tune not noted as a job: {exc}")
 
 
 class _Sink:

@@ -55,3 +55,68 @@ async def test_x_in_the_jobs_view_cancels_a_hung_run(make):
         assert app.last_result.status.value == "cancelled"
         await pilot.pause(1.2)
         assert "cancelled" in " ".join(screen_lines(app))
+
+
+@pytest.fixture(scope="module")
+def cli_tuned(tmp_path_factory):
+    """A store in which `tui tune` (its own process, as a user starts it) noted one tune."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = tmp_path_factory.mktemp("cli-tune")
+    env = dict(os.environ, SOL_COCKPIT_CONFIG_DIR=str(root / "config"), SOL_COCKPIT_DATA_DIR=str(root / "data"),
+               SOL_COCKPIT_CACHE_DIR=str(root / "cache"), SOL_SIM_DELAY="0")
+    store = root / "store.sqlite"
+    done = subprocess.run([sys.executable, "-m", "tui.cli.main", "tune", "--backend", "sim", "--budget", "2",
+                           "--store", str(store), "--top", "0"], env=env, capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[2], timeout=120)
+    assert done.returncode == 0, done.stderr
+    return store
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=lambda s: f"{s[0]}x{s[1]}")
+async def test_a_tune_started_from_the_cli_is_listed(make, cli_tuned, size):
+    """Issue 47's jobs view: a tune started with `tui tune` (another process) did not show in the
+    cockpit's Jobs view, which listed only the cockpit's own work."""
+    from engine import ResultStore
+
+    app = make(start_mode="run", store=ResultStore(cli_tuned))
+    async with app.run_test(size=size) as pilot:
+        await pilot.press("j")
+        await wait_until(pilot, lambda: type(app.screen).__name__ == "JobsScreen", what="the Jobs view")
+        await wait_until(pilot, lambda: app.screen.store_jobs, what="the store's tunes")
+        await pilot.pause()
+        shown = " ".join(screen_lines(app))
+        assert "cli tune" in shown and "gemm_residual" in shown and "done" in shown, shown
+        if size[0] >= 120:
+            assert "done · best" in shown, shown
+        assert "0 in flight, 1 ended" in shown
+
+
+def test_a_tune_without_an_end_is_running_while_its_process_lives(tmp_path, monkeypatch):
+    """A tune in flight in another process lists as running with its trials so far; one whose
+    process died without noting its end (killed) lists as lost, never as running."""
+    import subprocess
+    import sys
+
+    from engine import ResultStore, recent_tunes
+    from engine import tune_jobs
+
+    store = ResultStore(tmp_path / "store.sqlite")
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        monkeypatch.setattr(tune_jobs.os, "getpid", lambda: sleeper.pid)
+        tune_jobs.started(store, "t-live", "gemm_residual 8x8x8 bf16", "tui tune")
+        store.save_trial("t-live", {}, {"status": "ok"})
+        monkeypatch.setattr(tune_jobs.os, "getpid", lambda: 2**22 + 1)  # above Linux's pid_max: no process
+        tune_jobs.started(store, "t-dead", "gemm_residual 8x8x8 bf16", "tui tune")
+        monkeypatch.undo()
+        jobs = {j.tune_id: j for j in recent_tunes(store)}
+        assert jobs["t-live"].status == "running" and jobs["t-live"].detail == "1 trials stored"
+        assert jobs["t-dead"].status == "lost" and not jobs["t-dead"].in_flight
+        assert [j.tune_id for j in recent_tunes(store, other_than_pid=sleeper.pid)] == ["t-dead"]
+    finally:
+        sleeper.kill()
+        sleeper.wait()

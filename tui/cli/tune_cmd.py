@@ -161,7 +161,7 @@ def _tune_one(args: argparse.Namespace, task: TaskSpec, name: str | None, store:
     label = name or "x".join(str(v) for v in task.shape.values())
     progress = Progress(label) if not args.json else None
     return tune(task, args.profile, budget_s=args.budget, regime=args.regime, store=store, on_event=progress,
-                cancel=cancel)
+                cancel=cancel, client="tui tune")
 
 
 def print_tune(res: Any, name: str | None, top: int) -> None:

@@ -277,7 +277,7 @@ class TuneRunScreen(CockpitScreen):
 
         try:
             result = tune(task, profile_name, budget_s=budget_s, regime=regime, store=store, on_event=on_event,
-                          cancel=cancel, profiles=profiles, backend_choice=choice)
+                          cancel=cancel, profiles=profiles, backend_choice=choice, client="cockpit")
         except CockpitError as exc:
             self.post_message(self.Rejected(run_id, exc.message, exc.fix))
             return

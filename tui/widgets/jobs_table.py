@@ -1,11 +1,13 @@
-"""The jobs the cockpit ran this session (runs, tunes, soaks), as k9s lists pods: what, status,
-elapsed. Pure: the app keeps the records, the Jobs overlay and the tests read them."""
+"""The jobs the cockpit ran this session (runs, tunes, soaks) and the tunes other processes ran
+(``tui tune``, another cockpit: from the store), as k9s lists pods: what, status, elapsed. Pure:
+the app keeps its records, the Jobs overlay reads the store's, the tests read both."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
+from typing import Any
 
 from rich.text import Text
 
@@ -22,7 +24,7 @@ class JobRecord:
     """One piece of work: started, maybe ended, how it ended."""
 
     kind: str
-    """'run', 'tune' or 'soak'."""
+    """'run', 'tune' or 'soak'; for another process's tune, what started it ('cli tune')."""
     what: str
     """The task's label (kernel, shape, dtype)."""
     started: float = field(default_factory=time.monotonic)
@@ -31,6 +33,9 @@ class JobRecord:
     status: str = "running"
     detail: str = ""
     """How it ended, in a few words ('run #24', 'best 0.1441 ms', the refusal)."""
+    pid: int | None = None
+    """The process running it where that is not this cockpit (a ``tui tune``): it cannot be
+    cancelled from here."""
 
     @property
     def in_flight(self) -> bool:
@@ -38,6 +43,20 @@ class JobRecord:
 
     def elapsed_s(self, now: float | None = None) -> float:
         return ((self.ended if self.ended is not None else (now or time.monotonic())) - self.started)
+
+
+def from_tune_job(job: Any, now_wall: datetime | None = None, now: float | None = None) -> JobRecord:
+    """A record of a tune another process noted in the store (``engine.TuneJob``), its times moved
+    onto this process's monotonic clock."""
+    now_wall = now_wall or datetime.now(timezone.utc)
+    now = time.monotonic() if now is None else now
+    started = now - (now_wall - job.started_at).total_seconds()
+    ended = None if job.in_flight else now - (now_wall - (job.ended_at or now_wall)).total_seconds()
+    local = job.started_at.astimezone()
+    stamp = local.strftime("%H:%M:%S" if local.date() == now_wall.astimezone().date() else "%b %d %H:%M")
+    kind = {"tui tune": "cli tune", "cockpit": "tune (other cockpit)"}.get(job.client, f"tune ({job.client})")
+    return JobRecord(kind, job.what, started=started, started_at=stamp, ended=ended,
+                     status=job.status, detail=job.detail, pid=job.pid)
 
 
 def elapsed_text(seconds: float) -> str:
