@@ -17,8 +17,8 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from datetime import datetime, timezone
 from collections.abc import Callable
+from datetime import datetime, timezone
 from typing import Any
 
 from engine import tune_jobs

@@ -101,8 +101,7 @@ def test_a_tune_without_an_end_is_running_while_its_process_lives(tmp_path, monk
     import subprocess
     import sys
 
-    from engine import ResultStore, recent_tunes
-    from engine import tune_jobs
+    from engine import ResultStore, recent_tunes, tune_jobs
 
     store = ResultStore(tmp_path / "store.sqlite")
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
