@@ -4,9 +4,10 @@ the console command, the tests and the GPU script."""
 
 from __future__ import annotations
 
+import importlib
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -37,17 +38,7 @@ from tui.app_work import BackgroundWork
 from tui.cli_options import THEMES, combine, parse_args
 from tui.preferences import Preferences, PreferencesFile
 from tui.screen_list import MODES as SCREEN_MODES
-from tui.screen_list import SCREENS
-from tui.screens.checklist import ChecklistScreen
-from tui.screens.fleet import FleetScreen
-from tui.screens.history import HistoryScreen
-from tui.screens.live import LiveScreen
-from tui.screens.overlays import ConfirmQuitScreen, HelpScreen
-from tui.screens.profile import ProfileScreen
-from tui.screens.run import RunScreen
-from tui.screens.soak import SoakScreen
-from tui.screens.troubleshoot import TroubleshootScreen
-from tui.screens.tune import TuneScreen
+from tui.screen_list import SCREENS, entry
 from tui.widgets.status_line import run_status_word
 
 
@@ -59,11 +50,25 @@ def with_fields(task: TaskSpec, **update: Any) -> TaskSpec:
 TEXTUAL_THEMES = {"dark": "textual-dark", "light": "textual-light"}
 PALETTE_SKIP = {"Quit", "Theme", "Keys"}
 """Textual's own palette commands that a cockpit key already offers (q, ctrl+t, ?)."""
-SCREEN_CLASSES: dict[str, type[Screen]] = {cls.MODE: cls for cls in (
-    ChecklistScreen, ProfileScreen, TuneScreen, RunScreen, LiveScreen, TroubleshootScreen, HistoryScreen,
-    FleetScreen, SoakScreen)}
-"""Each screen's class by its ``MODE``; which screens the cockpit has, their keys and order are the
-list's (``tui.screen_list.SCREENS``)."""
+
+
+def screen_class(mode: str) -> type[Screen]:
+    """The class of a mode's screen, its module imported on first use: which screens the cockpit
+    has, their keys and order are the list's (``tui.screen_list.SCREENS``)."""
+    found = entry(mode)
+    if found is None:
+        raise KeyError(mode)
+    module, name = found.screen_path
+    cls = getattr(importlib.import_module(module), name)
+    assert cls.MODE == mode, (cls, mode)
+    return cls
+
+
+def _new_screen(mode: str) -> Callable[[], Screen]:
+    """The mode's factory for Textual's ``MODES``: the screen's module is imported when the mode
+    is first shown, not when the cockpit starts (its first frame waits for one screen only)."""
+    return lambda: screen_class(mode)()
+
 PREFERENCE_CHOICES = {"theme": THEMES, "screen": SCREEN_MODES}
 """The values the preferences file may hold for a key; another is reported and the file left alone."""
 
@@ -74,7 +79,7 @@ class CockpitApp(BackgroundWork):
 
     CSS_PATH = "cockpit.tcss"
     TITLE = "SOL Cockpit"
-    MODES = {s.mode: SCREEN_CLASSES[s.mode] for s in SCREENS}
+    MODES = {s.mode: _new_screen(s.mode) for s in SCREENS}
     BINDINGS = [
         *[Binding(s.key, f"switch_mode('{s.mode}')", f"Go to {s.label}", show=False, tooltip=s.tooltip)
           for s in SCREENS],
@@ -349,12 +354,16 @@ class CockpitApp(BackgroundWork):
         self.theme = TEXTUAL_THEMES["light"] if self.theme == TEXTUAL_THEMES["dark"] else TEXTUAL_THEMES["dark"]
 
     def action_help(self) -> None:
+        from tui.screens.overlays import HelpScreen
+
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen(self.screen))
 
     async def action_quit(self) -> None:
         """Quit; with a run or a tune in flight, ask first, then cancel it so the cockpit exits at
         once (a hung kernel would otherwise hold the process until its timeout)."""
+        from tui.screens.overlays import ConfirmQuitScreen
+
         busy = self.busy_with()
         if not busy:
             self.exit()

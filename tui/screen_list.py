@@ -21,6 +21,12 @@ class ScreenEntry:
     """What it shows, where its label does not say (the key's tooltip adds it)."""
 
     @property
+    def screen_path(self) -> tuple[str, str]:
+        """(module, class name) of its screen: ``tui.screens.<mode>``'s ``<Mode>Screen``, imported
+        when it is first shown, so that the cockpit's first frame waits for its first screen only."""
+        return f"tui.screens.{self.mode}", f"{self.mode.title()}Screen"
+
+    @property
     def tooltip(self) -> str:
         return f"Show the {self.label} screen" + (f": {self.about}" if self.about else "")
 

@@ -115,11 +115,12 @@ def test_one_key_for_one_action_on_every_screen():
     (ctrl+r reset the Tune form and started a soak)."""
     from textual.binding import Binding
 
-    from tui.app import SCREEN_CLASSES
+    from tui.app import screen_class
+    from tui.screen_list import SCREENS
     from tui.screens.tune_run import TuneRunScreen
 
     seen = 0
-    for cls in [*SCREEN_CLASSES.values(), TuneRunScreen]:
+    for cls in [*(screen_class(s.mode) for s in SCREENS), TuneRunScreen]:
         for b in cls.BINDINGS:
             assert isinstance(b, Binding)
             assert b.key not in ("ctrl+r", "ctrl+x"), (cls.__name__, b)

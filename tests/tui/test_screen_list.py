@@ -24,10 +24,10 @@ def test_the_list_is_well_formed():
 
 
 def test_every_screen_of_the_cockpit_is_in_the_list_in_its_order():
-    from tui.app import CockpitApp
+    from tui.app import CockpitApp, screen_class
 
     assert list(CockpitApp.MODES) == list(MODES)
-    assert all(cls.MODE == mode for mode, cls in CockpitApp.MODES.items())
+    assert all(screen_class(mode).MODE == mode for mode in CockpitApp.MODES)
     found = set()
     for info in pkgutil.iter_modules(tui.screens.__path__):
         module = importlib.import_module(f"tui.screens.{info.name}")
@@ -113,7 +113,7 @@ def test_the_readmes_list_every_screen_and_every_key():
     import re
     from pathlib import Path
 
-    from tui.app import SCREEN_CLASSES, CockpitApp
+    from tui.app import CockpitApp, screen_class
     from tui.screens.tune_run import TuneRunScreen
 
     root = Path(__file__).resolve().parents[2]
@@ -126,8 +126,27 @@ def test_the_readmes_list_every_screen_and_every_key():
     for s in SCREENS:
         assert f"`{s.key}` {s.label}" in keys_para, s
         assert s.key in rows and f"| {s.label}" in rows[s.key], s
-        bindings = list(SCREEN_CLASSES[s.mode].BINDINGS) + (list(TuneRunScreen.BINDINGS) if s.mode == "tune" else [])
+        bindings = list(screen_class(s.mode).BINDINGS) + (list(TuneRunScreen.BINDINGS) if s.mode == "tune" else [])
         for b in bindings:
             assert f"`{shown.get(b.key, b.key)}`" in rows[s.key], (s.label, b.key, b.action)
     for b in CockpitApp.BINDINGS:
         assert f"`{shown.get(b.key, b.key)}`" in keys_para, b.key
+
+
+def test_the_cockpit_imports_a_screen_when_it_is_first_shown():
+    """Issue 47's instant start: ``import tui.app`` imported every screen (and through them the
+    tuner, the soak, the fleet and their plots) before the first frame. Each screen's module is now
+    imported when its mode is first shown."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[2])
+    code = ("import sys, tui.app; print(' '.join(m for m in sys.modules if m.startswith(('tui.screens.', "
+            "'engine.', 'textual_plotext', 'plotext'))))")
+    loaded = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                                timeout=60, cwd=root, env=dict(os.environ, PYTHONPATH=root)).stdout.split())
+    screens = {s.screen_path[0] for s in SCREENS} | {"tui.screens.tune_run", "tui.screens.overlays"}
+    assert not loaded & screens, sorted(loaded & screens)
+    assert not loaded & {"engine.tuner", "engine.soak", "engine.fleet", "textual_plotext", "plotext"}, sorted(loaded)
